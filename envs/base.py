@@ -1,0 +1,174 @@
+"""The extra surface every robust environment shares.
+
+A robust environment is a gymnax ``Environment`` whose transition kernel is a
+*parametric distribution*: ``s' ~ P_xi(. | s, a)``.  The kernel parameter ``xi``
+lives in ``EnvParams`` next to its nominal value ``xi_c`` and the box
+half-widths ``kappa`` of the uncertainty set ``U = {xi : |xi - xi_c| <= kappa}``.
+
+Subclasses write four small pure functions -- ``next_state_distribution``,
+``reward``, ``constraint_costs`` and ``is_terminated_vec`` -- plus ``reset_env``;
+this base owns sampling (``step_env`` samples from exactly the distribution the
+adversary differentiates), the box projection and the test kernels of SPEC §1.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import distrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import environment
+
+
+@struct.dataclass
+class RobustState(environment.EnvState):
+    """State of every robust env: the state vector ``s`` and the step counter."""
+
+    s: jax.Array
+    time: jax.Array
+
+
+class RobustEnvironment(environment.Environment):
+    """Base class: a gymnax env with a differentiable parametric kernel.
+
+    Class attributes a subclass sets:
+      ``num_constraints`` (m), ``gamma``, ``lambda_max``, ``episode_length``,
+      ``state_dim``, ``discrete`` (bool), ``action_dim`` (number of discrete
+      actions, or the continuous action dimension).
+    """
+
+    num_constraints: int = 1
+    gamma: float = 0.99
+    lambda_max: float = 50.0
+    episode_length: int = 100
+    state_dim: int = 1
+    discrete: bool = True
+    action_dim: int = 2
+
+    # ------------------------------------------------------------------ model
+    def next_state_distribution(
+        self, params: Any, s: jax.Array, action: jax.Array
+    ) -> distrax.Distribution:
+        """Distribution of the next state vector; event shape ``(state_dim,)``."""
+        raise NotImplementedError
+
+    def reward(self, params: Any, s: jax.Array, action: jax.Array, s_next: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def constraint_costs(
+        self, params: Any, s: jax.Array, action: jax.Array, s_next: jax.Array
+    ) -> jax.Array:
+        """Constraint-costs ``c(s, a)`` of shape ``(m,)``; a constraint holds when its
+        discounted sum is <= 0."""
+        raise NotImplementedError
+
+    def is_terminated_vec(self, params: Any, s_next: jax.Array) -> jax.Array:
+        """True termination (not time-limit truncation) of the next state."""
+        return jnp.zeros((), dtype=bool)
+
+    def initial_state(self, key: jax.Array, params: Any) -> jax.Array:
+        raise NotImplementedError
+
+    # -------------------------------------------------------- gymnax contract
+    def step(self, key, state, action, params=None):
+        """gymnax ``step`` (auto-reset, ``terminated``/``truncated``), after checking
+        the kernel-parameter shapes so a wrong ``xi`` fails before tracing."""
+        params = self.default_params if params is None else params
+        self.validate_params(params)
+        return super().step(key, state, action, params)
+
+    def reset(self, key, params=None):
+        params = self.default_params if params is None else params
+        self.validate_params(params)
+        return super().reset(key, params)
+
+    def reset_env(self, key: jax.Array, params: Any) -> tuple[jax.Array, RobustState]:
+        s = self.initial_state(key, params)
+        state = RobustState(s=s, time=jnp.zeros((), dtype=jnp.int32))
+        return self.get_obs(state), state
+
+    def step_env(self, key, state, action, params):
+        """Sample ``s'`` from ``next_state_distribution`` and score the transition."""
+        s, a = state.s, jnp.asarray(action)
+        s_next = self.next_state_distribution(params, s, a).sample(seed=key)
+        reward = self.reward(params, s, a, s_next)
+        costs = self.constraint_costs(params, s, a, s_next)
+        new_state = RobustState(s=s_next, time=state.time + 1)
+        terminated = self.is_terminated_vec(params, s_next)
+        return self.get_obs(new_state), new_state, reward, terminated, {"costs": costs}
+
+    def get_obs(self, state: RobustState, params=None, key=None) -> jax.Array:
+        return state.s
+
+    def is_terminated(self, state: RobustState, params: Any) -> jax.Array:
+        return self.is_terminated_vec(params, state.s)
+
+    @property
+    def num_actions(self) -> int:
+        return self.action_dim
+
+    # ------------------------------------------------------- adversary hooks
+    def transition_log_prob(
+        self, xi: jax.Array, params: Any, s: jax.Array, action: jax.Array, s_next: jax.Array
+    ) -> jax.Array:
+        """``log P_xi(s_next | s, a)`` as a function of ``xi`` (differentiable)."""
+        return self.next_state_distribution(params.replace(xi=xi), s, action).log_prob(s_next)
+
+    @staticmethod
+    def project_to_box(xi: jax.Array, xi_c: jax.Array, kappa: jax.Array) -> jax.Array:
+        """Euclidean projection onto ``{xi : |xi - xi_c| <= kappa}`` (element-wise clip)."""
+        return jnp.clip(xi, xi_c - kappa, xi_c + kappa)
+
+    def project(self, params: Any) -> Any:
+        """``params`` with ``xi`` projected onto the uncertainty box."""
+        return params.replace(xi=self.project_to_box(params.xi, params.xi_c, params.kappa))
+
+    def validate_params(self, params: Any) -> None:
+        """Raise ``ValueError`` if ``xi``/``xi_c``/``kappa`` do not have this env's shape.
+
+        Call it on concrete (not traced) params before compiling.  Leading batch
+        axes are allowed; the trailing axes must equal ``xi_c``'s default shape.
+        """
+        want = tuple(np.shape(self.default_params.xi_c))
+        for field in ("xi", "xi_c", "kappa"):
+            shape = tuple(np.shape(getattr(params, field)))
+            if shape[len(shape) - len(want):] != want or len(shape) < len(want):
+                raise ValueError(
+                    f"{self.name}: EnvParams.{field} has shape {shape}; expected {want} "
+                    f"(optionally with leading batch axes)"
+                )
+        if not isinstance(params.kappa, jax.core.Tracer) and np.any(np.asarray(params.kappa) < 0):
+            raise ValueError(f"{self.name}: EnvParams.kappa must be >= 0")
+
+    # -------------------------------------------------------- test kernels
+    @property
+    def num_kernel_params(self) -> int:
+        return int(np.prod(np.shape(self.default_params.xi_c)))
+
+    def sign_directions(self) -> np.ndarray:
+        """All ``2^n`` sign vectors in ``{-1, +1}^n``, shape ``(2^n, n)``."""
+        n = self.num_kernel_params
+        return np.array(list(itertools.product((-1.0, 1.0), repeat=n)), dtype=np.float32)
+
+    def test_kernels(self, levels, params: Any | None = None) -> Any:
+        """Batched ``EnvParams`` over ``levels x directions`` (SPEC §1):
+        ``xi = xi_c + level^2 * kappa * d``.  Every leaf gets leading axes
+        ``(len(levels), 2^n)``, ready for a double ``jax.vmap``."""
+        params = self.default_params if params is None else params
+        self.validate_params(params)
+        levels = jnp.asarray(levels, dtype=jnp.float32)
+        dirs = jnp.asarray(self.sign_directions())
+        shape = jnp.shape(params.xi_c)
+        d = dirs.reshape((dirs.shape[0],) + shape)
+        xi = params.xi_c + (levels**2)[:, None].reshape((-1, 1) + (1,) * len(shape)) * (
+            params.kappa * d
+        )[None]
+        n_l, n_d = levels.shape[0], dirs.shape[0]
+        batched = jax.tree.map(
+            lambda leaf: jnp.broadcast_to(jnp.asarray(leaf), (n_l, n_d) + jnp.shape(leaf)), params
+        )
+        return batched.replace(xi=xi)

@@ -1,0 +1,155 @@
+"""Robust-constrained Inventory Management, 1-D and 3-D (SPEC §1b, §1c).
+
+Features are *negative scaled squared distances* (no exponential), as in the
+reference implementation: ``zeta_i(s, a) = -K ||(s, a) - mu_i||^2 / (2 sigma_i^2)``
+with ``K = 1 / sqrt(8 pi)``.  The next state is Gaussian around ``eta . zeta``
+with unit standard deviation; ``xi = eta``.
+"""
+
+from __future__ import annotations
+
+import distrax
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from envs.base import RobustEnvironment
+
+K_FEATURE = 1.0 / jnp.sqrt(8.0 * jnp.pi)
+
+
+def features(z: jax.Array, centres: jax.Array, sigmas: jax.Array) -> jax.Array:
+    """``zeta_i(z) = -K ||z - mu_i||^2 / (2 sigma_i^2)``; ``z`` (d,), centres (2, d) -> (2,)."""
+    sq = jnp.sum((z[None, :] - centres) ** 2, axis=-1)
+    return -K_FEATURE * sq / (2.0 * sigmas**2)
+
+
+@struct.dataclass
+class InventoryParams(environment.EnvParams):
+    xi: jax.Array = struct.field(default_factory=lambda: jnp.array([-2.0, 3.5]))
+    xi_c: jax.Array = struct.field(default_factory=lambda: jnp.array([-2.0, 3.5]))
+    kappa: jax.Array = struct.field(default_factory=lambda: jnp.array([15.0, 15.0]))
+    action_values: jax.Array = struct.field(
+        default_factory=lambda: jnp.array([-8.0, -4.0, 3.0, 6.0])
+    )
+    centres: jax.Array = struct.field(default_factory=lambda: jnp.array([[-4.0, 5.0], [-2.0, 8.0]]))
+    sigmas: jax.Array = struct.field(default_factory=lambda: jnp.array([10.0, 5.0]))
+    noise_std: float = 1.0
+    cost_threshold: float = 0.0
+    max_steps_in_episode: int = 80
+
+
+class InventoryManagement(RobustEnvironment):
+    """1-D inventory: state ``s`` (shape (1,)), four discrete order sizes."""
+
+    num_constraints = 1
+    gamma = 0.95
+    lambda_max = 500.0
+    episode_length = 80
+    state_dim = 1
+    discrete = True
+    action_dim = 4
+
+    @property
+    def default_params(self) -> InventoryParams:
+        return InventoryParams()
+
+    @property
+    def name(self) -> str:
+        return "RobustInventory1D"
+
+    def initial_state(self, key, params):
+        return jnp.zeros((1,))
+
+    def order(self, params, action):
+        return params.action_values[action]
+
+    def zeta(self, params, s, action):
+        z = jnp.concatenate([s, self.order(params, action)[None]])
+        return features(z, params.centres, params.sigmas)
+
+    def next_state_distribution(self, params, s, action):
+        loc = jnp.dot(params.xi, self.zeta(params, s, action))[None]
+        return distrax.MultivariateNormalDiag(loc, params.noise_std * jnp.ones_like(loc))
+
+    def reward(self, params, s, action, s_next):
+        return self.order(params, action) - s[0] - s_next[0]
+
+    def constraint_costs(self, params, s, action, s_next):
+        a = self.order(params, action)
+        return (0.01 * (a**2 - s[0]) - params.cost_threshold)[None]
+
+    def action_space(self, params=None):
+        return spaces.Discrete(4)
+
+    def observation_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (1,), jnp.float32)
+
+
+@struct.dataclass
+class Inventory3DParams(environment.EnvParams):
+    xi: jax.Array = struct.field(
+        default_factory=lambda: jnp.array([[-2.0, 2.5], [-1.8, 1.5], [-1.5, 2.0]])
+    )
+    xi_c: jax.Array = struct.field(
+        default_factory=lambda: jnp.array([[-2.0, 2.5], [-1.8, 1.5], [-1.5, 2.0]])
+    )
+    kappa: jax.Array = struct.field(default_factory=lambda: jnp.full((3, 2), 0.5))
+    centres: jax.Array = struct.field(
+        default_factory=lambda: jnp.array(
+            [[-3.0, -2.5, -3.5, 5.0, 2.0, 4.5], [-6.0, -2.8, -4.0, 8.0, 2.0, 2.5]]
+        )
+    )
+    sigmas: jax.Array = struct.field(default_factory=lambda: jnp.array([4.0, 4.5]))
+    action_low: float = -1.0
+    action_high: float = 1.0
+    noise_std: float = 1.0
+    cost_threshold: float = 0.0
+    max_steps_in_episode: int = 100
+
+
+class InventoryManagement3D(RobustEnvironment):
+    """3-D inventory: state in R^3, continuous actions clipped to [-1, 1]^3."""
+
+    num_constraints = 3
+    gamma = 0.95
+    lambda_max = 500.0
+    episode_length = 100
+    state_dim = 3
+    discrete = False
+    action_dim = 3
+
+    @property
+    def default_params(self) -> Inventory3DParams:
+        return Inventory3DParams()
+
+    @property
+    def name(self) -> str:
+        return "RobustInventory3D"
+
+    def initial_state(self, key, params):
+        return jnp.zeros((3,))
+
+    def order(self, params, action):
+        return jnp.clip(action, params.action_low, params.action_high)
+
+    def zeta(self, params, s, action):
+        z = jnp.concatenate([s, self.order(params, action)])
+        return features(z, params.centres, params.sigmas)
+
+    def next_state_distribution(self, params, s, action):
+        loc = params.xi @ self.zeta(params, s, action)
+        return distrax.MultivariateNormalDiag(loc, params.noise_std * jnp.ones_like(loc))
+
+    def reward(self, params, s, action, s_next):
+        return jnp.sum(self.order(params, action) - s - s_next)
+
+    def constraint_costs(self, params, s, action, s_next):
+        return self.order(params, action) - 0.5 * s - params.cost_threshold
+
+    def action_space(self, params=None):
+        return spaces.Box(-1.0, 1.0, (3,), jnp.float32)
+
+    def observation_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (3,), jnp.float32)
