@@ -1,0 +1,64 @@
+"""LTMA: Lagrangian transition mirror ascent on the kernel parameters ``xi`` (SPEC §2c)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rcmdp_jax.advantages import discounted_returns
+from rcmdp_jax.rollout import Trajectory, act, sample_episode
+
+
+def lagrangian_cost(traj: Trajectory, lam_tilde: jax.Array) -> jax.Array:
+    """``cL_t = -r_t + sum_j lam~_j c_j,t`` over ``[..., H]`` (masked after termination)."""
+    return (-traj.reward + traj.costs @ lam_tilde) * traj.alive
+
+
+def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.Array:
+    """Monte-Carlo ascent direction for ``xi`` from episodes ``traj`` (leaves ``[E, H, ...]``):
+
+    ``mean_e sum_t gamma^t G_t grad_xi log p_xi(s_{t+1} | s_t, a_t)``, with
+    ``G_t = sum_{l>=t} gamma^(l-t) cL_l``; the gradient is ``jax.grad`` of the
+    environment's distrax ``log_prob``.
+    """
+    cost = lagrangian_cost(traj, lam_tilde)  # [E, H]
+    horizon = cost.shape[1]
+    g = discounted_returns(cost.T, jnp.zeros((horizon,)), gamma).T  # [E, H]
+    weights = jax.lax.stop_gradient(gamma ** jnp.arange(horizon, dtype=jnp.float32) * g * traj.alive)
+    log_p = jax.vmap(jax.vmap(env.transition_log_prob, in_axes=(None, None, 0, 0, 0)),
+                     in_axes=(None, None, 0, 0, 0))  # fmt: skip
+
+    def surrogate(xi):
+        return jnp.mean(jnp.sum(weights * log_p(xi, env_params, traj.s, traj.action, traj.s_next), axis=1))
+
+    return jax.grad(surrogate)(env_params.xi)
+
+
+def ltma_step(key, env, env_params, actor, actor_params, lam_tilde, eta_xi, gamma, n_episodes, horizon):
+    """One projected step ``xi <- Proj_U(xi + eta_xi * direction)``; returns ``(params, samples)``."""
+
+    def policy(obs, k):
+        return act(actor, actor_params, obs, k, deterministic=False)[0]
+
+    keys = jax.random.split(key, n_episodes)
+    traj = jax.vmap(lambda k: sample_episode(k, env, env_params, policy, horizon))(keys)
+    direction = ltma_direction(env, env_params, traj, lam_tilde, gamma)
+    new = env.project(env_params.replace(xi=env_params.xi + eta_xi * direction))
+    return new, traj.alive.sum()
+
+
+def ltma_phase(key, env, env_params, actor, actor_params, lam_tilde, hp, cfg):
+    """``cfg.ltma_iterations`` sequential LTMA steps warm-started from ``env_params.xi``."""
+
+    def body(carry, k):
+        params, samples = carry
+        params, n = ltma_step(
+            k, env, params, actor, actor_params, lam_tilde, hp.eta_xi, hp.gamma,
+            cfg.ltma_episodes, cfg.ltma_horizon,
+        )  # fmt: skip
+        return (params, samples + n), None
+
+    (params, samples), _ = jax.lax.scan(
+        body, (env_params, jnp.float32(0.0)), jax.random.split(key, cfg.ltma_iterations)
+    )
+    return params, samples

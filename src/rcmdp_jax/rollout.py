@@ -1,0 +1,144 @@
+"""Sampling: the training rollout (auto-resetting parallel envs) and fresh
+episodes from the start distribution (dual estimates, LTMA, evaluation)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class Transition:
+    """One step of the training rollout; leaves are ``[T, B, ...]`` after the scan."""
+
+    obs: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    reward: jax.Array
+    costs: jax.Array  # (m,)
+    terminated: jax.Array  # true termination (cuts the value)
+    done: jax.Array  # terminated or truncated (episode boundary)
+    next_obs: jax.Array  # the true next observation, before any auto-reset
+
+
+@struct.dataclass
+class EpisodeAccumulator:
+    """Running sums of the episodes in progress, one entry per parallel env."""
+
+    ret: jax.Array  # undiscounted return
+    disc_ret: jax.Array  # discounted return
+    disc_costs: jax.Array  # (B, m) discounted constraint-costs
+    discount: jax.Array  # gamma^t
+
+
+@struct.dataclass
+class Trajectory:
+    """A batch of fresh episodes; leaves ``[E, H, ...]``; ``alive`` masks steps after termination."""
+
+    s: jax.Array
+    action: jax.Array
+    s_next: jax.Array
+    reward: jax.Array
+    costs: jax.Array
+    alive: jax.Array
+
+
+def init_accumulator(n_envs: int, m: int) -> EpisodeAccumulator:
+    z = jnp.zeros((n_envs,), jnp.float32)
+    return EpisodeAccumulator(z, z, jnp.zeros((n_envs, m), jnp.float32), jnp.ones_like(z))
+
+
+def act(actor, actor_params, obs, key, deterministic: bool):
+    """Sample (or take the mode of) the policy at ``obs``; returns ``(action, log_prob)``."""
+    dist = actor.apply(actor_params, obs)
+    action = dist.mode() if deterministic else dist.sample(seed=key)
+    return action, dist.log_prob(action)
+
+
+def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, acc, n_steps, gamma):
+    """``n_steps`` steps of ``B`` auto-resetting envs with the stochastic policy.
+
+    Returns ``(transitions [T, B], env_state, obs, acc, episode_stats)`` where
+    ``episode_stats`` sums the returns/costs of the episodes completed here.
+    """
+    n_envs = obs.shape[0]
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def body(carry, key):
+        env_state, obs, acc = carry
+        k_act, k_step = jax.random.split(key)
+        action, log_prob = act(actor, actor_params, obs, k_act, deterministic=False)
+        next_obs, env_state, reward, term, trunc, info = step(
+            jax.random.split(k_step, n_envs), env_state, action, env_params
+        )
+        done = jnp.logical_or(term, trunc)
+        ret = acc.ret + reward
+        disc_ret = acc.disc_ret + acc.discount * reward
+        disc_costs = acc.disc_costs + acc.discount[:, None] * info["costs"]
+        finished = done.astype(jnp.float32)
+        stats = dict(
+            episodes=finished,
+            ret=finished * ret,
+            disc_ret=finished * disc_ret,
+            disc_costs=finished[:, None] * disc_costs,
+        )
+        keep = 1.0 - finished
+        acc = EpisodeAccumulator(
+            ret=keep * ret,
+            disc_ret=keep * disc_ret,
+            disc_costs=keep[:, None] * disc_costs,
+            discount=jnp.where(done, 1.0, acc.discount * gamma),
+        )
+        tr = Transition(obs, action, log_prob, reward, info["costs"], term, done, info["final_observation"])
+        return (env_state, next_obs, acc), (tr, stats)
+
+    (env_state, obs, acc), (traj, stats) = jax.lax.scan(
+        body, (env_state, obs, acc), jax.random.split(key, n_steps)
+    )
+    stats = jax.tree.map(lambda x: x.sum(axis=(0, 1)), stats)
+    return traj, env_state, obs, acc, stats
+
+
+def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Trajectory:
+    """One fresh episode from the start distribution, at most ``horizon`` steps.
+
+    ``policy(obs, key) -> action``. Steps after a true termination are masked
+    (``alive = 0``) rather than cut, so the shape is static.
+    """
+    k_reset, k_run = jax.random.split(key)
+    _, state = env.reset_env(k_reset, env_params)
+
+    def body(carry, key):
+        state, alive = carry
+        k_act, k_step = jax.random.split(key)
+        action = policy(env.get_obs(state), k_act)
+        _, nstate, reward, term, info = env.step_env(k_step, state, action, env_params)
+        out = Trajectory(state.s, action, nstate.s, reward, info["costs"], alive)
+        return (nstate, alive * (1.0 - term.astype(jnp.float32))), out
+
+    _, traj = jax.lax.scan(body, (state, jnp.float32(1.0)), jax.random.split(k_run, horizon))
+    return traj
+
+
+def discounted_sums(traj: Trajectory, gamma) -> tuple[jax.Array, jax.Array]:
+    """Discounted return ``V`` and constraint values ``C`` (m,) of one masked episode."""
+    disc = gamma ** jnp.arange(traj.reward.shape[0], dtype=jnp.float32) * traj.alive
+    return jnp.sum(disc * traj.reward), jnp.sum(disc[:, None] * traj.costs, axis=0)
+
+
+def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deterministic: bool):
+    """``n`` full episodes in parallel: ``(V [n], C [n, m], steps)``."""
+
+    def policy(obs, k):
+        return act(actor, actor_params, obs, k, deterministic)[0]
+
+    def one(k):
+        traj = sample_episode(k, env, env_params, policy, env.episode_length)
+        v, c = discounted_sums(traj, gamma)
+        return v, c, traj.alive.sum()
+
+    v, c, steps = jax.vmap(one)(jax.random.split(key, n))
+    return v, c, steps.sum()

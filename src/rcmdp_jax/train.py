@@ -1,0 +1,192 @@
+"""``make_train``: one whole training run (SPEC §2a) as a pure, jit-able function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+import envs
+from rcmdp_jax import lagrange, schedules
+from rcmdp_jax.advantages import discounted_returns, gae, normalise
+from rcmdp_jax.config import Config, HParams, validate_hparams
+from rcmdp_jax.learners import Batch, make_optimizer, update
+from rcmdp_jax.ltma import ltma_phase
+from rcmdp_jax.networks import Actor, Critic
+from rcmdp_jax.rollout import EpisodeAccumulator, collect_rollout, init_accumulator, run_episodes
+
+
+@struct.dataclass
+class TrainState:
+    params: dict  # {"actor": ..., "critic": ...}
+    opt_state: Any
+    dual: lagrange.DualState
+    env_params: Any  # the current kernel (xi): the adversary's state
+    schedule: schedules.ScheduleState
+    env_state: Any  # the parallel rollout envs
+    obs: jax.Array
+    episodes: EpisodeAccumulator
+    rng: jax.Array
+
+
+@struct.dataclass
+class TrainResult:
+    state: TrainState
+    metrics: dict  # per-iteration metrics, leading axis = iteration
+
+
+def build_networks(cfg: Config, env) -> tuple[Actor, Critic]:
+    actor = Actor(env.action_dim, tuple(cfg.policy_hidden), env.discrete, cfg.dropout)
+    critic = Critic(1 + env.num_constraints, tuple(cfg.critic_hidden), cfg.dropout)
+    return actor, critic
+
+
+def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
+    hp = cfg.hparams if hparams is None else hparams
+    if not isinstance(hp, HParams):
+        raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(hp).__name__}")
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hp)
+
+
+def make_train(config: Config):
+    """Validate ``config`` and return ``train(rng, hparams=None, env_params=None) -> TrainResult``.
+
+    ``train`` is pure: ``jax.jit(jax.vmap(train))(jax.random.split(key, n))`` trains
+    ``n`` seeds in one compiled call; vmapping ``hparams`` sweeps hyperparameters
+    and vmapping ``env_params`` trains on a batch of kernels.
+    """
+    cfg = config.validate()
+    env, default_env_params = envs.make(cfg.env)
+    actor, critic = build_networks(cfg, env)
+    m = env.num_constraints
+    n_iter = cfg.num_iterations
+
+    def init(rng, hp, env_params) -> TrainState:
+        rng, k_a, k_c, k_env = jax.random.split(rng, 4)
+        obs0 = jnp.zeros((env.state_dim,), jnp.float32)
+        params = {"actor": actor.init(k_a, obs0), "critic": critic.init(k_c, obs0)}
+        tx = make_optimizer(cfg.optimizer, hp.lr)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(k_env, cfg.n_envs), env_params
+        )
+        return TrainState(
+            params=params,
+            opt_state=tx.init(params),
+            dual=lagrange.init_dual(m, hp.lam_init),
+            env_params=env_params,
+            schedule=schedules.init_schedule(),
+            env_state=env_state,
+            obs=obs,
+            episodes=init_accumulator(cfg.n_envs, m),
+            rng=rng,
+        )
+
+    def advantages(traj, params, lam_tilde, hp):
+        """Lagrangian advantage ``A_L [T, B]`` and critic targets ``[T, B, 1 + m]``."""
+        rewards = jnp.concatenate([traj.reward[..., None], traj.costs], axis=-1)
+        if cfg.learner == "mcpmd":
+            returns = discounted_returns(rewards, traj.done, hp.gamma)
+            lagr = returns[..., 0] - returns[..., 1:] @ lam_tilde
+            return normalise(lagr), returns
+        values = critic.apply(params["critic"], traj.obs)
+        next_values = critic.apply(params["critic"], traj.next_obs)
+        adv, targets = gae(rewards, values, next_values, traj.terminated, traj.done, hp.gamma, hp.gae_lambda)
+        return adv[..., 0] - adv[..., 1:] @ lam_tilde, targets
+
+    def iteration(state: TrainState, it, hp) -> tuple[TrainState, dict]:
+        rng, k_roll, k_upd, k_ltma, k_dual, k_eval = jax.random.split(state.rng, 6)
+        tx = make_optimizer(cfg.optimizer, hp.lr)
+        lam_tilde = lagrange.effective_multiplier(cfg.constraint, state.dual, hp.eta_lam)
+
+        # 1. rollout under the current kernel
+        traj, env_state, obs, episodes, ep = collect_rollout(
+            k_roll, env, state.env_params, actor, state.params["actor"], state.env_state,
+            state.obs, state.episodes, cfg.n_steps, hp.gamma,
+        )  # fmt: skip
+
+        # 2. policy + critic update on the Lagrangian advantage
+        adv, targets = advantages(traj, state.params, lam_tilde, hp)
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        batch = Batch(flat(traj.obs), flat(traj.action), flat(traj.log_prob), flat(adv), flat(targets))
+        params, opt_state, sched, upd = update(
+            k_upd, state.params, state.opt_state, state.schedule, batch, actor, critic, tx, cfg, hp
+        )
+
+        # 3. LTMA on xi (robust algorithms)
+        env_params, ltma_steps = state.env_params, jnp.float32(0.0)
+        if cfg.robust:
+            env_params, ltma_steps = ltma_phase(
+                k_ltma, env, state.env_params, actor, params["actor"], lam_tilde, hp, cfg
+            )
+            moved = jnp.any(jnp.abs(env_params.xi - state.env_params.xi) > 0.5 * env_params.kappa)
+            if cfg.alpha_schedule == "restart":
+                sched = schedules.maybe_restart(sched, moved)
+
+        # 4. dual update from fresh episodes under the current kernel
+        dual, dual_steps = state.dual, jnp.float32(0.0)
+        if cfg.constrained:
+            _, c_eps, dual_steps = run_episodes(
+                k_dual, env, env_params, actor, params["actor"], cfg.n_dual_episodes, hp.gamma, False
+            )
+            dual = lagrange.dual_step(cfg.constraint, state.dual, c_eps.mean(0), hp, cfg.dual_epochs)
+
+        if cfg.alpha_tick == "batch":
+            sched = schedules.advance(sched)
+
+        # 5. deterministic evaluation for the training curves
+        def evaluate(_):
+            v, c, _ = run_episodes(
+                k_eval, env, env_params, actor, params["actor"], cfg.eval_episodes, hp.gamma, True
+            )
+            return v.mean(), c.mean(0)
+
+        def skip(_):
+            return jnp.float32(jnp.nan), jnp.full((m,), jnp.nan, jnp.float32)
+
+        eval_v, eval_c = jax.lax.cond(it % cfg.eval_every == 0, evaluate, skip, None)
+
+        n_ep = ep["episodes"]
+        safe = jnp.maximum(n_ep, 1.0)
+        nan_if_none = lambda x: jnp.where(n_ep > 0, x / safe, jnp.nan)  # noqa: E731
+        metrics = dict(
+            episode_return=nan_if_none(ep["ret"]),
+            episode_disc_return=nan_if_none(ep["disc_ret"]),
+            episode_costs=nan_if_none(ep["disc_costs"]),
+            episodes_completed=n_ep,
+            lam=dual.lam,
+            lam_tilde=lam_tilde,
+            c_hat=dual.c_hat,
+            xi=env_params.xi,
+            eval_return=eval_v,
+            eval_costs=eval_c,
+            policy_steps=jnp.float32(cfg.batch_size),
+            dual_steps=dual_steps.astype(jnp.float32),
+            ltma_steps=ltma_steps.astype(jnp.float32),
+            **upd,
+        )
+        new_state = TrainState(
+            params=params, opt_state=opt_state, dual=dual, env_params=env_params, schedule=sched,
+            env_state=env_state, obs=obs, episodes=episodes, rng=rng,
+        )  # fmt: skip
+        return new_state, metrics
+
+    def train(rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainResult:
+        hp = resolve_hparams(cfg, hparams)
+        env_params = default_env_params if env_params is None else env_params
+        env.validate_params(env_params)
+        state = init(rng, hp, env_params)
+        state, metrics = jax.lax.scan(
+            lambda s, it: iteration(s, it, hp), state, jnp.arange(n_iter)
+        )
+        for key in ("policy_steps", "dual_steps", "ltma_steps"):
+            metrics[key] = jnp.cumsum(metrics[key])
+        return TrainResult(state=state, metrics=metrics)
+
+    if not isinstance(cfg.hparams, HParams):
+        raise ValueError("config.hparams must be an rcmdp_jax.HParams")
+    validate_hparams(cfg.hparams)
+    train.config = cfg  # type: ignore[attr-defined]
+    train.env = env  # type: ignore[attr-defined]
+    return train
