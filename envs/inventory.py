@@ -4,6 +4,13 @@ Features are *negative scaled squared distances* (no exponential), as in the
 reference implementation: ``zeta_i(s, a) = -K ||(s, a) - mu_i||^2 / (2 sigma_i^2)``
 with ``K = 1 / sqrt(8 pi)``.  The next state is Gaussian around ``eta . zeta``
 with unit standard deviation; ``xi = eta``.
+
+The quadratic features make the state diverge under some kernels of the box
+(e.g. ``eta = (13, -11.5)``): ``s`` grows like ``s^2`` and overflows within an
+episode. To keep every kernel of the uncertainty set finite, the kernel *mean*
+is clipped to ``[-state_bound, state_bound]`` (default 100, far outside the
+states a nominal episode visits). The next state is still exactly the Normal
+the adversary differentiates; only its mean saturates.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ class InventoryParams(environment.EnvParams):
     sigmas: jax.Array = struct.field(default_factory=lambda: jnp.array([10.0, 5.0]))
     noise_std: float = 1.0
     cost_threshold: float = 0.0
+    state_bound: float = 100.0  # the kernel mean is clipped to [-bound, bound]
     max_steps_in_episode: int = 80
 
 
@@ -71,6 +79,7 @@ class InventoryManagement(RobustEnvironment):
 
     def next_state_distribution(self, params, s, action):
         loc = jnp.dot(params.xi, self.zeta(params, s, action))[None]
+        loc = jnp.clip(loc, -params.state_bound, params.state_bound)
         return distrax.MultivariateNormalDiag(loc, params.noise_std * jnp.ones_like(loc))
 
     def reward(self, params, s, action, s_next):
@@ -106,6 +115,7 @@ class Inventory3DParams(environment.EnvParams):
     action_high: float = 1.0
     noise_std: float = 1.0
     cost_threshold: float = 0.0
+    state_bound: float = 100.0  # the kernel mean is clipped to [-bound, bound]
     max_steps_in_episode: int = 100
 
 
@@ -140,6 +150,7 @@ class InventoryManagement3D(RobustEnvironment):
 
     def next_state_distribution(self, params, s, action):
         loc = params.xi @ self.zeta(params, s, action)
+        loc = jnp.clip(loc, -params.state_bound, params.state_bound)
         return distrax.MultivariateNormalDiag(loc, params.noise_std * jnp.ones_like(loc))
 
     def reward(self, params, s, action, s_next):
