@@ -8,7 +8,7 @@ import pytest
 import envs
 from rcmdp_jax import ALGORITHMS, HParams, make_train, preset
 from rcmdp_jax.ltma import ltma_phase
-from rcmdp_jax.rollout import discounted_sums, run_episodes, sample_episode
+from rcmdp_jax.rollout import episode_values, run_episodes
 from rcmdp_jax.train import build_networks
 
 SEEDS = jax.random.split(jax.random.PRNGKey(42), 2)
@@ -31,7 +31,7 @@ def random_policy_return(env_name, n=200):
         return jax.random.randint(key, (), 0, env.action_dim)
 
     def one(k):
-        return discounted_sums(sample_episode(k, env, params, policy, env.episode_length), env.gamma)[0]
+        return episode_values(k, env, params, policy, env.gamma, env.episode_length)[0]
 
     return float(jax.vmap(one)(jax.random.split(jax.random.PRNGKey(7), n)).mean())
 

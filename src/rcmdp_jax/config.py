@@ -276,3 +276,20 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         # SPEC §2d: alpha_0 = 5 when ticking per epoch, 2 per batch
         overrides = {**overrides, "alpha": 5.0 if overrides.get("alpha_tick", "epoch") == "epoch" else 2.0}
     return cfg.replace(**overrides).validate()
+
+
+def config_to_dict(cfg: Config) -> dict[str, Any]:
+    """A JSON-ready dict of ``cfg`` (``hparams`` nested)."""
+    out = dataclasses.asdict(cfg)
+    out["hparams"] = {f.name: float(getattr(cfg.hparams, f.name)) for f in dataclasses.fields(HParams)}
+    return out
+
+
+def config_from_dict(d: dict[str, Any]) -> Config:
+    """Inverse of ``config_to_dict``."""
+    d = dict(d)
+    hp = HParams(**{k: float(v) for k, v in d.pop("hparams", {}).items()})
+    for key in ("policy_hidden", "critic_hidden"):
+        if key in d:
+            d[key] = tuple(int(h) for h in d[key])
+    return Config(**d, hparams=hp).validate()

@@ -123,22 +123,36 @@ def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Traj
     return traj
 
 
-def discounted_sums(traj: Trajectory, gamma) -> tuple[jax.Array, jax.Array]:
-    """Discounted return ``V`` and constraint values ``C`` (m,) of one masked episode."""
-    disc = gamma ** jnp.arange(traj.reward.shape[0], dtype=jnp.float32) * traj.alive
-    return jnp.sum(disc * traj.reward), jnp.sum(disc[:, None] * traj.costs, axis=0)
+def episode_values(key, env, env_params, policy: Callable, gamma, horizon: int):
+    """Discounted return ``V``, constraint values ``C`` (m,) and length of one fresh
+    episode, accumulated in the scan carry (nothing per step is stored, so very
+    large vmapped batches of episodes fit in memory)."""
+    k_reset, k_run = jax.random.split(key)
+    _, state = env.reset_env(k_reset, env_params)
+    m = env.num_constraints
+
+    def body(carry, key):
+        state, alive, disc, v, c, n = carry
+        k_act, k_step = jax.random.split(key)
+        action = policy(env.get_obs(state), k_act)
+        _, state, reward, term, info = env.step_env(k_step, state, action, env_params)
+        v = v + alive * disc * reward
+        c = c + alive * disc * info["costs"]
+        n = n + alive
+        alive = alive * (1.0 - term.astype(jnp.float32))
+        return (state, alive, disc * gamma, v, c, n), None
+
+    init = (state, jnp.float32(1.0), jnp.float32(1.0), jnp.float32(0.0), jnp.zeros((m,)), jnp.float32(0.0))
+    (_, _, _, v, c, n), _ = jax.lax.scan(body, init, jax.random.split(k_run, horizon))
+    return v, c, n
 
 
 def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deterministic: bool):
-    """``n`` full episodes in parallel: ``(V [n], C [n, m], steps)``."""
+    """``n`` full episodes in parallel: ``(V [n], C [n, m], total steps)``."""
 
     def policy(obs, k):
         return act(actor, actor_params, obs, k, deterministic)[0]
 
-    def one(k):
-        traj = sample_episode(k, env, env_params, policy, env.episode_length)
-        v, c = discounted_sums(traj, gamma)
-        return v, c, traj.alive.sum()
-
+    one = lambda k: episode_values(k, env, env_params, policy, gamma, env.episode_length)  # noqa: E731
     v, c, steps = jax.vmap(one)(jax.random.split(key, n))
     return v, c, steps.sum()

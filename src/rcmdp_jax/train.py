@@ -28,6 +28,7 @@ class TrainState:
     env_state: Any  # the parallel rollout envs
     obs: jax.Array
     episodes: EpisodeAccumulator
+    samples: jax.Array  # cumulative (policy, dual, LTMA) environment steps
     rng: jax.Array
 
 
@@ -80,6 +81,7 @@ def make_train(config: Config):
             env_state=env_state,
             obs=obs,
             episodes=init_accumulator(cfg.n_envs, m),
+            samples=jnp.zeros((3,), jnp.float32),
             rng=rng,
         )
 
@@ -161,32 +163,41 @@ def make_train(config: Config):
             xi=env_params.xi,
             eval_return=eval_v,
             eval_costs=eval_c,
-            policy_steps=jnp.float32(cfg.batch_size),
-            dual_steps=dual_steps.astype(jnp.float32),
-            ltma_steps=ltma_steps.astype(jnp.float32),
             **upd,
         )
+        samples = state.samples + jnp.stack(
+            [jnp.float32(cfg.batch_size), dual_steps.astype(jnp.float32), ltma_steps.astype(jnp.float32)]
+        )
+        metrics.update(policy_steps=samples[0], dual_steps=samples[1], ltma_steps=samples[2])
         new_state = TrainState(
             params=params, opt_state=opt_state, dual=dual, env_params=env_params, schedule=sched,
-            env_state=env_state, obs=obs, episodes=episodes, rng=rng,
+            env_state=env_state, obs=obs, episodes=episodes, samples=samples, rng=rng,
         )  # fmt: skip
         return new_state, metrics
 
-    def train(rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainResult:
-        hp = resolve_hparams(cfg, hparams)
+    def init_state(rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainState:
+        """The state before the first iteration."""
         env_params = default_env_params if env_params is None else env_params
         env.validate_params(env_params)
-        state = init(rng, hp, env_params)
-        state, metrics = jax.lax.scan(
-            lambda s, it: iteration(s, it, hp), state, jnp.arange(n_iter)
-        )
-        for key in ("policy_steps", "dual_steps", "ltma_steps"):
-            metrics[key] = jnp.cumsum(metrics[key])
+        return init(rng, resolve_hparams(cfg, hparams), env_params)
+
+    def run(state: TrainState, hparams: HParams | None = None, start=0, n: int = n_iter):
+        """Iterations ``start .. start + n - 1`` (``n`` static): ``(state, metrics)``.
+        Running the iterations in chunks gives the same numbers as one call."""
+        hp = resolve_hparams(cfg, hparams)
+        its = start + jnp.arange(n)
+        return jax.lax.scan(lambda s, it: iteration(s, it, hp), state, its)
+
+    def train(rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainResult:
+        state = init_state(rng, hparams, env_params)
+        state, metrics = run(state, hparams)
         return TrainResult(state=state, metrics=metrics)
 
     if not isinstance(cfg.hparams, HParams):
         raise ValueError("config.hparams must be an rcmdp_jax.HParams")
     validate_hparams(cfg.hparams)
+    train.init = init_state  # type: ignore[attr-defined]
+    train.run = run  # type: ignore[attr-defined]
     train.config = cfg  # type: ignore[attr-defined]
     train.env = env  # type: ignore[attr-defined]
     return train

@@ -1,0 +1,173 @@
+"""Tables and plots of a run folder (also usable on its own:
+``python experiments/report.py RUN_DIR`` regenerates every table and plot)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from rcmdp_jax import stats
+
+HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
+
+
+def _cell(s: stats.Summary) -> str:
+    return f"{s.mean:.2f} ± {s.se:.2f} (min {s.min:.2f})"
+
+
+def summary_rows(results: dict, lambda_max: float):
+    """``[(algo, {metric: (Summary, marked)})]`` in the order of ``results``."""
+    table, marks = stats.algorithm_table(results, lambda_max)
+    return [(algo, {m: (table[m][algo], marks[m][algo]) for m in stats.METRICS}) for algo in results]
+
+
+def markdown_table(rows) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for algo, cells in rows:
+        out = []
+        for m in stats.METRICS:
+            s, marked = cells[m]
+            out.append(f"**{_cell(s)}**" if marked else _cell(s))
+        lines.append(f"| {algo} | " + " | ".join(out) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def latex_table(rows) -> str:
+    def esc(x: str) -> str:
+        return x.replace("±", r"$\pm$").replace("_", r"\_")
+
+    lines = [r"\begin{tabular}{lccc}", r"\toprule", " & ".join(esc(h) for h in HEADERS) + r" \\", r"\midrule"]
+    for algo, cells in rows:
+        out = []
+        for m in stats.METRICS:
+            s, marked = cells[m]
+            txt = esc(_cell(s))
+            out.append(rf"\textbf{{{txt}}}" if marked else txt)
+        lines.append(esc(algo) + " & " + " & ".join(out) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def summary_json(rows) -> dict:
+    return {
+        algo: {m: {"mean": s.mean, "se": s.se, "min": s.min, "marked": marked} for m, (s, marked) in cells.items()}
+        for algo, cells in rows
+    }
+
+
+def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str) -> list[Path]:
+    """Test Return and each constraint value vs distortion level, SE bands across directions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m = next(iter(results.values()))[1].shape[-1]
+    panels = [("Return", lambda V, C: V)] + [
+        (f"constraint value C_{j + 1}", (lambda j: lambda V, C: C[..., j])(j)) for j in range(m)
+    ]
+    paths = []
+    for i, (label, fn) in enumerate(panels):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for algo, (V, C) in results.items():
+            mean, se = stats.per_level(fn(V, C))
+            ax.plot(levels, mean, marker="o", ms=3, label=algo)
+            ax.fill_between(levels, mean - se, mean + se, alpha=0.2)
+        ax.set_xlabel("distortion level")
+        ax.set_ylabel(label)
+        ax.set_title(f"{env_name}: test {label}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        path = out_dir / ("test_return.png" if i == 0 else f"test_cost_{i}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str) -> Path:
+    """Training curves (mean over seeds): evaluation return, constraint value, lam and xi distortion."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    for algo, m in metrics.items():
+        steps = np.asarray(m["policy_steps"]).mean(0)
+        ret = np.nanmean(np.asarray(m["eval_return"]), axis=0)
+        cost = np.nanmean(np.asarray(m["eval_costs"])[..., 0], axis=0)
+        lam = np.asarray(m["lam"])[..., 0].mean(0)
+        xi = np.asarray(m["xi"])
+        dist = np.abs(xi - xi_c) / np.maximum(kappa, 1e-12)
+        dist = dist.reshape(dist.shape[:2] + (-1,)).max(-1).mean(0)
+        ok = np.isfinite(ret)
+        axes[0, 0].plot(steps[ok], ret[ok], label=algo)
+        axes[0, 1].plot(steps[ok], cost[ok], label=algo)
+        axes[1, 0].plot(steps, lam, label=algo)
+        axes[1, 1].plot(steps, dist, label=algo)
+    titles = ["evaluation return", "evaluation constraint value C_1", "lambda_1", "max_i |xi_i - xi_c,i| / kappa_i"]
+    for ax, t in zip(axes.ravel(), titles):
+        ax.set_title(t, fontsize=10)
+        ax.set_xlabel("policy steps")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=6, ncol=2)
+    fig.suptitle(f"{env_name}: training curves (mean over seeds)")
+    fig.tight_layout()
+    path = out_dir / "train_curves.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def load_env_results(env_dir: Path, algos) -> tuple[dict, dict, np.ndarray]:
+    results, metrics, levels = {}, {}, None
+    for algo in algos:
+        d = env_dir / algo
+        if (d / "test_results.npz").exists():
+            z = np.load(d / "test_results.npz")
+            results[algo] = (z["V"], z["C"])
+            levels = z["levels"]
+        if (d / "train_metrics.npz").exists():
+            metrics[algo] = dict(np.load(d / "train_metrics.npz"))
+    return results, metrics, levels
+
+
+def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa) -> str:
+    """Write summary.{md,tex,json} and the plots for one environment; return the Markdown table."""
+    results, metrics, levels = load_env_results(env_dir, algos)
+    if not results:
+        return ""
+    rows = summary_rows(results, lambda_max)
+    md = markdown_table(rows)
+    (env_dir / "summary.md").write_text(f"# {env_name}: robustness test\n\n{md}")
+    (env_dir / "summary.tex").write_text(latex_table(rows))
+    (env_dir / "summary.json").write_text(json.dumps(summary_json(rows), indent=2))
+    plot_robustness(env_dir, results, levels, env_name)
+    if metrics:
+        plot_training(env_dir, metrics, np.asarray(xi_c), np.asarray(kappa), env_name)
+    return md
+
+
+def main(argv=None) -> int:
+    import envs
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python experiments/report.py RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = Path(argv[0])
+    meta = json.loads((run_dir / "run.json").read_text())
+    for env_name in meta["envs"]:
+        env, params = envs.make(env_name)
+        md = write_env_report(run_dir / env_name, env_name, meta["algos"], env.lambda_max, params.xi_c, params.kappa)
+        print(f"## {env_name}\n\n{md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

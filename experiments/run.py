@@ -1,0 +1,292 @@
+"""The main job: train algorithms on environments (all seeds in one vmapped call
+per algorithm), run the robustness sweep, write a run folder with tables and plots.
+
+    python experiments/run.py --seeds 10 --vmap
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime as _dt
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rcmdp_jax.config import (  # noqa: E402
+    ALGORITHMS,
+    BUDGETS,
+    ENV_NAMES,
+    config_from_dict,
+    config_to_dict,
+    parse_algorithm,
+    preset,
+)
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported in one line, exit status 2, nothing written."""
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="run.py",
+        description="Train robust-constrained RL algorithms and run the robustness test.",
+    )
+    p.add_argument("--env", default="cartpole", help=f"one of {', '.join(ENV_NAMES)}, or 'all' (default cartpole)")
+    p.add_argument("--algos", default="all", help="comma-separated algorithm names (SPEC §2), or 'all' (default)")
+    p.add_argument("--budget", default="short", help="short|long: the SPEC §3 number of policy steps")
+    p.add_argument("--steps", type=int, default=None, help="policy steps per run (overrides --budget)")
+    p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
+    p.add_argument("--vmap", dest="vmap", action="store_true", default=True, help="all seeds in one vmapped call (default)")
+    p.add_argument("--no-vmap", dest="vmap", action="store_false", help="a Python loop over seeds (for comparison)")
+    p.add_argument("--out", default=None, help="run folder (default runs/<timestamp>); never overwritten")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any Config/HParams field, e.g. --set eta_xi=1e-6 (repeatable)")
+    p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default SPEC §4)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished algorithms")
+    p.add_argument("--eval-only", metavar="RUN_DIR", default=None, help="re-run the sweep of RUN_DIR from its checkpoints")
+    p.add_argument("--devices", default="1", help="'all' or N: shard seeds across N local devices (default 1)")
+    p.add_argument("--distributed", action="store_true", help="call jax.distributed.initialize(); each process trains its share of seeds")
+    p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)  # testing aid: simulate a kill
+    return p.parse_args(argv)
+
+
+def parse_sets(sets) -> dict:
+    out = {}
+    for item in sets:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+        key, raw = (x.strip() for x in item.split("=", 1))
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        out[key] = value
+    return out
+
+
+def build_plan(args) -> dict:
+    """Validate every input and build all configs; raises ``UsageError``. Compiles nothing."""
+    envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
+    for e in envs_:
+        if e not in ENV_NAMES:
+            raise UsageError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all")
+    algos = list(ALGORITHMS) if args.algos == "all" else [a.strip() for a in args.algos.split(",") if a.strip()]
+    if not algos:
+        raise UsageError("--algos is empty")
+    for a in algos:
+        try:
+            parse_algorithm(a)
+        except ValueError as err:
+            raise UsageError(f"--algos: {err}") from None
+    if args.budget not in BUDGETS:
+        raise UsageError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join(BUDGETS)}")
+    if args.seeds < 1:
+        raise UsageError(f"--seeds must be a positive integer, got {args.seeds}")
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps must be a positive integer, got {args.steps}")
+    if args.n_test is not None and args.n_test < 1:
+        raise UsageError(f"--n-test must be a positive integer, got {args.n_test}")
+    if args.devices != "all" and not (args.devices.isdigit() and int(args.devices) >= 1):
+        raise UsageError(f"--devices must be 'all' or a positive integer, got {args.devices!r}")
+    overrides = parse_sets(args.sets)
+    if args.steps is not None:
+        overrides["total_timesteps"] = args.steps
+    configs = {}
+    for e in envs_:
+        configs[e] = {}
+        for a in algos:
+            try:
+                configs[e][a] = config_to_dict(preset(e, a, args.budget, **overrides))
+            except (ValueError, TypeError) as err:
+                raise UsageError(f"--set: {err}") from None
+    return {
+        "envs": envs_,
+        "algos": algos,
+        "seeds": args.seeds,
+        "seed": args.seed,
+        "vmap": args.vmap,
+        "n_test": args.n_test,
+        "devices": args.devices,
+        "configs": configs,
+    }
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds:5.1f}s" if seconds < 120 else f"{seconds / 60:5.1f}min"
+
+
+def chunk_size(n_iter: int, target_chunks: int = 10) -> int:
+    """Largest divisor of ``n_iter`` not above ``n_iter / target_chunks`` (at least 1)."""
+    limit = max(1, n_iter // target_chunks)
+    return max(d for d in range(1, limit + 1) if n_iter % d == 0)
+
+
+def train_algorithm(cfg, keys, use_vmap: bool, label: str, mesh=None):
+    """Train all seeds, printing progress per chunk; returns the stacked ``TrainResult``."""
+    import jax
+    import jax.numpy as jnp
+
+    from rcmdp_jax import TrainResult, make_train
+    from rcmdp_jax.sharding import shard_batch, unshard
+
+    train = make_train(cfg)
+    n_iter = cfg.num_iterations
+    chunk = chunk_size(n_iter)
+
+    def run_chunk(state, start):
+        return train.run(state, None, start, chunk)
+
+    if use_vmap:
+        init = jax.jit(jax.vmap(train.init))
+        step = jax.jit(jax.vmap(run_chunk, in_axes=(0, None)))
+        batches = [keys]
+    else:
+        init = jax.jit(train.init)
+        step = jax.jit(run_chunk)
+        batches = [keys[i] for i in range(keys.shape[0])]
+
+    t0 = time.perf_counter()
+    first = shard_batch(batches[0], mesh) if (use_vmap and mesh is not None) else batches[0]
+    state0 = init(first)
+    compiled = step.lower(state0, jnp.int32(0)).compile()
+    compile_s = time.perf_counter() - t0
+    print(f"{label} compiled in {_fmt(compile_s)} ({n_iter} iterations, {chunk} per chunk)", flush=True)
+
+    results, t_train = [], time.perf_counter()
+    total_chunks = n_iter // chunk * len(batches)
+    done, next_report = 0, 0.0
+    for b, batch in enumerate(batches):
+        state = state0 if b == 0 else init(batch)
+        chunks = []
+        for start in range(0, n_iter, chunk):
+            state, metrics = compiled(state, jnp.int32(start))
+            chunks.append(metrics)
+            done += 1
+            frac = done / total_chunks
+            if frac >= next_report or done == total_chunks:
+                jax.block_until_ready(state)
+                elapsed = time.perf_counter() - t_train
+                eta = elapsed / frac - elapsed
+                print(f"{label} {100 * frac:5.1f}%  elapsed {_fmt(elapsed)}  ETA {_fmt(eta)}", flush=True)
+                next_report = frac + 0.2
+        axis = 1 if use_vmap else 0
+        metrics = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=axis), *chunks)
+        results.append(TrainResult(state=state, metrics=metrics))
+    if use_vmap:
+        result = unshard(results[0], keys.shape[0]) if mesh is not None else results[0]
+    else:
+        result = jax.tree.map(lambda *xs: jnp.stack(xs), *results)
+    jax.block_until_ready(result)
+    return result, compile_s, time.perf_counter() - t_train
+
+
+def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, mesh=None) -> int:
+    import jax
+    import numpy as np
+
+    import envs
+    from rcmdp_jax import checkpoint, make_train
+    from rcmdp_jax.evaluate import make_eval
+    from report import write_env_report
+
+    keys = jax.random.split(jax.random.PRNGKey(plan["seed"]), plan["seeds"])
+    sweeps: dict = {}
+    trained_now = 0
+    tables = {}
+    t_start = time.perf_counter()
+    for env_name in plan["envs"]:
+        env, params = envs.make(env_name)
+        env_dir = out / env_name
+        env_dir.mkdir(parents=True, exist_ok=True)
+        n_alg = len(plan["algos"])
+        for i, algo in enumerate(plan["algos"]):
+            cfg = config_from_dict(plan["configs"][env_name][algo])
+            label = f"[{env_name} {i + 1}/{n_alg}] {algo}:"
+            algo_dir = env_dir / algo
+            ckpt_dir = algo_dir / "checkpoint"
+            if checkpoint.exists(ckpt_dir):
+                if not (resume or eval_only):
+                    raise RuntimeError(f"{ckpt_dir} exists")  # guarded earlier; never overwrite
+                abstract = checkpoint.abstract_result(make_train(cfg), keys)
+                result = checkpoint.restore(ckpt_dir, abstract)
+                print(f"{label} restored from {ckpt_dir}", flush=True)
+                if not eval_only and (algo_dir / "test_results.npz").exists():
+                    continue
+            else:
+                if eval_only:
+                    print(f"{label} no checkpoint in {algo_dir}; skipped", flush=True)
+                    continue
+                if stop_after is not None and trained_now >= stop_after:
+                    print(f"stopping after {stop_after} algorithm(s) (--stop-after)", flush=True)
+                    return 3
+                result, compile_s, train_s = train_algorithm(cfg, keys, plan["vmap"], label, mesh)
+                algo_dir.mkdir(parents=True, exist_ok=True)
+                np.savez_compressed(algo_dir / "train_metrics.npz", **jax.tree.map(np.asarray, result.metrics))
+                checkpoint.save(ckpt_dir, result)
+                (algo_dir / "timing.json").write_text(json.dumps({"compile_s": compile_s, "train_s": train_s}))
+                trained_now += 1
+            # robustness sweep: one vmapped, jit-compiled call per algorithm
+            sweep_key = (env_name, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, plan["n_test"])
+            if sweep_key not in sweeps:
+                sweeps[sweep_key] = (jax.jit(make_eval(cfg, plan["n_test"])), make_eval(cfg, plan["n_test"]).levels)
+            sweep, levels = sweeps[sweep_key]
+            t0 = time.perf_counter()
+            res = sweep(result.state.params["actor"], jax.random.PRNGKey(plan["seed"] + 1))
+            V, C = np.asarray(res["V"]), np.asarray(res["C"])
+            np.savez_compressed(algo_dir / "test_results.npz", V=V, C=C, levels=levels)
+            print(f"{label} sweep {V.shape} in {_fmt(time.perf_counter() - t0)}: "
+                  f"mean test return {V.mean():.2f}", flush=True)  # fmt: skip
+        tables[env_name] = write_env_report(env_dir, env_name, plan["algos"], env.lambda_max, params.xi_c, params.kappa)
+    print(f"\nfinished in {_fmt(time.perf_counter() - t_start)}; results in {out}\n")
+    for env_name, md in tables.items():
+        print(f"## {env_name}\n\n{md}")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if args.eval_only:
+            out = Path(args.eval_only)
+            if not (out / "run.json").exists():
+                raise UsageError(f"--eval-only: {out} is not a run folder (no run.json)")
+            plan = json.loads((out / "run.json").read_text())
+        else:
+            plan = build_plan(args)
+            out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            if args.resume:
+                if not (out / "run.json").exists():
+                    raise UsageError(f"--resume: {out} is not a run folder (no run.json); pass --out RUN_DIR")
+                saved = json.loads((out / "run.json").read_text())
+                if {k: saved.get(k) for k in ("configs", "seeds", "seed", "vmap")} != {
+                    k: json.loads(json.dumps(plan[k])) for k in ("configs", "seeds", "seed", "vmap")
+                }:
+                    raise UsageError(f"--resume: the options differ from the run in {out}; use the same options")
+                plan = saved
+            elif out.exists():
+                raise UsageError(f"output folder {out} already exists; use --resume to continue it or choose another --out")
+        mesh = None
+        if args.distributed or args.devices != "1":
+            from rcmdp_jax.sharding import setup_devices
+
+            mesh = setup_devices(args.devices, args.distributed)
+    except UsageError as err:
+        print(f"run.py: error: {err}", file=sys.stderr)
+        return 2
+    if not args.eval_only and not args.resume:
+        out.mkdir(parents=True)
+        (out / "run.json").write_text(json.dumps(plan, indent=2))
+    n_runs = len(plan["envs"]) * len(plan["algos"])
+    print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
+          f"({'vmapped' if plan['vmap'] else 'loop over seeds'}) -> {out}", flush=True)  # fmt: skip
+    return run(plan, out, args.resume, bool(args.eval_only), args.stop_after, mesh)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

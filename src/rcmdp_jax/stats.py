@@ -1,0 +1,74 @@
+"""Statistics of the robustness test (SPEC §4), in plain NumPy.
+
+Inputs are per-episode results with axes ``(seed, level, direction, episode)``:
+``V`` the discounted return and ``C`` (trailing axis ``m``) the discounted
+constraint values. A *test environment* is one (level, direction) pair; its
+score is the mean over seeds and episodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+METRICS = ("Return", "R_pen±", "R_pen")
+
+
+def penalised_returns(V: np.ndarray, C: np.ndarray, lambda_max: float) -> dict[str, np.ndarray]:
+    """Per episode: ``Return = V``, ``R_pen± = V - lmax sum_j C_j``,
+    ``R_pen = V - lmax sum_j max(0, C_j)``."""
+    V, C = np.asarray(V, np.float64), np.asarray(C, np.float64)
+    return {
+        "Return": V,
+        "R_pen±": V - lambda_max * C.sum(-1),
+        "R_pen": V - lambda_max * np.maximum(C, 0.0).sum(-1),
+    }
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean over everything; standard error and minimum across test environments."""
+
+    mean: float
+    se: float
+    min: float
+
+
+def environment_scores(x: np.ndarray) -> np.ndarray:
+    """``(seed, level, direction, episode) -> (level, direction)``: mean over seeds and episodes."""
+    return np.asarray(x, np.float64).mean(axis=(0, 3))
+
+
+def summarise(x: np.ndarray) -> Summary:
+    scores = environment_scores(x).ravel()
+    se = scores.std(ddof=1) / np.sqrt(scores.size) if scores.size > 1 else 0.0
+    return Summary(mean=float(np.mean(x)), se=float(se), min=float(scores.min()))
+
+
+def per_level(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error across each level's directions: two arrays ``(level,)``."""
+    scores = environment_scores(x)
+    n_dirs = scores.shape[1]
+    se = scores.std(axis=1, ddof=1) / np.sqrt(n_dirs) if n_dirs > 1 else np.zeros(scores.shape[0])
+    return scores.mean(axis=1), se
+
+
+def within_one_pooled_se(summaries: dict[str, Summary]) -> dict[str, bool]:
+    """Mark the best mean and every ``a`` with ``best - mean_a <= sqrt((SE_best^2 + SE_a^2) / 2)``."""
+    best_name = max(summaries, key=lambda k: summaries[k].mean)
+    best = summaries[best_name]
+    return {
+        name: bool(best.mean - s.mean <= np.sqrt((best.se**2 + s.se**2) / 2.0))
+        for name, s in summaries.items()
+    }
+
+
+def algorithm_table(results: dict[str, tuple[np.ndarray, np.ndarray]], lambda_max: float):
+    """``{algo: (V, C)} -> {metric: {algo: Summary}}`` and ``{metric: {algo: marked}}``."""
+    per_metric: dict[str, dict[str, Summary]] = {m: {} for m in METRICS}
+    for algo, (V, C) in results.items():
+        for metric, x in penalised_returns(V, C, lambda_max).items():
+            per_metric[metric][algo] = summarise(x)
+    marks = {metric: within_one_pooled_se(s) for metric, s in per_metric.items()}
+    return per_metric, marks
