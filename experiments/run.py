@@ -195,7 +195,16 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
     from rcmdp_jax.evaluate import make_eval
     from report import write_env_report
 
-    keys = jax.random.split(jax.random.PRNGKey(plan["seed"]), plan["seeds"])
+    from rcmdp_jax.sharding import gather_blocks, process_block, sharded_vmap
+
+    all_keys = jax.random.split(jax.random.PRNGKey(plan["seed"]), plan["seeds"])
+    block = process_block(plan["seeds"])  # this process's seeds (all of them on one host)
+    keys = all_keys[block]
+    writer = jax.process_index() == 0
+
+    def local(result):
+        return jax.tree.map(lambda x: x[block], result)
+
     sweeps: dict = {}
     trained_now = 0
     tables = {}
@@ -213,7 +222,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
             if checkpoint.exists(ckpt_dir):
                 if not (resume or eval_only):
                     raise RuntimeError(f"{ckpt_dir} exists")  # guarded earlier; never overwrite
-                abstract = checkpoint.abstract_result(make_train(cfg), keys)
+                abstract = checkpoint.abstract_result(make_train(cfg), all_keys)
                 result = checkpoint.restore(ckpt_dir, abstract)
                 print(f"{label} restored from {ckpt_dir}", flush=True)
                 if not eval_only and (algo_dir / "test_results.npz").exists():
@@ -226,23 +235,33 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
                     print(f"stopping after {stop_after} algorithm(s) (--stop-after)", flush=True)
                     return 3
                 result, compile_s, train_s = train_algorithm(cfg, keys, plan["vmap"], label, mesh)
-                algo_dir.mkdir(parents=True, exist_ok=True)
-                np.savez_compressed(algo_dir / "train_metrics.npz", **jax.tree.map(np.asarray, result.metrics))
-                checkpoint.save(ckpt_dir, result)
-                (algo_dir / "timing.json").write_text(json.dumps({"compile_s": compile_s, "train_s": train_s}))
+                result = gather_blocks(result, plan["seeds"])
+                if writer:
+                    algo_dir.mkdir(parents=True, exist_ok=True)
+                    np.savez_compressed(algo_dir / "train_metrics.npz", **jax.tree.map(np.asarray, result.metrics))
+                    checkpoint.save(ckpt_dir, jax.tree.map(np.asarray, result))
+                    timing = {"compile_s": compile_s, "train_s": train_s}
+                    (algo_dir / "timing.json").write_text(json.dumps(timing))
                 trained_now += 1
             # robustness sweep: one vmapped, jit-compiled call per algorithm
             sweep_key = (env_name, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, plan["n_test"])
             if sweep_key not in sweeps:
-                sweeps[sweep_key] = (jax.jit(make_eval(cfg, plan["n_test"])), make_eval(cfg, plan["n_test"]).levels)
-            sweep, levels = sweeps[sweep_key]
+                sweep = make_eval(cfg, plan["n_test"])
+                fn = sharded_vmap(sweep.per_seed, mesh) if mesh is not None else jax.jit(jax.vmap(sweep.per_seed))
+                sweeps[sweep_key] = (fn, sweep.levels)
+            sweep_fn, levels = sweeps[sweep_key]
             t0 = time.perf_counter()
-            res = sweep(result.state.params["actor"], jax.random.PRNGKey(plan["seed"] + 1))
+            seed_keys = jax.random.split(jax.random.PRNGKey(plan["seed"] + 1), plan["seeds"])[block]
+            res = gather_blocks(sweep_fn(local(result).state.params["actor"], seed_keys), plan["seeds"])
             V, C = np.asarray(res["V"]), np.asarray(res["C"])
-            np.savez_compressed(algo_dir / "test_results.npz", V=V, C=C, levels=levels)
+            if writer:
+                np.savez_compressed(algo_dir / "test_results.npz", V=V, C=C, levels=levels)
             print(f"{label} sweep {V.shape} in {_fmt(time.perf_counter() - t0)}: "
                   f"mean test return {V.mean():.2f}", flush=True)  # fmt: skip
-        tables[env_name] = write_env_report(env_dir, env_name, plan["algos"], env.lambda_max, params.xi_c, params.kappa)
+        if writer:
+            tables[env_name] = write_env_report(
+                env_dir, env_name, plan["algos"], env.lambda_max, params.xi_c, params.kappa
+            )
     print(f"\nfinished in {_fmt(time.perf_counter() - t_start)}; results in {out}\n")
     for env_name, md in tables.items():
         print(f"## {env_name}\n\n{md}")

@@ -45,11 +45,16 @@ def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVEL
         over_levels = jax.vmap(over_dirs, in_axes=(None, 0, None))
         return over_levels(actor_params, kernels, keys)
 
-    def sweep(actor_params, rng):
-        n_seeds = jax.tree.leaves(actor_params)[0].shape[0]
-        v, c = jax.vmap(one_seed)(actor_params, jax.random.split(rng, n_seeds))
+    def per_seed(actor_params, key):
+        """One seed's sweep (unbatched): ``{"V": [L, D, E], "C": [L, D, E, m]}``."""
+        v, c = one_seed(actor_params, key)
         return {"V": v, "C": c}
 
+    def sweep(actor_params, rng):
+        n_seeds = jax.tree.leaves(actor_params)[0].shape[0]
+        return jax.vmap(per_seed)(actor_params, jax.random.split(rng, n_seeds))
+
+    sweep.per_seed = per_seed  # type: ignore[attr-defined]
     sweep.levels = np.asarray(levels, dtype=np.float32)  # type: ignore[attr-defined]
     sweep.n_test = n_test  # type: ignore[attr-defined]
     sweep.env = env  # type: ignore[attr-defined]

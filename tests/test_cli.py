@@ -1,0 +1,140 @@
+"""The runner end to end on a tiny budget: artifacts, table = stats of saved
+episodes, vmap = no-vmap, resume = uninterrupted, eval-only, bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import run as runner
+from rcmdp_jax import stats
+
+ALGOS = "MDPO-Lag,MDPO-Robust"
+TINY = ["--algos", ALGOS, "--seeds", "2", "--steps", "128", "--n-test", "3",
+        "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
+        "--set", "eval_episodes=2"]  # fmt: skip
+
+
+def _load(out, algo, name):
+    return dict(np.load(Path(out) / "cartpole" / algo / name))
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "full"
+    assert runner.main(TINY + ["--out", str(out)]) == 0
+    return out
+
+
+def test_end_to_end_artifacts_and_table(full_run, capsys):
+    out = full_run
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["algos"] == ALGOS.split(",") and meta["seeds"] == 2
+    env_dir = out / "cartpole"
+    for name in ("summary.md", "summary.tex", "summary.json", "test_return.png", "test_cost_1.png", "train_curves.png"):
+        assert (env_dir / name).stat().st_size > 0, name
+    summary = json.loads((env_dir / "summary.json").read_text())
+    md = (env_dir / "summary.md").read_text()
+    tex = (env_dir / "summary.tex").read_text()
+    for algo in ALGOS.split(","):
+        d = env_dir / algo
+        assert (d / "checkpoint").is_dir() and (d / "train_metrics.npz").exists()
+        res = _load(out, algo, "test_results.npz")
+        assert res["V"].shape == (2, 11, 16, 3) and res["C"].shape == (2, 11, 16, 3, 1)
+        metrics = _load(out, algo, "train_metrics.npz")
+        assert metrics["eval_return"].shape == (2, 2) and metrics["xi"].shape == (2, 2, 4)
+        # the table's numbers are the statistics of the saved per-episode results
+        V, C = res["V"].astype(np.float64), res["C"].astype(np.float64)
+        for metric, x in stats.penalised_returns(V, C, 50.0).items():
+            scores = x.mean(axis=(0, 3)).ravel()
+            assert summary[algo][metric]["mean"] == pytest.approx(x.mean(), rel=1e-9)
+            assert summary[algo][metric]["se"] == pytest.approx(scores.std(ddof=1) / np.sqrt(176), rel=1e-9)
+            assert summary[algo][metric]["min"] == pytest.approx(scores.min(), rel=1e-9)
+            assert f"{x.mean():.2f} ± {scores.std(ddof=1) / np.sqrt(176):.2f}" in md
+        assert algo in md and algo in tex
+    assert any(summary[a]["Return"]["marked"] for a in summary)
+
+
+def test_sweep_level_zero_is_identical_across_directions(full_run):
+    res = _load(full_run, "MDPO-Lag", "test_results.npz")
+    V, C = res["V"], res["C"]
+    assert np.all(V[:, 0] == V[:, 0, :1]) and np.all(C[:, 0] == C[:, 0, :1])
+    for level in range(1, 11):
+        assert not np.all(V[:, level] == V[:, level, :1]) or not np.all(C[:, level] == C[:, level, :1])
+    assert np.any(V[:, -1] != V[:, -1, :1])
+
+
+def test_vmap_and_no_vmap_give_the_same_numbers(full_run, tmp_path):
+    out = tmp_path / "loop"
+    assert runner.main(TINY + ["--no-vmap", "--out", str(out)]) == 0
+    for algo in ALGOS.split(","):
+        a, b = _load(full_run, algo, "test_results.npz"), _load(out, algo, "test_results.npz")
+        np.testing.assert_allclose(a["V"], b["V"], rtol=1e-4, atol=1e-4)
+        ma, mb = _load(full_run, algo, "train_metrics.npz"), _load(out, algo, "train_metrics.npz")
+        for key in ("lam", "xi", "policy_loss"):
+            np.testing.assert_allclose(ma[key], mb[key], rtol=1e-4, atol=1e-5)
+
+
+def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_path):
+    out = tmp_path / "interrupted"
+    assert runner.main(TINY + ["--out", str(out), "--stop-after", "1"]) == 3
+    first, second = ALGOS.split(",")
+    assert (out / "cartpole" / first / "checkpoint").is_dir()
+    assert not (out / "cartpole" / second).exists()
+    # a plain rerun refuses to overwrite the folder
+    assert runner.main(TINY + ["--out", str(out)]) == 2
+    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    for algo in (first, second):
+        a, b = _load(full_run, algo, "test_results.npz"), _load(out, algo, "test_results.npz")
+        np.testing.assert_array_equal(a["V"], b["V"])
+        np.testing.assert_array_equal(a["C"], b["C"])
+        ma, mb = _load(full_run, algo, "train_metrics.npz"), _load(out, algo, "train_metrics.npz")
+        for key in ma:
+            np.testing.assert_array_equal(ma[key], mb[key])
+
+
+def test_eval_only_reruns_the_sweep_from_checkpoints(full_run):
+    before = {a: _load(full_run, a, "test_results.npz")["V"] for a in ALGOS.split(",")}
+    for a in before:
+        (full_run / "cartpole" / a / "test_results.npz").unlink()
+    assert runner.main(["--eval-only", str(full_run)]) == 0
+    for a, v in before.items():
+        np.testing.assert_array_equal(_load(full_run, a, "test_results.npz")["V"], v)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--env", "pendulum"], "--env 'pendulum' is not allowed; choose one of: cartpole, inventory, inventory3d, all"),
+        (["--algos", "MDPO,SAC"], "unknown algorithm 'SAC'"),
+        (["--seeds", "0"], "--seeds must be a positive integer"),
+        (["--set", "lr"], "--set expects KEY=VALUE, got 'lr'"),
+        (["--set", "lrate=1"], "unknown config field(s) ['lrate']"),
+        (["--set", "lr=-1"], "lr must be > 0"),
+    ],
+)
+def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, args, message):
+    out = tmp_path / "never"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run(
+        [sys.executable, str(runner.__file__), *args, "--out", str(out)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0  # one line
+    assert "compiled" not in proc.stdout
+    assert not out.exists()
+
+
+def test_existing_output_folder_is_never_overwritten(tmp_path):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    assert runner.main(TINY + ["--out", str(out)]) == 2
+    assert (out / "precious.txt").read_text() == "keep me"
+    assert sorted(p.name for p in out.iterdir()) == ["precious.txt"]
