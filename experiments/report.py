@@ -58,12 +58,19 @@ def summary_json(rows) -> dict:
     }
 
 
-def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str) -> list[Path]:
-    """Test Return and each constraint value vs distortion level, SE bands across directions."""
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    plt.rcParams["axes.prop_cycle"] = plt.cycler(color=plt.get_cmap("tab20").colors)
+    return plt
+
+
+def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str) -> list[Path]:
+    """Test Return and each constraint value vs distortion level, SE bands across directions."""
+    plt = _pyplot()
 
     m = next(iter(results.values()))[1].shape[-1]
     panels = [("Return", lambda V, C: V)] + [
@@ -91,10 +98,7 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
 
 def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str) -> Path:
     """Training curves (mean over seeds): evaluation return, constraint value, lam and xi distortion."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     for algo, m in metrics.items():
@@ -147,6 +151,11 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     (env_dir / "summary.md").write_text(f"# {env_name}: robustness test\n\n{md}")
     (env_dir / "summary.tex").write_text(latex_table(rows))
     (env_dir / "summary.json").write_text(json.dumps(summary_json(rows), indent=2))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")
+        return md
     plot_robustness(env_dir, results, levels, env_name)
     if metrics:
         plot_training(env_dir, metrics, np.asarray(xi_c), np.asarray(kappa), env_name)

@@ -12,6 +12,7 @@ import datetime as _dt
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -127,45 +128,56 @@ def chunk_size(n_iter: int, target_chunks: int = 10) -> int:
     return max(d for d in range(1, limit + 1) if n_iter % d == 0)
 
 
-def train_algorithm(cfg, keys, use_vmap: bool, label: str, mesh=None):
-    """Train all seeds, printing progress per chunk; returns the stacked ``TrainResult``."""
+class Prepared:
+    """An algorithm compiled and ready to train (built in a background thread)."""
+
+    def __init__(self, cfg, keys, use_vmap: bool, mesh=None):
+        import jax
+        import jax.numpy as jnp
+
+        from rcmdp_jax import make_train
+        from rcmdp_jax.sharding import shard_batch
+
+        t0 = time.perf_counter()
+        self.cfg, self.keys, self.use_vmap, self.mesh = cfg, keys, use_vmap, mesh
+        train = make_train(cfg)
+        self.n_iter = cfg.num_iterations
+        self.chunk = chunk_size(self.n_iter)
+
+        def run_chunk(state, start):
+            return train.run(state, None, start, self.chunk)
+
+        if use_vmap:
+            self.init = jax.jit(jax.vmap(train.init))
+            step = jax.jit(jax.vmap(run_chunk, in_axes=(0, None)))
+            self.batches = [shard_batch(keys, mesh) if mesh is not None else keys]
+        else:
+            self.init = jax.jit(train.init)
+            step = jax.jit(run_chunk)
+            self.batches = [keys[i] for i in range(keys.shape[0])]
+        self.state0 = self.init(self.batches[0])
+        self.step = step.lower(self.state0, jnp.int32(0)).compile()
+        self.compile_s = time.perf_counter() - t0
+
+
+def train_prepared(prep: Prepared, label: str):
+    """Train all seeds, printing progress per chunk; returns ``(TrainResult, train seconds)``."""
     import jax
     import jax.numpy as jnp
 
-    from rcmdp_jax import TrainResult, make_train
-    from rcmdp_jax.sharding import shard_batch, unshard
+    from rcmdp_jax import TrainResult
+    from rcmdp_jax.sharding import unshard
 
-    train = make_train(cfg)
-    n_iter = cfg.num_iterations
-    chunk = chunk_size(n_iter)
-
-    def run_chunk(state, start):
-        return train.run(state, None, start, chunk)
-
-    if use_vmap:
-        init = jax.jit(jax.vmap(train.init))
-        step = jax.jit(jax.vmap(run_chunk, in_axes=(0, None)))
-        batches = [keys]
-    else:
-        init = jax.jit(train.init)
-        step = jax.jit(run_chunk)
-        batches = [keys[i] for i in range(keys.shape[0])]
-
-    t0 = time.perf_counter()
-    first = shard_batch(batches[0], mesh) if (use_vmap and mesh is not None) else batches[0]
-    state0 = init(first)
-    compiled = step.lower(state0, jnp.int32(0)).compile()
-    compile_s = time.perf_counter() - t0
-    print(f"{label} compiled in {_fmt(compile_s)} ({n_iter} iterations, {chunk} per chunk)", flush=True)
-
+    n_iter, chunk = prep.n_iter, prep.chunk
+    print(f"{label} compiled in {_fmt(prep.compile_s)} ({n_iter} iterations, {chunk} per chunk)", flush=True)
     results, t_train = [], time.perf_counter()
-    total_chunks = n_iter // chunk * len(batches)
+    total_chunks = n_iter // chunk * len(prep.batches)
     done, next_report = 0, 0.0
-    for b, batch in enumerate(batches):
-        state = state0 if b == 0 else init(batch)
+    for b, batch in enumerate(prep.batches):
+        state = prep.state0 if b == 0 else prep.init(batch)
         chunks = []
         for start in range(0, n_iter, chunk):
-            state, metrics = compiled(state, jnp.int32(start))
+            state, metrics = prep.step(state, jnp.int32(start))
             chunks.append(metrics)
             done += 1
             frac = done / total_chunks
@@ -175,15 +187,15 @@ def train_algorithm(cfg, keys, use_vmap: bool, label: str, mesh=None):
                 eta = elapsed / frac - elapsed
                 print(f"{label} {100 * frac:5.1f}%  elapsed {_fmt(elapsed)}  ETA {_fmt(eta)}", flush=True)
                 next_report = frac + 0.2
-        axis = 1 if use_vmap else 0
+        axis = 1 if prep.use_vmap else 0
         metrics = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=axis), *chunks)
         results.append(TrainResult(state=state, metrics=metrics))
-    if use_vmap:
-        result = unshard(results[0], keys.shape[0]) if mesh is not None else results[0]
+    if prep.use_vmap:
+        result = unshard(results[0], prep.keys.shape[0]) if prep.mesh is not None else results[0]
     else:
         result = jax.tree.map(lambda *xs: jnp.stack(xs), *results)
     jax.block_until_ready(result)
-    return result, compile_s, time.perf_counter() - t_train
+    return result, time.perf_counter() - t_train
 
 
 def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, mesh=None) -> int:
@@ -207,6 +219,21 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
 
     sweeps: dict = {}
     trained_now = 0
+    # compile the next algorithm in a background thread while this one trains and is swept
+    todo = [
+        (e, a) for e in plan["envs"] for a in plan["algos"]
+        if not eval_only and not checkpoint.exists(out / e / a / "checkpoint")
+    ]  # fmt: skip
+    pool = ThreadPoolExecutor(max_workers=1)
+    pending = {}
+
+    def prepare(i):
+        if i < len(todo) and todo[i] not in pending:
+            e, a = todo[i]
+            cfg_i = config_from_dict(plan["configs"][e][a])
+            pending[todo[i]] = pool.submit(Prepared, cfg_i, keys, plan["vmap"], mesh)
+
+    prepare(0)
     tables = {}
     t_start = time.perf_counter()
     for env_name in plan["envs"]:
@@ -233,8 +260,15 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
                     continue
                 if stop_after is not None and trained_now >= stop_after:
                     print(f"stopping after {stop_after} algorithm(s) (--stop-after)", flush=True)
+                    pool.shutdown(wait=True, cancel_futures=True)
                     return 3
-                result, compile_s, train_s = train_algorithm(cfg, keys, plan["vmap"], label, mesh)
+                idx = todo.index((env_name, algo))
+                prepare(idx)
+                prepared = pending.pop((env_name, algo)).result()
+                prepare(idx + 1)
+                compile_s = prepared.compile_s
+                result, train_s = train_prepared(prepared, label)
+                del prepared
                 result = gather_blocks(result, plan["seeds"])
                 if writer:
                     algo_dir.mkdir(parents=True, exist_ok=True)
@@ -247,7 +281,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
             sweep_key = (env_name, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, plan["n_test"])
             if sweep_key not in sweeps:
                 sweep = make_eval(cfg, plan["n_test"])
-                fn = sharded_vmap(sweep.per_seed, mesh) if mesh is not None else jax.jit(jax.vmap(sweep.per_seed))
+                fn = sharded_vmap(sweep.per_seed, mesh) if mesh is not None else jax.jit(sweep.from_keys)
                 sweeps[sweep_key] = (fn, sweep.levels)
             sweep_fn, levels = sweeps[sweep_key]
             t0 = time.perf_counter()
@@ -262,6 +296,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
             tables[env_name] = write_env_report(
                 env_dir, env_name, plan["algos"], env.lambda_max, params.xi_c, params.kappa
             )
+    pool.shutdown(wait=True, cancel_futures=True)
     print(f"\nfinished in {_fmt(time.perf_counter() - t_start)}; results in {out}\n")
     for env_name, md in tables.items():
         print(f"## {env_name}\n\n{md}")

@@ -50,11 +50,20 @@ def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVEL
         v, c = one_seed(actor_params, key)
         return {"V": v, "C": c}
 
+    def from_keys(actor_params, keys):
+        """The sweep of every seed, with one evaluation key per seed given."""
+        if jax.default_backend() == "cpu":
+            # one seed at a time keeps the ~10^4-episode working set in cache: on a
+            # 2-core CPU this is ~3.5x faster than vmapping the seeds too
+            return jax.lax.map(lambda a: per_seed(*a), (actor_params, keys))
+        return jax.vmap(per_seed)(actor_params, keys)
+
     def sweep(actor_params, rng):
         n_seeds = jax.tree.leaves(actor_params)[0].shape[0]
-        return jax.vmap(per_seed)(actor_params, jax.random.split(rng, n_seeds))
+        return from_keys(actor_params, jax.random.split(rng, n_seeds))
 
     sweep.per_seed = per_seed  # type: ignore[attr-defined]
+    sweep.from_keys = from_keys  # type: ignore[attr-defined]
     sweep.levels = np.asarray(levels, dtype=np.float32)  # type: ignore[attr-defined]
     sweep.n_test = n_test  # type: ignore[attr-defined]
     sweep.env = env  # type: ignore[attr-defined]

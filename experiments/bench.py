@@ -1,0 +1,190 @@
+"""Speed of rcmdp_jax against the PyTorch stack users would otherwise run (not a test).
+
+    pip install -e ".[bench]"
+    python experiments/bench.py                # training, sweep, SB3 baseline, ratios
+    python experiments/bench.py --grid         # + the whole CartPole reference grid
+
+Every figure is the median of ``--repeats`` timed runs after a warm-up; compile
+time is reported apart. Results go to ``bench_results/bench.json``.
+Without stable-baselines3/torch installed the baseline and the ratios are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_train import bench_train, machine  # noqa: E402
+
+from rcmdp_jax import make_train, preset  # noqa: E402
+from rcmdp_jax.evaluate import make_eval  # noqa: E402
+
+
+def bench_sweep(algo: str = "MDPO-Robust-Lag", n_seeds: int = 10, repeats: int = 3) -> dict:
+    """The full 11 x 16 x 100-episode CartPole sweep of ``n_seeds`` policies."""
+    cfg = preset("cartpole", algo, total_timesteps=1600)
+    result = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(jax.random.PRNGKey(0), n_seeds))
+    params = result.state.params["actor"]
+    sweep = make_eval(cfg)
+    env = sweep.env
+
+    def with_lengths(p, k):
+        out = sweep(p, k)
+        return out
+
+    fn = jax.jit(with_lengths)
+    t0 = time.perf_counter()
+    compiled = fn.lower(params, jax.random.PRNGKey(1)).compile()
+    compile_s = time.perf_counter() - t0
+    jax.block_until_ready(compiled(params, jax.random.PRNGKey(1)))
+    times = []
+    for r in range(repeats):
+        t = time.perf_counter()
+        out = jax.block_until_ready(compiled(params, jax.random.PRNGKey(2 + r)))
+        times.append(time.perf_counter() - t)
+    wall = statistics.median(times)
+    # steps actually taken: an episode's discounted return with reward 1 per step gives its length
+    gamma = cfg.hparams.gamma
+    v = np.asarray(out["V"], np.float64)
+    lengths = np.log(np.clip(1.0 - v * (1.0 - gamma), 1e-12, None)) / np.log(gamma)
+    steps = float(np.round(lengths).sum())
+    return {
+        "algorithm": algo,
+        "seeds": n_seeds,
+        "episodes": int(v.size),
+        "episode_steps": steps,
+        "max_steps": int(v.size * env.episode_length),
+        "compile_s": compile_s,
+        "wall_s": wall,
+        "episode_steps_per_s": steps / wall,
+    }
+
+
+def bench_sb3(repeats: int = 3, steps: int = 20_000, eval_episodes: int = 50) -> dict | None:
+    """Stable-Baselines3 PPO on Gymnasium CartPole-v1 (100-step limit), SPEC §3 settings, CPU."""
+    try:
+        import gymnasium as gym
+        import torch
+        from stable_baselines3 import PPO
+        from stable_baselines3.common.env_util import make_vec_env
+    except ImportError as err:
+        print(f"SB3 baseline skipped ({err}); install with: pip install -e '.[bench]'")
+        return None
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+
+    def make_model():
+        venv = make_vec_env(lambda: gym.make("CartPole-v1", max_episode_steps=100), n_envs=4, seed=0)
+        return PPO(
+            "MlpPolicy", venv, n_steps=400, batch_size=32, n_epochs=5, learning_rate=3e-4,
+            gamma=0.99, gae_lambda=0.95, policy_kwargs=dict(net_arch=dict(pi=[128], vf=[128])),
+            device="cpu", seed=0, verbose=0,
+        )  # fmt: skip
+
+    make_model().learn(1600)  # warm-up
+    train_times, model = [], None
+    for _ in range(repeats):
+        model = make_model()
+        t = time.perf_counter()
+        model.learn(steps)
+        train_times.append((time.perf_counter() - t, model.num_timesteps))
+    wall, n = sorted(train_times)[len(train_times) // 2]
+
+    env = gym.make("CartPole-v1", max_episode_steps=100)
+    eval_times = []
+    for r in range(repeats):
+        t, n_steps = time.perf_counter(), 0
+        for ep in range(eval_episodes):
+            obs, _ = env.reset(seed=1000 * r + ep)
+            done = False
+            while not done:
+                action, _ = model.predict(obs, deterministic=True)
+                obs, _, term, trunc, _ = env.step(action)
+                done = term or trunc
+                n_steps += 1
+        eval_times.append(n_steps / (time.perf_counter() - t))
+    return {
+        "train_steps": n,
+        "train_wall_s": wall,
+        "train_steps_per_s": n / wall,
+        "eval_steps_per_s": statistics.median(eval_times),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def bench_grid(seeds: int = 10) -> dict:
+    """Wall time of the whole CartPole reference grid (14 algorithms, short budget, full sweep)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "grid"
+        t = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).parent / "run.py"), "--seeds", str(seeds), "--vmap", "--out", str(out)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        wall = time.perf_counter() - t
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr[-2000:])
+        timing = {}
+        for f in (out / "cartpole").glob("*/timing.json"):
+            timing[f.parent.name] = json.loads(f.read_text())
+    return {
+        "seeds": seeds,
+        "wall_s": wall,
+        "compile_s_sum": sum(t["compile_s"] for t in timing.values()),
+        "train_s_sum": sum(t["train_s"] for t in timing.values()),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="rcmdp_jax benchmarks")
+    p.add_argument("--seeds", default=None, help="vmapped seeds for training (default 1,10,100 on CPU; +4096 on GPU)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--grid", action="store_true", help="also time the whole CartPole reference grid")
+    p.add_argument("--skip-sb3", action="store_true")
+    p.add_argument("--json", default="bench_results/bench.json")
+    args = p.parse_args(argv)
+    seeds = args.seeds or ("1,10,100" if jax.default_backend() == "cpu" else "1,10,100,1000,4096")
+    report: dict = {"machine": machine(), "train": [], "sweep": None, "sb3": None, "ratios": {}}
+    for algo in ("MDPO-Robust-Lag", "PPO-Lag"):
+        for n in (int(x) for x in seeds.split(",")):
+            row = bench_train("cartpole", algo, n, args.repeats)
+            report["train"].append(row)
+            print(f"train {algo:16s} {n:5d} seeds: compile {row['compile_s']:5.1f}s run {row['wall_s']:7.2f}s "
+                  f"policy steps/s {row['policy_steps_per_s']:12,.0f} all samples/s {row['all_samples_per_s']:12,.0f}",
+                  flush=True)  # fmt: skip
+    report["sweep"] = s = bench_sweep(repeats=args.repeats)
+    print(f"sweep 10 seeds x 11 x 16 x 100 episodes: compile {s['compile_s']:.1f}s run {s['wall_s']:.2f}s "
+          f"episode steps/s {s['episode_steps_per_s']:,.0f}", flush=True)  # fmt: skip
+    if not args.skip_sb3:
+        report["sb3"] = b = bench_sb3(args.repeats)
+        if b is not None:
+            print(f"SB3 PPO: train {b['train_steps_per_s']:,.0f} steps/s, eval {b['eval_steps_per_s']:,.0f} steps/s")
+            for row in report["train"]:
+                key = f"train {row['algorithm']} {row['seeds']} seeds / SB3 PPO"
+                report["ratios"][key] = row["policy_steps_per_s"] / b["train_steps_per_s"]
+            report["ratios"]["sweep / SB3 predict loop"] = s["episode_steps_per_s"] / b["eval_steps_per_s"]
+            for k, v in report["ratios"].items():
+                print(f"ratio {k}: {v:,.1f}x")
+    if args.grid:
+        report["grid"] = g = bench_grid()
+        print(f"grid (14 algorithms x 10 seeds x 20,000 steps + sweep): {g['wall_s']:.1f}s wall "
+              f"(compile {g['compile_s_sum']:.1f}s, train {g['train_s_sum']:.1f}s summed)")  # fmt: skip
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(report, indent=2))
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
