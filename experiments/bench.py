@@ -39,11 +39,7 @@ def bench_sweep(algo: str = "MDPO-Robust-Lag", n_seeds: int = 10, repeats: int =
     sweep = make_eval(cfg)
     env = sweep.env
 
-    def with_lengths(p, k):
-        out = sweep(p, k)
-        return out
-
-    fn = jax.jit(with_lengths)
+    fn = jax.jit(sweep)
     t0 = time.perf_counter()
     compiled = fn.lower(params, jax.random.PRNGKey(1)).compile()
     compile_s = time.perf_counter() - t0
@@ -129,7 +125,8 @@ def bench_grid(seeds: int = 10) -> dict:
         out = Path(tmp) / "grid"
         t = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, str(Path(__file__).parent / "run.py"), "--seeds", str(seeds), "--vmap", "--out", str(out)],
+            [sys.executable, str(Path(__file__).parent / "run.py"), "--seeds", str(seeds), "--vmap",
+             "--out", str(out), "--compile-cache", "off"],
             capture_output=True, text=True,
         )  # fmt: skip
         wall = time.perf_counter() - t

@@ -53,6 +53,8 @@ def parse_args(argv):
     p.add_argument("--eval-only", metavar="RUN_DIR", default=None, help="re-run the sweep of RUN_DIR from its checkpoints")
     p.add_argument("--devices", default="1", help="'all' or N: shard seeds across N local devices (default 1)")
     p.add_argument("--distributed", action="store_true", help="call jax.distributed.initialize(); each process trains its share of seeds")
+    p.add_argument("--compile-cache", default=str(Path.home() / ".cache" / "rcmdp_jax" / "xla"), metavar="DIR|off",
+                   help="persistent XLA compilation cache: a re-run compiles nothing (default ~/.cache/rcmdp_jax/xla)")
     p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)  # testing aid: simulate a kill
     return p.parse_args(argv)
 
@@ -333,6 +335,11 @@ def main(argv=None) -> int:
     except UsageError as err:
         print(f"run.py: error: {err}", file=sys.stderr)
         return 2
+    if args.compile_cache != "off":
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", args.compile_cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     if not args.eval_only and not args.resume:
         out.mkdir(parents=True)
         (out / "run.json").write_text(json.dumps(plan, indent=2))
