@@ -203,12 +203,11 @@ def train_prepared(prep: Prepared, label: str):
 def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, mesh=None) -> int:
     import jax
     import numpy as np
+    from report import write_env_report
 
     import envs
     from rcmdp_jax import checkpoint, make_train
     from rcmdp_jax.evaluate import make_eval
-    from report import write_env_report
-
     from rcmdp_jax.sharding import gather_blocks, process_block, sharded_vmap
 
     all_keys = jax.random.split(jax.random.PRNGKey(plan["seed"]), plan["seeds"])

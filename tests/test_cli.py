@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import run as runner
+
 from rcmdp_jax import stats
 
 ALGOS = "MDPO-Lag,MDPO-Robust"

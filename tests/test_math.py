@@ -1,8 +1,8 @@
 """Exact unit tests of the math against hand-worked numbers and plain NumPy loops."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
-import jax.numpy as jnp
 
 from rcmdp_jax import lagrange, schedules
 from rcmdp_jax.advantages import discounted_returns, gae

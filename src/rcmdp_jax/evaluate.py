@@ -5,7 +5,6 @@ as one vmapped, jit-compiled call."""
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import envs
