@@ -33,12 +33,19 @@ SCRIPT = textwrap.dedent(
     s_sharded = sharded_vmap(sweep.per_seed, mesh)(sharded.state.params["actor"], eval_keys)
     from rcmdp_jax.sharding import shard_batch
     raw = jax.jit(jax.vmap(train))(shard_batch(keys, mesh))
+    # a hyperparameter sweep (3 alphas, replicated seed) sharded the same way
+    hp = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), cfg.hparams).replace(alpha=jnp.array([0.5, 2.0, 4.0]))
+    hp_single = jax.jit(jax.vmap(train, in_axes=(None, 0)))(keys[0], hp)
+    hp_sharded = sharded_vmap(train, mesh, in_axes=(None, 0))(keys[0], hp)
     out = {
         "train_shape": list(sharded.metrics["lam"].shape),
         "train_max_diff": max(float(jnp.max(jnp.abs(a - b))) for a, b in
                               zip(jax.tree.leaves(single.metrics), jax.tree.leaves(sharded.metrics))),
         "sweep_shape": list(s_sharded["V"].shape),
         "sweep_max_diff": float(jnp.max(jnp.abs(s_single["V"] - s_sharded["V"]))),
+        "hp_alpha": [float(a) for a in hp_sharded.metrics["alpha"][:, 0]],
+        "hp_max_diff": max(float(jnp.max(jnp.abs(a - b))) for a, b in
+                           zip(jax.tree.leaves(hp_single.metrics), jax.tree.leaves(hp_sharded.metrics))),
         "raw_shape": list(raw.metrics["lam"].shape),
         "n_devices_used": len(raw.metrics["lam"].sharding.device_set),
     }
@@ -60,6 +67,7 @@ def test_sharded_training_and_sweep_equal_single_device():
     assert out["raw_shape"] == [8, 2, 1] and out["n_devices_used"] == 4
     assert out["train_max_diff"] < 1e-4
     assert out["sweep_max_diff"] < 1e-4
+    assert out["hp_alpha"] == [0.5, 2.0, 4.0] and out["hp_max_diff"] < 1e-4
 
 
 def test_padding_and_trimming_are_invisible():

@@ -21,6 +21,7 @@ ALPHA_SCHEDULES = ("fixed", "linear", "restart", "geometric")
 ALPHA_TICKS = ("epoch", "batch")
 KL_ESTIMATORS = ("reference", "exact")
 OPTIMIZERS = ("adam", "sgd")
+DROPOUT_RNGS = ("hash", "threefry")
 ENV_NAMES = ("cartpole", "inventory", "inventory3d")
 BUDGETS = ("short", "long")
 
@@ -73,6 +74,7 @@ class Config:
     policy_hidden: tuple[int, ...] = (128,)
     critic_hidden: tuple[int, ...] = (128,)
     dropout: float = 0.6
+    dropout_rng: str = "hash"  # mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
     optimizer: str = "adam"
     alpha_schedule: str = "fixed"
     alpha_tick: str = "epoch"
@@ -135,6 +137,7 @@ class Config:
         _choice("alpha_schedule", self.alpha_schedule, ALPHA_SCHEDULES)
         _choice("alpha_tick", self.alpha_tick, ALPHA_TICKS)
         _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        _choice("dropout_rng", self.dropout_rng, DROPOUT_RNGS)
         if not isinstance(self.robust, bool):
             raise ValueError(f"robust must be True or False, got {self.robust!r}")
         for f in (

@@ -83,8 +83,10 @@ def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, cr
     """``cfg.epochs`` passes over ``batch`` in shuffled minibatches.
 
     The passes run as one ``lax.while_loop`` over minibatch steps, so PPO's early
-    stop (minibatch approximate KL above ``1.5 * target_kl``) really ends the work,
-    also under ``vmap`` once every member has stopped. The alpha schedule ticks
+    stop (minibatch approximate KL above ``1.5 * target_kl``, checked before each
+    step) really ends the work, also under ``vmap`` once every member has stopped.
+    The reported ``approx_kl`` is that of the updated policy to the behaviour
+    policy over the whole batch (dropout off). The alpha schedule ticks
     after each epoch when ``alpha_tick == "epoch"``.
     Returns ``(params, opt_state, sched, metrics)``.
     """
@@ -93,7 +95,6 @@ def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, cr
     total = epochs * n_mb
     old_actor_params = params["actor"]
     grad_fn = jax.value_and_grad(total_loss, has_aux=True)
-    kl_limit = 1.5 * hp.target_kl if cfg.learner == "ppo" else jnp.inf
     k_perm, k_drop = jax.random.split(key)
     perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(k_perm, epochs))
     per_epoch = cfg.alpha_tick == "epoch"
@@ -104,7 +105,7 @@ def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, cr
         )
     )(jnp.arange(epochs))  # fmt: skip
     zero = jnp.zeros((), jnp.float32)
-    sums0 = dict(policy_loss=zero, critic_loss=zero, approx_kl=zero, n_updates=zero)
+    sums0 = dict(policy_loss=zero, critic_loss=zero, n_updates=zero)
 
     def cond(carry):
         j, _, _, stopped, _ = carry
@@ -115,8 +116,6 @@ def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, cr
         e, i = j // n_mb, j % n_mb
         idx = jax.lax.dynamic_slice(perms[e], (i * mb_size,), (mb_size,))
         mb = jax.tree.map(lambda x: x[idx], batch)
-        kl = approx_kl(actor, params["actor"], mb)
-        stop = kl > kl_limit
 
         def step(_):
             k = jax.random.fold_in(k_drop, j)
@@ -127,9 +126,14 @@ def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, cr
         def skip(_):
             return params, opt_state, dict(policy_loss=zero, critic_loss=zero)
 
-        params, opt_state, aux = jax.lax.cond(stop, skip, step, None)
+        if cfg.learner == "ppo":  # early stop: check the KL before each minibatch step
+            stop = approx_kl(actor, params["actor"], mb) > 1.5 * hp.target_kl
+            params, opt_state, aux = jax.lax.cond(stop, skip, step, None)
+        else:  # MDPO / MCPMD never stop early: no check, no branch
+            stop = jnp.bool_(False)
+            params, opt_state, aux = step(None)
         live = 1.0 - stop.astype(jnp.float32)
-        add = aux | {"approx_kl": kl * live, "n_updates": live}
+        add = aux | {"n_updates": live}
         sums = {k: sums[k] + add[k] for k in sums}
         return j + 1, params, opt_state, stop, sums
 
@@ -142,4 +146,5 @@ def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, cr
     metrics = {k: v / jnp.maximum(n_updates, 1.0) for k, v in sums.items()}
     metrics["n_updates"] = n_updates
     metrics["alpha"] = alphas[0]
+    metrics["approx_kl"] = approx_kl(actor, params["actor"], batch)  # updated policy vs behaviour
     return params, opt_state, sched, metrics

@@ -39,8 +39,8 @@ class TrainResult:
 
 
 def build_networks(cfg: Config, env) -> tuple[Actor, Critic]:
-    actor = Actor(env.action_dim, tuple(cfg.policy_hidden), env.discrete, cfg.dropout)
-    critic = Critic(1 + env.num_constraints, tuple(cfg.critic_hidden), cfg.dropout)
+    actor = Actor(env.action_dim, tuple(cfg.policy_hidden), env.discrete, cfg.dropout, cfg.dropout_rng)
+    critic = Critic(1 + env.num_constraints, tuple(cfg.critic_hidden), cfg.dropout, cfg.dropout_rng)
     return actor, critic
 
 
