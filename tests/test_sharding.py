@@ -49,6 +49,19 @@ SCRIPT = textwrap.dedent(
         "raw_shape": list(raw.metrics["lam"].shape),
         "n_devices_used": len(raw.metrics["lam"].sharding.device_set),
     }
+    # the runner's --devices path gives the single-device numbers too
+    import sys, tempfile, pathlib
+    sys.path.insert(0, "experiments")
+    import run as runner
+    tiny = ["--algos", "MDPO-Robust-Lag", "--seeds", "3", "--steps", "64", "--n-test", "2",
+            "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
+            "--set", "eval_episodes=2", "--compile-cache", "off"]
+    tmp = pathlib.Path(tempfile.mkdtemp())
+    assert runner.main(tiny + ["--out", str(tmp / "one")]) == 0
+    assert runner.main(tiny + ["--out", str(tmp / "four"), "--devices", "all"]) == 0
+    load = lambda d: np.load(tmp / d / "cartpole" / "MDPO-Robust-Lag" / "test_results.npz")["V"]
+    out["runner_shape"] = list(load("four").shape)
+    out["runner_max_diff"] = float(np.max(np.abs(load("one") - load("four"))))
     print("RESULT " + json.dumps(out))
     """
 )
@@ -58,7 +71,10 @@ def test_sharded_training_and_sweep_equal_single_device():
     env = dict(os.environ)
     env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
     env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=600, cwd=root
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
     out = json.loads(line[len("RESULT "):])
@@ -68,6 +84,7 @@ def test_sharded_training_and_sweep_equal_single_device():
     assert out["train_max_diff"] < 1e-4
     assert out["sweep_max_diff"] < 1e-4
     assert out["hp_alpha"] == [0.5, 2.0, 4.0] and out["hp_max_diff"] < 1e-4
+    assert out["runner_shape"] == [3, 11, 16, 2] and out["runner_max_diff"] < 1e-4
 
 
 def test_padding_and_trimming_are_invisible():

@@ -264,3 +264,16 @@ def test_bad_hparams_are_rejected_before_tracing():
         validate_hparams(HParams(gamma=1.5))
     with pytest.raises(ValueError, match="hparams must be an rcmdp_jax.HParams"):
         train(SEEDS[0], {"lr": 1.0})
+
+
+@pytest.mark.parametrize("algo", ["PPO-Augmented-Lag", "RMCPMD-Augmented-Lag"])
+def test_augmented_mode_works_for_every_learner(algo):
+    cfg = tiny(algo=algo)
+    assert cfg.constraint == "augmented"
+    m = jax.jit(make_train(cfg))(SEEDS[0]).metrics
+    assert all(np.all(np.isfinite(m[k])) for k in ("lam", "lam_tilde", "c_hat", "policy_loss"))
+    # lam~_k = lam_{k-1} + eta_lam * C^_{k-1}; lam_k = max(-eta C^_k, lam_{k-1} + eta C^_k)
+    eta = cfg.hparams.eta_lam
+    lam, c_hat, lam_tilde = (np.asarray(m[k][:, 0]) for k in ("lam", "c_hat", "lam_tilde"))
+    np.testing.assert_allclose(lam_tilde[1:], lam[:-1] + eta * c_hat[:-1], rtol=1e-5)
+    np.testing.assert_allclose(lam[1:], np.maximum(-eta * c_hat[1:], lam[:-1] + eta * c_hat[1:]), rtol=1e-5)
