@@ -159,6 +159,8 @@ class Config:
             raise ValueError(f"policy_hidden must be positive layer widths, got {self.policy_hidden!r}")
         if not self.critic_hidden or any(int(h) < 1 for h in self.critic_hidden):
             raise ValueError(f"critic_hidden must be positive layer widths, got {self.critic_hidden!r}")
+        if not isinstance(self.hparams, HParams):
+            raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
         return self
 

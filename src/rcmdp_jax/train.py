@@ -11,7 +11,7 @@ from flax import struct
 import envs
 from rcmdp_jax import lagrange, schedules
 from rcmdp_jax.advantages import discounted_returns, gae, normalise
-from rcmdp_jax.config import Config, HParams, validate_hparams
+from rcmdp_jax.config import Config, HParams
 from rcmdp_jax.learners import Batch, make_optimizer, update
 from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.networks import Actor, Critic
@@ -193,9 +193,6 @@ def make_train(config: Config):
         state, metrics = run(state, hparams)
         return TrainResult(state=state, metrics=metrics)
 
-    if not isinstance(cfg.hparams, HParams):
-        raise ValueError("config.hparams must be an rcmdp_jax.HParams")
-    validate_hparams(cfg.hparams)
     train.init = init_state  # type: ignore[attr-defined]
     train.run = run  # type: ignore[attr-defined]
     train.config = cfg  # type: ignore[attr-defined]
