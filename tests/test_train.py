@@ -85,18 +85,37 @@ def test_constraints_lower_the_constraint_cost_and_lam_rises_when_violated():
 
 
 def _fixed_actor(cfg, env, favourite=None):
+    """The untrained actor, or one whose *output* layer ignores the state: always action
+    ``favourite`` (discrete), or Gaussian mean ``favourite`` in every dimension, std e^-2.
+
+    The params must reach jitted code as arguments, not closed-over constants: XLA CPU
+    (jaxlib 0.10.2) miscompiles ``log_softmax(h @ 0 + b)`` with an all-zero constant
+    kernel at batch sizes >= ~2000 (it drops ``b``, giving the uniform policy).
+    """
     actor, _ = build_networks(cfg, env)
     params = actor.init(jax.random.PRNGKey(0), jnp.zeros((env.state_dim,)))
     if favourite is not None:
-        last = params["params"]["MLP_0"]["Dense_1"]
-        bias = jnp.zeros_like(last["bias"])
+        mlp = params["params"]["MLP_0"]
+        name = f"Dense_{len(mlp) - 1}"  # the output layer
+        bias = jnp.zeros_like(mlp[name]["bias"])
         if env.discrete:
             bias = bias.at[favourite].set(50.0)
-        else:  # Gaussian: mean `favourite` in every dimension, small std
+        else:
             bias = bias + favourite
             params["params"]["log_std"] = jnp.full_like(params["params"]["log_std"], -2.0)
-        params["params"]["MLP_0"]["Dense_1"] = {"kernel": jnp.zeros_like(last["kernel"]), "bias": bias}
+        mlp[name] = {"kernel": jnp.zeros_like(mlp[name]["kernel"]), "bias": bias}
     return actor, params
+
+
+def test_fixed_actor_is_state_independent():
+    for env_name, favourite in (("inventory", 3), ("inventory3d", 0.25)):
+        cfg = preset(env_name, "MDPO-Robust-Lag")
+        env, _ = envs.make(env_name)
+        actor, actor_params = _fixed_actor(cfg, env, favourite)
+        obs = jax.random.normal(jax.random.PRNGKey(0), (3000, env.state_dim)) * 3.0
+        stat = (lambda d: jnp.exp(d.logits)[favourite]) if env.discrete else (lambda d: d.mean())
+        out = jax.jit(jax.vmap(lambda p, o: stat(actor.apply(p, o)), in_axes=(None, 0)))(actor_params, obs)
+        np.testing.assert_allclose(out, 1.0 if env.discrete else favourite, rtol=1e-6)
 
 
 def test_ltma_moves_xi_to_the_hand_derived_worst_corner_on_inventory():
@@ -106,16 +125,14 @@ def test_ltma_moves_xi_to_the_hand_derived_worst_corner_on_inventory():
     cfg = preset("inventory", "MDPO-Robust")
     env, params = envs.make("inventory")
     actor, actor_params = _fixed_actor(cfg, env, favourite=3)
-    probs = jnp.exp(actor.apply(actor_params, jnp.zeros((1,))).logits)
-    assert float(probs[3]) > 0.999
     phase = jax.jit(
-        lambda k, p: ltma_phase(k, env, p, actor, actor_params, jnp.zeros(1), cfg.hparams, cfg)
+        lambda k, p, a: ltma_phase(k, env, p, actor, a, jnp.zeros(1), cfg.hparams, cfg)
     )
     corner = np.array([-17.0, -11.5])
     corners = np.asarray(params.xi_c) + np.array([[-1, -1], [-1, 1], [1, -1], [1, 1]]) * 15.0
     xi, visited = params, []
     for i in range(6):  # warm-started phases, as in training
-        xi, samples = phase(jax.random.PRNGKey(i), xi)
+        xi, samples = phase(jax.random.PRNGKey(i), xi, actor_params)
         visited.append(np.asarray(xi.xi))
         nearest = corners[np.argmin(np.abs(corners - visited[-1]).sum(1))]
         np.testing.assert_array_equal(nearest, corner)
@@ -131,19 +148,19 @@ def test_ltma_lowers_the_lagrangian_return_and_stays_in_the_box(env_name):
     cfg = preset(env_name, "MDPO-Robust-Lag")
     env, params = envs.make(env_name)
     # fixed policies: CartPole's untrained network; on Inventory a policy that keeps the
-    # state in the well-behaved region (always order 6; order ~0 in 3-D)
-    actor, actor_params = _fixed_actor(cfg, env, favourite={"inventory": 3, "inventory3d": 0}.get(env_name))
-    lam = jnp.full((env.num_constraints,), 5.0)
-    # four independent LTMA phases from the nominal kernel
-    phase = lambda k: ltma_phase(k, env, params, actor, actor_params, lam, cfg.hparams, cfg)[0]  # noqa: E731
-    adversarial = jax.jit(jax.vmap(phase))(jax.random.split(jax.random.PRNGKey(1), 4))
+    # state in the well-behaved region (always order 6 in 1-D; mean order 0 in 3-D)
+    actor, actor_params = _fixed_actor(cfg, env, favourite={"inventory": 3, "inventory3d": 0.0}.get(env_name))
+    lam = jnp.full((env.num_constraints,), 1.0)
+    # eight independent LTMA phases from the nominal kernel
+    phase = lambda k, a: ltma_phase(k, env, params, actor, a, lam, cfg.hparams, cfg)[0]  # noqa: E731
+    adversarial = jax.jit(jax.vmap(phase, in_axes=(0, None)))(jax.random.split(jax.random.PRNGKey(1), 8), actor_params)
     dev = np.abs(np.asarray(adversarial.xi - params.xi_c))
     assert np.all(dev <= np.asarray(params.kappa) + 1e-6)
-    assert np.all(dev.reshape(4, -1).max(1) > 0)
+    assert np.all(dev.reshape(8, -1).max(1) > 0)
 
     @jax.jit
-    def lagrangian_return(p):
-        v, c, _ = run_episodes(jax.random.PRNGKey(9), env, p, actor, actor_params, 2000, env.gamma, False)
+    def lagrangian_return(p, a):
+        v, c, _ = run_episodes(jax.random.PRNGKey(9), env, p, actor, a, 2000, env.gamma, False)
         return jnp.mean(v - c @ lam)
 
     if env_name == "cartpole":
@@ -151,9 +168,12 @@ def test_ltma_lowers_the_lagrangian_return_and_stays_in_the_box(env_name):
         # noise (its variance scales like 1 / sigma2): a phase is close to a random
         # walk, so only the box and the movement are checked here.
         return
-    nominal = float(lagrangian_return(params))
-    attacked = np.asarray(jax.vmap(lagrangian_return)(adversarial))
-    assert attacked.mean() < nominal - 1.0, (attacked, nominal)
+    nominal = float(lagrangian_return(params, actor_params))
+    attacked = np.asarray(jax.vmap(lagrangian_return, in_axes=(0, None))(adversarial, actor_params))
+    # on average a phase lowers the Lagrangian return clearly; on Inventory 3-D
+    # (eta_xi = 0.1 against kappa = 0.5) single phases jump between corners
+    assert attacked.mean() < nominal - 5.0, (attacked, nominal)
+    assert np.mean(attacked < nominal) >= 0.5, (attacked, nominal)
 
 
 def test_alpha_schedule_in_training_follows_its_formula():
