@@ -1,0 +1,59 @@
+"""Faster threefry on the CPU: the same random bits, lowered without a loop.
+
+JAX lowers its ``threefry2x32`` primitive on the CPU as a rolled ``while`` loop
+of 5 iterations (smaller programs), and on other backends as straight-line
+code. Our train step draws keys and bits inside its innermost loops (every
+environment step and minibatch step), and XLA's CPU runtime pays a fixed cost
+per loop iteration and per kernel: on a 2-core CPU the rolled loop made the
+fused MDPO train step ~25% slower *and* ~30% slower to compile than the
+straight-line lowering (``experiments/bench_train.py``, README).
+
+``use_unrolled_threefry()`` registers JAX's own straight-line lowering for the
+CPU platform. It is the identical algorithm on uint32 words, so every key and
+every random number is bit-for-bit the same (``tests/test_cpu_prng.py``
+checks this against the rolled lowering). It affects functions compiled after
+the call, in this process. ``rcmdp_jax`` calls it on import unless the
+environment variable ``RCMDP_JAX_ROLLED_THREEFRY=1`` is set; if a future JAX
+moves these private names, it does nothing and says so in its return value.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _threefry_module():
+    from jax._src.random import threefry2x32
+
+    return threefry2x32
+
+
+def use_unrolled_threefry() -> bool:
+    """Lower threefry on the CPU as straight-line code; ``True`` if it took effect."""
+    try:
+        from jax._src.interpreters import mlir
+
+        t = _threefry_module()
+        mlir.register_lowering(t.threefry2x32_p, t._threefry2x32_lowering_rule, platform="cpu")
+    except (ImportError, AttributeError):  # private JAX names moved: keep JAX's default
+        return False
+    return True
+
+
+def use_rolled_threefry() -> bool:
+    """Restore JAX's default CPU lowering (a rolled loop); ``True`` if it took effect."""
+    try:
+        from jax._src.interpreters import mlir
+
+        t = _threefry_module()
+        mlir.register_lowering(t.threefry2x32_p, t._threefry2x32_cpu_lowering_rule, platform="cpu")
+    except (ImportError, AttributeError):
+        return False
+    return True
+
+
+def apply_default() -> bool:
+    """What ``import rcmdp_jax`` does: unrolled unless ``RCMDP_JAX_ROLLED_THREEFRY=1``."""
+    if os.environ.get("RCMDP_JAX_ROLLED_THREEFRY", "0") == "1":
+        return False
+    return use_unrolled_threefry()
