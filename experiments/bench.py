@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_train import bench_train, machine  # noqa: E402
+from bench_train import bench_family, bench_train, machine  # noqa: E402
 
 from rcmdp_jax import make_train, preset  # noqa: E402
 from rcmdp_jax.evaluate import make_eval  # noqa: E402
@@ -132,14 +132,16 @@ def bench_grid(seeds: int = 10) -> dict:
         wall = time.perf_counter() - t
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr[-2000:])
-        timing = {}
+        families = {}  # algorithms trained together share one timing
         for f in (out / "cartpole").glob("*/timing.json"):
-            timing[f.parent.name] = json.loads(f.read_text())
+            t = json.loads(f.read_text())
+            families[tuple(t.get("family", [f.parent.name]))] = t
     return {
         "seeds": seeds,
         "wall_s": wall,
-        "compile_s_sum": sum(t["compile_s"] for t in timing.values()),
-        "train_s_sum": sum(t["train_s"] for t in timing.values()),
+        "families": len(families),
+        "compile_s_sum": sum(t["compile_s"] for t in families.values()),
+        "train_s_sum": sum(t["train_s"] for t in families.values()),
     }
 
 
@@ -160,6 +162,21 @@ def main(argv=None) -> int:
             print(f"train {algo:16s} {n:5d} seeds: compile {row['compile_s']:5.1f}s run {row['wall_s']:7.2f}s "
                   f"policy steps/s {row['policy_steps_per_s']:12,.0f} all samples/s {row['all_samples_per_s']:12,.0f}",
                   flush=True)  # fmt: skip
+    # baseline in the same run: JAX's default (rolled-loop) threefry lowering on the CPU
+    if jax.default_backend() == "cpu":
+        row = bench_train("cartpole", "MDPO-Robust-Lag", 10, args.repeats, rolled_threefry=True)
+        report["train_rolled_threefry"] = row
+        fast = next(r for r in report["train"] if r["algorithm"] == "MDPO-Robust-Lag" and r["seeds"] == 10)
+        report["ratios"]["unrolled / rolled threefry, MDPO-Robust-Lag 10 seeds"] = (
+            fast["policy_steps_per_s"] / row["policy_steps_per_s"]
+        )
+        print(f"train MDPO-Robust-Lag    10 seeds, rolled threefry: compile {row['compile_s']:5.1f}s "
+              f"run {row['wall_s']:7.2f}s policy steps/s {row['policy_steps_per_s']:12,.0f}", flush=True)  # fmt: skip
+    # the grid's MDPO family as the runner trains it: 6 algorithms x 10 seeds in one program
+    mdpo = ["MDPO", "MDPO-Robust", "MDPO-Lag", "MDPO-Augmented-Lag", "MDPO-Robust-Lag", "MDPO-Robust-Augmented-Lag"]
+    report["family"] = f = bench_family("cartpole", mdpo, 10, args.repeats)
+    print(f"train MDPO family (6 algorithms) x 10 seeds: compile {f['compile_s']:5.1f}s run {f['wall_s']:7.2f}s "
+          f"policy steps/s {f['policy_steps_per_s']:12,.0f}", flush=True)  # fmt: skip
     report["sweep"] = s = bench_sweep(repeats=args.repeats)
     print(f"sweep 10 seeds x 11 x 16 x 100 episodes: compile {s['compile_s']:.1f}s run {s['wall_s']:.2f}s "
           f"episode steps/s {s['episode_steps_per_s']:,.0f}", flush=True)  # fmt: skip
@@ -167,7 +184,7 @@ def main(argv=None) -> int:
         report["sb3"] = b = bench_sb3(args.repeats)
         if b is not None:
             print(f"SB3 PPO: train {b['train_steps_per_s']:,.0f} steps/s, eval {b['eval_steps_per_s']:,.0f} steps/s")
-            for row in report["train"]:
+            for row in report["train"] + [f]:
                 key = f"train {row['algorithm']} {row['seeds']} seeds / SB3 PPO"
                 report["ratios"][key] = row["policy_steps_per_s"] / b["train_steps_per_s"]
             report["ratios"]["sweep / SB3 predict loop"] = s["episode_steps_per_s"] / b["eval_steps_per_s"]
@@ -176,7 +193,7 @@ def main(argv=None) -> int:
     if args.grid:
         report["grid"] = g = bench_grid()
         print(f"grid (14 algorithms x 10 seeds x 20,000 steps + sweep): {g['wall_s']:.1f}s wall "
-              f"(compile {g['compile_s_sum']:.1f}s, train {g['train_s_sum']:.1f}s summed)")  # fmt: skip
+              f"({g['families']} families: compile {g['compile_s_sum']:.1f}s, train {g['train_s_sum']:.1f}s summed)")  # fmt: skip
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2))
     print(f"wrote {args.json}")

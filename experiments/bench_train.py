@@ -33,27 +33,27 @@ def machine() -> dict:
     }
 
 
-def bench_train(env: str, algo: str, n_seeds: int, repeats: int = 3, steps: int | None = None) -> dict:
-    overrides = {} if steps is None else {"total_timesteps": steps}
-    cfg = preset(env, algo, **overrides)
-    keys = jax.random.split(jax.random.PRNGKey(0), n_seeds)
-    t0 = time.perf_counter()
-    compiled = jax.jit(jax.vmap(make_train(cfg))).lower(keys).compile()
-    compile_s = time.perf_counter() - t0
-    mem = compiled.memory_analysis()
-    peak_bytes = None
-    if mem is not None:
-        peak_bytes = int(
-            getattr(mem, "temp_size_in_bytes", 0) + getattr(mem, "argument_size_in_bytes", 0)
-            + getattr(mem, "output_size_in_bytes", 0)
-        )  # fmt: skip
-    result = jax.block_until_ready(compiled(keys))  # warm-up
+def _time(compiled, args, repeats):
+    result = jax.block_until_ready(compiled(*args))  # warm-up
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        result = jax.block_until_ready(compiled(keys))
+        result = jax.block_until_ready(compiled(*args))
         times.append(time.perf_counter() - t)
-    wall = statistics.median(times)
+    return result, statistics.median(times), times
+
+
+def _peak_bytes(compiled):
+    mem = compiled.memory_analysis()
+    if mem is None:
+        return None
+    return int(
+        getattr(mem, "temp_size_in_bytes", 0) + getattr(mem, "argument_size_in_bytes", 0)
+        + getattr(mem, "output_size_in_bytes", 0)
+    )  # fmt: skip
+
+
+def _row(env, algo, n_seeds, cfg, compile_s, wall, times, result, compiled):
     m = result.metrics
     policy = float(np.asarray(m["policy_steps"])[:, -1].sum())
     total = policy + float(np.asarray(m["dual_steps"])[:, -1].sum() + np.asarray(m["ltma_steps"])[:, -1].sum())
@@ -67,8 +67,48 @@ def bench_train(env: str, algo: str, n_seeds: int, repeats: int = 3, steps: int 
         "wall_s_all": times,
         "policy_steps_per_s": policy / wall,
         "all_samples_per_s": total / wall,
-        "xla_peak_bytes": peak_bytes,
+        "xla_peak_bytes": _peak_bytes(compiled),
     }
+
+
+def bench_train(env: str, algo: str, n_seeds: int, repeats: int = 3, steps: int | None = None,
+                rolled_threefry: bool = False) -> dict:  # fmt: skip
+    """``rolled_threefry=True`` measures JAX's default CPU lowering of threefry (the
+    baseline of ``rcmdp_jax.cpu_prng``); the lowering is restored afterwards."""
+    from rcmdp_jax import cpu_prng
+
+    overrides = {} if steps is None else {"total_timesteps": steps}
+    cfg = preset(env, algo, **overrides)
+    keys = jax.random.split(jax.random.PRNGKey(0), n_seeds)
+    if rolled_threefry:
+        cpu_prng.use_rolled_threefry()
+    try:
+        t0 = time.perf_counter()
+        compiled = jax.jit(jax.vmap(lambda k: make_train(cfg)(k))).lower(keys).compile()
+        compile_s = time.perf_counter() - t0
+    finally:
+        cpu_prng.apply_default()
+    result, wall, times = _time(compiled, (keys,), repeats)
+    row = _row(env, algo, n_seeds, cfg, compile_s, wall, times, result, compiled)
+    row["threefry"] = "rolled (JAX default)" if rolled_threefry else "unrolled (rcmdp_jax default)"
+    return row
+
+
+def bench_family(env: str, algos: list[str], n_seeds: int, repeats: int = 3) -> dict:
+    """Several algorithms x seeds in one program (``rcmdp_jax.family``), as the runner trains them."""
+    import jax.numpy as jnp
+
+    from rcmdp_jax.family import make_family
+
+    cfgs = [preset(env, a) for a in algos]
+    family = make_family(cfgs)
+    members = jnp.repeat(jnp.arange(len(algos)), n_seeds)
+    keys = jnp.tile(jax.random.split(jax.random.PRNGKey(0), n_seeds), (len(algos), 1))
+    t0 = time.perf_counter()
+    compiled = jax.jit(jax.vmap(family)).lower(keys, members).compile()
+    compile_s = time.perf_counter() - t0
+    result, wall, times = _time(compiled, (keys, members), repeats)
+    return _row(env, "+".join(algos), n_seeds, cfgs[0], compile_s, wall, times, result, compiled)
 
 
 def main(argv=None) -> int:

@@ -131,39 +131,54 @@ def chunk_size(n_iter: int, target_chunks: int = 10) -> int:
 
 
 class Prepared:
-    """An algorithm compiled and ready to train (built in a background thread)."""
+    """A family of algorithms (``rcmdp_jax.family``) compiled and ready to train,
+    built in a background thread. With ``--vmap`` all members x seeds run in one
+    vmapped program; with ``--no-vmap`` each algorithm and seed runs alone."""
 
-    def __init__(self, cfg, keys, use_vmap: bool, mesh=None):
+    def __init__(self, cfgs, keys, use_vmap: bool, mesh=None):
         import jax
         import jax.numpy as jnp
 
         from rcmdp_jax import make_train
+        from rcmdp_jax.family import make_family
         from rcmdp_jax.sharding import shard_batch
 
         t0 = time.perf_counter()
-        self.cfg, self.keys, self.use_vmap, self.mesh = cfg, keys, use_vmap, mesh
-        train = make_train(cfg)
-        self.n_iter = cfg.num_iterations
+        self.cfgs, self.keys, self.use_vmap, self.mesh = cfgs, keys, use_vmap, mesh
+        self.n_iter = cfgs[0].num_iterations
         self.chunk = chunk_size(self.n_iter)
-
-        def run_chunk(state, start):
-            return train.run(state, None, start, self.chunk)
-
+        n_seeds, chunk = keys.shape[0], self.chunk
+        if use_vmap and len(cfgs) > 1:
+            family = make_family(cfgs)
+            members = jnp.repeat(jnp.arange(len(cfgs)), n_seeds)
+            batch = (jnp.tile(keys, (len(cfgs), 1)), members)
+            self.init = jax.jit(jax.vmap(family.init))
+            step = jax.jit(jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None)))
+            self.batches = [jax.tree.map(lambda x: shard_batch(x, mesh), batch) if mesh is not None else batch]
+        elif use_vmap:
+            train = make_train(cfgs[0])
+            self.init = jax.jit(jax.vmap(lambda k, m: train.init(k)))
+            step = jax.jit(jax.vmap(lambda s, m, start: train.run(s, None, start, chunk), in_axes=(0, None, None)))
+            self.batches = [(shard_batch(keys, mesh) if mesh is not None else keys, None)]
+        else:  # a Python loop over algorithms and seeds; the step is compiled per algorithm
+            trains = [make_train(c) for c in cfgs]
+            self.init = jax.jit(lambda k, m: trains[m].init(k), static_argnums=1)
+            steps = [jax.jit(lambda s, start, t=t: t.run(s, None, start, chunk)) for t in trains]
+            self.batches = [(keys[i], m) for m in range(len(cfgs)) for i in range(n_seeds)]
+        self.state0 = self.init(*self.batches[0])
         if use_vmap:
-            self.init = jax.jit(jax.vmap(train.init))
-            step = jax.jit(jax.vmap(run_chunk, in_axes=(0, None)))
-            self.batches = [shard_batch(keys, mesh) if mesh is not None else keys]
+            compiled = step.lower(self.state0, self.batches[0][1], jnp.int32(0)).compile()
+            self.step = lambda state, m, start: compiled(state, m, start)
         else:
-            self.init = jax.jit(train.init)
-            step = jax.jit(run_chunk)
-            self.batches = [keys[i] for i in range(keys.shape[0])]
-        self.state0 = self.init(self.batches[0])
-        self.step = step.lower(self.state0, jnp.int32(0)).compile()
+            compiled = [f.lower(self.init(keys[0], m), jnp.int32(0)).compile() for m, f in enumerate(steps)]
+            self.step = lambda state, m, start: compiled[m](state, start)
         self.compile_s = time.perf_counter() - t0
 
 
 def train_prepared(prep: Prepared, label: str):
-    """Train all seeds, printing progress per chunk; returns ``(TrainResult, train seconds)``."""
+    """Train all members and seeds, printing progress per chunk.
+
+    Returns ``([TrainResult per member, leading axis = seed], train seconds)``."""
     import jax
     import jax.numpy as jnp
 
@@ -175,11 +190,11 @@ def train_prepared(prep: Prepared, label: str):
     results, t_train = [], time.perf_counter()
     total_chunks = n_iter // chunk * len(prep.batches)
     done, next_report = 0, 0.0
-    for b, batch in enumerate(prep.batches):
-        state = prep.state0 if b == 0 else prep.init(batch)
+    for b, (keys, members) in enumerate(prep.batches):
+        state = prep.state0 if b == 0 else prep.init(keys, members)
         chunks = []
         for start in range(0, n_iter, chunk):
-            state, metrics = prep.step(state, jnp.int32(start))
+            state, metrics = prep.step(state, members, jnp.int32(start))
             chunks.append(metrics)
             done += 1
             frac = done / total_chunks
@@ -192,12 +207,16 @@ def train_prepared(prep: Prepared, label: str):
         axis = 1 if prep.use_vmap else 0
         metrics = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=axis), *chunks)
         results.append(TrainResult(state=state, metrics=metrics))
+    n_seeds, n_members = prep.keys.shape[0], len(prep.cfgs)
     if prep.use_vmap:
-        result = unshard(results[0], prep.keys.shape[0]) if prep.mesh is not None else results[0]
+        result = unshard(results[0], n_seeds * n_members) if prep.mesh is not None else results[0]
+        per_member = [jax.tree.map(lambda x, i=i: x[i * n_seeds:(i + 1) * n_seeds], result) for i in range(n_members)]
     else:
-        result = jax.tree.map(lambda *xs: jnp.stack(xs), *results)
-    jax.block_until_ready(result)
-    return result, time.perf_counter() - t_train
+        per_member = [
+            jax.tree.map(lambda *xs: jnp.stack(xs), *results[i * n_seeds:(i + 1) * n_seeds]) for i in range(n_members)
+        ]
+    jax.block_until_ready(per_member)
+    return per_member, time.perf_counter() - t_train
 
 
 def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, mesh=None) -> int:
@@ -206,7 +225,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
     from report import write_env_report
 
     import envs
-    from rcmdp_jax import checkpoint, make_train
+    from rcmdp_jax import checkpoint, family, make_train
     from rcmdp_jax.evaluate import make_eval
     from rcmdp_jax.sharding import gather_blocks, process_block, sharded_vmap
 
@@ -220,79 +239,96 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
 
     sweeps: dict = {}
     trained_now = 0
-    # compile the next algorithm in a background thread while this one trains and is swept
+    plan_cfgs = {e: {a: config_from_dict(plan["configs"][e][a]) for a in plan["algos"]} for e in plan["envs"]}
+    groups = {e: family.group(plan_cfgs[e]) for e in plan["envs"]}
+
+    def ckpt_dir(e, a):
+        return out / e / a / "checkpoint"
+
+    # a family is trained (as a whole, so resumed runs give identical numbers) while any
+    # member lacks a checkpoint; the next family compiles in a background thread
     todo = [
-        (e, a) for e in plan["envs"] for a in plan["algos"]
-        if not eval_only and not checkpoint.exists(out / e / a / "checkpoint")
+        (e, tuple(g)) for e in plan["envs"] for g in groups[e]
+        if not eval_only and not all(checkpoint.exists(ckpt_dir(e, a)) for a in g)
     ]  # fmt: skip
     pool = ThreadPoolExecutor(max_workers=1)
     pending = {}
 
     def prepare(i):
         if i < len(todo) and todo[i] not in pending:
-            e, a = todo[i]
-            cfg_i = config_from_dict(plan["configs"][e][a])
-            pending[todo[i]] = pool.submit(Prepared, cfg_i, keys, plan["vmap"], mesh)
+            e, g = todo[i]
+            pending[todo[i]] = pool.submit(Prepared, [plan_cfgs[e][a] for a in g], keys, plan["vmap"], mesh)
 
     prepare(0)
     tables = {}
     t_start = time.perf_counter()
+    n_alg = len(plan["algos"])
     for env_name in plan["envs"]:
         env, params = envs.make(env_name)
         env_dir = out / env_name
         env_dir.mkdir(parents=True, exist_ok=True)
-        n_alg = len(plan["algos"])
-        for i, algo in enumerate(plan["algos"]):
-            cfg = config_from_dict(plan["configs"][env_name][algo])
-            label = f"[{env_name} {i + 1}/{n_alg}] {algo}:"
-            algo_dir = env_dir / algo
-            ckpt_dir = algo_dir / "checkpoint"
-            if checkpoint.exists(ckpt_dir):
-                if not (resume or eval_only):
-                    raise RuntimeError(f"{ckpt_dir} exists")  # guarded earlier; never overwrite
-                abstract = checkpoint.abstract_result(make_train(cfg), all_keys)
-                result = checkpoint.restore(ckpt_dir, abstract)
-                print(f"{label} restored from {ckpt_dir}", flush=True)
-                if not eval_only and (algo_dir / "test_results.npz").exists():
-                    continue
-            else:
-                if eval_only:
-                    print(f"{label} no checkpoint in {algo_dir}; skipped", flush=True)
-                    continue
+        for group in groups[env_name]:
+            numbers = "+".join(str(plan["algos"].index(a) + 1) for a in group)
+            label = f"[{env_name} {numbers}/{n_alg}] {', '.join(group)}:"
+            missing = [a for a in group if not checkpoint.exists(ckpt_dir(env_name, a))]
+            trained = {}
+            if missing and not eval_only:
                 if stop_after is not None and trained_now >= stop_after:
-                    print(f"stopping after {stop_after} algorithm(s) (--stop-after)", flush=True)
+                    print(f"stopping after {stop_after} algorithm famil(ies) (--stop-after)", flush=True)
                     pool.shutdown(wait=True, cancel_futures=True)
                     return 3
-                idx = todo.index((env_name, algo))
+                idx = todo.index((env_name, tuple(group)))
                 prepare(idx)
-                prepared = pending.pop((env_name, algo)).result()
+                prepared = pending.pop((env_name, tuple(group))).result()
                 prepare(idx + 1)
                 compile_s = prepared.compile_s
-                result, train_s = train_prepared(prepared, label)
+                per_member, train_s = train_prepared(prepared, label)
                 del prepared
-                result = gather_blocks(result, plan["seeds"])
-                if writer:
-                    algo_dir.mkdir(parents=True, exist_ok=True)
-                    np.savez_compressed(algo_dir / "train_metrics.npz", **jax.tree.map(np.asarray, result.metrics))
-                    checkpoint.save(ckpt_dir, jax.tree.map(np.asarray, result))
-                    timing = {"compile_s": compile_s, "train_s": train_s}
-                    (algo_dir / "timing.json").write_text(json.dumps(timing))
+                for algo, result in zip(group, per_member):
+                    if algo not in missing:  # trained again only to keep the family whole
+                        continue
+                    result = gather_blocks(result, plan["seeds"])
+                    trained[algo] = result
+                    algo_dir = env_dir / algo
+                    if writer:
+                        algo_dir.mkdir(parents=True, exist_ok=True)
+                        np.savez_compressed(algo_dir / "train_metrics.npz", **jax.tree.map(np.asarray, result.metrics))
+                        checkpoint.save(ckpt_dir(env_name, algo), jax.tree.map(np.asarray, result))
+                        timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group)}
+                        (algo_dir / "timing.json").write_text(json.dumps(timing))
                 trained_now += 1
-            # robustness sweep: one vmapped, jit-compiled call per algorithm
-            sweep_key = (env_name, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, plan["n_test"])
-            if sweep_key not in sweeps:
-                sweep = make_eval(cfg, plan["n_test"])
-                fn = sharded_vmap(sweep.per_seed, mesh) if mesh is not None else jax.jit(sweep.from_keys)
-                sweeps[sweep_key] = (fn, sweep.levels)
-            sweep_fn, levels = sweeps[sweep_key]
-            t0 = time.perf_counter()
-            seed_keys = jax.random.split(jax.random.PRNGKey(plan["seed"] + 1), plan["seeds"])[block]
-            res = gather_blocks(sweep_fn(local(result).state.params["actor"], seed_keys), plan["seeds"])
-            V, C = np.asarray(res["V"]), np.asarray(res["C"])
-            if writer:
-                np.savez_compressed(algo_dir / "test_results.npz", V=V, C=C, levels=levels)
-            print(f"{label} sweep {V.shape} in {_fmt(time.perf_counter() - t0)}: "
-                  f"mean test return {V.mean():.2f}", flush=True)  # fmt: skip
+            for algo in group:
+                cfg = plan_cfgs[env_name][algo]
+                algo_dir = env_dir / algo
+                alabel = f"[{env_name} {plan['algos'].index(algo) + 1}/{n_alg}] {algo}:"
+                if algo in trained:
+                    result = trained[algo]
+                elif checkpoint.exists(ckpt_dir(env_name, algo)):
+                    if not (resume or eval_only):
+                        raise RuntimeError(f"{ckpt_dir(env_name, algo)} exists")  # guarded earlier; never overwrite
+                    abstract = checkpoint.abstract_result(make_train(cfg), all_keys)
+                    result = checkpoint.restore(ckpt_dir(env_name, algo), abstract)
+                    print(f"{alabel} restored from {ckpt_dir(env_name, algo)}", flush=True)
+                    if not eval_only and (algo_dir / "test_results.npz").exists():
+                        continue
+                else:
+                    print(f"{alabel} no checkpoint in {algo_dir}; skipped", flush=True)
+                    continue
+                # robustness sweep: one vmapped, jit-compiled call per algorithm
+                sweep_key = (env_name, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, plan["n_test"])
+                if sweep_key not in sweeps:
+                    sweep = make_eval(cfg, plan["n_test"])
+                    fn = sharded_vmap(sweep.per_seed, mesh) if mesh is not None else jax.jit(sweep.from_keys)
+                    sweeps[sweep_key] = (fn, sweep.levels)
+                sweep_fn, levels = sweeps[sweep_key]
+                t0 = time.perf_counter()
+                seed_keys = jax.random.split(jax.random.PRNGKey(plan["seed"] + 1), plan["seeds"])[block]
+                res = gather_blocks(sweep_fn(local(result).state.params["actor"], seed_keys), plan["seeds"])
+                V, C = np.asarray(res["V"]), np.asarray(res["C"])
+                if writer:
+                    np.savez_compressed(algo_dir / "test_results.npz", V=V, C=C, levels=levels)
+                print(f"{alabel} sweep {V.shape} in {_fmt(time.perf_counter() - t0)}: "
+                      f"mean test return {V.mean():.2f}", flush=True)  # fmt: skip
         if writer:
             tables[env_name] = write_env_report(
                 env_dir, env_name, plan["algos"], env.lambda_max, params.xi_c, params.kappa

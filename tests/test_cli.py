@@ -3,6 +3,7 @@ episodes, vmap = no-vmap, resume = uninterrupted, eval-only, bad input."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import run as runner
 
 from rcmdp_jax import stats
 
-ALGOS = "MDPO-Lag,MDPO-Robust"
+ALGOS = "MDPO-Lag,MDPO-Robust,PPO-Lag"  # two families: {MDPO-Lag, MDPO-Robust}, {PPO-Lag}
 TINY = ["--algos", ALGOS, "--seeds", "2", "--steps", "128", "--n-test", "3",
         "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
         "--set", "eval_episodes=2"]  # fmt: skip
@@ -83,22 +84,34 @@ def test_vmap_and_no_vmap_give_the_same_numbers(full_run, tmp_path):
             np.testing.assert_allclose(ma[key], mb[key], rtol=1e-4, atol=1e-5)
 
 
+def _assert_same_run(a_dir, b_dir, algos):
+    for algo in algos:
+        a, b = _load(a_dir, algo, "test_results.npz"), _load(b_dir, algo, "test_results.npz")
+        np.testing.assert_array_equal(a["V"], b["V"])
+        np.testing.assert_array_equal(a["C"], b["C"])
+        ma, mb = _load(a_dir, algo, "train_metrics.npz"), _load(b_dir, algo, "train_metrics.npz")
+        for key in ma:
+            np.testing.assert_array_equal(ma[key], mb[key])
+
+
 def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_path):
     out = tmp_path / "interrupted"
+    # the first family (MDPO-Lag and MDPO-Robust, trained in one program), then a "kill"
     assert runner.main(TINY + ["--out", str(out), "--stop-after", "1"]) == 3
-    first, second = ALGOS.split(",")
+    first, second, third = ALGOS.split(",")
     assert (out / "cartpole" / first / "checkpoint").is_dir()
-    assert not (out / "cartpole" / second).exists()
+    assert (out / "cartpole" / second / "checkpoint").is_dir()
+    assert not (out / "cartpole" / third).exists()
     # a plain rerun refuses to overwrite the folder
     assert runner.main(TINY + ["--out", str(out)]) == 2
     assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
-    for algo in (first, second):
-        a, b = _load(full_run, algo, "test_results.npz"), _load(out, algo, "test_results.npz")
-        np.testing.assert_array_equal(a["V"], b["V"])
-        np.testing.assert_array_equal(a["C"], b["C"])
-        ma, mb = _load(full_run, algo, "train_metrics.npz"), _load(out, algo, "train_metrics.npz")
-        for key in ma:
-            np.testing.assert_array_equal(ma[key], mb[key])
+    _assert_same_run(full_run, out, ALGOS.split(","))
+    # a family killed half-saved: resume trains the whole family again, writes the missing member
+    shutil.rmtree(out / "cartpole" / second)
+    kept = (out / "cartpole" / first / "train_metrics.npz").stat().st_mtime_ns
+    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert (out / "cartpole" / first / "train_metrics.npz").stat().st_mtime_ns == kept
+    _assert_same_run(full_run, out, ALGOS.split(","))
 
 
 def test_eval_only_reruns_the_sweep_from_checkpoints(full_run):

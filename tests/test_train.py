@@ -297,3 +297,28 @@ def test_augmented_mode_works_for_every_learner(algo):
     lam, c_hat, lam_tilde = (np.asarray(m[k][:, 0]) for k in ("lam", "c_hat", "lam_tilde"))
     np.testing.assert_allclose(lam_tilde[1:], lam[:-1] + eta * c_hat[:-1], rtol=1e-5)
     np.testing.assert_allclose(lam[1:], np.maximum(-eta * c_hat[1:], lam[:-1] + eta * c_hat[1:]), rtol=1e-5)
+
+
+def test_family_member_equals_its_algorithm_alone():
+    from rcmdp_jax.family import group, make_family
+
+    names = ["MDPO", "MDPO-Lag", "MDPO-Robust-Augmented-Lag", "MDPO-Robust"]
+    configs = {a: tiny(algo=a) for a in names}
+    configs["PPO-Lag"] = tiny(algo="PPO-Lag")
+    assert group(configs) == [names, ["PPO-Lag"]]
+    family = make_family([configs[a] for a in names])
+    members = jnp.repeat(jnp.arange(len(names)), len(SEEDS))
+    keys = jnp.tile(SEEDS, (len(names), 1))
+    batched = jax.jit(jax.vmap(family))(keys, members)
+    for i, a in enumerate(names):
+        alone = jax.jit(jax.vmap(make_train(configs[a])))(SEEDS)
+        for key in ("eval_return", "lam", "xi", "policy_loss", "dual_steps", "ltma_steps", "c_hat"):
+            got = np.asarray(batched.metrics[key][i * len(SEEDS):(i + 1) * len(SEEDS)])
+            np.testing.assert_allclose(got, alone.metrics[key], rtol=1e-4, atol=1e-5, err_msg=f"{a} {key}")
+    # the members really differ: no LTMA samples without -Robust, no dual samples without -Lag
+    steps = np.asarray(batched.metrics["ltma_steps"][:, -1]).reshape(len(names), -1)
+    assert np.all((steps > 0) == np.array([[False], [False], [True], [True]]))
+    dual = np.asarray(batched.metrics["dual_steps"][:, -1]).reshape(len(names), -1)
+    assert np.all((dual > 0) == np.array([[False], [True], [True], [False]]))
+    with pytest.raises(ValueError, match="may differ only in"):
+        make_family([configs["MDPO"], configs["PPO-Lag"]])

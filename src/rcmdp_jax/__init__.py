@@ -2,6 +2,7 @@
 
 from rcmdp_jax import cpu_prng
 from rcmdp_jax.config import ALGORITHMS, Config, HParams, parse_algorithm, preset
+from rcmdp_jax.family import make_family
 from rcmdp_jax.train import TrainResult, TrainState, make_train
 
 cpu_prng.apply_default()  # same random bits, faster CPU code (see cpu_prng)
@@ -12,6 +13,7 @@ __all__ = [
     "HParams",
     "TrainResult",
     "TrainState",
+    "make_family",
     "make_train",
     "parse_algorithm",
     "preset",

@@ -17,13 +17,31 @@ def init_dual(m: int, lam_init: jax.Array) -> DualState:
     return DualState(lam=jnp.full((m,), lam_init, jnp.float32), c_hat=jnp.zeros((m,), jnp.float32))
 
 
-def effective_multiplier(mode: str, dual: DualState, eta_lam: jax.Array) -> jax.Array:
-    """``lam~``: ``0`` (none), ``lam`` (lagrangian), ``lam + eta_lam * C^`` (augmented)."""
-    if mode == "none":
-        return jnp.zeros_like(dual.lam)
-    if mode == "lagrangian":
-        return dual.lam
-    return dual.lam + eta_lam * dual.c_hat
+# Integer codes of the constraint modes, for algorithm families vmapped in one program
+# (``rcmdp_jax.family``), where the mode is a traced array rather than a Python string.
+MODE_CODES = {"none": 0, "lagrangian": 1, "augmented": 2}
+
+
+def effective_multiplier(mode, dual: DualState, eta_lam: jax.Array) -> jax.Array:
+    """``lam~``: ``0`` (none), ``lam`` (lagrangian), ``lam + eta_lam * C^`` (augmented).
+
+    ``mode`` is a name, or an integer code of ``MODE_CODES`` (may be traced)."""
+    candidates = {
+        "none": lambda: jnp.zeros_like(dual.lam),
+        "lagrangian": lambda: dual.lam,
+        "augmented": lambda: dual.lam + eta_lam * dual.c_hat,
+    }
+    if isinstance(mode, str):
+        return candidates[mode]()
+    return _select(mode, {name: f() for name, f in candidates.items()})
+
+
+def _select(code: jax.Array, by_mode: dict) -> jax.Array:
+    """The entry of ``by_mode`` whose ``MODE_CODES`` code equals ``code``, elementwise."""
+    out = by_mode["none"]
+    for name in ("lagrangian", "augmented"):
+        out = jax.tree.map(lambda a, b, c=MODE_CODES[name]: jnp.where(code == c, a, b), by_mode[name], out)
+    return out
 
 
 def lagrangian_update(
@@ -38,12 +56,14 @@ def augmented_update(lam: jax.Array, c_hat: jax.Array, eta_lam: jax.Array) -> ja
     return jnp.maximum(-eta_lam * c_hat, lam + eta_lam * c_hat)
 
 
-def dual_step(mode: str, dual: DualState, c_hat: jax.Array, hp, dual_epochs: int) -> DualState:
-    """Apply the mode's update with the fresh estimate ``c_hat``; store it for ``lam~``."""
-    if mode == "lagrangian":
-        lam = lagrangian_update(dual.lam, c_hat, hp.eta_lam, dual_epochs, hp.lam_clip)
-    elif mode == "augmented":
-        lam = augmented_update(dual.lam, c_hat, hp.eta_lam)
-    else:
-        lam = dual.lam
-    return DualState(lam=lam, c_hat=c_hat)
+def dual_step(mode, dual: DualState, c_hat: jax.Array, hp, dual_epochs: int) -> DualState:
+    """Apply the mode's update with the fresh estimate ``c_hat``; store it for ``lam~``.
+    Mode "none" leaves the state as it is. ``mode``: a name or a (traced) code."""
+    candidates = {
+        "none": lambda: dual,
+        "lagrangian": lambda: DualState(lagrangian_update(dual.lam, c_hat, hp.eta_lam, dual_epochs, hp.lam_clip), c_hat),
+        "augmented": lambda: DualState(augmented_update(dual.lam, c_hat, hp.eta_lam), c_hat),
+    }
+    if isinstance(mode, str):
+        return candidates[mode]()
+    return _select(mode, {name: f() for name, f in candidates.items()})

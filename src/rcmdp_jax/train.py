@@ -38,6 +38,22 @@ class TrainResult:
     metrics: dict  # per-iteration metrics, leading axis = iteration
 
 
+@struct.dataclass
+class Variant:
+    """What may differ between the algorithms of one family (``rcmdp_jax.family``):
+    the constraint mode and robustness. ``make_train`` passes Python values (a mode
+    name and a bool: static branches, nothing extra compiled); a family passes arrays
+    (a ``lagrange.MODE_CODES`` code and a bool flag per member: both paths computed,
+    the member's selected), so several algorithms share one vmapped program."""
+
+    constraint: Any
+    robust: Any
+
+
+def _is_static(x) -> bool:
+    return isinstance(x, (str, bool))
+
+
 def build_networks(cfg: Config, env) -> tuple[Actor, Critic]:
     actor = Actor(env.action_dim, tuple(cfg.policy_hidden), env.discrete, cfg.dropout, cfg.dropout_rng)
     critic = Critic(1 + env.num_constraints, tuple(cfg.critic_hidden), cfg.dropout, cfg.dropout_rng)
@@ -97,10 +113,10 @@ def make_train(config: Config):
         adv, targets = gae(rewards, values, next_values, traj.terminated, traj.done, hp.gamma, hp.gae_lambda)
         return adv[..., 0] - adv[..., 1:] @ lam_tilde, targets
 
-    def iteration(state: TrainState, it, hp) -> tuple[TrainState, dict]:
+    def iteration(state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
         rng, k_roll, k_upd, k_ltma, k_dual, k_eval = jax.random.split(state.rng, 6)
         tx = make_optimizer(cfg.optimizer, hp.lr)
-        lam_tilde = lagrange.effective_multiplier(cfg.constraint, state.dual, hp.eta_lam)
+        lam_tilde = lagrange.effective_multiplier(variant.constraint, state.dual, hp.eta_lam)
 
         # 1. rollout under the current kernel
         traj, env_state, obs, episodes, ep = collect_rollout(
@@ -118,21 +134,31 @@ def make_train(config: Config):
 
         # 3. LTMA on xi (robust algorithms)
         env_params, ltma_steps = state.env_params, jnp.float32(0.0)
-        if cfg.robust:
-            env_params, ltma_steps = ltma_phase(
+        if variant.robust is not False:
+            attacked, n_ltma = ltma_phase(
                 k_ltma, env, state.env_params, actor, params["actor"], lam_tilde, hp, cfg
             )
+            if _is_static(variant.robust):
+                env_params, ltma_steps = attacked, n_ltma
+            else:  # a family member's flag: keep the nominal kernel when it is off
+                keep = lambda a, b: jnp.where(variant.robust, a, b)  # noqa: E731
+                env_params = jax.tree.map(keep, attacked, state.env_params)
+                ltma_steps = keep(n_ltma, jnp.float32(0.0))
             moved = jnp.any(jnp.abs(env_params.xi - state.env_params.xi) > 0.5 * env_params.kappa)
             if cfg.alpha_schedule == "restart":
                 sched = schedules.maybe_restart(sched, moved)
 
         # 4. dual update from fresh episodes under the current kernel
         dual, dual_steps = state.dual, jnp.float32(0.0)
-        if cfg.constrained:
-            _, c_eps, dual_steps = run_episodes(
+        if variant.constraint != "none" if _is_static(variant.constraint) else True:
+            _, c_eps, n_dual = run_episodes(
                 k_dual, env, env_params, actor, params["actor"], cfg.n_dual_episodes, hp.gamma, False
             )
-            dual = lagrange.dual_step(cfg.constraint, state.dual, c_eps.mean(0), hp, cfg.dual_epochs)
+            dual = lagrange.dual_step(variant.constraint, state.dual, c_eps.mean(0), hp, cfg.dual_epochs)
+            if _is_static(variant.constraint):
+                dual_steps = n_dual
+            else:
+                dual_steps = jnp.where(variant.constraint != lagrange.MODE_CODES["none"], n_dual, 0.0)
 
         if cfg.alpha_tick == "batch":
             sched = schedules.advance(sched)
@@ -181,12 +207,16 @@ def make_train(config: Config):
         env.validate_params(env_params)
         return init(rng, resolve_hparams(cfg, hparams), env_params)
 
-    def run(state: TrainState, hparams: HParams | None = None, start=0, n: int = n_iter):
+    static_variant = Variant(constraint=cfg.constraint, robust=cfg.robust)
+
+    def run(state: TrainState, hparams: HParams | None = None, start=0, n: int = n_iter, variant=None):
         """Iterations ``start .. start + n - 1`` (``n`` static): ``(state, metrics)``.
-        Running the iterations in chunks gives the same numbers as one call."""
+        Running the iterations in chunks gives the same numbers as one call.
+        ``variant`` (families only) overrides the config's constraint mode / robustness."""
         hp = resolve_hparams(cfg, hparams)
+        v = static_variant if variant is None else variant
         its = start + jnp.arange(n)
-        return jax.lax.scan(lambda s, it: iteration(s, it, hp), state, its)
+        return jax.lax.scan(lambda s, it: iteration(s, it, hp, v), state, its)
 
     def train(rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainResult:
         state = init_state(rng, hparams, env_params)
