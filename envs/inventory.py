@@ -15,6 +15,8 @@ the adversary differentiates; only its mean saturates.
 
 from __future__ import annotations
 
+import math
+
 import distrax
 import jax
 import jax.numpy as jnp
@@ -23,7 +25,7 @@ from gymnax.environments import environment, spaces
 
 from envs.base import RobustEnvironment
 
-K_FEATURE = 1.0 / jnp.sqrt(8.0 * jnp.pi)
+K_FEATURE = 1.0 / math.sqrt(8.0 * math.pi)
 
 
 def features(z: jax.Array, centres: jax.Array, sigmas: jax.Array) -> jax.Array:

@@ -119,6 +119,22 @@ def bench_sb3(repeats: int = 3, steps: int = 20_000, eval_episodes: int = 50) ->
     }
 
 
+def bench_sharded_cpu(devices: int, seeds: list[int], repeats: int) -> list[dict]:
+    """MDPO-Robust-Lag training sharded over ``devices`` XLA CPU devices (subprocess)."""
+    if not seeds:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "sharded.json"
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).parent / "bench_train.py"), "--cpu-devices", str(devices),
+             "--seeds", ",".join(map(str, seeds)), "--repeats", str(repeats), "--json", str(out)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr[-2000:])
+        return json.loads(out.read_text())["train"]
+
+
 def bench_grid(seeds: int = 10) -> dict:
     """Wall time of the whole CartPole reference grid (14 algorithms, short budget, full sweep)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -172,6 +188,19 @@ def main(argv=None) -> int:
         )
         print(f"train MDPO-Robust-Lag    10 seeds, rolled threefry: compile {row['compile_s']:5.1f}s "
               f"run {row['wall_s']:7.2f}s policy steps/s {row['policy_steps_per_s']:12,.0f}", flush=True)  # fmt: skip
+    # the same, sharded over one XLA CPU device per core (a fresh process: the split
+    # must happen before JAX starts), as `run.py --devices auto` does
+    if jax.default_backend() == "cpu" and jax.device_count() == 1:
+        from rcmdp_jax.sharding import available_cores
+
+        cores = available_cores()
+        if cores > 1:
+            report["train_sharded_cpu"] = rows = bench_sharded_cpu(cores, [n for n in (10, 100) if n % cores == 0],
+                                                                   args.repeats)  # fmt: skip
+            for row in rows:
+                print(f"train MDPO-Robust-Lag {row['seeds']:5d} seeds on {cores} CPU devices: compile "
+                      f"{row['compile_s']:5.1f}s run {row['wall_s']:7.2f}s policy steps/s "
+                      f"{row['policy_steps_per_s']:12,.0f}", flush=True)  # fmt: skip
     # the grid's MDPO family as the runner trains it: 6 algorithms x 10 seeds in one program
     mdpo = ["MDPO", "MDPO-Robust", "MDPO-Lag", "MDPO-Augmented-Lag", "MDPO-Robust-Lag", "MDPO-Robust-Augmented-Lag"]
     report["family"] = f = bench_family("cartpole", mdpo, 10, args.repeats)
@@ -184,8 +213,9 @@ def main(argv=None) -> int:
         report["sb3"] = b = bench_sb3(args.repeats)
         if b is not None:
             print(f"SB3 PPO: train {b['train_steps_per_s']:,.0f} steps/s, eval {b['eval_steps_per_s']:,.0f} steps/s")
-            for row in report["train"] + [f]:
-                key = f"train {row['algorithm']} {row['seeds']} seeds / SB3 PPO"
+            for row in report["train"] + [f] + report.get("train_sharded_cpu", []):
+                where = f" on {row['devices']} CPU devices" if row.get("devices", 1) > 1 else ""
+                key = f"train {row['algorithm']} {row['seeds']} seeds{where} / SB3 PPO"
                 report["ratios"][key] = row["policy_steps_per_s"] / b["train_steps_per_s"]
             report["ratios"]["sweep / SB3 predict loop"] = s["episode_steps_per_s"] / b["eval_steps_per_s"]
             for k, v in report["ratios"].items():

@@ -18,7 +18,8 @@ import time
 import jax
 import numpy as np
 
-from rcmdp_jax import make_train, preset
+# rcmdp_jax is imported inside the functions: importing it starts JAX's backends
+# (through gymnax), and --cpu-devices must act before that.
 
 
 def machine() -> dict:
@@ -72,14 +73,21 @@ def _row(env, algo, n_seeds, cfg, compile_s, wall, times, result, compiled):
 
 
 def bench_train(env: str, algo: str, n_seeds: int, repeats: int = 3, steps: int | None = None,
-                rolled_threefry: bool = False) -> dict:  # fmt: skip
+                rolled_threefry: bool = False, devices: int = 1) -> dict:  # fmt: skip
     """``rolled_threefry=True`` measures JAX's default CPU lowering of threefry (the
-    baseline of ``rcmdp_jax.cpu_prng``); the lowering is restored afterwards."""
-    from rcmdp_jax import cpu_prng
+    baseline of ``rcmdp_jax.cpu_prng``); the lowering is restored afterwards.
+    ``devices > 1`` shards the seeds over that many local devices (on a CPU, start
+    the process with ``--cpu-devices``)."""
+    from rcmdp_jax import cpu_prng, make_train, preset
+    from rcmdp_jax.sharding import local_mesh, shard_batch
 
     overrides = {} if steps is None else {"total_timesteps": steps}
     cfg = preset(env, algo, **overrides)
     keys = jax.random.split(jax.random.PRNGKey(0), n_seeds)
+    if devices > 1:
+        if n_seeds % devices:
+            raise ValueError(f"seeds={n_seeds} must be a multiple of devices={devices} here")
+        keys = shard_batch(keys, local_mesh(devices))
     if rolled_threefry:
         cpu_prng.use_rolled_threefry()
     try:
@@ -91,6 +99,7 @@ def bench_train(env: str, algo: str, n_seeds: int, repeats: int = 3, steps: int 
     result, wall, times = _time(compiled, (keys,), repeats)
     row = _row(env, algo, n_seeds, cfg, compile_s, wall, times, result, compiled)
     row["threefry"] = "rolled (JAX default)" if rolled_threefry else "unrolled (rcmdp_jax default)"
+    row["devices"] = devices
     return row
 
 
@@ -98,7 +107,7 @@ def bench_family(env: str, algos: list[str], n_seeds: int, repeats: int = 3) -> 
     """Several algorithms x seeds in one program (``rcmdp_jax.family``), as the runner trains them."""
     import jax.numpy as jnp
 
-    from rcmdp_jax.family import make_family
+    from rcmdp_jax import make_family, preset
 
     cfgs = [preset(env, a) for a in algos]
     family = make_family(cfgs)
@@ -119,10 +128,17 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=None, help="policy steps per seed (default: short budget)")
     p.add_argument("--json", default="bench_results/bench_train.json")
+    p.add_argument("--cpu-devices", type=int, default=1,
+                   help="split the CPU into N XLA devices and shard the seeds over them (default 1)")
     args = p.parse_args(argv)
+    if args.cpu_devices > 1:
+        from rcmdp_jax.sharding import split_cpu
+
+        if not split_cpu(args.cpu_devices) and len(jax.devices()) < args.cpu_devices:
+            raise SystemExit(f"--cpu-devices {args.cpu_devices}: JAX already started with {len(jax.devices())}")
     rows = []
     for n in (int(x) for x in args.seeds.split(",")):
-        row = bench_train(args.env, args.algo, n, args.repeats, args.steps)
+        row = bench_train(args.env, args.algo, n, args.repeats, args.steps, devices=args.cpu_devices)
         rows.append(row)
         print(f"{args.algo} on {args.env}, {n:4d} seeds: compile {row['compile_s']:6.1f}s  "
               f"run {row['wall_s']:7.2f}s  policy steps/s {row['policy_steps_per_s']:12,.0f}  "

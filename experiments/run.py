@@ -51,7 +51,9 @@ def parse_args(argv):
     p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default SPEC §4)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished algorithms")
     p.add_argument("--eval-only", metavar="RUN_DIR", default=None, help="re-run the sweep of RUN_DIR from its checkpoints")
-    p.add_argument("--devices", default="1", help="'all' or N: shard seeds across N local devices (default 1)")
+    p.add_argument("--devices", default="auto",
+                   help="'auto' (default: on a CPU one XLA device per core, else all devices), 'all' or N: "
+                        "shard the seeds across them")
     p.add_argument("--distributed", action="store_true", help="call jax.distributed.initialize(); each process trains its share of seeds")
     p.add_argument("--compile-cache", default=str(Path.home() / ".cache" / "rcmdp_jax" / "xla"), metavar="DIR|off",
                    help="persistent XLA compilation cache: a re-run compiles nothing (default ~/.cache/rcmdp_jax/xla)")
@@ -95,8 +97,8 @@ def build_plan(args) -> dict:
         raise UsageError(f"--steps must be a positive integer, got {args.steps}")
     if args.n_test is not None and args.n_test < 1:
         raise UsageError(f"--n-test must be a positive integer, got {args.n_test}")
-    if args.devices != "all" and not (args.devices.isdigit() and int(args.devices) >= 1):
-        raise UsageError(f"--devices must be 'all' or a positive integer, got {args.devices!r}")
+    if args.devices not in ("all", "auto") and not (args.devices.isdigit() and int(args.devices) >= 1):
+        raise UsageError(f"--devices must be 'auto', 'all' or a positive integer, got {args.devices!r}")
     overrides = parse_sets(args.sets)
     if args.steps is not None:
         overrides["total_timesteps"] = args.steps
@@ -141,24 +143,26 @@ class Prepared:
 
         from rcmdp_jax import make_train
         from rcmdp_jax.family import make_family
-        from rcmdp_jax.sharding import shard_batch
+        from rcmdp_jax.sharding import batch_sharding, shard_batch
 
         t0 = time.perf_counter()
         self.cfgs, self.keys, self.use_vmap, self.mesh = cfgs, keys, use_vmap, mesh
         self.n_iter = cfgs[0].num_iterations
         self.chunk = chunk_size(self.n_iter)
         n_seeds, chunk = keys.shape[0], self.chunk
+        # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
+        split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}
         if use_vmap and len(cfgs) > 1:
             family = make_family(cfgs)
             members = jnp.repeat(jnp.arange(len(cfgs)), n_seeds)
             batch = (jnp.tile(keys, (len(cfgs), 1)), members)
-            self.init = jax.jit(jax.vmap(family.init))
-            step = jax.jit(jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None)))
+            self.init = jax.jit(jax.vmap(family.init), **split)
+            step = jax.jit(jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None)), **split)
             self.batches = [jax.tree.map(lambda x: shard_batch(x, mesh), batch) if mesh is not None else batch]
         elif use_vmap:
             train = make_train(cfgs[0])
-            self.init = jax.jit(jax.vmap(lambda k, m: train.init(k)))
-            step = jax.jit(jax.vmap(lambda s, m, start: train.run(s, None, start, chunk), in_axes=(0, None, None)))
+            self.init = jax.jit(jax.vmap(lambda k, m: train.init(k)), **split)
+            step = jax.jit(jax.vmap(lambda s, m, start: train.run(s, None, start, chunk), in_axes=(0, None, None)), **split)
             self.batches = [(shard_batch(keys, mesh) if mesh is not None else keys, None)]
         else:  # a Python loop over algorithms and seeds; the step is compiled per algorithm
             trains = [make_train(c) for c in cfgs]
@@ -227,7 +231,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
     import envs
     from rcmdp_jax import checkpoint, family, make_train
     from rcmdp_jax.evaluate import make_eval
-    from rcmdp_jax.sharding import gather_blocks, process_block, sharded_vmap
+    from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
 
     all_keys = jax.random.split(jax.random.PRNGKey(plan["seed"]), plan["seeds"])
     block = process_block(plan["seeds"])  # this process's seeds (all of them on one host)
@@ -318,7 +322,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
                 sweep_key = (env_name, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, plan["n_test"])
                 if sweep_key not in sweeps:
                     sweep = make_eval(cfg, plan["n_test"])
-                    fn = sharded_vmap(sweep.per_seed, mesh) if mesh is not None else jax.jit(sweep.from_keys)
+                    fn = sharded_blocks(sweep.from_keys, mesh) if mesh is not None else jax.jit(sweep.from_keys)
                     sweeps[sweep_key] = (fn, sweep.levels)
                 sweep_fn, levels = sweeps[sweep_key]
                 t0 = time.perf_counter()
@@ -366,7 +370,12 @@ def main(argv=None) -> int:
         if args.distributed or args.devices != "1":
             from rcmdp_jax.sharding import setup_devices
 
-            mesh = setup_devices(args.devices, args.distributed)
+            try:
+                mesh = setup_devices(args.devices, args.distributed)
+            except ValueError as err:
+                raise UsageError(f"--devices: {err}") from None
+            if mesh.size == 1 and not args.distributed:
+                mesh = None  # nothing to split
     except UsageError as err:
         print(f"run.py: error: {err}", file=sys.stderr)
         return 2
@@ -379,10 +388,18 @@ def main(argv=None) -> int:
         out.mkdir(parents=True)
         (out / "run.json").write_text(json.dumps(plan, indent=2))
     n_runs = len(plan["envs"]) * len(plan["algos"])
+    where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
-          f"({'vmapped' if plan['vmap'] else 'loop over seeds'}) -> {out}", flush=True)  # fmt: skip
+          f"({'vmapped' if plan['vmap'] else 'loop over seeds'}{where}) -> {out}", flush=True)  # fmt: skip
     return run(plan, out, args.resume, bool(args.eval_only), args.stop_after, mesh)
 
 
 if __name__ == "__main__":
+    from rcmdp_jax import sharding
+
+    # One XLA device per core on a CPU host, before anything starts JAX's backends
+    # (importing gymnax does): --devices auto then shards the seeds over all cores.
+    # No effect on accelerators, or where XLA_FLAGS already sets the count. (Called
+    # in-process, main() uses the devices JAX already has.)
+    sharding.split_cpu(sharding.available_cores())
     sys.exit(main())

@@ -31,6 +31,8 @@ SCRIPT = textwrap.dedent(
     eval_keys = jax.random.split(jax.random.PRNGKey(1), 6)
     s_single = jax.jit(jax.vmap(sweep.per_seed))(single.state.params["actor"], eval_keys)
     s_sharded = sharded_vmap(sweep.per_seed, mesh)(sharded.state.params["actor"], eval_keys)
+    from rcmdp_jax.sharding import sharded_blocks
+    s_blocks = sharded_blocks(sweep.from_keys, mesh)(sharded.state.params["actor"], eval_keys)
     from rcmdp_jax.sharding import shard_batch
     raw = jax.jit(jax.vmap(train))(shard_batch(keys, mesh))
     # a hyperparameter sweep (3 alphas, replicated seed) sharded the same way
@@ -43,6 +45,8 @@ SCRIPT = textwrap.dedent(
                               zip(jax.tree.leaves(single.metrics), jax.tree.leaves(sharded.metrics))),
         "sweep_shape": list(s_sharded["V"].shape),
         "sweep_max_diff": float(jnp.max(jnp.abs(s_single["V"] - s_sharded["V"]))),
+        "blocks_shape": list(s_blocks["V"].shape),
+        "blocks_max_diff": float(jnp.max(jnp.abs(s_single["V"] - s_blocks["V"]))),
         "hp_alpha": [float(a) for a in hp_sharded.metrics["alpha"][:, 0]],
         "hp_max_diff": max(float(jnp.max(jnp.abs(a - b))) for a, b in
                            zip(jax.tree.leaves(hp_single.metrics), jax.tree.leaves(hp_sharded.metrics))),
@@ -57,8 +61,8 @@ SCRIPT = textwrap.dedent(
             "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
             "--set", "eval_episodes=2", "--compile-cache", "off"]
     tmp = pathlib.Path(tempfile.mkdtemp())
-    assert runner.main(tiny + ["--out", str(tmp / "one")]) == 0
-    assert runner.main(tiny + ["--out", str(tmp / "four"), "--devices", "all"]) == 0
+    assert runner.main(tiny + ["--out", str(tmp / "one"), "--devices", "1"]) == 0
+    assert runner.main(tiny + ["--out", str(tmp / "four")]) == 0  # default --devices auto: all 4
     load = lambda d: np.load(tmp / d / "cartpole" / "MDPO-Robust-Lag" / "test_results.npz")["V"]
     out["runner_shape"] = list(load("four").shape)
     out["runner_max_diff"] = float(np.max(np.abs(load("one") - load("four"))))
@@ -85,6 +89,27 @@ def test_sharded_training_and_sweep_equal_single_device():
     assert out["sweep_max_diff"] < 1e-4
     assert out["hp_alpha"] == [0.5, 2.0, 4.0] and out["hp_max_diff"] < 1e-4
     assert out["runner_shape"] == [3, 11, 16, 2] and out["runner_max_diff"] < 1e-4
+    assert out["blocks_shape"] == [6, 11, 16, 2] and out["blocks_max_diff"] < 1e-4
+
+
+def test_split_cpu_exposes_the_host_as_several_devices_before_jax_starts():
+    script = textwrap.dedent(
+        """
+        from rcmdp_jax import sharding            # imports nothing that starts JAX
+        assert sharding.split_cpu(3)
+        import jax, jax.numpy as jnp
+        import envs                               # gymnax starts the backends
+        assert jax.device_count() == 3, jax.devices()
+        assert not sharding.split_cpu(2)          # too late now: refused, not an error
+        mesh = sharding.setup_devices("auto")
+        assert mesh.size == 3
+        print("OK")
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
 
 
 def test_padding_and_trimming_are_invisible():
