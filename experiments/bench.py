@@ -21,50 +21,10 @@ import time
 from pathlib import Path
 
 import jax
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_train import bench_family, bench_train, machine  # noqa: E402
-
-from rcmdp_jax import make_train, preset  # noqa: E402
-from rcmdp_jax.evaluate import make_eval  # noqa: E402
-
-
-def bench_sweep(algo: str = "MDPO-Robust-Lag", n_seeds: int = 10, repeats: int = 3) -> dict:
-    """The full 11 x 16 x 100-episode CartPole sweep of ``n_seeds`` policies."""
-    cfg = preset("cartpole", algo, total_timesteps=1600)
-    result = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(jax.random.PRNGKey(0), n_seeds))
-    params = result.state.params["actor"]
-    sweep = make_eval(cfg)
-    env = sweep.env
-
-    fn = jax.jit(sweep)
-    t0 = time.perf_counter()
-    compiled = fn.lower(params, jax.random.PRNGKey(1)).compile()
-    compile_s = time.perf_counter() - t0
-    jax.block_until_ready(compiled(params, jax.random.PRNGKey(1)))
-    times = []
-    for r in range(repeats):
-        t = time.perf_counter()
-        out = jax.block_until_ready(compiled(params, jax.random.PRNGKey(2 + r)))
-        times.append(time.perf_counter() - t)
-    wall = statistics.median(times)
-    # steps actually taken: an episode's discounted return with reward 1 per step gives its length
-    gamma = cfg.hparams.gamma
-    v = np.asarray(out["V"], np.float64)
-    lengths = np.log(np.clip(1.0 - v * (1.0 - gamma), 1e-12, None)) / np.log(gamma)
-    steps = float(np.round(lengths).sum())
-    return {
-        "algorithm": algo,
-        "seeds": n_seeds,
-        "episodes": int(v.size),
-        "episode_steps": steps,
-        "max_steps": int(v.size * env.episode_length),
-        "compile_s": compile_s,
-        "wall_s": wall,
-        "episode_steps_per_s": steps / wall,
-    }
+from bench_train import bench_family, bench_sweep, bench_train, machine  # noqa: E402
 
 
 def bench_sb3(repeats: int = 3, steps: int = 20_000, eval_episodes: int = 50) -> dict | None:
@@ -119,20 +79,20 @@ def bench_sb3(repeats: int = 3, steps: int = 20_000, eval_episodes: int = 50) ->
     }
 
 
-def bench_sharded_cpu(devices: int, seeds: list[int], repeats: int) -> list[dict]:
-    """MDPO-Robust-Lag training sharded over ``devices`` XLA CPU devices (subprocess)."""
-    if not seeds:
-        return []
+def bench_sharded_cpu(devices: int, seeds: list[int], repeats: int) -> tuple[list[dict], dict]:
+    """MDPO-Robust-Lag training and the sweep sharded over ``devices`` XLA CPU devices
+    (a subprocess: the split must happen before JAX starts)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "sharded.json"
         proc = subprocess.run(
             [sys.executable, str(Path(__file__).parent / "bench_train.py"), "--cpu-devices", str(devices),
-             "--seeds", ",".join(map(str, seeds)), "--repeats", str(repeats), "--json", str(out)],
+             "--seeds", ",".join(map(str, seeds)), "--repeats", str(repeats), "--json", str(out), "--sweep"],
             capture_output=True, text=True,
         )  # fmt: skip
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr[-2000:])
-        return json.loads(out.read_text())["train"]
+        data = json.loads(out.read_text())
+        return data["train"], data["sweep"]
 
 
 def bench_grid(seeds: int = 10) -> dict:
@@ -196,8 +156,8 @@ def main(argv=None) -> int:
 
         cores = available_cores()
         if cores > 1:
-            report["train_sharded_cpu"] = rows = bench_sharded_cpu(cores, [n for n in (10, 100) if n % cores == 0],
-                                                                   args.repeats)  # fmt: skip
+            rows, sweep_sharded = bench_sharded_cpu(cores, [n for n in (10, 100) if n % cores == 0], args.repeats)
+            report["train_sharded_cpu"], report["sweep_sharded_cpu"] = rows, sweep_sharded
             for row in rows:
                 print(f"train MDPO-Robust-Lag {row['seeds']:5d} seeds on {cores} CPU devices: compile "
                       f"{row['compile_s']:5.1f}s run {row['wall_s']:7.2f}s policy steps/s "
@@ -219,6 +179,11 @@ def main(argv=None) -> int:
                 key = f"train {row['algorithm']} {row['seeds']} seeds{where} / SB3 PPO"
                 report["ratios"][key] = row["policy_steps_per_s"] / b["train_steps_per_s"]
             report["ratios"]["sweep / SB3 predict loop"] = s["episode_steps_per_s"] / b["eval_steps_per_s"]
+            if report.get("sweep_sharded_cpu"):
+                ss = report["sweep_sharded_cpu"]
+                report["ratios"][f"sweep on {ss['devices']} CPU devices / SB3 predict loop"] = (
+                    ss["episode_steps_per_s"] / b["eval_steps_per_s"]
+                )
             for k, v in report["ratios"].items():
                 print(f"ratio {k}: {v:,.1f}x")
     if args.grid:

@@ -120,6 +120,52 @@ def bench_family(env: str, algos: list[str], n_seeds: int, repeats: int = 3) -> 
     return _row(env, "+".join(algos), n_seeds, cfgs[0], compile_s, wall, times, result, compiled)
 
 
+def bench_sweep(algo: str = "MDPO-Robust-Lag", n_seeds: int = 10, repeats: int = 3, devices: int = 1) -> dict:
+    """The full 11 x 16 x 100-episode CartPole sweep of ``n_seeds`` policies; with
+    ``devices > 1`` sharded as the runner does (``sharding.sharded_blocks``)."""
+    from rcmdp_jax import make_train, preset
+    from rcmdp_jax.evaluate import make_eval
+    from rcmdp_jax.sharding import local_mesh, sharded_blocks
+
+    cfg = preset("cartpole", algo, total_timesteps=1600)
+    result = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(jax.random.PRNGKey(0), n_seeds))
+    params = result.state.params["actor"]
+    sweep = make_eval(cfg)
+    env = sweep.env
+
+    if devices > 1:
+        fn = sharded_blocks(sweep.from_keys, local_mesh(devices))
+    else:
+        fn = jax.jit(sweep.from_keys)
+    keys = [jax.random.split(jax.random.PRNGKey(1 + r), n_seeds) for r in range(repeats + 1)]
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(params, keys[0]))  # compile + warm-up
+    compile_s = time.perf_counter() - t0
+    times = []
+    for r in range(repeats):
+        t = time.perf_counter()
+        out = jax.block_until_ready(fn(params, keys[1 + r]))
+        times.append(time.perf_counter() - t)
+    wall = statistics.median(times)
+    # steps actually taken: an episode's discounted return with reward 1 per step gives its length
+    gamma = cfg.hparams.gamma
+    v = np.asarray(out["V"], np.float64)
+    lengths = np.log(np.clip(1.0 - v * (1.0 - gamma), 1e-12, None)) / np.log(gamma)
+    steps = float(np.round(lengths).sum())
+    return {
+        "algorithm": algo,
+        "seeds": n_seeds,
+        "episodes": int(v.size),
+        "episode_steps": steps,
+        "max_steps": int(v.size * env.episode_length),
+        "compile_s": compile_s,
+        "compile_note": "compile + one warm-up run",
+        "wall_s": wall,
+        "episode_steps_per_s": steps / wall,
+        "devices": devices,
+    }
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env", default="cartpole")
@@ -128,6 +174,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=None, help="policy steps per seed (default: short budget)")
     p.add_argument("--json", default="bench_results/bench_train.json")
+    p.add_argument("--sweep", action="store_true", help="also time the CartPole robustness sweep (10 seeds)")
     p.add_argument("--cpu-devices", type=int, default=1,
                    help="split the CPU into N XLA devices and shard the seeds over them (default 1)")
     args = p.parse_args(argv)
@@ -136,8 +183,12 @@ def main(argv=None) -> int:
 
         if not split_cpu(args.cpu_devices) and len(jax.devices()) < args.cpu_devices:
             raise SystemExit(f"--cpu-devices {args.cpu_devices}: JAX already started with {len(jax.devices())}")
-    rows = []
-    for n in (int(x) for x in args.seeds.split(",")):
+    rows, sweep = [], None
+    if args.sweep:
+        sweep = bench_sweep(args.algo, 10, args.repeats, devices=args.cpu_devices)
+        print(f"sweep 10 seeds x 11 x 16 x 100 episodes on {args.cpu_devices} device(s): "
+              f"run {sweep['wall_s']:.2f}s episode steps/s {sweep['episode_steps_per_s']:,.0f}", flush=True)  # fmt: skip
+    for n in (int(x) for x in args.seeds.split(",") if x.strip()):
         row = bench_train(args.env, args.algo, n, args.repeats, args.steps, devices=args.cpu_devices)
         rows.append(row)
         print(f"{args.algo} on {args.env}, {n:4d} seeds: compile {row['compile_s']:6.1f}s  "
@@ -146,7 +197,7 @@ def main(argv=None) -> int:
     from pathlib import Path
 
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"machine": machine(), "train": rows}, indent=2))
+    Path(args.json).write_text(json.dumps({"machine": machine(), "train": rows, "sweep": sweep}, indent=2))
     print(f"wrote {args.json}")
     return 0
 
