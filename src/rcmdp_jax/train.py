@@ -150,7 +150,7 @@ def make_train(config: Config):
 
         # 4. dual update from fresh episodes under the current kernel
         dual, dual_steps = state.dual, jnp.float32(0.0)
-        if variant.constraint != "none" if _is_static(variant.constraint) else True:
+        if not _is_static(variant.constraint) or variant.constraint != "none":
             _, c_eps, n_dual = run_episodes(
                 k_dual, env, env_params, actor, params["actor"], cfg.n_dual_episodes, hp.gamma, False
             )
