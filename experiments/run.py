@@ -171,8 +171,7 @@ class Prepared:
             self.batches = [(keys[i], m) for m in range(len(cfgs)) for i in range(n_seeds)]
         self.state0 = self.init(*self.batches[0])
         if use_vmap:
-            compiled = step.lower(self.state0, self.batches[0][1], jnp.int32(0)).compile()
-            self.step = lambda state, m, start: compiled(state, m, start)
+            self.step = step.lower(self.state0, self.batches[0][1], jnp.int32(0)).compile()
         else:
             compiled = [f.lower(self.init(keys[0], m), jnp.int32(0)).compile() for m, f in enumerate(steps)]
             self.step = lambda state, m, start: compiled[m](state, start)

@@ -31,16 +31,17 @@ def effective_multiplier(mode, dual: DualState, eta_lam: jax.Array) -> jax.Array
         "lagrangian": lambda: dual.lam,
         "augmented": lambda: dual.lam + eta_lam * dual.c_hat,
     }
+    return _by_mode(mode, candidates)
+
+
+def _by_mode(mode, candidates: dict):
+    """``candidates[mode]()`` for a mode name; for a (traced) ``MODE_CODES`` code, every
+    candidate is computed and the matching one selected elementwise."""
     if isinstance(mode, str):
         return candidates[mode]()
-    return _select(mode, {name: f() for name, f in candidates.items()})
-
-
-def _select(code: jax.Array, by_mode: dict) -> jax.Array:
-    """The entry of ``by_mode`` whose ``MODE_CODES`` code equals ``code``, elementwise."""
-    out = by_mode["none"]
+    out = candidates["none"]()
     for name in ("lagrangian", "augmented"):
-        out = jax.tree.map(lambda a, b, c=MODE_CODES[name]: jnp.where(code == c, a, b), by_mode[name], out)
+        out = jax.tree.map(lambda a, b, c=MODE_CODES[name]: jnp.where(mode == c, a, b), candidates[name](), out)
     return out
 
 
@@ -64,6 +65,4 @@ def dual_step(mode, dual: DualState, c_hat: jax.Array, hp, dual_epochs: int) -> 
         "lagrangian": lambda: DualState(lagrangian_update(dual.lam, c_hat, hp.eta_lam, dual_epochs, hp.lam_clip), c_hat),
         "augmented": lambda: DualState(augmented_update(dual.lam, c_hat, hp.eta_lam), c_hat),
     }
-    if isinstance(mode, str):
-        return candidates[mode]()
-    return _select(mode, {name: f() for name, f in candidates.items()})
+    return _by_mode(mode, candidates)
