@@ -36,7 +36,7 @@ class RobustEnvironment(environment.Environment):
     """Base class: a gymnax env with a differentiable parametric kernel.
 
     Class attributes a subclass sets:
-      ``num_constraints`` (m), ``gamma``, ``lambda_max``, ``episode_length``,
+      ``num_constraints`` (m), ``gamma``, ``lambda_max``, ``episode_length``, ``min_episode_length``,
       ``state_dim``, ``discrete`` (bool), ``action_dim`` (number of discrete
       actions, or the continuous action dimension).
     """
@@ -45,6 +45,9 @@ class RobustEnvironment(environment.Environment):
     gamma: float = 0.99
     lambda_max: float = 50.0
     episode_length: int = 100
+    # a lower bound on any episode's length under every kernel of the box (no early
+    # termination: the episode length); sizes MCPMD's iteration slots
+    min_episode_length: int = 100
     state_dim: int = 1
     discrete: bool = True
     action_dim: int = 2
@@ -65,6 +68,11 @@ class RobustEnvironment(environment.Environment):
         """Constraint-costs ``c(s, a)`` of shape ``(m,)``; a constraint holds when its
         discounted sum is <= 0."""
         raise NotImplementedError
+
+    def kernel_saturated(self, params: Any, s: jax.Array, action: jax.Array) -> jax.Array:
+        """True when the kernel's mean at ``(s, a)`` reached a state bound (Inventory's
+        clipped mean, see ``envs.inventory``); environments without a bound: False."""
+        return jnp.zeros((), dtype=bool)
 
     def is_terminated_vec(self, params: Any, s_next: jax.Array) -> jax.Array:
         """True termination (not time-limit truncation) of the next state."""
@@ -99,7 +107,8 @@ class RobustEnvironment(environment.Environment):
         costs = self.constraint_costs(params, s, a, s_next)
         new_state = RobustState(s=s_next, time=state.time + 1)
         terminated = self.is_terminated_vec(params, s_next)
-        return self.get_obs(new_state), new_state, reward, terminated, {"costs": costs}
+        info = {"costs": costs, "saturated": self.kernel_saturated(params, s, a)}
+        return self.get_obs(new_state), new_state, reward, terminated, info
 
     def get_obs(self, state: RobustState, params=None, key=None) -> jax.Array:
         return state.s

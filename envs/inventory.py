@@ -57,6 +57,7 @@ class InventoryManagement(RobustEnvironment):
     gamma = 0.95
     lambda_max = 500.0
     episode_length = 80
+    min_episode_length = 80
     state_dim = 1
     discrete = True
     action_dim = 4
@@ -79,10 +80,16 @@ class InventoryManagement(RobustEnvironment):
         z = jnp.concatenate([s, self.order(params, action)[None]])
         return features(z, params.centres, params.sigmas)
 
+    def kernel_mean(self, params, s, action):
+        """The unclipped kernel mean ``eta . zeta(s, a)``, shape (1,)."""
+        return jnp.dot(params.xi, self.zeta(params, s, action))[None]
+
     def next_state_distribution(self, params, s, action):
-        loc = jnp.dot(params.xi, self.zeta(params, s, action))[None]
-        loc = jnp.clip(loc, -params.state_bound, params.state_bound)
+        loc = jnp.clip(self.kernel_mean(params, s, action), -params.state_bound, params.state_bound)
         return distrax.MultivariateNormalDiag(loc, params.noise_std * jnp.ones_like(loc))
+
+    def kernel_saturated(self, params, s, action):
+        return jnp.any(jnp.abs(self.kernel_mean(params, s, action)) >= params.state_bound)
 
     def reward(self, params, s, action, s_next):
         return self.order(params, action) - s[0] - s_next[0]
@@ -128,6 +135,7 @@ class InventoryManagement3D(RobustEnvironment):
     gamma = 0.95
     lambda_max = 500.0
     episode_length = 100
+    min_episode_length = 100
     state_dim = 3
     discrete = False
     action_dim = 3
@@ -150,10 +158,16 @@ class InventoryManagement3D(RobustEnvironment):
         z = jnp.concatenate([s, self.order(params, action)])
         return features(z, params.centres, params.sigmas)
 
+    def kernel_mean(self, params, s, action):
+        """The unclipped kernel mean ``eta zeta(s, a)``, shape (3,)."""
+        return params.xi @ self.zeta(params, s, action)
+
     def next_state_distribution(self, params, s, action):
-        loc = params.xi @ self.zeta(params, s, action)
-        loc = jnp.clip(loc, -params.state_bound, params.state_bound)
+        loc = jnp.clip(self.kernel_mean(params, s, action), -params.state_bound, params.state_bound)
         return distrax.MultivariateNormalDiag(loc, params.noise_std * jnp.ones_like(loc))
+
+    def kernel_saturated(self, params, s, action):
+        return jnp.any(jnp.abs(self.kernel_mean(params, s, action)) >= params.state_bound)
 
     def reward(self, params, s, action, s_next):
         return jnp.sum(self.order(params, action) - s - s_next)

@@ -25,6 +25,8 @@ from rcmdp_jax.config import (  # noqa: E402
     config_to_dict,
     parse_algorithm,
     preset,
+    schedule_variants,
+    split_variant,
 )
 
 
@@ -38,7 +40,12 @@ def parse_args(argv):
         description="Train robust-constrained RL algorithms and run the robustness test.",
     )
     p.add_argument("--env", default="cartpole", help=f"one of {', '.join(ENV_NAMES)}, or 'all' (default cartpole)")
-    p.add_argument("--algos", default="all", help="comma-separated algorithm names (SPEC §2), or 'all' (default)")
+    p.add_argument("--algos", default="all",
+                   help="comma-separated algorithm names (SPEC §2), or 'all' (default); a name may carry an alpha "
+                        "schedule variant, e.g. MDPO-Robust-Lag:restart-batch")
+    p.add_argument("--schedules", action="store_true",
+                   help="the schedules study: MDPO-Robust, MDPO-Robust-Lag and MDPO-Robust-Augmented-Lag under every "
+                        "alpha schedule ticking per epoch and per batch (one compiled program); replaces --algos")
     p.add_argument("--budget", default="short", help="short|long: the SPEC §3 number of policy steps")
     p.add_argument("--steps", type=int, default=None, help="policy steps per run (overrides --budget)")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
@@ -70,7 +77,7 @@ def parse_sets(sets) -> dict:
         try:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
-            value = raw
+            value = float(raw) if raw.lower() in ("inf", "+inf", "-inf") else raw
         out[key] = value
     return out
 
@@ -81,12 +88,17 @@ def build_plan(args) -> dict:
     for e in envs_:
         if e not in ENV_NAMES:
             raise UsageError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all")
-    algos = list(ALGORITHMS) if args.algos == "all" else [a.strip() for a in args.algos.split(",") if a.strip()]
+    if args.schedules:
+        if args.algos != "all":
+            raise UsageError("--schedules chooses the algorithms itself; drop --algos")
+        algos = list(schedule_variants())
+    else:
+        algos = list(ALGORITHMS) if args.algos == "all" else [a.strip() for a in args.algos.split(",") if a.strip()]
     if not algos:
         raise UsageError("--algos is empty")
     for a in algos:
         try:
-            parse_algorithm(a)
+            parse_algorithm(split_variant(a)[0])
         except ValueError as err:
             raise UsageError(f"--algos: {err}") from None
     if args.budget not in BUDGETS:
@@ -143,7 +155,7 @@ class Prepared:
 
         from rcmdp_jax import make_train
         from rcmdp_jax.family import make_family
-        from rcmdp_jax.sharding import batch_sharding, shard_batch
+        from rcmdp_jax.sharding import batch_sharding, pad_leading, shard_batch
 
         t0 = time.perf_counter()
         self.cfgs, self.keys, self.use_vmap, self.mesh = cfgs, keys, use_vmap, mesh
@@ -152,26 +164,41 @@ class Prepared:
         n_seeds, chunk = keys.shape[0], self.chunk
         # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
         split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}
+
+        def unsharded_init(init_fn):
+            """The initial state is computed on one device, then split across the mesh: a
+            sharded init program (orthogonal init = LAPACK QR) deadlocks XLA CPU when it
+            runs on several host devices at once (jaxlib 0.10.2; README, Known issues)."""
+            jitted = jax.jit(init_fn)
+            if mesh is None:
+                return jitted
+            return lambda k, m: jax.device_put(
+                jitted(pad_leading(k, mesh.size), None if m is None else pad_leading(m, mesh.size)), batch_sharding(mesh)
+            )
+
         if use_vmap and len(cfgs) > 1:
             family = make_family(cfgs)
             members = jnp.repeat(jnp.arange(len(cfgs)), n_seeds)
             batch = (jnp.tile(keys, (len(cfgs), 1)), members)
-            self.init = jax.jit(jax.vmap(family.init), **split)
+            self.init = unsharded_init(jax.vmap(family.init))
             step = jax.jit(jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None)), **split)
-            self.batches = [jax.tree.map(lambda x: shard_batch(x, mesh), batch) if mesh is not None else batch]
+            self.batches = [batch]
+            self.step_members = shard_batch(members, mesh) if mesh is not None else members
         elif use_vmap:
             train = make_train(cfgs[0])
-            self.init = jax.jit(jax.vmap(lambda k, m: train.init(k)), **split)
+            self.init = unsharded_init(jax.vmap(lambda k, m: train.init(k), in_axes=(0, None)))
             step = jax.jit(jax.vmap(lambda s, m, start: train.run(s, None, start, chunk), in_axes=(0, None, None)), **split)
-            self.batches = [(shard_batch(keys, mesh) if mesh is not None else keys, None)]
+            self.batches = [(keys, None)]
+            self.step_members = None
         else:  # a Python loop over algorithms and seeds; the step is compiled per algorithm
             trains = [make_train(c) for c in cfgs]
             self.init = jax.jit(lambda k, m: trains[m].init(k), static_argnums=1)
             steps = [jax.jit(lambda s, start, t=t: t.run(s, None, start, chunk)) for t in trains]
             self.batches = [(keys[i], m) for m in range(len(cfgs)) for i in range(n_seeds)]
+            self.step_members = None
         self.state0 = self.init(*self.batches[0])
         if use_vmap:
-            self.step = step.lower(self.state0, self.batches[0][1], jnp.int32(0)).compile()
+            self.step = step.lower(self.state0, self.step_members, jnp.int32(0)).compile()
         else:
             compiled = [f.lower(self.init(keys[0], m), jnp.int32(0)).compile() for m, f in enumerate(steps)]
             self.step = lambda state, m, start: compiled[m](state, start)
@@ -195,6 +222,8 @@ def train_prepared(prep: Prepared, label: str):
     done, next_report = 0, 0.0
     for b, (keys, members) in enumerate(prep.batches):
         state = prep.state0 if b == 0 else prep.init(keys, members)
+        if prep.use_vmap:
+            members = prep.step_members
         chunks = []
         for start in range(0, n_iter, chunk):
             state, metrics = prep.step(state, members, jnp.int32(start))
@@ -327,11 +356,12 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
                 t0 = time.perf_counter()
                 seed_keys = jax.random.split(jax.random.PRNGKey(plan["seed"] + 1), plan["seeds"])[block]
                 res = gather_blocks(sweep_fn(local(result).state.params["actor"], seed_keys), plan["seeds"])
-                V, C = np.asarray(res["V"]), np.asarray(res["C"])
+                V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
                 if writer:
-                    np.savez_compressed(algo_dir / "test_results.npz", V=V, C=C, levels=levels)
+                    np.savez_compressed(algo_dir / "test_results.npz", V=V, C=C, bound=bound, levels=levels)
+                at_bound = f", {100 * bound.mean():.1f}% of episodes at the state bound" if bound.any() else ""
                 print(f"{alabel} sweep {V.shape} in {_fmt(time.perf_counter() - t0)}: "
-                      f"mean test return {V.mean():.2f}", flush=True)  # fmt: skip
+                      f"mean test return {V.mean():.2f}{at_bound}", flush=True)  # fmt: skip
         if writer:
             tables[env_name] = write_env_report(
                 env_dir, env_name, plan["algos"], env.lambda_max, params.xi_c, params.kappa

@@ -20,6 +20,8 @@ CONSTRAINTS = ("none", "lagrangian", "augmented")
 ALPHA_SCHEDULES = ("fixed", "linear", "restart", "geometric")
 ALPHA_TICKS = ("epoch", "batch")
 KL_ESTIMATORS = ("reference", "exact")
+KL_CHECKS = ("sb3", "dropout_off")
+INITS = ("orthogonal", "torch", "lecun")
 OPTIMIZERS = ("adam", "sgd")
 DROPOUT_RNGS = ("hash", "threefry")
 ENV_NAMES = ("cartpole", "inventory", "inventory3d")
@@ -44,7 +46,7 @@ class HParams:
 
     lr: float = 3e-4
     alpha: float = 2.0  # MDPO KL penalty alpha_0
-    alpha_decay: float = 0.99  # geometric schedule factor
+    alpha_decay: float = 0.99  # geometric schedule factor (the domain's gamma, SPEC §2d)
     eta_lam: float = 1e-3  # dual step size
     lam_init: float = 5.0
     lam_clip: float = 50.0  # upper clip of lam in lagrangian mode
@@ -76,12 +78,20 @@ class Config:
     dropout: float = 0.6
     dropout_rng: str = "hash"  # mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
     optimizer: str = "adam"
+    adam_eps: float = 1e-5  # SB3's Adam eps (torch's default 1e-8 for MCPMD)
+    max_grad_norm: float = 0.5  # global gradient-norm clip (SB3); inf = none
+    init: str = "orthogonal"  # SB3 orthogonal; "torch" (nn.Linear default, MCPMD); "lecun" (flax default)
+    kl_check: str = "sb3"  # PPO early stop: KL of the dropout-on loss pass ("sb3") or a dropout-off pass
+    act_dropout: bool = False  # dropout active while acting (MCPMD, as the reference keeps training mode)
     alpha_schedule: str = "fixed"
     alpha_tick: str = "epoch"
     kl_estimator: str = "reference"
     normalize_advantages: bool = True
-    n_dual_episodes: int = 4
-    dual_epochs: int = 5
+    n_dual_episodes: int = 4  # fresh episodes for the Monte-Carlo estimate C^
+    dual_epochs: int = 5  # passes over the multiplier batch (SPEC §2a.4)
+    dual_batch: int = 400  # the multiplier batch, in steps (100 steps x 4 envs)
+    dual_minibatch: int = 32  # one ascent step per minibatch of the multiplier batch
+    dual_epochs_from_policy: bool = False  # PPO on CartPole: dual epochs = policy epochs run before the KL stop
     ltma_iterations: int = 160
     ltma_episodes: int = 1
     ltma_horizon: int = 10
@@ -96,6 +106,14 @@ class Config:
 
     @property
     def num_iterations(self) -> int:
+        """Iterations of the train scan. PPO/MDPO: ``ceil(total_timesteps / batch_size)``.
+        MCPMD (one whole episode an iteration, SPEC §2b): enough iteration slots for the
+        shortest possible episodes; the slots past the step budget do nothing."""
+        if self.episodic:
+            import envs  # lazily: the package must not start JAX at import
+
+            slots = math.ceil(self.total_timesteps / envs.REGISTRY[self.env].min_episode_length)
+            return slots if slots <= 100 else 100 * math.ceil(slots / 100)  # chunks evenly for the runner
         return max(1, math.ceil(self.total_timesteps / self.batch_size))
 
     @property
@@ -106,6 +124,22 @@ class Config:
     def alpha_ticks_total(self) -> int:
         per = self.epochs if self.alpha_tick == "epoch" else 1
         return self.num_iterations * per
+
+    @property
+    def dual_steps_per_epoch(self) -> int:
+        """Ascent steps on ``lam`` per dual epoch: ``ceil(dual_batch / dual_minibatch)``."""
+        return math.ceil(self.dual_batch / self.dual_minibatch)
+
+    @property
+    def dual_steps(self) -> int:
+        """``K = dual_epochs * ceil(dual_batch / dual_minibatch)`` (PPO with
+        ``dual_epochs_from_policy``: ``dual_epochs`` is the upper bound)."""
+        return self.dual_epochs * self.dual_steps_per_epoch
+
+    @property
+    def episodic(self) -> bool:
+        """MCPMD's batch: one whole episode of one environment per iteration (SPEC §2b)."""
+        return self.learner == "mcpmd"
 
     @property
     def constrained(self) -> bool:
@@ -138,11 +172,20 @@ class Config:
         _choice("alpha_tick", self.alpha_tick, ALPHA_TICKS)
         _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         _choice("dropout_rng", self.dropout_rng, DROPOUT_RNGS)
-        if not isinstance(self.robust, bool):
-            raise ValueError(f"robust must be True or False, got {self.robust!r}")
+        _choice("kl_check", self.kl_check, KL_CHECKS)
+        _choice("init", self.init, INITS)
+        for f in ("robust", "act_dropout", "dual_epochs_from_policy", "normalize_advantages"):
+            if not isinstance(getattr(self, f), bool):
+                raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
+        for f in ("adam_eps", "max_grad_norm"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or math.isnan(v):
+                raise ValueError(f"{f} must be a number > 0 (max_grad_norm may be inf), got {v!r}")
+        if math.isinf(self.adam_eps):
+            raise ValueError(f"adam_eps must be finite, got {self.adam_eps!r}")
         for f in (
             "total_timesteps", "n_envs", "n_steps", "minibatch_size", "epochs",
-            "n_dual_episodes", "dual_epochs", "ltma_iterations", "ltma_episodes",
+            "n_dual_episodes", "dual_epochs", "dual_batch", "dual_minibatch", "ltma_iterations", "ltma_episodes",
             "ltma_horizon", "eval_every", "eval_episodes",
         ):  # fmt: skip
             v = getattr(self, f)
@@ -219,64 +262,99 @@ def parse_algorithm(name: str) -> tuple[str, str, bool]:
 _ENV_PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": dict(
         policy_hidden=(128,), critic_hidden=(128,), optimizer="adam", episode=100,
-        ppo_epochs=50, ppo_target_kl=0.01, ltma_per_100=10.0, ltma_horizon=10,
+        ppo_epochs=50, ppo_target_kl=0.01, ppo_dual_epochs_from_policy=True, ltma_per_100=10.0, ltma_horizon=10,
+        mcpmd_ltma=10,
         budgets={"short": 20_000, "long": 200_000},
         hp=dict(lr=3e-4, gae_lambda=0.95, gamma=0.99, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-7),
     ),
     "inventory": dict(
         policy_hidden=(64,), critic_hidden=(128,), optimizer="adam", episode=80,
-        ppo_epochs=5, ppo_target_kl=math.inf, ltma_per_100=25.0, ltma_horizon=40,
+        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=25.0, ltma_horizon=40,
+        mcpmd_ltma=20,
         budgets={"short": 16_000, "long": 400_000},
         hp=dict(lr=1e-3, gae_lambda=0.5, gamma=0.95, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
     ),
     "inventory3d": dict(
         policy_hidden=(128, 128), critic_hidden=(128,), optimizer="sgd", episode=100,
-        ppo_epochs=5, ppo_target_kl=math.inf, ltma_per_100=20.0, ltma_horizon=40,
+        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=20.0, ltma_horizon=40,
+        mcpmd_ltma=20,
         budgets={"short": 40_000, "long": 400_000},
         hp=dict(lr=1e-3, gae_lambda=0.5, gamma=0.95, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
     ),
 }  # fmt: skip
 
 
+# The schedules study (the reference study's appendix): MDPO's robust algorithms under
+# every alpha schedule, ticking per epoch and per batch (fixed alpha does not tick).
+SCHEDULE_STUDY_ALGORITHMS = ("MDPO-Robust", "MDPO-Robust-Lag", "MDPO-Robust-Augmented-Lag")
+
+
+def schedule_variants(algorithms=SCHEDULE_STUDY_ALGORITHMS) -> tuple[str, ...]:
+    """Names ``ALGO:SCHEDULE-TICK`` (``ALGO:fixed`` once) of the schedules study."""
+    kinds = ["fixed"] + [f"{s}-{t}" for s in ALPHA_SCHEDULES if s != "fixed" for t in ALPHA_TICKS]
+    return tuple(f"{a}:{k}" for a in algorithms for k in kinds)
+
+
+def split_variant(name: str) -> tuple[str, dict[str, str]]:
+    """``"MDPO-Robust-Lag:restart-batch"`` -> ``("MDPO-Robust-Lag", {"alpha_schedule":
+    "restart", "alpha_tick": "batch"})``; a plain algorithm name -> ``(name, {})``."""
+    if ":" not in name:
+        return name, {}
+    algo, _, variant = name.partition(":")
+    schedule, _, tick = variant.partition("-")
+    if schedule not in ALPHA_SCHEDULES or (tick and tick not in ALPHA_TICKS) or (schedule != "fixed" and not tick):
+        raise ValueError(
+            f"unknown schedule variant {name!r}: write ALGO:SCHEDULE-TICK with SCHEDULE one of "
+            f"{', '.join(ALPHA_SCHEDULES)} and TICK one of {', '.join(ALPHA_TICKS)} (ALGO:fixed for fixed alpha)"
+        )
+    return algo, {"alpha_schedule": schedule, "alpha_tick": tick or "epoch"}
+
+
 def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) -> Config:
     """The SPEC §3 configuration of ``algorithm`` on ``env`` at ``budget``.
 
-    ``overrides`` are any Config or HParams fields (validated).
+    ``algorithm`` is a name of the grid, optionally with an alpha schedule variant
+    (``"MDPO-Robust-Lag:restart-batch"``, see ``split_variant``). ``overrides`` are any
+    Config or HParams fields (validated).
     """
     _choice("env", env, ENV_NAMES)
     _choice("budget", budget, BUDGETS)
-    learner, constraint, robust = parse_algorithm(algorithm)
+    base_name, variant = split_variant(algorithm)
+    overrides = {**variant, **overrides}
+    learner, constraint, robust = parse_algorithm(base_name)
     p = _ENV_PRESETS[env]
-    n_envs = 4
-    if learner == "mcpmd":
-        n_steps, epochs, minibatch = p["episode"], 1, n_envs * p["episode"]
-    else:
-        n_steps, epochs, minibatch = 400, (p["ppo_epochs"] if learner == "ppo" else 5), 32
-    ltma_iterations = max(1, round(n_envs * n_steps * p["ltma_per_100"] / 100))
     hp = HParams(
         target_kl=p["ppo_target_kl"] if learner == "ppo" else math.inf,
         lam_init=5.0,
         alpha=2.0,
+        alpha_decay=p["hp"]["gamma"],  # SPEC §2d: geometric alpha decays by the domain's gamma
         **p["hp"],
     )
-    cfg = Config(
-        env=env,
-        learner=learner,
-        constraint=constraint,
-        robust=robust,
-        name=algorithm,
-        total_timesteps=p["budgets"][budget],
-        n_envs=n_envs,
-        n_steps=n_steps,
-        minibatch_size=minibatch,
-        epochs=epochs,
-        policy_hidden=p["policy_hidden"],
-        critic_hidden=p["critic_hidden"],
-        optimizer=p["optimizer"],
-        ltma_iterations=ltma_iterations,
-        ltma_horizon=p["ltma_horizon"],
-        hparams=hp,
-    )
+    common = dict(
+        env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
+        total_timesteps=p["budgets"][budget], policy_hidden=p["policy_hidden"],
+        critic_hidden=p["critic_hidden"], optimizer=p["optimizer"], ltma_horizon=p["ltma_horizon"], hparams=hp,
+    )  # fmt: skip
+    if learner == "mcpmd":
+        # the reference REINFORCE code: one whole episode of one env per iteration, acting in
+        # training mode, PyTorch's default init and Adam, no clipping; one dual step
+        ep = p["episode"]
+        cfg = Config(
+            **common, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, ltma_iterations=p["mcpmd_ltma"],
+            init="torch", adam_eps=1e-8, max_grad_norm=math.inf, act_dropout=True,
+            n_dual_episodes=1, dual_epochs=1, dual_batch=ep, dual_minibatch=ep, eval_every=10,
+        )  # fmt: skip
+    else:
+        # Stable-Baselines3 conventions (SPEC §3): the Config defaults (orthogonal init,
+        # Adam eps 1e-5, gradient-norm clip 0.5); 5 x 13 = 65 dual steps per iteration
+        ppo = learner == "ppo"
+        n_envs, n_steps = 4, 400
+        cfg = Config(
+            **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p["ppo_epochs"] if ppo else 5,
+            ltma_iterations=max(1, round(n_envs * n_steps * p["ltma_per_100"] / 100)),
+            dual_epochs=p["ppo_epochs"] if ppo and p["ppo_dual_epochs_from_policy"] else 5,
+            dual_epochs_from_policy=ppo and p["ppo_dual_epochs_from_policy"],
+        )  # fmt: skip
     if overrides.get("alpha_schedule") == "geometric" and "alpha" not in overrides:
         # SPEC §2d: alpha_0 = 5 when ticking per epoch, 2 per batch
         overrides = {**overrides, "alpha": 5.0 if overrides.get("alpha_tick", "epoch") == "epoch" else 2.0}

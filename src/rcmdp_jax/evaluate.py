@@ -9,7 +9,7 @@ import numpy as np
 
 import envs
 from rcmdp_jax.config import Config
-from rcmdp_jax.rollout import act, episode_values
+from rcmdp_jax.rollout import episode_values, make_policy
 from rcmdp_jax.train import build_networks
 
 DISTORTION_LEVELS = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
@@ -17,7 +17,9 @@ N_TEST = {"cartpole": 100, "inventory": 50, "inventory3d": 10}
 
 
 def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVELS, env_params=None):
-    """Return ``sweep(actor_params, rng) -> {"V": [S, L, D, E], "C": [S, L, D, E, m]}``.
+    """Return ``sweep(actor_params, rng) -> {"V": [S, L, D, E], "C": [S, L, D, E, m],
+    "bound": [S, L, D, E]}`` (``bound``: 1 where the episode's kernel mean reached the
+    environment's state bound, see ``envs.inventory``).
 
     ``actor_params`` carries a leading seed axis (as ``TrainResult.state.params["actor"]``
     of a vmapped run). Episode ``e`` of seed ``s`` uses the same random key on every
@@ -33,9 +35,9 @@ def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVEL
     gamma = cfg.hparams.gamma
 
     def one_episode(actor_params, kernel, key):
-        policy = lambda obs, k: act(actor, actor_params, obs, k, deterministic=True)[0]  # noqa: E731
-        v, c, _ = episode_values(key, env, kernel, policy, gamma, env.episode_length)
-        return v, c
+        policy = make_policy(actor, actor_params, deterministic=True)
+        v, c, _, hit = episode_values(key, env, kernel, policy, gamma, env.episode_length)
+        return v, c, hit
 
     def one_seed(actor_params, key):
         keys = jax.random.split(key, n_test)
@@ -45,9 +47,9 @@ def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVEL
         return over_levels(actor_params, kernels, keys)
 
     def per_seed(actor_params, key):
-        """One seed's sweep (unbatched): ``{"V": [L, D, E], "C": [L, D, E, m]}``."""
-        v, c = one_seed(actor_params, key)
-        return {"V": v, "C": c}
+        """One seed's sweep (unbatched): ``{"V": [L, D, E], "C": [L, D, E, m], "bound": [L, D, E]}``."""
+        v, c, hit = one_seed(actor_params, key)
+        return {"V": v, "C": c, "bound": hit}
 
     def from_keys(actor_params, keys):
         """The sweep of every seed, with one evaluation key per seed given."""

@@ -1,7 +1,7 @@
 """Algorithm families: several algorithms of the grid in one compiled, vmapped program.
 
-Algorithms whose configs differ only in the constraint mode, robustness, name and
-numeric hyperparameters (e.g. MDPO, MDPO-Lag, MDPO-Augmented-Lag, MDPO-Robust,
+Algorithms whose configs differ only in the constraint mode, robustness, alpha
+schedule, name and numeric hyperparameters (e.g. MDPO, MDPO-Lag, MDPO-Augmented-Lag, MDPO-Robust,
 MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program shapes. A family
 compiles that program once, with the mode and the robust flag as per-member arrays,
 and ``jax.vmap`` runs members x seeds together: 14 algorithms become 3 compiles, and
@@ -21,13 +21,16 @@ import jax.numpy as jnp
 
 from rcmdp_jax.config import Config, HParams
 from rcmdp_jax.lagrange import MODE_CODES
+from rcmdp_jax.schedules import SCHEDULE_CODES, TICK_CODES, Schedule
 from rcmdp_jax.train import TrainResult, Variant, make_train, resolve_hparams
 
 
 def family_key(cfg: Config) -> Config:
     """The part of ``cfg`` a family shares: everything but name, constraint mode,
-    robustness and the numeric hyperparameters."""
-    return dataclasses.replace(cfg, name="", constraint="none", robust=False, hparams=HParams())
+    robustness, the alpha schedule and the numeric hyperparameters."""
+    return dataclasses.replace(
+        cfg, name="", constraint="none", robust=False, alpha_schedule="fixed", alpha_tick="epoch", hparams=HParams()
+    )
 
 
 def group(configs: dict[str, Config]) -> list[list[str]]:
@@ -52,17 +55,23 @@ def make_family(configs: list[Config]):
     keys = {family_key(c) for c in configs}
     if len(keys) != 1:
         raise ValueError(
-            "configs of one family may differ only in name, constraint, robust and hparams; "
+            "configs of one family may differ only in name, constraint, robust, alpha_schedule, alpha_tick "
+            "and hparams; "
             f"got {len(keys)} different structures (use rcmdp_jax.family.group)"
         )
     base = make_train(dataclasses.replace(configs[0], constraint="augmented", robust=True))
     codes = jnp.array([MODE_CODES[c.constraint] for c in configs], jnp.int32)
     robust = jnp.array([c.robust for c in configs])
+    schedule = Schedule(
+        kind=jnp.array([SCHEDULE_CODES[c.alpha_schedule] for c in configs], jnp.int32),
+        tick=jnp.array([TICK_CODES[c.alpha_tick] for c in configs], jnp.int32),
+    )
     hps = jax.tree.map(lambda *xs: jnp.stack(xs), *[resolve_hparams(c, None) for c in configs])
 
     def member_args(member):
         hp = jax.tree.map(lambda x: x[member], hps)
-        return hp, Variant(constraint=codes[member], robust=robust[member])
+        sched = jax.tree.map(lambda x: x[member], schedule)
+        return hp, Variant(constraint=codes[member], robust=robust[member], schedule=sched)
 
     def init(rng, member):
         hp, _ = member_args(member)

@@ -45,24 +45,31 @@ def _by_mode(mode, candidates: dict):
     return out
 
 
-def lagrangian_update(
-    lam: jax.Array, c_hat: jax.Array, eta_lam: jax.Array, dual_epochs: int, lam_clip: jax.Array
-) -> jax.Array:
-    """``lam <- clip(lam + dual_epochs * eta_lam * C^, 0, lam_clip)``."""
-    return jnp.clip(lam + dual_epochs * eta_lam * c_hat, 0.0, lam_clip)
+def lagrangian_step(lam: jax.Array, c_hat: jax.Array, eta_lam: jax.Array, lam_clip: jax.Array) -> jax.Array:
+    """One ascent step ``lam <- clip(lam + eta_lam * C^, 0, lam_clip)``."""
+    return jnp.clip(lam + eta_lam * c_hat, 0.0, lam_clip)
 
 
-def augmented_update(lam: jax.Array, c_hat: jax.Array, eta_lam: jax.Array) -> jax.Array:
-    """``lam <- max(-eta_lam * C^, lam + eta_lam * C^)`` (no clipping)."""
+def augmented_step(lam: jax.Array, c_hat: jax.Array, eta_lam: jax.Array) -> jax.Array:
+    """One augmented step ``lam <- max(-eta_lam * C^, lam + eta_lam * C^)`` (no clipping)."""
     return jnp.maximum(-eta_lam * c_hat, lam + eta_lam * c_hat)
 
 
-def dual_step(mode, dual: DualState, c_hat: jax.Array, hp, dual_epochs: int) -> DualState:
-    """Apply the mode's update with the fresh estimate ``c_hat``; store it for ``lam~``.
-    Mode "none" leaves the state as it is. ``mode``: a name or a (traced) code."""
+def ascent(step, lam: jax.Array, n_steps) -> jax.Array:
+    """``n_steps`` applications of ``step`` to ``lam`` (``n_steps`` may be traced)."""
+    return jax.lax.fori_loop(0, n_steps, lambda _, x: step(x), lam)
+
+
+def dual_step(mode, dual: DualState, c_hat: jax.Array, hp, n_steps) -> DualState:
+    """The dual phase of one iteration (SPEC §2a.4): ``n_steps`` (``K = dual_epochs x
+    ceil(dual_batch / dual_minibatch)``) ascent steps of the mode's rule with the fresh
+    estimate ``c_hat``, which is stored for the next ``lam~``. Mode "none" leaves the
+    state as it is. ``mode``: a name or a (traced) code; ``n_steps`` may be traced."""
     candidates = {
         "none": lambda: dual,
-        "lagrangian": lambda: DualState(lagrangian_update(dual.lam, c_hat, hp.eta_lam, dual_epochs, hp.lam_clip), c_hat),
-        "augmented": lambda: DualState(augmented_update(dual.lam, c_hat, hp.eta_lam), c_hat),
+        "lagrangian": lambda: DualState(
+            ascent(lambda x: lagrangian_step(x, c_hat, hp.eta_lam, hp.lam_clip), dual.lam, n_steps), c_hat
+        ),
+        "augmented": lambda: DualState(ascent(lambda x: augmented_step(x, c_hat, hp.eta_lam), dual.lam, n_steps), c_hat),
     }
     return _by_mode(mode, candidates)

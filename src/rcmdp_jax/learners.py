@@ -1,8 +1,10 @@
-"""Policy learners (SPEC §2b): the PPO and MDPO losses, the critic loss, and the
-epoch/minibatch update loop with PPO's target-KL early stop (masked, inside jit).
-MCPMD uses the MDPO loss with Monte-Carlo advantages and one full-batch step."""
+"""Policy learners (SPEC §2b): the PPO, MDPO and REINFORCE losses, the critic loss,
+the epoch/minibatch update loop with PPO's target-KL early stop (inside jit), and
+MCPMD's one-episode REINFORCE step."""
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +12,7 @@ import optax
 from flax import struct
 
 from rcmdp_jax.advantages import normalise
-from rcmdp_jax.schedules import ScheduleState, alpha_value
+from rcmdp_jax.schedules import ScheduleState, alpha_ticks_total, alpha_value
 
 
 @struct.dataclass
@@ -46,9 +48,34 @@ def critic_loss(values: jax.Array, targets: jax.Array) -> jax.Array:
     return jnp.mean((values - targets) ** 2)
 
 
-def make_optimizer(kind: str, lr) -> optax.GradientTransformation:
-    base = optax.adam if kind == "adam" else optax.sgd
-    return optax.inject_hyperparams(base)(learning_rate=lr)
+def normalise_episode(returns: jax.Array, mask: jax.Array) -> jax.Array:
+    """``(G - mean G) / (std G + eps)`` over the steps of one episode (``mask`` = 1), with
+    the unbiased standard deviation and ``eps`` = float32 machine epsilon, as the
+    reference REINFORCE code does; 0 on masked steps and for one-step episodes.
+    ``returns``, ``mask``: ``[T]``."""
+    n = mask.sum()
+    mean = jnp.sum(returns * mask) / jnp.maximum(n, 1.0)
+    var = jnp.sum(((returns - mean) * mask) ** 2) / jnp.maximum(n - 1.0, 1.0)
+    out = (returns - mean) / (jnp.sqrt(var) + jnp.finfo(jnp.float32).eps)
+    return jnp.where(mask > 0, out, 0.0)
+
+
+def reinforce_loss(log_prob: jax.Array, returns: jax.Array, mask: jax.Array) -> jax.Array:
+    """REINFORCE on one episode, summed over its steps: ``-sum_t mask_t log pi(a_t|s_t) G_t``.
+    ``G`` are the (normalised) returns-to-go; all arguments ``[T]``."""
+    return -jnp.sum(mask * log_prob * jax.lax.stop_gradient(returns))
+
+
+def make_optimizer(cfg, lr) -> optax.GradientTransformation:
+    """Adam (eps ``cfg.adam_eps``) or SGD at learning rate ``lr`` (may be traced), after
+    a global gradient-norm clip at ``cfg.max_grad_norm`` (none when infinite)."""
+    if cfg.optimizer == "adam":
+        base = optax.inject_hyperparams(optax.adam)(learning_rate=lr, eps=cfg.adam_eps)
+    else:
+        base = optax.inject_hyperparams(optax.sgd)(learning_rate=lr)
+    if math.isinf(cfg.max_grad_norm):
+        return base
+    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), base)
 
 
 def total_loss(params, mb: Batch, key, alpha, old_actor_params, actor, critic, cfg, hp):
@@ -68,27 +95,31 @@ def total_loss(params, mb: Batch, key, alpha, old_actor_params, actor, critic, c
     pl = pl - hp.ent_coef * jnp.mean(dist.entropy())
     values = critic.apply(params["critic"], mb.obs, train=True, rngs={"dropout": k_c})
     vl = critic_loss(values, mb.targets)
-    return pl + hp.vf_coef * vl, dict(policy_loss=pl, critic_loss=vl)
+    kl = jax.lax.stop_gradient(jnp.mean(reference_kl(log_ratio)))  # SB3's approx_kl, dropout on
+    return pl + hp.vf_coef * vl, dict(policy_loss=pl, critic_loss=vl, approx_kl=kl)
 
 
 def approx_kl(actor, actor_params, mb: Batch) -> jax.Array:
     """``mean(exp(r) - 1 - r)`` of the current policy (dropout off) to the behaviour
-    policy on the minibatch: the quantity PPO's early stop compares to ``1.5 * target_kl``.
-    Dropout is off so the check measures policy change, not dropout noise."""
+    policy on the minibatch: the early-stop check of ``kl_check="dropout_off"`` (it
+    measures policy change without dropout noise), and the reported ``approx_kl``."""
     log_prob = actor.apply(actor_params, mb.obs).log_prob(mb.action)
     return jnp.mean(reference_kl(log_prob - mb.old_log_prob))
 
 
-def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, critic, tx, cfg, hp):
+def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, critic, tx, cfg, hp, schedule):
     """``cfg.epochs`` passes over ``batch`` in shuffled minibatches.
 
     The passes run as one ``lax.while_loop`` over minibatch steps, so PPO's early
     stop (minibatch approximate KL above ``1.5 * target_kl``, checked before each
     step) really ends the work, also under ``vmap`` once every member has stopped.
-    The reported ``approx_kl`` is that of the updated policy to the behaviour
-    policy over the whole batch (dropout off). The alpha schedule ticks
-    after each epoch when ``alpha_tick == "epoch"``.
-    Returns ``(params, opt_state, sched, metrics)``.
+    ``kl_check="sb3"`` takes that KL from the loss's own forward pass (dropout on),
+    as Stable-Baselines3 does; ``"dropout_off"`` from a separate dropout-off pass.
+    ``schedule``: the ``schedules.Schedule`` of alpha (its codes may be traced); the
+    schedule ticks after each epoch when it ticks per epoch.
+    Returns ``(params, opt_state, sched, metrics)``; ``metrics["policy_epochs"]`` is the
+    number of epochs begun before the stop (all of them without one), the
+    reported ``approx_kl`` that of the updated policy over the whole batch (dropout off).
     """
     n = batch.obs.shape[0]
     n_mb, mb_size, epochs = cfg.num_minibatches, cfg.minibatch_size, cfg.epochs
@@ -97,15 +128,14 @@ def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, cr
     grad_fn = jax.value_and_grad(total_loss, has_aux=True)
     k_perm, k_drop = jax.random.split(key)
     perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(k_perm, epochs))
-    per_epoch = cfg.alpha_tick == "epoch"
+    per_epoch = schedule.per_epoch()
+    big_k = alpha_ticks_total(schedule, cfg.num_iterations, epochs)
     alphas = jax.vmap(
-        lambda e: alpha_value(
-            cfg.alpha_schedule, sched.replace(tick=sched.tick + e * per_epoch),
-            hp.alpha, hp.alpha_decay, cfg.alpha_ticks_total,
-        )
-    )(jnp.arange(epochs))  # fmt: skip
+        lambda e: alpha_value(schedule.kind, sched.replace(tick=sched.tick + e * per_epoch), hp.alpha, hp.alpha_decay, big_k)
+    )(jnp.arange(epochs))
     zero = jnp.zeros((), jnp.float32)
     sums0 = dict(policy_loss=zero, critic_loss=zero, n_updates=zero)
+    ppo = cfg.learner == "ppo"
 
     def cond(carry):
         j, _, _, stopped, _ = carry
@@ -116,35 +146,81 @@ def update(key, params, opt_state, sched: ScheduleState, batch: Batch, actor, cr
         e, i = j // n_mb, j % n_mb
         idx = jax.lax.dynamic_slice(perms[e], (i * mb_size,), (mb_size,))
         mb = jax.tree.map(lambda x: x[idx], batch)
+        k = jax.random.fold_in(k_drop, j)
 
-        def step(_):
-            k = jax.random.fold_in(k_drop, j)
+        def loss_and_grads():
             (_, aux), grads = grad_fn(params, mb, k, alphas[e], old_actor_params, actor, critic, cfg, hp)
+            return aux, grads
+
+        def apply(grads):
             updates, new_opt = tx.update(grads, opt_state, params)
-            return optax.apply_updates(params, updates), new_opt, aux
+            return optax.apply_updates(params, updates), new_opt
 
-        def skip(_):
-            return params, opt_state, dict(policy_loss=zero, critic_loss=zero)
-
-        if cfg.learner == "ppo":  # early stop: check the KL before each minibatch step
+        if ppo and cfg.kl_check == "sb3":  # KL of the same (dropout-on) pass, before the step
+            aux, grads = loss_and_grads()
+            stop = aux["approx_kl"] > 1.5 * hp.target_kl
+            new_params, new_opt = apply(grads)
+            keep = lambda a, b: jax.tree.map(lambda x, y: jnp.where(stop, x, y), a, b)  # noqa: E731
+            params, opt_state = keep(params, new_params), keep(opt_state, new_opt)
+        elif ppo:  # a separate dropout-off check; the step is skipped when it stops
             stop = approx_kl(actor, params["actor"], mb) > 1.5 * hp.target_kl
+
+            def step(_):
+                aux, grads = loss_and_grads()
+                return (*apply(grads), aux)
+
+            def skip(_):
+                return params, opt_state, dict(policy_loss=zero, critic_loss=zero, approx_kl=zero)
+
             params, opt_state, aux = jax.lax.cond(stop, skip, step, None)
-        else:  # MDPO / MCPMD never stop early: no check, no branch
+        else:  # MDPO never stops early: no check, no branch
             stop = jnp.bool_(False)
-            params, opt_state, aux = step(None)
+            aux, grads = loss_and_grads()
+            params, opt_state = apply(grads)
         live = 1.0 - stop.astype(jnp.float32)
-        add = aux | {"n_updates": live}
-        sums = {k: sums[k] + add[k] for k in sums}
+        sums = dict(
+            policy_loss=sums["policy_loss"] + live * aux["policy_loss"],
+            critic_loss=sums["critic_loss"] + live * aux["critic_loss"],
+            n_updates=sums["n_updates"] + live,
+        )
         return j + 1, params, opt_state, stop, sums
 
-    _, params, opt_state, _, sums = jax.lax.while_loop(
+    j_end, params, opt_state, _, sums = jax.lax.while_loop(
         cond, body, (jnp.int32(0), params, opt_state, jnp.bool_(False), sums0)
     )
-    if per_epoch:
-        sched = sched.replace(tick=sched.tick + epochs)
+    sched = sched.replace(tick=sched.tick + epochs * per_epoch)
     n_updates = sums.pop("n_updates")
     metrics = {k: v / jnp.maximum(n_updates, 1.0) for k, v in sums.items()}
     metrics["n_updates"] = n_updates
+    metrics["policy_epochs"] = ((j_end + n_mb - 1) // n_mb).astype(jnp.float32)
     metrics["alpha"] = alphas[0]
     metrics["approx_kl"] = approx_kl(actor, params["actor"], batch)  # updated policy vs behaviour
     return params, opt_state, sched, metrics
+
+
+def reinforce_update(params, opt_state, episode, returns: jax.Array, actor, tx):
+    """MCPMD's step (SPEC §2b): one optimizer step of ``reinforce_loss`` on one whole
+    episode. The log-probabilities are recomputed with each step's own dropout key,
+    so they (and their gradients) are those of the dropout-perturbed policy that
+    acted. ``episode``: ``rollout.Episode`` (leaves ``[T, ...]``); ``returns`` ``[T]``
+    the Lagrangian returns-to-go. Returns ``(params, opt_state, metrics)``."""
+    g = normalise_episode(returns, episode.alive)
+
+    def loss(actor_params):
+        def log_prob(obs, action, k):
+            return actor.apply(actor_params, obs, train=True, rngs={"dropout": k}).log_prob(action)
+
+        lp = jax.vmap(log_prob)(episode.obs, episode.action, episode.dropout_key)
+        return reinforce_loss(lp, g, episode.alive), lp
+
+    (pl, _), grads = jax.value_and_grad(loss, has_aux=True)(params["actor"])
+    grads = {"actor": grads, "critic": jax.tree.map(jnp.zeros_like, params["critic"])}
+    updates, opt_state = tx.update(grads, opt_state, params)
+    deterministic_lp = lambda p: jax.vmap(lambda o, a: actor.apply(p, o).log_prob(a))(episode.obs, episode.action)  # noqa: E731
+    old_lp = deterministic_lp(params["actor"])
+    params = optax.apply_updates(params, updates)
+    n = jnp.maximum(episode.alive.sum(), 1.0)
+    kl = jnp.sum(episode.alive * reference_kl(deterministic_lp(params["actor"]) - old_lp)) / n
+    metrics = dict(policy_loss=pl, critic_loss=jnp.float32(0.0), n_updates=jnp.float32(1.0),
+                   policy_epochs=jnp.float32(1.0), approx_kl=kl)  # fmt: skip
+    return params, opt_state, metrics

@@ -1,5 +1,11 @@
 """Policy and critic networks (flax linen) returning distrax distributions.
 
+Initialisation (``Config.init``): ``"orthogonal"`` is Stable-Baselines3's (orthogonal
+weights, gain sqrt(2) on hidden layers, 0.01 on the policy output, 1.0 on the value
+output, zero biases), used by PPO and MDPO; ``"torch"`` is PyTorch's ``nn.Linear``
+default (weights and biases uniform in ``±1/sqrt(fan_in)``), used by MCPMD as in its
+reference code; ``"lecun"`` is flax's default.
+
 Dropout sits after the first hidden layer and is active only when
 ``train=True`` (gradient updates); rollouts and evaluation use ``train=False``.
 Dropout masks dominate the random bits of an update; by default they come from
@@ -59,20 +65,33 @@ class HashDropout(nn.Module):
         return jnp.where(keep, x / (1.0 - self.rate), jnp.zeros_like(x))
 
 
+def dense(width: int, fan_in: int, init: str, gain: float) -> nn.Dense:
+    """A ``Dense`` layer initialised by scheme ``init`` (``gain``: orthogonal only)."""
+    if init == "orthogonal":
+        return nn.Dense(width, kernel_init=nn.initializers.orthogonal(gain), bias_init=nn.initializers.zeros)
+    if init == "torch":
+        bound = 1.0 / math.sqrt(fan_in)
+        uniform = lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)  # noqa: E731
+        return nn.Dense(width, kernel_init=uniform, bias_init=uniform)
+    return nn.Dense(width)
+
+
 class MLP(nn.Module):
     hidden: Sequence[int]
     out_dim: int
     dropout: float = 0.0
     dropout_rng: str = "hash"  # "hash" (HashDropout) or "threefry" (flax nn.Dropout)
+    init_scheme: str = "lecun"
+    out_gain: float = 1.0  # orthogonal gain of the output layer
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
         for i, width in enumerate(self.hidden):
-            x = nn.relu(nn.Dense(width)(x))
+            x = nn.relu(dense(width, x.shape[-1], self.init_scheme, math.sqrt(2.0))(x))
             if i == 0 and self.dropout > 0.0:
                 layer = HashDropout if self.dropout_rng == "hash" else nn.Dropout
                 x = layer(self.dropout, deterministic=not train)(x)
-        return nn.Dense(self.out_dim)(x)
+        return dense(self.out_dim, x.shape[-1], self.init_scheme, self.out_gain)(x)
 
 
 class Actor(nn.Module):
@@ -84,10 +103,11 @@ class Actor(nn.Module):
     discrete: bool = True
     dropout: float = 0.0
     dropout_rng: str = "hash"
+    init_scheme: str = "lecun"
 
     @nn.compact
     def __call__(self, obs: jax.Array, train: bool = False) -> distrax.Distribution:
-        out = MLP(self.hidden, self.action_dim, self.dropout, self.dropout_rng)(obs, train)
+        out = MLP(self.hidden, self.action_dim, self.dropout, self.dropout_rng, self.init_scheme, 0.01)(obs, train)
         if self.discrete:
             return distrax.Categorical(logits=out)
         log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
@@ -101,7 +121,8 @@ class Critic(nn.Module):
     hidden: Sequence[int]
     dropout: float = 0.0
     dropout_rng: str = "hash"
+    init_scheme: str = "lecun"
 
     @nn.compact
     def __call__(self, obs: jax.Array, train: bool = False) -> jax.Array:
-        return MLP(self.hidden, self.num_heads, self.dropout, self.dropout_rng)(obs, train)
+        return MLP(self.hidden, self.num_heads, self.dropout, self.dropout_rng, self.init_scheme, 1.0)(obs, train)

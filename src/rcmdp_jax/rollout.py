@@ -51,11 +51,60 @@ def init_accumulator(n_envs: int, m: int) -> EpisodeAccumulator:
     return EpisodeAccumulator(z, z, jnp.zeros((n_envs, m), jnp.float32), jnp.ones_like(z))
 
 
-def act(actor, actor_params, obs, key, deterministic: bool):
-    """Sample (or take the mode of) the policy at ``obs``; returns ``(action, log_prob)``."""
-    dist = actor.apply(actor_params, obs)
+@struct.dataclass
+class Episode:
+    """One whole episode of one environment in a fixed-length buffer (MCPMD's batch);
+    leaves ``[T, ...]``; ``alive`` is 1 on the steps taken, 0 after the episode ended."""
+
+    obs: jax.Array
+    action: jax.Array
+    dropout_key: jax.Array  # the dropout key each action was sampled with
+    log_prob: jax.Array
+    reward: jax.Array
+    costs: jax.Array  # (m,)
+    alive: jax.Array
+
+
+def act(actor, actor_params, obs, key, deterministic: bool, dropout: bool = False):
+    """Sample (or take the mode of) the policy at ``obs``; returns ``(action, log_prob)``.
+    ``dropout``: act with the network in training mode (dropout drawn from ``key``),
+    as MCPMD's reference does."""
+    if dropout:
+        k_drop, key = jax.random.split(key)
+        dist = actor.apply(actor_params, obs, train=True, rngs={"dropout": k_drop})
+    else:
+        dist = actor.apply(actor_params, obs)
     action = dist.mode() if deterministic else dist.sample(seed=key)
     return action, dist.log_prob(action)
+
+
+def make_policy(actor, actor_params, deterministic: bool = False, dropout: bool = False) -> Callable:
+    """The policy as a function ``policy(obs, key) -> action``."""
+    return lambda obs, key: act(actor, actor_params, obs, key, deterministic, dropout)[0]
+
+
+def collect_episode(key, env, env_params, actor, actor_params, horizon: int, dropout: bool) -> Episode:
+    """One whole episode from a fresh reset, at most ``horizon`` steps, with the stochastic
+    policy (in training mode when ``dropout``). Steps after the episode ended are
+    masked, so the buffer has a static shape under ``vmap``."""
+    k_reset, k_run = jax.random.split(key)
+    _, state = env.reset_env(k_reset, env_params)
+
+    def body(carry, key):
+        state, alive = carry
+        k_act, k_drop, k_step = jax.random.split(key, 3)
+        obs = env.get_obs(state)
+        if dropout:
+            dist = actor.apply(actor_params, obs, train=True, rngs={"dropout": k_drop})
+        else:
+            dist = actor.apply(actor_params, obs)
+        action = dist.sample(seed=k_act)
+        _, nstate, reward, term, info = env.step_env(k_step, state, action, env_params)
+        out = Episode(obs, action, k_drop, dist.log_prob(action), reward, info["costs"], alive)
+        return (nstate, alive * (1.0 - term.astype(jnp.float32))), out
+
+    _, episode = jax.lax.scan(body, (state, jnp.float32(1.0)), jax.random.split(k_run, horizon))
+    return episode
 
 
 def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, acc, n_steps, gamma):
@@ -124,35 +173,36 @@ def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Traj
 
 
 def episode_values(key, env, env_params, policy: Callable, gamma, horizon: int):
-    """Discounted return ``V``, constraint values ``C`` (m,) and length of one fresh
-    episode, accumulated in the scan carry (nothing per step is stored, so very
-    large vmapped batches of episodes fit in memory)."""
+    """Discounted return ``V``, constraint values ``C`` (m,), length and whether the
+    kernel's mean reached the environment's state bound at any step (Inventory), of
+    one fresh episode, accumulated in the scan carry (nothing per step is stored, so
+    very large vmapped batches of episodes fit in memory)."""
     k_reset, k_run = jax.random.split(key)
     _, state = env.reset_env(k_reset, env_params)
     m = env.num_constraints
 
     def body(carry, key):
-        state, alive, disc, v, c, n = carry
+        state, alive, disc, v, c, n, hit = carry
         k_act, k_step = jax.random.split(key)
         action = policy(env.get_obs(state), k_act)
         _, state, reward, term, info = env.step_env(k_step, state, action, env_params)
         v = v + alive * disc * reward
         c = c + alive * disc * info["costs"]
         n = n + alive
+        hit = jnp.maximum(hit, alive * info["saturated"].astype(jnp.float32))
         alive = alive * (1.0 - term.astype(jnp.float32))
-        return (state, alive, disc * gamma, v, c, n), None
+        return (state, alive, disc * gamma, v, c, n, hit), None
 
-    init = (state, jnp.float32(1.0), jnp.float32(1.0), jnp.float32(0.0), jnp.zeros((m,)), jnp.float32(0.0))
-    (_, _, _, v, c, n), _ = jax.lax.scan(body, init, jax.random.split(k_run, horizon))
-    return v, c, n
+    zero = jnp.float32(0.0)
+    init = (state, jnp.float32(1.0), jnp.float32(1.0), zero, jnp.zeros((m,)), zero, zero)
+    (_, _, _, v, c, n, hit), _ = jax.lax.scan(body, init, jax.random.split(k_run, horizon))
+    return v, c, n, hit
 
 
-def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deterministic: bool):
+def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deterministic: bool, dropout: bool = False):
     """``n`` full episodes in parallel: ``(V [n], C [n, m], total steps)``."""
-
-    def policy(obs, k):
-        return act(actor, actor_params, obs, k, deterministic)[0]
+    policy = make_policy(actor, actor_params, deterministic, dropout)
 
     one = lambda k: episode_values(k, env, env_params, policy, gamma, env.episode_length)  # noqa: E731
-    v, c, steps = jax.vmap(one)(jax.random.split(key, n))
+    v, c, steps, _ = jax.vmap(one)(jax.random.split(key, n))
     return v, c, steps.sum()
