@@ -153,6 +153,20 @@ class RobustEnvironment(environment.Environment):
         if not isinstance(params.kappa, jax.core.Tracer) and np.any(np.asarray(params.kappa) < 0):
             raise ValueError(f"{self.name}: EnvParams.kappa must be >= 0")
 
+    def validate_kernel(self, params: Any) -> None:
+        """Raise ``ValueError`` if a concrete ``xi`` is not finite or lies outside the
+        uncertainty box (training starts inside it; LTMA keeps it there)."""
+        if any(isinstance(x, jax.core.Tracer) for x in (params.xi, params.xi_c, params.kappa)):
+            return
+        xi, xi_c, kappa = (np.asarray(x, np.float64) for x in (params.xi, params.xi_c, params.kappa))
+        if not np.all(np.isfinite(xi)):
+            raise ValueError(f"{self.name}: EnvParams.xi must be finite, got {xi.tolist()}")
+        if np.any(np.abs(xi - xi_c) > kappa * (1 + 1e-6) + 1e-9):
+            raise ValueError(
+                f"{self.name}: EnvParams.xi={xi.tolist()} is outside the uncertainty box "
+                f"|xi - xi_c| <= kappa (xi_c={xi_c.tolist()}, kappa={kappa.tolist()})"
+            )
+
     # -------------------------------------------------------- test kernels
     @property
     def num_kernel_params(self) -> int:

@@ -19,20 +19,37 @@ def _cell(s: stats.Summary) -> str:
     return f"{s.mean:.2f} ± {s.se:.2f} (min {s.min:.2f})"
 
 
-def summary_rows(results: dict, lambda_max: float):
-    """``[(algo, {metric: (Summary, marked)})]`` in the order of ``results``."""
-    table, marks = stats.algorithm_table(results, lambda_max)
-    return [(algo, {m: (table[m][algo], marks[m][algo]) for m in stats.METRICS}) for algo in results]
+def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
+    """``[(algo, label, {metric: (Summary, marked)} or None)]`` in the order of ``results``.
+
+    ``seeds``: ``{algo: (seeds used, seeds trained)}``. An algorithm with diverged seeds
+    is summarised over the others, labelled with the count and never marked; one with
+    none left (``results[algo] is None``) is a row that says so."""
+    seeds = seeds or {}
+    kept = {a: r for a, r in results.items() if r is not None}
+    table, _ = stats.algorithm_table(kept, lambda_max) if kept else ({m: {} for m in stats.METRICS}, None)
+    complete = [a for a in kept if seeds.get(a, (1, 1))[0] == seeds.get(a, (1, 1))[1]]
+    marks = {m: stats.within_one_pooled_se({a: table[m][a] for a in complete}) if complete else {} for m in stats.METRICS}
+    rows = []
+    for algo in results:
+        used, total = seeds.get(algo, (1, 1))
+        label = algo if used == total else f"{algo} ({used}/{total} seeds; {total - used} diverged)"
+        cells = None if algo not in kept else {m: (table[m][algo], marks[m].get(algo, False)) for m in stats.METRICS}
+        rows.append((algo, label, cells))
+    return rows
 
 
 def markdown_table(rows) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    for algo, cells in rows:
+    for _, label, cells in rows:
+        if cells is None:
+            lines.append(f"| {label} | diverged: no seed left | | |")
+            continue
         out = []
         for m in stats.METRICS:
             s, marked = cells[m]
             out.append(f"**{_cell(s)}**" if marked else _cell(s))
-        lines.append(f"| {algo} | " + " | ".join(out) + " |")
+        lines.append(f"| {label} | " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -41,22 +58,30 @@ def latex_table(rows) -> str:
         return x.replace("±", r"$\pm$").replace("_", r"\_")
 
     lines = [r"\begin{tabular}{lccc}", r"\toprule", " & ".join(esc(h) for h in HEADERS) + r" \\", r"\midrule"]
-    for algo, cells in rows:
+    for _, label, cells in rows:
+        if cells is None:
+            lines.append(esc(label) + r" & \multicolumn{3}{c}{diverged: no seed left} \\")
+            continue
         out = []
         for m in stats.METRICS:
             s, marked = cells[m]
             txt = esc(_cell(s))
             out.append(rf"\textbf{{{txt}}}" if marked else txt)
-        lines.append(esc(algo) + " & " + " & ".join(out) + r" \\")
+        lines.append(esc(label) + " & " + " & ".join(out) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
 
 
-def summary_json(rows) -> dict:
-    return {
-        algo: {m: {"mean": s.mean, "se": s.se, "min": s.min, "marked": marked} for m, (s, marked) in cells.items()}
-        for algo, cells in rows
-    }
+def summary_json(rows, seeds: dict | None = None) -> dict:
+    out = {}
+    for algo, _, cells in rows:
+        entry = {} if cells is None else {
+            m: {"mean": s.mean, "se": s.se, "min": s.min, "marked": marked} for m, (s, marked) in cells.items()
+        }  # fmt: skip
+        if seeds and algo in seeds:
+            entry["seeds_used"], entry["seeds_trained"] = seeds[algo]
+        out[algo] = entry
+    return out
 
 
 def _pyplot():
@@ -142,18 +167,24 @@ def state_bound_table(bounds: dict, levels: np.ndarray) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_env_results(env_dir: Path, algos, bounds: dict | None = None) -> tuple[dict, dict, np.ndarray]:
-    """``(results {algo: (V, C)}, training metrics, levels)``; fills ``bounds`` (if given)
-    with each algorithm's per-episode state-bound flags."""
+def load_env_results(
+    env_dir: Path, algos, bounds: dict | None = None, seeds: dict | None = None
+) -> tuple[dict, dict, np.ndarray]:
+    """``(results {algo: (V, C) of the seeds that did not diverge, or None}, training
+    metrics, levels)``; fills ``bounds`` (if given) with each algorithm's per-episode
+    state-bound flags and ``seeds`` with ``(seeds used, seeds trained)``."""
     results, metrics, levels = {}, {}, None
     for algo in algos:
         d = env_dir / algo
         if (d / "test_results.npz").exists():
             z = np.load(d / "test_results.npz")
-            results[algo] = (z["V"], z["C"])
+            keep = ~z["diverged"] if "diverged" in z else np.ones(z["V"].shape[0], bool)
+            results[algo] = (z["V"][keep], z["C"][keep]) if keep.any() else None
             levels = z["levels"]
-            if bounds is not None:
-                bounds[algo] = z["bound"] if "bound" in z else np.zeros_like(z["V"])
+            if bounds is not None and keep.any():
+                bounds[algo] = (z["bound"] if "bound" in z else np.zeros_like(z["V"]))[keep]
+            if seeds is not None:
+                seeds[algo] = (int(keep.sum()), int(keep.size))
         if (d / "train_metrics.npz").exists():
             metrics[algo] = dict(np.load(d / "train_metrics.npz"))
     return results, metrics, levels
@@ -162,13 +193,21 @@ def load_env_results(env_dir: Path, algos, bounds: dict | None = None) -> tuple[
 def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa) -> str:
     """Write summary.{md,tex,json} and the plots for one environment; return the Markdown table."""
     bounds: dict = {}
-    results, metrics, levels = load_env_results(env_dir, algos, bounds)
+    seeds: dict = {}
+    results, metrics, levels = load_env_results(env_dir, algos, bounds, seeds)
     if not results:
         return ""
-    rows = summary_rows(results, lambda_max)
+    rows = summary_rows(results, lambda_max, seeds)
     md = markdown_table(rows)
     text = f"# {env_name}: robustness test\n\n{md}"
-    summary = summary_json(rows)
+    diverged = {a: t - u for a, (u, t) in seeds.items() if u < t}
+    if diverged:
+        text += (
+            "\nDiverged seeds (non-finite parameters, multipliers, kernel, losses or test episodes) are "
+            "left out of every statistic; their rows are never marked: "
+            + ", ".join(f"{a} {n}" for a, n in diverged.items()) + ".\n"
+        )
+    summary = summary_json(rows, seeds)
     if any(np.any(b) for b in bounds.values()):
         text += (
             "\n## Test episodes that reached the state bound (%), per distortion level\n\n"
@@ -188,7 +227,9 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     except ImportError:
         print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")
         return md
-    plot_robustness(env_dir, results, levels, env_name)
+    finite = {a: r for a, r in results.items() if r is not None}
+    if finite:
+        plot_robustness(env_dir, finite, levels, env_name)
     if metrics:
         plot_training(env_dir, metrics, np.asarray(xi_c), np.asarray(kappa), env_name)
     return md

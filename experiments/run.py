@@ -258,6 +258,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
 
     import envs
     from rcmdp_jax import checkpoint, family, make_train
+    from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
     from rcmdp_jax.evaluate import make_eval
     from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
 
@@ -270,6 +271,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
         return jax.tree.map(lambda x: x[block], result)
 
     sweeps: dict = {}
+    diverged_report: dict = {}
     trained_now = 0
     plan_cfgs = {e: {a: config_from_dict(plan["configs"][e][a]) for a in plan["algos"]} for e in plan["envs"]}
     groups = {e: family.group(plan_cfgs[e]) for e in plan["envs"]}
@@ -357,11 +359,24 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
                 seed_keys = jax.random.split(jax.random.PRNGKey(plan["seed"] + 1), plan["seeds"])[block]
                 res = gather_blocks(sweep_fn(local(result).state.params["actor"], seed_keys), plan["seeds"])
                 V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
+                # a diverged seed (non-finite training state or test episodes) is never a result
+                bad = diverged_seeds(result) | nonfinite_episodes(V, C)
                 if writer:
-                    np.savez_compressed(algo_dir / "test_results.npz", V=V, C=C, bound=bound, levels=levels)
+                    np.savez_compressed(
+                        algo_dir / "test_results.npz", V=V, C=C, bound=bound, diverged=bad, levels=levels
+                    )
+                    (algo_dir / "diverged.json").write_text(json.dumps({"seeds": np.flatnonzero(bad).tolist()}))
                 at_bound = f", {100 * bound.mean():.1f}% of episodes at the state bound" if bound.any() else ""
+                if bad.any():
+                    diverged_report[f"{env_name}/{algo}"] = (int(bad.sum()), int(bad.size))
+                if bad.all():
+                    print(f"{alabel} DIVERGED: every seed has non-finite numbers; no result", flush=True)
+                    continue
+                if bad.any():
+                    print(f"{alabel} WARNING: seed(s) {np.flatnonzero(bad).tolist()} diverged (non-finite "
+                          f"numbers); left out of the statistics", flush=True)  # fmt: skip
                 print(f"{alabel} sweep {V.shape} in {_fmt(time.perf_counter() - t0)}: "
-                      f"mean test return {V.mean():.2f}{at_bound}", flush=True)  # fmt: skip
+                      f"mean test return {V[~bad].mean():.2f}{at_bound}", flush=True)  # fmt: skip
         if writer:
             tables[env_name] = write_env_report(
                 env_dir, env_name, plan["algos"], env.lambda_max, params.xi_c, params.kappa
@@ -370,6 +385,11 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
     print(f"\nfinished in {_fmt(time.perf_counter() - t_start)}; results in {out}\n")
     for env_name, md in tables.items():
         print(f"## {env_name}\n\n{md}")
+    if diverged_report:
+        print("DIVERGED seeds (left out of every statistic): "
+              + ", ".join(f"{k} {n}/{t}" for k, (n, t) in diverged_report.items()), flush=True)  # fmt: skip
+        if any(n == t for n, t in diverged_report.values()):
+            return 4  # an algorithm has no result at all
     return 0
 
 

@@ -131,7 +131,7 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run):
         (["--seeds", "0"], "--seeds must be a positive integer"),
         (["--set", "lr"], "--set expects KEY=VALUE, got 'lr'"),
         (["--set", "lrate=1"], "unknown config field(s) ['lrate']"),
-        (["--set", "lr=-1"], "lr must be > 0"),
+        (["--set", "lr=-1"], "lr must be finite and > 0"),
     ],
 )
 def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, args, message):
@@ -146,6 +146,69 @@ def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, args, m
     assert proc.stderr.strip().count("\n") == 0  # one line
     assert "compiled" not in proc.stdout
     assert not out.exists()
+
+
+def test_a_diverged_run_is_never_shown_as_a_result(tmp_path, capsys):
+    out = tmp_path / "diverged"
+    tiny = [a if a != ALGOS else "MDPO-Lag,MDPO" for a in TINY]
+    # an absurd learning rate (finite, so accepted) makes MDPO-Lag's weights overflow to NaN
+    assert runner.main(tiny + ["--out", str(out), "--set", "lr=1e30"]) == 4
+    printed = capsys.readouterr().out
+    assert "DIVERGED" in printed
+    env_dir = out / "cartpole"
+    for algo in ("MDPO-Lag", "MDPO"):
+        res = _load(out, algo, "test_results.npz")
+        assert res["diverged"].shape == (2,) and res["diverged"].all()
+        assert json.loads((env_dir / algo / "diverged.json").read_text())["seeds"] == [0, 1]
+    md = (env_dir / "summary.md").read_text()
+    assert "MDPO-Lag (0/2 seeds; 2 diverged) | diverged: no seed left" in md and "**" not in md
+    summary = json.loads((env_dir / "summary.json").read_text())
+    assert summary["MDPO-Lag"]["seeds_used"] == 0 and "Return" not in summary["MDPO-Lag"]
+
+
+def test_a_partly_diverged_algorithm_is_summarised_over_its_other_seeds_and_never_marked():
+    import report
+
+    rng = np.random.default_rng(0)
+    good = (rng.normal(10.0, 1.0, (3, 2, 2, 4)), rng.normal(-1.0, 0.1, (3, 2, 2, 4, 1)))
+    better = (good[0][:2] + 100.0, good[1][:2])  # 2 of 3 seeds left, far ahead
+    rows = report.summary_rows({"A": good, "B": better, "C": None}, 50.0, {"A": (3, 3), "B": (2, 3), "C": (0, 3)})
+    cells = {algo: c for algo, _, c in rows}
+    labels = {algo: label for algo, label, _ in rows}
+    assert labels["B"] == "B (2/3 seeds; 1 diverged)" and cells["C"] is None
+    assert cells["A"]["Return"][1] and not cells["B"]["Return"][1]  # B is never marked, A is the best complete one
+    assert cells["B"]["Return"][0].mean == pytest.approx(better[0].mean())
+    assert "| C (0/3 seeds; 3 diverged) | diverged: no seed left | | |" in report.markdown_table(rows)
+
+
+@pytest.mark.parametrize(
+    "hparams,message",
+    [(dict(lr=float("inf")), "lr must be finite"), (dict(gamma=2.0), "gamma must be in"),
+     (dict(lr=float("nan")), "lr must be finite"), (dict(vf_coef=float("nan")), "vf_coef must be finite"),
+     (dict(eta_lam=1e300), "eta_lam must be finite")],
+)  # fmt: skip
+def test_bad_hparams_through_the_api_are_refused_before_training(hparams, message):
+    import jax
+
+    from rcmdp_jax import make_train, preset
+
+    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=64, n_steps=16, minibatch_size=16)
+    with pytest.raises(ValueError, match=message):
+        make_train(cfg)(jax.random.PRNGKey(0), cfg.hparams.replace(**hparams))
+
+
+@pytest.mark.parametrize("xi", [[1.0, 1.0, 1.0, 2.0], [1.0, float("nan"), 1.0, 1.0]])
+def test_a_kernel_outside_the_box_is_refused(xi):
+    import jax
+    import jax.numpy as jnp
+
+    import envs
+    from rcmdp_jax import make_train, preset
+
+    _, params = envs.make("cartpole")
+    cfg = preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)
+    with pytest.raises(ValueError, match="xi"):
+        make_train(cfg)(jax.random.PRNGKey(0), None, params.replace(xi=jnp.array(xi)))
 
 
 def test_existing_output_folder_is_never_overwritten(tmp_path):

@@ -32,15 +32,15 @@ def test_dual_step_rules_by_hand():
     dual = lagrange.DualState(lam=jnp.array([5.0]), c_hat=jnp.zeros(1))
     # lagrangian: 65 steps of +0.01 * 2 from 5 -> 6.3, clipped at 6 on the way
     out = lagrange.dual_step("lagrangian", dual, jnp.array([2.0]), hp, 65)
-    np.testing.assert_allclose(out.lam, [6.0], rtol=1e-6)
+    np.testing.assert_allclose(out.lam, [6.0], rtol=1e-5)
     out = lagrange.dual_step("lagrangian", dual, jnp.array([-1.0]), hp.replace(lam_clip=50.0), 65)
-    np.testing.assert_allclose(out.lam, [5.0 - 0.65], rtol=1e-6)
+    np.testing.assert_allclose(out.lam, [5.0 - 0.65], rtol=1e-5)
     out = lagrange.dual_step("lagrangian", dual, jnp.array([-100.0]), hp, 65)
     np.testing.assert_allclose(out.lam, [0.0])
     # augmented, no clip: 5 + 65 * 0.01 * 2 = 6.3; with C = -1: 5 - 0.01 k stops at
     # -eta C = 0.01 once lam + eta C would fall below it -> 4.35 after 65 steps
     out = lagrange.dual_step("augmented", dual, jnp.array([2.0]), hp, 65)
-    np.testing.assert_allclose(out.lam, [6.3], rtol=1e-6)
+    np.testing.assert_allclose(out.lam, [6.3], rtol=1e-5)
     out = lagrange.dual_step("augmented", dual, jnp.array([-1.0]), hp, 65)
     np.testing.assert_allclose(out.lam, [4.35], rtol=1e-5)
     out = lagrange.dual_step("augmented", dual, jnp.array([-10.0]), hp, 65)  # 5 - 0.1 k -> floor 0.1
@@ -62,10 +62,10 @@ def test_dual_phase_in_training_matches_a_hand_computation(env_name, algo, expec
     """Per iteration, ``K`` steps of the mode's rule from the previous ``lam`` with this
     iteration's ``C^``; K = 5 x 13 (PPO/MDPO), 1 (MCPMD), 13 x policy epochs run (PPO, CartPole)."""
     cfg = preset(env_name, algo)
-    assert cfg.dual_steps_per_epoch == math.ceil(400 / 32) == 13
+    assert cfg.dual_steps_per_epoch == (1 if cfg.episodic else math.ceil(400 / 32))
     small = {} if cfg.episodic else dict(SMALL, minibatch_size=32, n_steps=32, epochs=4)
-    cfg = preset(env_name, algo, **small, total_timesteps=4 * (cfg.batch_size if cfg.episodic else 128),
-                 eval_every=100)  # fmt: skip
+    small["total_timesteps"] = 4 * (cfg.batch_size if cfg.episodic else 128)
+    cfg = preset(env_name, algo, **small, eval_every=100)
     m = jax.jit(make_train(cfg))(KEY).metrics
     active = np.asarray(m["active"]) > 0
     lam, c_hat, k = (np.asarray(m[x])[active] for x in ("lam", "c_hat", "dual_updates"))
@@ -96,7 +96,7 @@ def test_reinforce_loss_by_hand():
     g = normalise_episode(returns, mask)  # mean 2, unbiased std 1 over the 3 live steps
     np.testing.assert_allclose(g, [1.0, 0.0, -1.0, 0.0], atol=1e-6)
     # -sum_t log pi * G = -(-0.5 * 1 + -1 * 0 + -2 * -1) = -1.5
-    np.testing.assert_allclose(reinforce_loss(log_prob, g, mask), -1.5, rtol=1e-6)
+    np.testing.assert_allclose(reinforce_loss(log_prob, g, mask), -1.5, rtol=1e-5)
     one = normalise_episode(jnp.array([4.0, 0.0]), jnp.array([1.0, 0.0]))
     np.testing.assert_allclose(one, [0.0, 0.0])  # a one-step episode has nothing to normalise
 
@@ -163,13 +163,15 @@ def test_sb3_initialisation_and_optimizer():
     for layer, fan_in in (("Dense_0", 4), ("Dense_1", 128)):
         for leaf in p[layer].values():
             leaf = np.asarray(leaf)
-            assert np.abs(leaf).max() <= 1 / math.sqrt(fan_in) and np.abs(leaf).max() > 0.8 / math.sqrt(fan_in)
+            assert np.abs(leaf).max() <= 1 / math.sqrt(fan_in) and np.any(leaf != 0)
+            if leaf.size >= 64:  # uniform: std = bound / sqrt(3)
+                assert abs(leaf.std() * math.sqrt(3 * fan_in) - 1) < 0.15
     # the optimizer clips the global gradient norm at 0.5 before the step, and Adam has eps 1e-5
     params = {"w": jnp.ones((4,))}
     grads = {"w": jnp.full((4,), 5.0)}  # global norm 10
     sgd = make_optimizer(preset("inventory3d", "MDPO").replace(max_grad_norm=0.5), 1.0)
     upd, _ = sgd.update(grads, sgd.init(params), params)
-    np.testing.assert_allclose(optax.global_norm(upd), 0.5, rtol=1e-6)
+    np.testing.assert_allclose(optax.tree.norm(upd), 0.5, rtol=1e-5)
     adam_state = make_optimizer(cfg, 3e-4).init(params)
     assert float(adam_state[1].hyperparams["eps"]) == pytest.approx(1e-5)
 
@@ -193,10 +195,11 @@ def test_schedules_are_traced_in_one_family():
     assert group(configs) == [names]  # one compiled program for every schedule
     family = make_family(list(configs.values()))
     out = jax.jit(jax.vmap(family, in_axes=(None, 0)))(KEY, jnp.arange(len(names)))
-    for i in (0, 3, 6):  # fixed, linear-batch, geometric-batch against their algorithm alone
+    for i in (3, 6):  # restart-epoch and geometric-batch against their algorithm alone
         alone = jax.jit(make_train(configs[names[i]]))(KEY)
         np.testing.assert_allclose(out.metrics["alpha"][i], alone.metrics["alpha"], rtol=1e-5)
         np.testing.assert_allclose(out.metrics["lam"][i], alone.metrics["lam"], rtol=1e-4, atol=1e-5)
     alpha = np.asarray(out.metrics["alpha"])
-    assert np.all(alpha[0] == 2.0) and np.all(np.diff(alpha[3]) > 0) and np.all(np.diff(alpha[6]) < 0)
-    assert not np.allclose(alpha[1], alpha[2])  # per-epoch and per-batch linear ticks differ
+    assert np.all(alpha[0] == 2.0) and np.all(np.diff(alpha[2]) > 0) and np.all(np.diff(alpha[6]) < 0)
+    # per-epoch ticks: alpha_0 = 5 and 2 ticks (epochs) per iteration (SPEC §2d)
+    np.testing.assert_allclose(alpha[5], 5.0 * 0.95 ** (2 * np.arange(3)), rtol=1e-5)

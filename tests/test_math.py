@@ -10,16 +10,16 @@ from rcmdp_jax.config import HParams
 from rcmdp_jax.learners import mdpo_loss, ppo_loss, reference_kl
 
 
-def test_lagrangian_dual_update_sequence():
-    # lam <- clip(lam + dual_epochs * eta * C, 0, clip), dual_epochs = 5, eta = 1e-3
+def test_lagrangian_dual_step_sequence():
+    # one step: lam <- clip(lam + eta * C, 0, clip), eta = 1e-3
     lam = jnp.array([5.0])
     seq = []
-    for c in (10.0, -3000.0, 100.0):
-        lam = lagrange.lagrangian_update(lam, jnp.array([c]), 1e-3, 5, 50.0)
+    for c in (50.0, -6000.0, 500.0):
+        lam = lagrange.lagrangian_step(lam, jnp.array([c]), 1e-3, 50.0)
         seq.append(float(lam[0]))
-    # 5 + 0.05 = 5.05; 5.05 - 15 -> clipped to 0; 0 + 0.5 = 0.5
+    # 5 + 0.05 = 5.05; 5.05 - 6 -> clipped to 0; 0 + 0.5 = 0.5
     np.testing.assert_allclose(seq, [5.05, 0.0, 0.5], atol=1e-6)
-    top = lagrange.lagrangian_update(jnp.array([49.9]), jnp.array([100.0]), 1e-3, 5, 50.0)
+    top = lagrange.lagrangian_step(jnp.array([49.9]), jnp.array([500.0]), 1e-3, 50.0)
     assert float(top[0]) == pytest.approx(50.0)
 
 
@@ -28,7 +28,7 @@ def test_augmented_dual_update_sequence():
     lam = jnp.array([1.0])
     seq = []
     for c in (2.0, -20.0, -5.0, 600.0):
-        lam = lagrange.augmented_update(lam, jnp.array([c]), 0.1)
+        lam = lagrange.augmented_step(lam, jnp.array([c]), 0.1)
         seq.append(float(lam[0]))
     # max(-0.2, 1.2) = 1.2; max(2, -0.8) = 2; max(0.5, 1.5) = 1.5; max(-60, 61.5) = 61.5
     np.testing.assert_allclose(seq, [1.2, 2.0, 1.5, 61.5], rtol=1e-6)
@@ -41,7 +41,9 @@ def test_effective_multiplier_and_dual_step():
     np.testing.assert_allclose(lagrange.effective_multiplier("augmented", dual, 0.5), [7.0, 1.0])
     hp = HParams(eta_lam=0.5, lam_clip=6.0)
     out = lagrange.dual_step("lagrangian", dual, jnp.array([1.0, -1.0]), hp, 2)
-    np.testing.assert_allclose(out.lam, [3.0, 2.0])
+    np.testing.assert_allclose(out.lam, [3.0, 2.0])  # two steps of +-0.5
+    out = lagrange.dual_step("lagrangian", dual, jnp.array([1.0, -1.0]), hp, 10)
+    np.testing.assert_allclose(out.lam, [6.0, 0.0])  # clipped at lam_clip and at 0 on the way
     np.testing.assert_allclose(out.c_hat, [1.0, -1.0])
 
 

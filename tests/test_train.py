@@ -14,12 +14,14 @@ from rcmdp_jax.train import build_networks
 SEEDS = jax.random.split(jax.random.PRNGKey(42), 2)
 
 
-def tiny(env="cartpole", algo="MDPO-Robust-Lag", **kw):
-    base = dict(total_timesteps=64, n_steps=16, minibatch_size=16, epochs=2,
+def tiny(env="cartpole", algo="MDPO-Robust-Lag", iterations=3, **kw):
+    """A few iterations (3 by default: enough for state carried between them) on a tiny batch;
+    MCPMD keeps its one-episode batch and gets a budget of about ``iterations`` episodes."""
+    base = dict(total_timesteps=64 * iterations, n_steps=16, minibatch_size=16, epochs=2,
                 ltma_iterations=3, eval_episodes=2)  # fmt: skip
     if "MCPMD" in algo:
-        base.update(n_steps=envs.REGISTRY[env].episode_length, minibatch_size=4 * envs.REGISTRY[env].episode_length)
-        base["epochs"] = 1
+        episode = envs.REGISTRY[env].episode_length
+        base = dict(total_timesteps=episode * iterations, ltma_iterations=3, eval_episodes=2, eval_every=1)
     base.update(kw)
     return preset(env, algo, **base)
 
@@ -229,15 +231,26 @@ def test_sample_counts():
 
 @pytest.mark.parametrize("env_name", envs.ENV_NAMES)
 def test_every_preset_compiles_and_runs_without_nans(env_name):
-    for algo in ALGORITHMS:
-        cfg = tiny(env_name, algo)
-        assert preset(env_name, algo).name == algo
-        result = jax.jit(make_train(cfg))(SEEDS[0])
-        for key, value in result.metrics.items():
-            if not key.startswith("eval") and not key.startswith("episode_"):
-                assert np.all(np.isfinite(value)), (env_name, algo, key)
-        assert np.all(np.isfinite(result.metrics["eval_return"]))
-        assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(result.state.params))
+    """Every algorithm of the grid, 3 iterations, trained as members of its family (one
+    compile per family; a member's numbers are its algorithm's, see the family test)."""
+    from rcmdp_jax.family import group, make_family
+
+    configs = {a: tiny(env_name, a) for a in ALGORITHMS}
+    assert all(preset(env_name, a).name == a for a in ALGORITHMS)
+    for names in group(configs):
+        family = make_family([configs[a] for a in names])
+        result = jax.jit(jax.vmap(family, in_axes=(None, 0)))(SEEDS[0], jnp.arange(len(names)))
+        for i, algo in enumerate(names):
+            m = {k: np.asarray(v[i]) for k, v in result.metrics.items()}
+            active = m["active"] > 0
+            assert active.sum() >= 3, (env_name, algo)
+            for key, value in m.items():
+                if not key.startswith("eval") and not key.startswith("episode_"):
+                    assert np.all(np.isfinite(value[active])), (env_name, algo, key)
+            evaluated = np.isfinite(m["eval_return"])
+            assert evaluated[0] and np.all(evaluated <= active), (env_name, algo)
+            params = jax.tree.map(lambda x, i=i: x[i], result.state.params)
+            assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params)), (env_name, algo)
 
 
 def test_presets_follow_the_spec_table():
@@ -245,14 +258,19 @@ def test_presets_follow_the_spec_table():
     assert (c.learner, c.constraint, c.robust, c.epochs, c.hparams.target_kl) == ("ppo", "lagrangian", False, 50, 0.01)
     assert (c.n_envs, c.n_steps, c.minibatch_size, c.total_timesteps) == (4, 400, 32, 20_000)
     c = preset("cartpole", "RMCPMD-Lag", budget="long")
-    assert (c.learner, c.robust, c.n_steps, c.epochs, c.minibatch_size, c.ltma_iterations) == ("mcpmd", True, 100, 1, 400, 40)
-    assert c.total_timesteps == 200_000
+    assert (c.learner, c.robust, c.n_envs, c.n_steps, c.epochs, c.ltma_iterations) == ("mcpmd", True, 1, 100, 1, 10)
+    assert (c.dual_epochs, c.dual_steps, c.n_dual_episodes, c.act_dropout) == (1, 1, 1, True)
+    assert c.total_timesteps == 200_000 and c.num_iterations * 6 >= 200_000  # slots for the shortest episodes
+    c = preset("inventory", "PPO-Lag")
+    assert (c.epochs, c.dual_epochs, c.dual_steps, c.dual_epochs_from_policy, c.hparams.alpha_decay) == (5, 5, 65, False, 0.95)
+    c = preset("cartpole", "PPO-Lag")
+    assert (c.dual_epochs, c.dual_epochs_from_policy, c.kl_check, c.hparams.alpha_decay) == (50, True, "sb3", 0.99)
     c = preset("inventory", "MDPO-Robust-Augmented-Lag")
     assert (c.constraint, c.ltma_iterations, c.ltma_horizon, c.hparams.eta_xi, c.policy_hidden) == ("augmented", 400, 40, 0.1, (64,))
     c = preset("inventory3d", "MDPO-Robust")
     assert (c.optimizer, c.ltma_iterations, c.policy_hidden, c.total_timesteps) == ("sgd", 320, (128, 128), 40_000)
     c = preset("inventory3d", "RMCPMD")
-    assert c.ltma_iterations == 80
+    assert (c.ltma_iterations, c.num_iterations, c.optimizer) == (20, 400, "adam")  # SPEC §2b: Adam
 
 
 @pytest.mark.parametrize(
@@ -261,7 +279,7 @@ def test_presets_follow_the_spec_table():
         (dict(algorithm="MDPO-Robust-Lagrangian"), "unknown algorithm 'MDPO-Robust-Lagrangian'.*MDPO-Robust-Lag"),
         (dict(env="pendulum"), "env='pendulum'.*cartpole, inventory, inventory3d"),
         (dict(budget="huge"), "budget='huge'.*short, long"),
-        (dict(lr=-1.0), "lr must be > 0"),
+        (dict(lr=-1.0), "lr must be finite and > 0"),
         (dict(minibatch_size=33), "minibatch_size=33 must divide the batch"),
         (dict(learner_rate=1.0), r"unknown config field\(s\) \['learner_rate'\]"),
         (dict(alpha_schedule="cosine"), "alpha_schedule='cosine'.*fixed, linear, restart, geometric"),
@@ -291,12 +309,20 @@ def test_augmented_mode_works_for_every_learner(algo):
     cfg = tiny(algo=algo)
     assert cfg.constraint == "augmented"
     m = jax.jit(make_train(cfg))(SEEDS[0]).metrics
-    assert all(np.all(np.isfinite(m[k])) for k in ("lam", "lam_tilde", "c_hat", "policy_loss"))
-    # lam~_k = lam_{k-1} + eta_lam * C^_{k-1}; lam_k = max(-eta C^_k, lam_{k-1} + eta C^_k)
+    active = np.asarray(m["active"]) > 0
+    assert all(np.all(np.isfinite(np.asarray(m[k])[active])) for k in ("lam", "lam_tilde", "c_hat", "policy_loss"))
+    # lam~_k = lam_{k-1} + eta_lam * C^_{k-1}; lam_k = K_k steps of max(-eta C^_k, lam + eta C^_k)
     eta = cfg.hparams.eta_lam
-    lam, c_hat, lam_tilde = (np.asarray(m[k][:, 0]) for k in ("lam", "c_hat", "lam_tilde"))
+    lam, c_hat, lam_tilde = (np.asarray(m[k][:, 0])[active] for k in ("lam", "c_hat", "lam_tilde"))
+    steps = np.asarray(m["dual_updates"])[active].astype(int)
+    assert len(lam) >= 3 and np.all(steps >= 1)
     np.testing.assert_allclose(lam_tilde[1:], lam[:-1] + eta * c_hat[:-1], rtol=1e-5)
-    np.testing.assert_allclose(lam[1:], np.maximum(-eta * c_hat[1:], lam[:-1] + eta * c_hat[1:]), rtol=1e-5)
+    want = []
+    for prev, c, k in zip(lam[:-1], c_hat[1:], steps[1:]):
+        for _ in range(k):
+            prev = max(-eta * c, prev + eta * c)
+        want.append(prev)
+    np.testing.assert_allclose(lam[1:], want, rtol=1e-5)
 
 
 def test_family_member_equals_its_algorithm_alone():

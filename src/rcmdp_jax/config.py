@@ -226,17 +226,22 @@ def validate_hparams(hp: HParams) -> None:
         if not np.all(ok(arr)):
             raise ValueError(f"{field} must be {what}, got {v!r}")
 
-    check("lr", lambda x: x > 0, "> 0")
-    check("alpha", lambda x: x >= 0, ">= 0")
-    check("alpha_decay", lambda x: x > 0, "> 0")
-    check("eta_lam", lambda x: x >= 0, ">= 0")
-    check("lam_init", lambda x: x >= 0, ">= 0")
-    check("lam_clip", lambda x: x >= 0, ">= 0")
-    check("eta_xi", lambda x: x >= 0, ">= 0")
-    check("clip_eps", lambda x: x > 0, "> 0")
+    def finite(x):  # and representable in float32, the dtype training uses
+        return np.isfinite(x) & (np.abs(x) <= np.finfo(np.float32).max)
+
+    check("lr", lambda x: finite(x) & (x > 0), "finite and > 0")
+    check("alpha", lambda x: finite(x) & (x >= 0), "finite and >= 0")
+    check("alpha_decay", lambda x: finite(x) & (x > 0), "finite and > 0")
+    check("eta_lam", lambda x: finite(x) & (x >= 0), "finite and >= 0")
+    check("lam_init", lambda x: finite(x) & (x >= 0), "finite and >= 0")
+    check("lam_clip", lambda x: x >= 0, ">= 0 (inf: no clip)")
+    check("eta_xi", lambda x: finite(x) & (x >= 0), "finite and >= 0")
+    check("clip_eps", lambda x: finite(x) & (x > 0), "finite and > 0")
     check("gae_lambda", lambda x: (x >= 0) & (x <= 1), "in [0, 1]")
     check("gamma", lambda x: (x >= 0) & (x <= 1), "in [0, 1]")
     check("target_kl", lambda x: x > 0, "> 0 (inf disables early stopping)")
+    check("vf_coef", lambda x: finite(x) & (x >= 0), "finite and >= 0")
+    check("ent_coef", finite, "finite")
 
 
 def parse_algorithm(name: str) -> tuple[str, str, bool]:
@@ -337,10 +342,11 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     )  # fmt: skip
     if learner == "mcpmd":
         # the reference REINFORCE code: one whole episode of one env per iteration, acting in
-        # training mode, PyTorch's default init and Adam, no clipping; one dual step
+        # training mode, PyTorch's default init and Adam (on every domain: SPEC §2b), no
+        # clipping; one dual step
         ep = p["episode"]
         cfg = Config(
-            **common, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, ltma_iterations=p["mcpmd_ltma"],
+            **{**common, "optimizer": "adam"}, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, ltma_iterations=p["mcpmd_ltma"],
             init="torch", adam_eps=1e-8, max_grad_norm=math.inf, act_dropout=True,
             n_dual_episodes=1, dual_epochs=1, dual_batch=ep, dual_minibatch=ep, eval_every=10,
         )  # fmt: skip

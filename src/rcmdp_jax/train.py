@@ -11,7 +11,7 @@ from flax import struct
 import envs
 from rcmdp_jax import lagrange, schedules
 from rcmdp_jax.advantages import discounted_returns, gae
-from rcmdp_jax.config import Config, HParams
+from rcmdp_jax.config import Config, HParams, validate_hparams
 from rcmdp_jax.learners import Batch, make_optimizer, reinforce_update, update
 from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.networks import Actor, Critic
@@ -67,6 +67,7 @@ def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
     hp = cfg.hparams if hparams is None else hparams
     if not isinstance(hp, HParams):
         raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(hp).__name__}")
+    validate_hparams(hp)  # concrete values only; traced ones are checked where they are made
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hp)
 
 
@@ -265,6 +266,7 @@ def make_train(config: Config):
         """The state before the first iteration."""
         env_params = default_env_params if env_params is None else env_params
         env.validate_params(env_params)
+        env.validate_kernel(env_params)
         return init(rng, resolve_hparams(cfg, hparams), env_params)
 
     static_variant = Variant(

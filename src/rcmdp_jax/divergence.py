@@ -1,0 +1,44 @@
+"""Divergence: a trained seed whose parameters, multipliers, kernel or losses are not
+finite is *diverged*; it is reported and kept out of every statistic, never shown
+as a result."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+# per-iteration metrics that must be finite on every iteration that ran
+CHECKED_METRICS = ("policy_loss", "critic_loss", "lam", "xi", "c_hat")
+
+
+def _all_finite_per_seed(tree, n_seeds: int) -> np.ndarray:
+    ok = np.ones(n_seeds, bool)
+    for leaf in jax.tree.leaves(tree):
+        x = np.asarray(leaf)
+        if x.dtype.kind == "f" and x.ndim >= 1 and x.shape[0] == n_seeds:
+            ok &= np.isfinite(x.reshape(n_seeds, -1)).all(axis=1)
+    return ok
+
+
+def diverged_seeds(result) -> np.ndarray:
+    """``(seeds,)`` bool: True where a seed of a vmapped ``TrainResult`` has a non-finite
+    parameter, optimizer state, multiplier or kernel, or a non-finite loss, ``lam``,
+    ``xi`` or ``C^`` on an iteration that ran (MCPMD's idle slots are NaN by design)."""
+    n = np.asarray(result.metrics["lam"]).shape[0]
+    state = result.state
+    ok = _all_finite_per_seed((state.params, state.opt_state, state.dual, state.env_params.xi), n)
+    active = np.asarray(result.metrics["active"]) > 0 if "active" in result.metrics else None
+    for key in CHECKED_METRICS:
+        x = np.asarray(result.metrics[key]).reshape(n, np.asarray(result.metrics[key]).shape[1], -1)
+        finite = np.isfinite(x).all(axis=2)
+        if active is not None:
+            finite |= ~active
+        ok &= finite.all(axis=1)
+    return ~ok
+
+
+def nonfinite_episodes(V: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """``(seeds,)`` bool: seeds of a robustness sweep with any non-finite episode result."""
+    V, C = np.asarray(V), np.asarray(C)
+    n = V.shape[0]
+    return ~(np.isfinite(V.reshape(n, -1)).all(1) & np.isfinite(C.reshape(n, -1)).all(1))
