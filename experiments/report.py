@@ -243,10 +243,20 @@ def main(argv=None) -> int:
         print("usage: python experiments/report.py RUN_DIR", file=sys.stderr)
         return 2
     run_dir = Path(argv[0])
-    meta = json.loads((run_dir / "run.json").read_text())
-    for env_name in meta["envs"]:
+    try:
+        meta = json.loads((run_dir / "run.json").read_text())
+        envs_, algos = meta["envs"], meta["algos"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        print(f"report.py: error: {run_dir} is not a readable run folder ({err})", file=sys.stderr)
+        return 2
+    missing = [f"{e}/{a}" for e in envs_ for a in algos if not (run_dir / e / a / "test_results.npz").exists()]
+    if missing:
+        print(f"report.py: error: no test results for {', '.join(missing)}; nothing was rewritten "
+              "(run.py --resume or --eval-only makes them)", file=sys.stderr)  # fmt: skip
+        return 2
+    for env_name in envs_:
         env, params = envs.make(env_name)
-        md = write_env_report(run_dir / env_name, env_name, meta["algos"], env.lambda_max, params.xi_c, params.kappa)
+        md = write_env_report(run_dir / env_name, env_name, algos, env.lambda_max, params.xi_c, params.kappa)
         print(f"## {env_name}\n\n{md}")
     return 0
 

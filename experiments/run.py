@@ -10,6 +10,7 @@ import argparse
 import ast
 import datetime as _dt
 import json
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -68,12 +69,19 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+# fields that choose the algorithm or the run: set by --algos / --env / --steps, never by --set
+ALGORITHM_FIELDS = {"learner": "--algos", "constraint": "--algos", "robust": "--algos", "name": "--algos",
+                    "env": "--env"}  # fmt: skip
+
+
 def parse_sets(sets) -> dict:
     out = {}
     for item in sets:
         if "=" not in item or not item.split("=", 1)[0].strip():
             raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
         key, raw = (x.strip() for x in item.split("=", 1))
+        if key in ALGORITHM_FIELDS:
+            raise UsageError(f"--set {key}=...: {key} is chosen by {ALGORITHM_FIELDS[key]}, not --set")
         try:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
@@ -96,6 +104,9 @@ def build_plan(args) -> dict:
         algos = list(ALGORITHMS) if args.algos == "all" else [a.strip() for a in args.algos.split(",") if a.strip()]
     if not algos:
         raise UsageError("--algos is empty")
+    repeated = sorted({a for a in algos if algos.count(a) > 1})
+    if repeated:
+        raise UsageError(f"--algos names {', '.join(repeated)} more than once")
     for a in algos:
         try:
             parse_algorithm(split_variant(a)[0])
@@ -105,12 +116,20 @@ def build_plan(args) -> dict:
         raise UsageError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join(BUDGETS)}")
     if args.seeds < 1:
         raise UsageError(f"--seeds must be a positive integer, got {args.seeds}")
+    if not 0 <= args.seed < 2**32:
+        raise UsageError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be a positive integer, got {args.steps}")
     if args.n_test is not None and args.n_test < 1:
         raise UsageError(f"--n-test must be a positive integer, got {args.n_test}")
     if args.devices not in ("all", "auto") and not (args.devices.isdigit() and int(args.devices) >= 1):
         raise UsageError(f"--devices must be 'auto', 'all' or a positive integer, got {args.devices!r}")
+    if args.devices.isdigit() and not args.distributed:
+        from rcmdp_jax.sharding import available_cores
+
+        limit = max(available_cores(), 1)
+        if int(args.devices) > limit and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+            raise UsageError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
     overrides = parse_sets(args.sets)
     if args.steps is not None:
         overrides["total_timesteps"] = args.steps
@@ -119,9 +138,13 @@ def build_plan(args) -> dict:
         configs[e] = {}
         for a in algos:
             try:
-                configs[e][a] = config_to_dict(preset(e, a, args.budget, **overrides))
+                cfg = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
                 raise UsageError(f"--set: {err}") from None
+            if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
+                print(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
+                      f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps", file=sys.stderr)  # fmt: skip
+            configs[e][a] = config_to_dict(cfg)
     return {
         "envs": envs_,
         "algos": algos,
@@ -272,6 +295,8 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
 
     sweeps: dict = {}
     diverged_report: dict = {}
+    missing_ckpt: list = []
+    damaged: list = []
     trained_now = 0
     plan_cfgs = {e: {a: config_from_dict(plan["configs"][e][a]) for a in plan["algos"]} for e in plan["envs"]}
     groups = {e: family.group(plan_cfgs[e]) for e in plan["envs"]}
@@ -327,6 +352,9 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
                     if writer:
                         algo_dir.mkdir(parents=True, exist_ok=True)
                         np.savez_compressed(algo_dir / "train_metrics.npz", **jax.tree.map(np.asarray, result.metrics))
+                        if ckpt_dir(env_name, algo).exists():  # incomplete (no metadata): keep it aside
+                            print(f"{label} incomplete checkpoint of {algo} moved to "
+                                  f"{checkpoint.set_aside(ckpt_dir(env_name, algo))}", flush=True)  # fmt: skip
                         checkpoint.save(ckpt_dir(env_name, algo), jax.tree.map(np.asarray, result))
                         timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group)}
                         (algo_dir / "timing.json").write_text(json.dumps(timing))
@@ -340,13 +368,21 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
                 elif checkpoint.exists(ckpt_dir(env_name, algo)):
                     if not (resume or eval_only):
                         raise RuntimeError(f"{ckpt_dir(env_name, algo)} exists")  # guarded earlier; never overwrite
-                    abstract = checkpoint.abstract_result(make_train(cfg), all_keys)
-                    result = checkpoint.restore(ckpt_dir(env_name, algo), abstract)
-                    print(f"{alabel} restored from {ckpt_dir(env_name, algo)}", flush=True)
                     if not eval_only and (algo_dir / "test_results.npz").exists():
+                        continue  # finished before: nothing to load
+                    abstract = checkpoint.abstract_result(make_train(cfg), all_keys)
+                    try:
+                        result = checkpoint.restore(ckpt_dir(env_name, algo), abstract)
+                    except Exception as err:  # a truncated or foreign checkpoint
+                        aside = checkpoint.set_aside(ckpt_dir(env_name, algo))
+                        print(f"{alabel} damaged checkpoint ({type(err).__name__}); moved to {aside}; "
+                              f"run again with --resume to retrain {algo}", flush=True)  # fmt: skip
+                        damaged.append(f"{env_name}/{algo}")
                         continue
+                    print(f"{alabel} restored from {ckpt_dir(env_name, algo)}", flush=True)
                 else:
                     print(f"{alabel} no checkpoint in {algo_dir}; skipped", flush=True)
+                    missing_ckpt.append(f"{env_name}/{algo}")
                     continue
                 # robustness sweep: one vmapped, jit-compiled call per algorithm
                 sweep_key = (env_name, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, plan["n_test"])
@@ -378,13 +414,22 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
                 print(f"{alabel} sweep {V.shape} in {_fmt(time.perf_counter() - t0)}: "
                       f"mean test return {V[~bad].mean():.2f}{at_bound}", flush=True)  # fmt: skip
         if writer:
+            stale = {a.split("/", 1)[1] for a in missing_ckpt + damaged if a.startswith(env_name + "/")}
             tables[env_name] = write_env_report(
-                env_dir, env_name, plan["algos"], env.lambda_max, params.xi_c, params.kappa
+                env_dir, env_name, [a for a in plan["algos"] if a not in stale], env.lambda_max, params.xi_c, params.kappa
             )
     pool.shutdown(wait=True, cancel_futures=True)
     print(f"\nfinished in {_fmt(time.perf_counter() - t_start)}; results in {out}\n")
     for env_name, md in tables.items():
         print(f"## {env_name}\n\n{md}")
+    if damaged:
+        print(f"run.py: error: damaged checkpoint(s) of {', '.join(damaged)} set aside; --resume retrains them",
+              file=sys.stderr)  # fmt: skip
+        return 5
+    if missing_ckpt:
+        print(f"run.py: error: no checkpoint for {', '.join(missing_ckpt)}: their sweep was not run and they are "
+              "left out of the tables", file=sys.stderr)  # fmt: skip
+        return 5
     if diverged_report:
         print("DIVERGED seeds (left out of every statistic): "
               + ", ".join(f"{k} {n}/{t}" for k, (n, t) in diverged_report.items()), flush=True)  # fmt: skip
@@ -393,25 +438,45 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
     return 0
 
 
+def _read_plan(out: Path, flag: str) -> dict:
+    """``out/run.json`` of a run folder, or a ``UsageError`` naming what is wrong."""
+    path = out / "run.json"
+    if not path.exists():
+        raise UsageError(f"{flag}: {out} is not a run folder (no run.json)")
+    try:
+        plan = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UsageError(f"{flag}: cannot read {path}: {err}") from None
+    missing = [k for k in ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test") if k not in plan]
+    if not isinstance(plan, dict) or missing:
+        raise UsageError(f"{flag}: {path} is not a run.json of this runner (missing {', '.join(missing)})")
+    return plan
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         if args.eval_only:
             out = Path(args.eval_only)
-            if not (out / "run.json").exists():
-                raise UsageError(f"--eval-only: {out} is not a run folder (no run.json)")
-            plan = json.loads((out / "run.json").read_text())
+            plan = _read_plan(out, "--eval-only")
+            if args.n_test is not None and args.n_test != plan["n_test"]:
+                raise UsageError(
+                    f"--eval-only reruns the sweep of {out} as it was run (--n-test {plan['n_test'] or 'default'}); "
+                    "to test with another --n-test, train into a new --out"
+                )
         else:
             plan = build_plan(args)
             out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
             if args.resume:
-                if not (out / "run.json").exists():
-                    raise UsageError(f"--resume: {out} is not a run folder (no run.json); pass --out RUN_DIR")
-                saved = json.loads((out / "run.json").read_text())
-                if {k: saved.get(k) for k in ("configs", "seeds", "seed", "vmap")} != {
-                    k: json.loads(json.dumps(plan[k])) for k in ("configs", "seeds", "seed", "vmap")
-                }:
-                    raise UsageError(f"--resume: the options differ from the run in {out}; use the same options")
+                saved = _read_plan(out, "--resume")
+                differ = [
+                    k for k in ("envs", "algos", "seeds", "seed", "vmap", "n_test", "configs")
+                    if json.loads(json.dumps(saved.get(k))) != json.loads(json.dumps(plan[k]))
+                ]  # fmt: skip
+                if differ:
+                    raise UsageError(
+                        f"--resume: the options differ from the run in {out} ({', '.join(differ)}); use the same options"
+                    )
                 plan = saved
             elif out.exists():
                 raise UsageError(f"output folder {out} already exists; use --resume to continue it or choose another --out")
@@ -425,6 +490,12 @@ def main(argv=None) -> int:
                 raise UsageError(f"--devices: {err}") from None
             if mesh.size == 1 and not args.distributed:
                 mesh = None  # nothing to split
+        if not args.eval_only and not args.resume:
+            try:
+                out.mkdir(parents=True)
+                (out / "run.json").write_text(json.dumps(plan, indent=2))
+            except OSError as err:
+                raise UsageError(f"--out {out}: cannot create the run folder: {err.strerror or err}") from None
     except UsageError as err:
         print(f"run.py: error: {err}", file=sys.stderr)
         return 2
@@ -433,14 +504,16 @@ def main(argv=None) -> int:
 
         jax.config.update("jax_compilation_cache_dir", args.compile_cache)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-    if not args.eval_only and not args.resume:
-        out.mkdir(parents=True)
-        (out / "run.json").write_text(json.dumps(plan, indent=2))
     n_runs = len(plan["envs"]) * len(plan["algos"])
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
           f"({'vmapped' if plan['vmap'] else 'loop over seeds'}{where}) -> {out}", flush=True)  # fmt: skip
-    return run(plan, out, args.resume, bool(args.eval_only), args.stop_after, mesh)
+    try:
+        return run(plan, out, args.resume, bool(args.eval_only), args.stop_after, mesh)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished algorithms are saved; continue with --resume --out {out}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(130)  # now: don't wait for a background compile
 
 
 if __name__ == "__main__":

@@ -132,6 +132,17 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run):
         (["--set", "lr"], "--set expects KEY=VALUE, got 'lr'"),
         (["--set", "lrate=1"], "unknown config field(s) ['lrate']"),
         (["--set", "lr=-1"], "lr must be finite and > 0"),
+        (["--set", "learner=ppo"], "learner is chosen by --algos, not --set"),
+        (["--set", "robust=True"], "robust is chosen by --algos, not --set"),
+        (["--set", "env=inventory"], "env is chosen by --env, not --set"),
+        (["--set", "policy_hidden=(1.5,)"], "policy_hidden must be a tuple of positive integer layer widths"),
+        (["--set", "critic_hidden='abc'"], "critic_hidden must be a tuple of positive integer layer widths"),
+        (["--set", "gamma=True"], "gamma must be a number, got True"),
+        (["--set", "lr=[1,2]"], "lr must be a number, got [1, 2]"),
+        (["--set", "normalize_advantages=0"], "normalize_advantages must be True or False"),
+        (["--devices", "99"], "--devices 99: this host has"),
+        (["--algos", "MDPO,MDPO"], "--algos names MDPO more than once"),
+        (["--seed", "99999999999999999999"], "--seed must be an integer in [0, 2**32)"),
     ],
 )
 def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, args, message):
@@ -164,6 +175,19 @@ def test_a_diverged_run_is_never_shown_as_a_result(tmp_path, capsys):
     assert "MDPO-Lag (0/2 seeds; 2 diverged) | diverged: no seed left" in md and "**" not in md
     summary = json.loads((env_dir / "summary.json").read_text())
     assert summary["MDPO-Lag"]["seeds_used"] == 0 and "Return" not in summary["MDPO-Lag"]
+
+
+def test_one_diverged_seed_of_a_batch_is_found_and_the_others_kept():
+    import jax
+    import jax.numpy as jnp
+
+    from rcmdp_jax import make_train, preset
+    from rcmdp_jax.divergence import diverged_seeds
+
+    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=128, n_steps=16, minibatch_size=16, eval_episodes=2)
+    hp = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), cfg.hparams).replace(lr=jnp.array([3e-4, 1e30, 3e-4]))
+    result = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(jax.random.PRNGKey(0), 3), hp)
+    np.testing.assert_array_equal(diverged_seeds(result), [False, True, False])
 
 
 def test_a_partly_diverged_algorithm_is_summarised_over_its_other_seeds_and_never_marked():
@@ -209,6 +233,109 @@ def test_a_kernel_outside_the_box_is_refused(xi):
     cfg = preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)
     with pytest.raises(ValueError, match="xi"):
         make_train(cfg)(jax.random.PRNGKey(0), None, params.replace(xi=jnp.array(xi)))
+
+
+def test_an_output_folder_that_cannot_be_made_is_one_line(capsys):
+    assert runner.main(TINY + ["--out", "/proc/rcmdp-x"]) == 2
+    err = capsys.readouterr().err
+    assert "--out /proc/rcmdp-x: cannot create the run folder" in err and err.count("\n") == 1
+
+
+def test_bad_run_folders_are_one_line_errors(tmp_path, capsys):
+    import report
+
+    assert runner.main(["--eval-only", str(tmp_path / "nowhere")]) == 2
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "run.json").write_text('{"hello": 1}')
+    assert runner.main(["--eval-only", str(tmp_path / "foreign")]) == 2
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "run.json").write_text("{not json")
+    assert runner.main(["--resume", "--out", str(tmp_path / "broken")] + TINY[:2]) == 2
+    assert report.main([str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a run folder" in err and "not a run.json of this runner (missing" in err
+    assert "cannot read" in err and "not a readable run folder" in err
+    assert "Traceback" not in err
+
+
+def _copy(run, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(run, out)
+    return out
+
+
+def test_stale_results_are_never_served(full_run, tmp_path, capsys):
+    import report
+
+    out = _copy(full_run, tmp_path)
+    env_dir = out / "cartpole"
+    # eval-only with a checkpoint gone: non-zero, names it, and its stale row leaves the table
+    shutil.rmtree(env_dir / "PPO-Lag" / "checkpoint")
+    assert runner.main(["--eval-only", str(out)]) == 5
+    assert "no checkpoint for cartpole/PPO-Lag" in capsys.readouterr().err
+    assert "PPO-Lag" not in (env_dir / "summary.md").read_text()
+    # --eval-only cannot silently ignore another --n-test
+    assert runner.main(["--eval-only", str(out), "--n-test", "50"]) == 2
+    assert "--n-test" in capsys.readouterr().err
+    # report.py refuses when an algorithm's test results are missing, and rewrites nothing
+    before = (env_dir / "summary.md").read_text()
+    (env_dir / "MDPO-Lag" / "test_results.npz").unlink()
+    assert report.main([str(out)]) == 2
+    assert "no test results for cartpole/MDPO-Lag" in capsys.readouterr().err
+    assert (env_dir / "summary.md").read_text() == before
+
+
+def test_resume_names_the_option_that_differs(full_run, tmp_path, capsys):
+    out = _copy(full_run, tmp_path)
+    assert runner.main(TINY + ["--out", str(out), "--resume", "--seeds", "3"]) == 2
+    assert "the options differ from the run in" in capsys.readouterr().err
+    assert runner.main(TINY + ["--out", str(out), "--resume", "--set", "eta_lam=0.5"]) == 2
+    assert "(configs)" in capsys.readouterr().err
+
+
+def test_resume_with_a_damaged_checkpoint_retrains_only_that_family(full_run, tmp_path, capsys):
+    out = _copy(full_run, tmp_path)
+    env_dir = out / "cartpole"
+    # a checkpoint whose metadata file is missing (killed while saving) and whose results are gone
+    (env_dir / "PPO-Lag" / "checkpoint" / "_CHECKPOINT_METADATA").unlink()
+    (env_dir / "PPO-Lag" / "test_results.npz").unlink()
+    kept = (env_dir / "MDPO-Lag" / "train_metrics.npz").stat().st_mtime_ns
+    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert "incomplete checkpoint of PPO-Lag moved to" in capsys.readouterr().out
+    assert (env_dir / "PPO-Lag" / "checkpoint.damaged").is_dir()
+    assert (env_dir / "MDPO-Lag" / "train_metrics.npz").stat().st_mtime_ns == kept
+    _assert_same_run(full_run, out, ["PPO-Lag"])
+    # a truncated checkpoint (metadata there, data gone) with results missing: set aside, named
+    for f in (env_dir / "PPO-Lag" / "checkpoint").iterdir():
+        if f.name != "_CHECKPOINT_METADATA":
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+    (env_dir / "PPO-Lag" / "test_results.npz").unlink()
+    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 5
+    assert "damaged checkpoint" in capsys.readouterr().out
+    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0  # and the next resume retrains it
+    _assert_same_run(full_run, out, ["PPO-Lag"])
+
+
+def test_ctrl_c_is_a_short_message_without_traceback(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "interrupted"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    args = [a if a != "128" else "64000" for a in TINY]  # long enough to be interrupted while training
+    proc = subprocess.Popen(
+        [sys.executable, str(runner.__file__), *args, "--out", str(out), "--compile-cache", "off"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    for line in proc.stdout:
+        if "compiled in" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    t0 = time.perf_counter()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err and "Traceback" not in err
+    assert time.perf_counter() - t0 < 5.0
 
 
 def test_existing_output_folder_is_never_overwritten(tmp_path):

@@ -40,6 +40,17 @@ def exists(path: str | os.PathLike) -> bool:
     return path.is_dir() and (path / "_CHECKPOINT_METADATA").exists()
 
 
+def set_aside(path: str | os.PathLike) -> Path:
+    """Rename a damaged checkpoint folder to ``<path>.damaged[-N]`` (nothing is deleted);
+    return the new path."""
+    path = Path(path)
+    target, n = path.with_name(path.name + ".damaged"), 1
+    while target.exists():
+        target, n = path.with_name(f"{path.name}.damaged-{n}"), n + 1
+    path.rename(target)
+    return target
+
+
 def abstract_result(train, rngs: jax.Array) -> Any:
     """``jax.ShapeDtypeStruct`` tree of ``jax.vmap(train)(rngs)``."""
     return jax.eval_shape(jax.vmap(train), rngs)

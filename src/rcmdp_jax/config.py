@@ -198,10 +198,14 @@ class Config:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if not self.policy_hidden or any(int(h) < 1 for h in self.policy_hidden):
-            raise ValueError(f"policy_hidden must be positive layer widths, got {self.policy_hidden!r}")
-        if not self.critic_hidden or any(int(h) < 1 for h in self.critic_hidden):
-            raise ValueError(f"critic_hidden must be positive layer widths, got {self.critic_hidden!r}")
+        for f in ("policy_hidden", "critic_hidden"):
+            v = getattr(self, f)
+            if (not isinstance(v, tuple) or not v
+                    or any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in v)):  # fmt: skip
+                raise ValueError(f"{f} must be a tuple of positive integer layer widths, e.g. (128,), got {v!r}")
+        for f in ("dropout", "adam_eps", "max_grad_norm"):
+            if isinstance(getattr(self, f), bool) or not isinstance(getattr(self, f), (int, float)):
+                raise ValueError(f"{f} must be a number, got {getattr(self, f)!r}")
         if not isinstance(self.hparams, HParams):
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
@@ -219,6 +223,8 @@ def validate_hparams(hp: HParams) -> None:
 
     def check(field, ok, what):
         v = getattr(hp, field)
+        if isinstance(v, (bool, str, list, tuple, dict)) or v is None:
+            raise ValueError(f"{field} must be a number, got {v!r}")
         try:
             arr = np.asarray(v, dtype=float)
         except Exception:  # traced values: nothing to check here
