@@ -16,6 +16,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rcmdp_jax.config import (  # noqa: E402
@@ -168,19 +170,25 @@ def chunk_size(n_iter: int, target_chunks: int = 10) -> int:
 
 
 class Prepared:
-    """A family of algorithms (``rcmdp_jax.family``) compiled and ready to train,
-    built in a background thread. With ``--vmap`` all members x seeds run in one
-    vmapped program; with ``--no-vmap`` each algorithm and seed runs alone."""
+    """A family of algorithms (``rcmdp_jax.family``) compiled and ready to train. With
+    ``--vmap`` all members x seeds run in one vmapped program; with ``--no-vmap`` each
+    algorithm and seed runs alone.
 
-    def __init__(self, cfgs, keys, use_vmap: bool, mesh=None):
+    It is built in a background thread while the previous family trains, so building
+    only traces, lowers and compiles (from abstract shapes): it executes nothing and
+    moves no data. Running two programs on several XLA CPU devices from two threads
+    at once deadlocks jaxlib 0.10.2 (README, Known issues); ``start`` (main thread)
+    makes the arrays and the initial state."""
+
+    def __init__(self, cfgs, keys: np.ndarray, use_vmap: bool, mesh=None):
         import jax
-        import jax.numpy as jnp
 
         from rcmdp_jax import make_train
         from rcmdp_jax.family import make_family
-        from rcmdp_jax.sharding import batch_sharding, pad_leading, shard_batch
+        from rcmdp_jax.sharding import batch_sharding
 
         t0 = time.perf_counter()
+        keys = np.asarray(keys)
         self.cfgs, self.keys, self.use_vmap, self.mesh = cfgs, keys, use_vmap, mesh
         self.n_iter = cfgs[0].num_iterations
         self.chunk = chunk_size(self.n_iter)
@@ -188,44 +196,63 @@ class Prepared:
         # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
         split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}
 
-        def unsharded_init(init_fn):
-            """The initial state is computed on one device, then split across the mesh: a
-            sharded init program (orthogonal init = LAPACK QR) deadlocks XLA CPU when it
-            runs on several host devices at once (jaxlib 0.10.2; README, Known issues)."""
-            jitted = jax.jit(init_fn)
-            if mesh is None:
-                return jitted
-            return lambda k, m: jax.device_put(
-                jitted(pad_leading(k, mesh.size), None if m is None else pad_leading(m, mesh.size)), batch_sharding(mesh)
-            )
+        def spec(x, sharded: bool, padded: bool = True):
+            """Abstract value of a host array: with a mesh, its leading axis padded to the
+            mesh size, and split across the mesh when ``sharded``."""
+            if x is None:
+                return None
+            shape = x.shape
+            if mesh is None or not padded:
+                return jax.ShapeDtypeStruct(shape, x.dtype)
+            shape = (-(-shape[0] // mesh.size) * mesh.size,) + shape[1:]
+            return jax.ShapeDtypeStruct(shape, x.dtype, sharding=batch_sharding(mesh) if sharded else None)
 
-        if use_vmap and len(cfgs) > 1:
-            family = make_family(cfgs)
-            members = jnp.repeat(jnp.arange(len(cfgs)), n_seeds)
-            batch = (jnp.tile(keys, (len(cfgs), 1)), members)
-            self.init = unsharded_init(jax.vmap(family.init))
-            step = jax.jit(jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None)), **split)
-            self.batches = [batch]
-            self.step_members = shard_batch(members, mesh) if mesh is not None else members
-        elif use_vmap:
-            train = make_train(cfgs[0])
-            self.init = unsharded_init(jax.vmap(lambda k, m: train.init(k), in_axes=(0, None)))
-            step = jax.jit(jax.vmap(lambda s, m, start: train.run(s, None, start, chunk), in_axes=(0, None, None)), **split)
-            self.batches = [(keys, None)]
-            self.step_members = None
+        start_spec = jax.ShapeDtypeStruct((), np.int32)
+        if use_vmap:
+            if len(cfgs) > 1:
+                family = make_family(cfgs)
+                members = np.repeat(np.arange(len(cfgs), dtype=np.int32), n_seeds)
+                init_fn = jax.vmap(family.init)
+                step = jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None))
+            else:
+                train = make_train(cfgs[0])
+                members = None
+                init_fn = jax.vmap(lambda k, m: train.init(k), in_axes=(0, None))
+                step = jax.vmap(lambda s, m, start: train.run(s, None, start, chunk), in_axes=(0, None, None))
+            batch_keys = np.tile(keys, (len(cfgs), 1)) if members is not None else keys
+            self.batches = [(batch_keys, members)]
+            # the initial state is computed unsharded, then split across the mesh: a sharded
+            # init program (orthogonal init = LAPACK QR) also deadlocks XLA CPU on several devices
+            self.init = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False)).compile()
+            state = jax.eval_shape(init_fn, spec(batch_keys, False), spec(members, False))
+            if mesh is not None:
+                state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=batch_sharding(mesh)), state)
+            self.step = jax.jit(step, **split).lower(state, spec(members, True), start_spec).compile()
         else:  # a Python loop over algorithms and seeds; the step is compiled per algorithm
             trains = [make_train(c) for c in cfgs]
-            self.init = jax.jit(lambda k, m: trains[m].init(k), static_argnums=1)
-            steps = [jax.jit(lambda s, start, t=t: t.run(s, None, start, chunk)) for t in trains]
             self.batches = [(keys[i], m) for m in range(len(cfgs)) for i in range(n_seeds)]
-            self.step_members = None
-        self.state0 = self.init(*self.batches[0])
-        if use_vmap:
-            self.step = step.lower(self.state0, self.step_members, jnp.int32(0)).compile()
-        else:
-            compiled = [f.lower(self.init(keys[0], m), jnp.int32(0)).compile() for m, f in enumerate(steps)]
+            inits = [jax.jit(t.init).lower(spec(keys[0], False)).compile() for t in trains]
+            self.init = lambda k, m: inits[m](k)
+            compiled = [
+                jax.jit(lambda s, start, t=t: t.run(s, None, start, chunk))
+                .lower(jax.eval_shape(t.init, spec(keys[0], False)), start_spec).compile()
+                for t in trains
+            ]  # fmt: skip
             self.step = lambda state, m, start: compiled[m](state, start)
         self.compile_s = time.perf_counter() - t0
+
+    def start(self, keys, members):
+        """(main thread) The initial state of one batch and the members argument of the step."""
+        import jax
+
+        from rcmdp_jax.sharding import batch_sharding, pad_leading
+
+        if not self.use_vmap or self.mesh is None:
+            return self.init(keys, members), members
+        pad = lambda x: None if x is None else pad_leading(x, self.mesh.size)  # noqa: E731
+        state = jax.device_put(self.init(pad(keys), pad(members)), batch_sharding(self.mesh))
+        placed = None if members is None else jax.device_put(pad(members), batch_sharding(self.mesh))
+        return state, placed
 
 
 def train_prepared(prep: Prepared, label: str):
@@ -243,10 +270,8 @@ def train_prepared(prep: Prepared, label: str):
     results, t_train = [], time.perf_counter()
     total_chunks = n_iter // chunk * len(prep.batches)
     done, next_report = 0, 0.0
-    for b, (keys, members) in enumerate(prep.batches):
-        state = prep.state0 if b == 0 else prep.init(keys, members)
-        if prep.use_vmap:
-            members = prep.step_members
+    for keys, members in prep.batches:
+        state, members = prep.start(keys, members)
         chunks = []
         for start in range(0, n_iter, chunk):
             state, metrics = prep.step(state, members, jnp.int32(start))
@@ -287,7 +312,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
 
     all_keys = jax.random.split(jax.random.PRNGKey(plan["seed"]), plan["seeds"])
     block = process_block(plan["seeds"])  # this process's seeds (all of them on one host)
-    keys = all_keys[block]
+    keys = np.asarray(all_keys[block])  # host data: the background compile thread must not touch devices
     writer = jax.process_index() == 0
 
     def local(result):
