@@ -1,15 +1,19 @@
 """Test-session settings.
 
 Tests check numbers, not speed: XLA's backend optimisation level 0 roughly halves
-compile time on the CPU, and compile time dominates this suite. Set before JAX
-is imported; an explicit XLA_FLAGS from the environment is kept.
+compile time on the CPU, and compile time dominates this suite. It is added to any
+``XLA_FLAGS`` the environment already has (unless that sets a level itself), before
+JAX is imported. ``test_portability.py`` runs a smoke test at the default level, the
+one users run.
 """
 
 import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+_flags = os.environ.get("XLA_FLAGS", "")
+if "xla_backend_optimization_level" not in _flags:
+    os.environ["XLA_FLAGS"] = (_flags + " --xla_backend_optimization_level=0").strip()
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
