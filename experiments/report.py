@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax import stats
+from rcmdp_jax.divergence import nonfinite_episodes
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
 
@@ -179,6 +180,7 @@ def load_env_results(
         if (d / "test_results.npz").exists():
             z = np.load(d / "test_results.npz")
             keep = ~z["diverged"] if "diverged" in z else np.ones(z["V"].shape[0], bool)
+            keep &= ~nonfinite_episodes(z["V"], z["C"])  # also for results written before the flag
             results[algo] = (z["V"][keep], z["C"][keep]) if keep.any() else None
             levels = z["levels"]
             if bounds is not None and keep.any():

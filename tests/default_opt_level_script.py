@@ -16,7 +16,7 @@ from rcmdp_jax import make_train, preset  # noqa: E402
 from rcmdp_jax.train import build_networks  # noqa: E402
 
 keys = jax.random.split(jax.random.PRNGKey(0), 2)
-for algo in ("MDPO-Robust-Lag", "PPO-Lag", "RMCPMD-Lag"):
+for algo in ("MDPO-Robust-Lag", "RMCPMD-Lag"):
     small = {} if "MCPMD" in algo else dict(n_steps=16, minibatch_size=16, epochs=2)
     cfg = preset("inventory", algo, total_timesteps=3 * 80, ltma_iterations=2, eval_episodes=2, **small)
     result = jax.jit(jax.vmap(make_train(cfg)))(keys)

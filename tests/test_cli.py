@@ -38,6 +38,13 @@ def test_end_to_end_artifacts_and_table(full_run, capsys):
     env_dir = out / "cartpole"
     for name in ("summary.md", "summary.tex", "summary.json", "test_return.png", "test_cost_1.png", "train_curves.png"):
         assert (env_dir / name).stat().st_size > 0, name
+    import matplotlib.image
+
+    for name, size in (("test_return.png", (440, 660)), ("train_curves.png", (770, 1100))):
+        img = matplotlib.image.imread(env_dir / name)
+        assert img.shape[:2] == size, (name, img.shape)
+        # not blank: the curves put many distinct colours on the white canvas
+        assert len(np.unique(img.reshape(-1, img.shape[-1])[:, :3], axis=0)) > 50, name
     summary = json.loads((env_dir / "summary.json").read_text())
     md = (env_dir / "summary.md").read_text()
     tex = (env_dir / "summary.tex").read_text()
@@ -291,6 +298,35 @@ def test_stale_results_are_never_served(full_run, tmp_path, capsys):
     assert report.main([str(out)]) == 2
     assert "no test results for cartpole/MDPO-Lag" in capsys.readouterr().err
     assert (env_dir / "summary.md").read_text() == before
+
+
+def test_report_on_results_with_nan_says_so_instead_of_nan(full_run, tmp_path, capsys):
+    import report
+
+    out = _copy(full_run, tmp_path)
+    path = out / "cartpole" / "PPO-Lag" / "test_results.npz"
+    z = dict(np.load(path))
+    z.pop("diverged")  # as written by an older runner, without the flag
+    z["V"][1, 3, 2, 0] = np.nan
+    np.savez_compressed(path, **z)
+    assert report.main([str(out)]) == 0
+    md = (out / "cartpole" / "summary.md").read_text()
+    assert "nan" not in md and "PPO-Lag (1/2 seeds; 1 diverged)" in md
+
+
+def test_the_schedules_study_writes_one_table(tmp_path):
+    out = tmp_path / "schedules"
+    args = ["--schedules", "--env", "inventory", "--seeds", "1", "--steps", "64", "--n-test", "1",
+            "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
+            "--set", "eval_episodes=2", "--out", str(out)]  # fmt: skip
+    assert runner.main(args) == 0
+    md = (out / "inventory" / "summary.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| MDPO-Robust")]
+    assert len(rows) == 21 and rows[0].startswith("| MDPO-Robust:fixed |")
+    assert "| MDPO-Robust-Augmented-Lag:restart-batch |" in md
+    assert (out / "inventory" / "test_return.png").stat().st_size > 0
+    timing = json.loads((out / "inventory" / "MDPO-Robust:fixed" / "timing.json").read_text())
+    assert len(timing["family"]) == 21  # every variant in one compiled program
 
 
 def test_resume_names_the_option_that_differs(full_run, tmp_path, capsys):

