@@ -54,6 +54,9 @@ def test_cartpole_matches_numpy_reference():
 @pytest.mark.parametrize("name", envs.ENV_NAMES)
 def test_step_samples_from_the_kernel_distribution(name):
     env, params = envs.make(name)
+    # a kernel away from the nominal one, so that xi's part in the kernel shows
+    signs = np.where(np.arange(np.size(params.xi)) % 2 == 0, 1.0, -1.0).reshape(np.shape(params.xi))
+    params = params.replace(xi=params.xi_c + 0.7 * params.kappa * signs)
     _, state = env.reset(jax.random.PRNGKey(0), params)
     state = state.replace(s=state.s + 0.3)
     action = jnp.array([0.4, -0.2, 0.9]) if name == "inventory3d" else jnp.array(1)
