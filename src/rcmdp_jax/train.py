@@ -157,8 +157,7 @@ def make_train(config: Config):
             episode_costs=disc @ episode.costs,
             episodes_completed=jnp.float32(1.0),
         )
-        alpha = schedules.alpha_value(variant.schedule.kind, state.schedule, hp.alpha, hp.alpha_decay, 1)
-        upd = upd | {"alpha": alpha}
+        upd = upd | {"alpha": jnp.asarray(hp.alpha, jnp.float32)}  # REINFORCE has no KL penalty: reported as set
         return state.replace(params=params, opt_state=opt_state), episode.alive.sum(), ep_metrics | upd
 
     def iteration(state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
