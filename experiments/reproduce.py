@@ -90,7 +90,8 @@ def run_all(out: Path, seeds: int, schedules: bool, extra: list[str]) -> int:
 
 def _table(md_path: Path) -> str:
     text = md_path.read_text()
-    return text.split("\n", 2)[2].strip() if text.startswith("#") else text.strip()
+    text = text.split("\n", 2)[2].strip() if text.startswith("#") else text.strip()
+    return text.replace("\n## ", "\n#### ")  # the summary's own sections sit under the setting's
 
 
 def write_report(out: Path, docs: Path, schedules: bool) -> Path:
@@ -130,7 +131,8 @@ def write_report(out: Path, docs: Path, schedules: bool) -> Path:
         "the findings are written by hand from the same run).\n",
         "Tables: mean ± standard error across test environments (min in brackets), **bold** = best "
         "or within one pooled SE of it (SPEC §4).\n",
-        f"Total wall time: {sum(timings.values()) / 60:.1f} min on the machine named in the findings.\n",
+        f"Total wall time of the settings' runs: {sum(timings.values()) / 60:.1f} min on the machine "
+        "named in the findings.\n",
         "## Verdicts on the study's claims\n",
         verdict_table(summaries),
     ]
