@@ -135,9 +135,9 @@ def build_plan(args) -> dict:
     overrides = parse_sets(args.sets)
     if args.steps is not None:
         overrides["total_timesteps"] = args.steps
-    configs = {}
+    configs, will_run = {}, {}
     for e in envs_:
-        configs[e] = {}
+        configs[e], will_run[e] = {}, {}
         for a in algos:
             try:
                 cfg = preset(e, a, args.budget, **overrides)
@@ -147,6 +147,10 @@ def build_plan(args) -> dict:
                 print(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
                       f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps", file=sys.stderr)  # fmt: skip
             configs[e][a] = config_to_dict(cfg)
+            # what will run, recorded in run.json: MCPMD stops once its episodes have spent the budget
+            will_run[e][a] = {"iterations": cfg.num_iterations,
+                              "policy_steps": args.steps if cfg.episodic and args.steps else
+                              (cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size)}  # fmt: skip
     return {
         "envs": envs_,
         "algos": algos,
@@ -156,6 +160,7 @@ def build_plan(args) -> dict:
         "n_test": args.n_test,
         "devices": args.devices,
         "configs": configs,
+        "will_run": will_run,
     }
 
 

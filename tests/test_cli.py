@@ -35,6 +35,8 @@ def test_end_to_end_artifacts_and_table(full_run, capsys):
     out = full_run
     meta = json.loads((out / "run.json").read_text())
     assert meta["algos"] == ALGOS.split(",") and meta["seeds"] == 2
+    # --steps 128 with 4 x 16-step batches: exactly 2 iterations, recorded
+    assert meta["will_run"]["cartpole"]["PPO-Lag"] == {"iterations": 2, "policy_steps": 128}
     env_dir = out / "cartpole"
     for name in ("summary.md", "summary.tex", "summary.json", "test_return.png", "test_cost_1.png", "train_curves.png"):
         assert (env_dir / name).stat().st_size > 0, name
