@@ -148,9 +148,8 @@ def build_plan(args) -> dict:
                       f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps", file=sys.stderr)  # fmt: skip
             configs[e][a] = config_to_dict(cfg)
             # what will run, recorded in run.json: MCPMD stops once its episodes have spent the budget
-            will_run[e][a] = {"iterations": cfg.num_iterations,
-                              "policy_steps": args.steps if cfg.episodic and args.steps else
-                              (cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size)}  # fmt: skip
+            steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
+            will_run[e][a] = {"iterations": cfg.num_iterations, "policy_steps": steps}
     return {
         "envs": envs_,
         "algos": algos,

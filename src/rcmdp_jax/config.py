@@ -196,16 +196,13 @@ class Config:
                 f"minibatch_size={self.minibatch_size} must divide the batch "
                 f"n_envs*n_steps={self.batch_size}"
             )
-        if not 0.0 <= self.dropout < 1.0:
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         for f in ("policy_hidden", "critic_hidden"):
             v = getattr(self, f)
             if (not isinstance(v, tuple) or not v
                     or any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in v)):  # fmt: skip
                 raise ValueError(f"{f} must be a tuple of positive integer layer widths, e.g. (128,), got {v!r}")
-        for f in ("dropout", "adam_eps", "max_grad_norm"):
-            if isinstance(getattr(self, f), bool) or not isinstance(getattr(self, f), (int, float)):
-                raise ValueError(f"{f} must be a number, got {getattr(self, f)!r}")
         if not isinstance(self.hparams, HParams):
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
