@@ -29,7 +29,8 @@ def diverged_seeds(result) -> np.ndarray:
     ok = _all_finite_per_seed((state.params, state.opt_state, state.dual, state.env_params.xi), n)
     active = np.asarray(result.metrics["active"]) > 0 if "active" in result.metrics else None
     for key in CHECKED_METRICS:
-        x = np.asarray(result.metrics[key]).reshape(n, np.asarray(result.metrics[key]).shape[1], -1)
+        x = np.asarray(result.metrics[key])
+        x = x.reshape(n, x.shape[1], -1)
         finite = np.isfinite(x).all(axis=2)
         if active is not None:
             finite |= ~active
