@@ -11,7 +11,9 @@ import ast
 import datetime as _dt
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -537,12 +539,21 @@ def main(argv=None) -> int:
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
           f"({'vmapped' if plan['vmap'] else 'loop over seeds'}{where}) -> {out}", flush=True)  # fmt: skip
-    try:
-        return run(plan, out, args.resume, bool(args.eval_only), args.stop_after, mesh)
-    except KeyboardInterrupt:
+    def interrupted(*_):
         print(f"\ninterrupted: finished algorithms are saved; continue with --resume --out {out}", file=sys.stderr)
         sys.stderr.flush()
         os._exit(130)  # now: don't wait for a background compile
+
+    # a handler rather than ``except KeyboardInterrupt``: a library that catches the
+    # exception (or checks signals inside a long XLA call) cannot swallow Ctrl-C
+    previous = signal.signal(signal.SIGINT, interrupted) if threading.current_thread() is threading.main_thread() else None
+    try:
+        return run(plan, out, args.resume, bool(args.eval_only), args.stop_after, mesh)
+    except KeyboardInterrupt:
+        interrupted()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

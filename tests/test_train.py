@@ -1,5 +1,7 @@
 """make_train: learning, constraints, the adversary, schedules, vmap semantics, presets."""
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -253,6 +255,7 @@ def test_every_preset_compiles_and_runs_without_nans(env_name):
 
     configs = {a: tiny(env_name, a) for a in ALGORITHMS}
     assert all(preset(env_name, a).name == a for a in ALGORITHMS)
+    pinned = {}
     for names in group(configs):
         family = make_family([configs[a] for a in names])
         result = jax.jit(jax.vmap(family, in_axes=(None, 0)))(SEEDS[0], jnp.arange(len(names)))
@@ -267,6 +270,46 @@ def test_every_preset_compiles_and_runs_without_nans(env_name):
             assert evaluated[0] and np.all(evaluated <= active), (env_name, algo)
             params = jax.tree.map(lambda x, i=i: x[i], result.state.params)
             assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params)), (env_name, algo)
+            pinned[algo] = golden_summary(m, params)
+    check_golden(env_name, pinned)
+
+
+GOLDEN = Path(__file__).with_name("golden") / "presets.json"
+GOLDEN_METRICS = ("lam", "lam_tilde", "c_hat", "xi", "policy_loss", "critic_loss", "approx_kl", "alpha",
+                  "eval_return", "policy_steps", "dual_steps", "ltma_steps", "dual_updates")  # fmt: skip
+
+
+def golden_summary(m: dict, params) -> dict:
+    """What the golden file pins of one member's short run: the listed metrics of every
+    iteration and the L1 norm of each parameter array."""
+    out = {k: np.asarray(m[k], np.float64).tolist() for k in GOLDEN_METRICS}
+    out["param_l1"] = [float(np.abs(np.asarray(x, np.float64)).sum()) for x in jax.tree.leaves(params)]
+    return out
+
+
+def check_golden(env_name: str, pinned: dict) -> None:
+    """Compare with ``golden/presets.json``: numbers of the code before the architecture
+    redesign (issue 10), pinned so that a refactor that moves any algorithm's numbers
+    beyond float rounding fails. ``RCMDP_WRITE_GOLDEN=1`` rewrites this domain's entry
+    (only for a deliberate change of the method, said in the commit)."""
+    import json
+    import os
+
+    table = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    if os.environ.get("RCMDP_WRITE_GOLDEN") == "1":
+        table[env_name] = pinned
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(table, indent=1, sort_keys=True, allow_nan=True))
+        return
+    assert env_name in table, f"no golden numbers for {env_name}: run once with RCMDP_WRITE_GOLDEN=1"
+    assert sorted(table[env_name]) == sorted(pinned)
+    for algo, want in table[env_name].items():
+        for key, value in want.items():
+            got = pinned[algo][key]
+            np.testing.assert_allclose(
+                np.asarray(got, np.float64), np.asarray(value, np.float64), rtol=2e-4, atol=2e-5,
+                err_msg=f"{env_name} {algo} {key}",
+            )  # fmt: skip
 
 
 def test_presets_follow_the_spec_table():
