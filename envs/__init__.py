@@ -1,8 +1,8 @@
 """Robust-constrained environments with differentiable parametric kernels (gymnax API)."""
 
-from envs.base import RobustEnvironment, RobustState
-from envs.cartpole import CartPole, CartPoleParams
-from envs.inventory import (
+from rcmdp_jax.envs.base import RobustEnvironment, RobustState
+from rcmdp_jax.envs.cartpole import CartPole, CartPoleParams
+from rcmdp_jax.envs.inventory import (
     Inventory3DParams,
     InventoryManagement,
     InventoryManagement3D,

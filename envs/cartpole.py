@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from envs.base import RobustEnvironment
+from rcmdp_jax.envs.base import RobustEnvironment
 
 
 @struct.dataclass

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from envs.base import RobustEnvironment
+from rcmdp_jax.envs.base import RobustEnvironment
 
 K_FEATURE = 1.0 / math.sqrt(8.0 * math.pi)
 

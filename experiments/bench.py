@@ -129,6 +129,9 @@ def main(argv=None) -> int:
     p.add_argument("--skip-sb3", action="store_true")
     p.add_argument("--json", default="bench_results/bench.json")
     args = p.parse_args(argv)
+    from rcmdp_jax import cpu_prng
+
+    cpu_prng.apply_default()  # as the runner does
     seeds = args.seeds or ("1,10,100" if jax.default_backend() == "cpu" else "1,10,100,1000,4096")
     report: dict = {"machine": machine(), "train": [], "sweep": None, "sb3": None, "ratios": {}}
     for algo in ("MDPO-Robust-Lag", "PPO-Lag"):

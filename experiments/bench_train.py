@@ -90,6 +90,8 @@ def bench_train(env: str, algo: str, n_seeds: int, repeats: int = 3, steps: int 
         keys = shard_batch(keys, local_mesh(devices))
     if rolled_threefry:
         cpu_prng.use_rolled_threefry()
+    else:
+        cpu_prng.apply_default()
     try:
         t0 = time.perf_counter()
         compiled = jax.jit(jax.vmap(lambda k: make_train(cfg)(k))).lower(keys).compile()
@@ -98,7 +100,7 @@ def bench_train(env: str, algo: str, n_seeds: int, repeats: int = 3, steps: int 
         cpu_prng.apply_default()
     result, wall, times = _time(compiled, (keys,), repeats)
     row = _row(env, algo, n_seeds, cfg, compile_s, wall, times, result, compiled)
-    row["threefry"] = "rolled (JAX default)" if rolled_threefry else "unrolled (rcmdp_jax default)"
+    row["threefry"] = "rolled (JAX default)" if rolled_threefry else "unrolled (the runner's default)"
     row["devices"] = devices
     return row
 
@@ -183,6 +185,9 @@ def main(argv=None) -> int:
 
         if not split_cpu(args.cpu_devices) and len(jax.devices()) < args.cpu_devices:
             raise SystemExit(f"--cpu-devices {args.cpu_devices}: JAX already started with {len(jax.devices())}")
+    from rcmdp_jax import cpu_prng
+
+    cpu_prng.apply_default()  # as the runner does
     rows, sweep = [], None
     if args.sweep:
         sweep = bench_sweep(args.algo, 10, args.repeats, devices=args.cpu_devices)

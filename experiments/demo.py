@@ -3,7 +3,7 @@
 import jax
 import jax.numpy as jnp
 
-import envs
+from rcmdp_jax import envs
 
 
 def rollout(name: str, n_episodes: int = 8, seed: int = 0):

@@ -238,7 +238,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
 
 
 def main(argv=None) -> int:
-    import envs
+    from rcmdp_jax import envs
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:

@@ -310,7 +310,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
     import numpy as np
     from report import write_env_report
 
-    import envs
+    from rcmdp_jax import envs
     from rcmdp_jax import checkpoint, family, make_train
     from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
     from rcmdp_jax.evaluate import make_eval
@@ -530,6 +530,9 @@ def main(argv=None) -> int:
     except UsageError as err:
         print(f"run.py: error: {err}", file=sys.stderr)
         return 2
+    from rcmdp_jax import cpu_prng
+
+    cpu_prng.apply_default()  # same random bits, faster CPU code (rcmdp_jax.cpu_prng)
     if args.compile_cache != "off":
         import jax
 

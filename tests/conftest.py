@@ -16,5 +16,9 @@ if "xla_backend_optimization_level" not in _flags:
     os.environ["XLA_FLAGS"] = (_flags + " --xla_backend_optimization_level=0").strip()
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+from rcmdp_jax import cpu_prng  # noqa: E402  (after XLA_FLAGS; imports no JAX)
+
+cpu_prng.apply_default()  # the lowering the runner uses (``import rcmdp_jax`` alone changes nothing)
+
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 sys.path.insert(0, str(EXPERIMENTS))

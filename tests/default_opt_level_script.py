@@ -11,7 +11,7 @@ import numpy as np
 
 assert "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")
 
-import envs  # noqa: E402
+from rcmdp_jax import envs  # noqa: E402
 from rcmdp_jax import make_train, preset  # noqa: E402
 from rcmdp_jax.train import build_networks  # noqa: E402
 

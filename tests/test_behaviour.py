@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
+from rcmdp_jax import envs
 from rcmdp_jax import make_train, preset
 from rcmdp_jax.ltma import ltma_direction
 from rcmdp_jax.networks import Actor

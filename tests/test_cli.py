@@ -249,7 +249,7 @@ def test_a_kernel_outside_the_box_is_refused(xi):
     import jax
     import jax.numpy as jnp
 
-    import envs
+    from rcmdp_jax import envs
     from rcmdp_jax import make_train, preset
 
     _, params = envs.make("cartpole")

@@ -4,7 +4,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import rcmdp_jax  # noqa: F401  (applies the default lowering)
 from rcmdp_jax import cpu_prng
 
 

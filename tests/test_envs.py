@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
+from rcmdp_jax import envs
 
 K = 1.0 / math.sqrt(8.0 * math.pi)
 

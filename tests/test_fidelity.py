@@ -10,7 +10,7 @@ import numpy as np
 import optax
 import pytest
 
-import envs
+from rcmdp_jax import envs
 from rcmdp_jax import lagrange, make_train, preset
 from rcmdp_jax.learners import make_optimizer, normalise_episode, reinforce_loss
 from rcmdp_jax.rollout import collect_episode

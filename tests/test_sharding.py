@@ -53,7 +53,7 @@ def test_split_cpu_exposes_the_host_as_several_devices_before_jax_starts():
         from rcmdp_jax import sharding            # imports nothing that starts JAX
         assert sharding.split_cpu(3)
         import jax, jax.numpy as jnp
-        import envs                               # gymnax starts the backends
+        from rcmdp_jax import envs                               # gymnax starts the backends
         assert jax.device_count() == 3, jax.devices()
         assert not sharding.split_cpu(2)          # too late now: refused, not an error
         mesh = sharding.setup_devices("auto")

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
+from rcmdp_jax import envs
 from rcmdp_jax import ALGORITHMS, HParams, make_train, preset
 from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.rollout import episode_values, run_episodes

@@ -2,14 +2,12 @@
 
 The public names are imported lazily, so ``import rcmdp_jax.sharding`` can split
 the CPU into devices (``sharding.split_cpu``) before anything starts JAX's
-backends (importing gymnax does).
+backends (importing gymnax does). Importing the package changes nothing global:
+the faster CPU lowering of JAX's random numbers is a switch
+(``rcmdp_jax.cpu_prng.use_unrolled_threefry()``) that the runner turns on.
 """
 
 from importlib import import_module
-
-from rcmdp_jax import cpu_prng
-
-cpu_prng.apply_default()  # same random bits, faster CPU code (see cpu_prng)
 
 _PUBLIC = {
     "ALGORITHMS": "rcmdp_jax.config",

@@ -110,7 +110,7 @@ class Config:
         MCPMD (one whole episode an iteration, SPEC §2b): enough iteration slots for the
         shortest possible episodes; the slots past the step budget do nothing."""
         if self.episodic:
-            import envs  # lazily: the package must not start JAX at import
+            from rcmdp_jax import envs  # lazily: the package must not start JAX at import
 
             slots = math.ceil(self.total_timesteps / envs.REGISTRY[self.env].min_episode_length)
             return slots if slots <= 100 else 100 * math.ceil(slots / 100)  # chunks evenly for the runner

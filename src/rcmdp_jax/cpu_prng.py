@@ -12,9 +12,12 @@ straight-line lowering (``experiments/bench_train.py``, README).
 CPU platform. It is the identical algorithm on uint32 words, so every key and
 every random number is bit-for-bit the same (``tests/test_cpu_prng.py``
 checks this against the rolled lowering). It affects functions compiled after
-the call, in this process. ``rcmdp_jax`` calls it on import unless the
-environment variable ``RCMDP_JAX_ROLLED_THREEFRY=1`` is set; if a future JAX
-moves these private names, it does nothing and says so in its return value.
+the call, in this process, and it is a switch the caller turns on:
+``import rcmdp_jax`` changes nothing global. The runner (``python
+experiments/run.py``) and the benchmarks call ``apply_default()``; API users
+who want the faster CPU code call ``rcmdp_jax.cpu_prng.use_unrolled_threefry()``
+once before compiling (README). If a future JAX moves these private names, it
+does nothing and says so in its return value.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ def use_rolled_threefry() -> bool:
 
 
 def apply_default() -> bool:
-    """What ``import rcmdp_jax`` does: unrolled unless ``RCMDP_JAX_ROLLED_THREEFRY=1``."""
+    """What the runner and the benchmarks do at start: unrolled unless the environment
+    sets ``RCMDP_JAX_ROLLED_THREEFRY=1``; ``True`` if the unrolled lowering took effect."""
     if os.environ.get("RCMDP_JAX_ROLLED_THREEFRY", "0") == "1":
         return False
     return use_unrolled_threefry()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-import envs
+from rcmdp_jax import envs
 from rcmdp_jax.config import Config
 from rcmdp_jax.rollout import episode_values, make_policy
 from rcmdp_jax.train import build_networks

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-import envs
+from rcmdp_jax import envs
 from rcmdp_jax import lagrange, schedules
 from rcmdp_jax.advantages import discounted_returns, gae
 from rcmdp_jax.config import Config, HParams, validate_hparams
