@@ -53,18 +53,14 @@ class RobustEnvironment(environment.Environment):
     action_dim: int = 2
 
     # ------------------------------------------------------------------ model
-    def next_state_distribution(
-        self, params: Any, s: jax.Array, action: jax.Array
-    ) -> distrax.Distribution:
+    def next_state_distribution(self, params: Any, s: jax.Array, action: jax.Array) -> distrax.Distribution:
         """Distribution of the next state vector; event shape ``(state_dim,)``."""
         raise NotImplementedError
 
     def reward(self, params: Any, s: jax.Array, action: jax.Array, s_next: jax.Array) -> jax.Array:
         raise NotImplementedError
 
-    def constraint_costs(
-        self, params: Any, s: jax.Array, action: jax.Array, s_next: jax.Array
-    ) -> jax.Array:
+    def constraint_costs(self, params: Any, s: jax.Array, action: jax.Array, s_next: jax.Array) -> jax.Array:
         """Constraint-costs ``c(s, a)`` of shape ``(m,)``; a constraint holds when its
         discounted sum is <= 0."""
         raise NotImplementedError
@@ -145,7 +141,7 @@ class RobustEnvironment(environment.Environment):
         want = tuple(np.shape(self.default_params.xi_c))
         for field in ("xi", "xi_c", "kappa"):
             shape = tuple(np.shape(getattr(params, field)))
-            if shape[len(shape) - len(want):] != want or len(shape) < len(want):
+            if shape[len(shape) - len(want) :] != want or len(shape) < len(want):
                 raise ValueError(
                     f"{self.name}: EnvParams.{field} has shape {shape}; expected {want} "
                     f"(optionally with leading batch axes)"
@@ -187,11 +183,7 @@ class RobustEnvironment(environment.Environment):
         dirs = jnp.asarray(self.sign_directions())
         shape = jnp.shape(params.xi_c)
         d = dirs.reshape((dirs.shape[0],) + shape)
-        xi = params.xi_c + (levels**2)[:, None].reshape((-1, 1) + (1,) * len(shape)) * (
-            params.kappa * d
-        )[None]
+        xi = params.xi_c + (levels**2)[:, None].reshape((-1, 1) + (1,) * len(shape)) * (params.kappa * d)[None]
         n_l, n_d = levels.shape[0], dirs.shape[0]
-        batched = jax.tree.map(
-            lambda leaf: jnp.broadcast_to(jnp.asarray(leaf), (n_l, n_d) + jnp.shape(leaf)), params
-        )
+        batched = jax.tree.map(lambda leaf: jnp.broadcast_to(jnp.asarray(leaf), (n_l, n_d) + jnp.shape(leaf)), params)
         return batched.replace(xi=xi)

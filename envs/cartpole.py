@@ -12,7 +12,6 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
-
 from rcmdp_jax.envs.base import RobustEnvironment
 
 
@@ -20,9 +19,7 @@ from rcmdp_jax.envs.base import RobustEnvironment
 class CartPoleParams(environment.EnvParams):
     xi: jax.Array = struct.field(default_factory=lambda: jnp.ones(4))
     xi_c: jax.Array = struct.field(default_factory=lambda: jnp.ones(4))
-    kappa: jax.Array = struct.field(
-        default_factory=lambda: jnp.array([0.005, 0.05, 0.005, 0.05])
-    )
+    kappa: jax.Array = struct.field(default_factory=lambda: jnp.array([0.005, 0.05, 0.005, 0.05]))
     sigma2: float = 1e-7
     gravity: float = 9.8
     masscart: float = 1.0

@@ -22,7 +22,6 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
-
 from rcmdp_jax.envs.base import RobustEnvironment
 
 K_FEATURE = 1.0 / math.sqrt(8.0 * math.pi)
@@ -39,9 +38,7 @@ class InventoryParams(environment.EnvParams):
     xi: jax.Array = struct.field(default_factory=lambda: jnp.array([-2.0, 3.5]))
     xi_c: jax.Array = struct.field(default_factory=lambda: jnp.array([-2.0, 3.5]))
     kappa: jax.Array = struct.field(default_factory=lambda: jnp.array([15.0, 15.0]))
-    action_values: jax.Array = struct.field(
-        default_factory=lambda: jnp.array([-8.0, -4.0, 3.0, 6.0])
-    )
+    action_values: jax.Array = struct.field(default_factory=lambda: jnp.array([-8.0, -4.0, 3.0, 6.0]))
     centres: jax.Array = struct.field(default_factory=lambda: jnp.array([[-4.0, 5.0], [-2.0, 8.0]]))
     sigmas: jax.Array = struct.field(default_factory=lambda: jnp.array([10.0, 5.0]))
     noise_std: float = 1.0
@@ -107,17 +104,11 @@ class InventoryManagement(RobustEnvironment):
 
 @struct.dataclass
 class Inventory3DParams(environment.EnvParams):
-    xi: jax.Array = struct.field(
-        default_factory=lambda: jnp.array([[-2.0, 2.5], [-1.8, 1.5], [-1.5, 2.0]])
-    )
-    xi_c: jax.Array = struct.field(
-        default_factory=lambda: jnp.array([[-2.0, 2.5], [-1.8, 1.5], [-1.5, 2.0]])
-    )
+    xi: jax.Array = struct.field(default_factory=lambda: jnp.array([[-2.0, 2.5], [-1.8, 1.5], [-1.5, 2.0]]))
+    xi_c: jax.Array = struct.field(default_factory=lambda: jnp.array([[-2.0, 2.5], [-1.8, 1.5], [-1.5, 2.0]]))
     kappa: jax.Array = struct.field(default_factory=lambda: jnp.full((3, 2), 0.5))
     centres: jax.Array = struct.field(
-        default_factory=lambda: jnp.array(
-            [[-3.0, -2.5, -3.5, 5.0, 2.0, 4.5], [-6.0, -2.8, -4.0, 8.0, 2.0, 2.5]]
-        )
+        default_factory=lambda: jnp.array([[-3.0, -2.5, -3.5, 5.0, 2.0, 4.5], [-6.0, -2.8, -4.0, 8.0, 2.0, 2.5]])
     )
     sigmas: jax.Array = struct.field(default_factory=lambda: jnp.array([4.0, 4.5]))
     action_low: float = -1.0

@@ -177,8 +177,12 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=None, help="policy steps per seed (default: short budget)")
     p.add_argument("--json", default="bench_results/bench_train.json")
     p.add_argument("--sweep", action="store_true", help="also time the CartPole robustness sweep (10 seeds)")
-    p.add_argument("--cpu-devices", type=int, default=1,
-                   help="split the CPU into N XLA devices and shard the seeds over them (default 1)")
+    p.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=1,
+        help="split the CPU into N XLA devices and shard the seeds over them (default 1)",
+    )
     args = p.parse_args(argv)
     if args.cpu_devices > 1:
         from rcmdp_jax.sharding import split_cpu

@@ -44,7 +44,10 @@ def top(metric: str, algo: str, stat: str = "mean"):
     def check(s):
         order = _rank(s, metric, stat)
         ok = s[algo][metric]["marked"] if stat == "mean" else algo in _ties_best(s, metric, stat)
-        return ok, f"{stat} {metric}: {algo} {_v(s, algo, metric, stat):.1f}, best {order[0]} {_v(s, order[0], metric, stat):.1f}"
+        return (
+            ok,
+            f"{stat} {metric}: {algo} {_v(s, algo, metric, stat):.1f}, best {order[0]} {_v(s, order[0], metric, stat):.1f}",
+        )
 
     return f"{algo} top on {stat} {metric}", check
 
@@ -54,7 +57,9 @@ def best_among(metric: str, stat: str, family: list[str], what: str):
 
     def check(s):
         best = _ties_best(s, metric, stat)
-        return any(a in family for a in best), f"{stat} {metric}: best {', '.join(best)} {_v(s, best[0], metric, stat):.1f}"
+        return any(
+            a in family for a in best
+        ), f"{stat} {metric}: best {', '.join(best)} {_v(s, best[0], metric, stat):.1f}"
 
     return f"best {stat} {metric} is {what}", check
 
@@ -74,13 +79,16 @@ def worst_of(metric: str, algo: str, among: list[str]):
     def check(s):
         others = [a for a in among if a in s and a != algo]
         ok = all(_v(s, algo, metric) < _v(s, a, metric) for a in others)
-        return ok, f"mean {metric}: {algo} {_v(s, algo, metric):.1f}, lowest of the others {min(_v(s, a, metric) for a in others):.1f}"
+        return (
+            ok,
+            f"mean {metric}: {algo} {_v(s, algo, metric):.1f}, lowest of the others {min(_v(s, a, metric) for a in others):.1f}",
+        )
 
     return f"{algo} the worst of them on mean {metric}", check
 
 
 def similar(metric: str, algos: list[str], what: str, rel: float = 0.2):
-    """"Similar": the means of ``algos`` on ``metric`` lie within ``rel`` (20%) of the span
+    """ "Similar": the means of ``algos`` on ``metric`` lie within ``rel`` (20%) of the span
     of all algorithms' means (the evidence shows the numbers; the threshold is ours)."""
 
     def check(s):

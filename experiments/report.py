@@ -30,7 +30,9 @@ def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
     kept = {a: r for a, r in results.items() if r is not None}
     table, _ = stats.algorithm_table(kept, lambda_max) if kept else ({m: {} for m in stats.METRICS}, None)
     complete = [a for a in kept if seeds.get(a, (1, 1))[0] == seeds.get(a, (1, 1))[1]]
-    marks = {m: stats.within_one_pooled_se({a: table[m][a] for a in complete}) if complete else {} for m in stats.METRICS}
+    marks = {
+        m: stats.within_one_pooled_se({a: table[m][a] for a in complete}) if complete else {} for m in stats.METRICS
+    }
     rows = []
     for algo in results:
         used, total = seeds.get(algo, (1, 1))
@@ -207,7 +209,8 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         text += (
             "\nDiverged seeds (non-finite parameters, multipliers, kernel, losses or test episodes) are "
             "left out of every statistic; their rows are never marked: "
-            + ", ".join(f"{a} {n}" for a, n in diverged.items()) + ".\n"
+            + ", ".join(f"{a} {n}" for a, n in diverged.items())
+            + ".\n"
         )
     summary = summary_json(rows, seeds)
     if any(np.any(b) for b in bounds.values()):

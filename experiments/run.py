@@ -45,30 +45,57 @@ def parse_args(argv):
         description="Train robust-constrained RL algorithms and run the robustness test.",
     )
     p.add_argument("--env", default="cartpole", help=f"one of {', '.join(ENV_NAMES)}, or 'all' (default cartpole)")
-    p.add_argument("--algos", default="all",
-                   help="comma-separated algorithm names (SPEC §2), or 'all' (default); a name may carry an alpha "
-                        "schedule variant, e.g. MDPO-Robust-Lag:restart-batch")
-    p.add_argument("--schedules", action="store_true",
-                   help="the schedules study: MDPO-Robust, MDPO-Robust-Lag and MDPO-Robust-Augmented-Lag under every "
-                        "alpha schedule ticking per epoch and per batch (one compiled program); replaces --algos")
+    p.add_argument(
+        "--algos",
+        default="all",
+        help="comma-separated algorithm names (SPEC §2), or 'all' (default); a name may carry an alpha "
+        "schedule variant, e.g. MDPO-Robust-Lag:restart-batch",
+    )
+    p.add_argument(
+        "--schedules",
+        action="store_true",
+        help="the schedules study: MDPO-Robust, MDPO-Robust-Lag and MDPO-Robust-Augmented-Lag under every "
+        "alpha schedule ticking per epoch and per batch (one compiled program); replaces --algos",
+    )
     p.add_argument("--budget", default="short", help="short|long: the SPEC §3 number of policy steps")
     p.add_argument("--steps", type=int, default=None, help="policy steps per run (overrides --budget)")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
     p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
-    p.add_argument("--vmap", dest="vmap", action="store_true", default=True, help="all seeds in one vmapped call (default)")
+    p.add_argument(
+        "--vmap", dest="vmap", action="store_true", default=True, help="all seeds in one vmapped call (default)"
+    )
     p.add_argument("--no-vmap", dest="vmap", action="store_false", help="a Python loop over seeds (for comparison)")
     p.add_argument("--out", default=None, help="run folder (default runs/<timestamp>); never overwritten")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any Config/HParams field, e.g. --set eta_xi=1e-6 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any Config/HParams field, e.g. --set eta_xi=1e-6 (repeatable)",
+    )
     p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default SPEC §4)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished algorithms")
-    p.add_argument("--eval-only", metavar="RUN_DIR", default=None, help="re-run the sweep of RUN_DIR from its checkpoints")
-    p.add_argument("--devices", default="auto",
-                   help="'auto' (default: on a CPU one XLA device per core, else all devices), 'all' or N: "
-                        "shard the seeds across them")
-    p.add_argument("--distributed", action="store_true", help="call jax.distributed.initialize(); each process trains its share of seeds")
-    p.add_argument("--compile-cache", default=str(Path.home() / ".cache" / "rcmdp_jax" / "xla"), metavar="DIR|off",
-                   help="persistent XLA compilation cache: a re-run compiles nothing (default ~/.cache/rcmdp_jax/xla)")
+    p.add_argument(
+        "--eval-only", metavar="RUN_DIR", default=None, help="re-run the sweep of RUN_DIR from its checkpoints"
+    )
+    p.add_argument(
+        "--devices",
+        default="auto",
+        help="'auto' (default: on a CPU one XLA device per core, else all devices), 'all' or N: "
+        "shard the seeds across them",
+    )
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="call jax.distributed.initialize(); each process trains its share of seeds",
+    )
+    p.add_argument(
+        "--compile-cache",
+        default=str(Path.home() / ".cache" / "rcmdp_jax" / "xla"),
+        metavar="DIR|off",
+        help="persistent XLA compilation cache: a re-run compiles nothing (default ~/.cache/rcmdp_jax/xla)",
+    )
     p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)  # testing aid: simulate a kill
     return p.parse_args(argv)
 
@@ -232,7 +259,9 @@ class Prepared:
             self.init = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False)).compile()
             state = jax.eval_shape(init_fn, spec(batch_keys, False), spec(members, False))
             if mesh is not None:
-                state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=batch_sharding(mesh)), state)
+                state = jax.tree.map(
+                    lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=batch_sharding(mesh)), state
+                )
             self.step = jax.jit(step, **split).lower(state, spec(members, True), start_spec).compile()
         else:  # a Python loop over algorithms and seeds; the step is compiled per algorithm
             trains = [make_train(c) for c in cfgs]
@@ -296,10 +325,10 @@ def train_prepared(prep: Prepared, label: str):
     n_seeds, n_members = prep.keys.shape[0], len(prep.cfgs)
     if prep.use_vmap:
         result = unshard(results[0], n_seeds * n_members) if prep.mesh is not None else results[0]
-        per_member = [jax.tree.map(lambda x, i=i: x[i * n_seeds:(i + 1) * n_seeds], result) for i in range(n_members)]
+        per_member = [jax.tree.map(lambda x, i=i: x[i * n_seeds : (i + 1) * n_seeds], result) for i in range(n_members)]
     else:
         per_member = [
-            jax.tree.map(lambda *xs: jnp.stack(xs), *results[i * n_seeds:(i + 1) * n_seeds]) for i in range(n_members)
+            jax.tree.map(lambda *xs: jnp.stack(xs), *results[i * n_seeds : (i + 1) * n_seeds]) for i in range(n_members)
         ]
     jax.block_until_ready(per_member)
     return per_member, time.perf_counter() - t_train
@@ -310,8 +339,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
     import numpy as np
     from report import write_env_report
 
-    from rcmdp_jax import envs
-    from rcmdp_jax import checkpoint, family, make_train
+    from rcmdp_jax import checkpoint, envs, family, make_train
     from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
     from rcmdp_jax.evaluate import make_eval
     from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
@@ -447,7 +475,12 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, stop_after=None, m
         if writer:
             stale = {a.split("/", 1)[1] for a in missing_ckpt + damaged if a.startswith(env_name + "/")}
             tables[env_name] = write_env_report(
-                env_dir, env_name, [a for a in plan["algos"] if a not in stale], env.lambda_max, params.xi_c, params.kappa
+                env_dir,
+                env_name,
+                [a for a in plan["algos"] if a not in stale],
+                env.lambda_max,
+                params.xi_c,
+                params.kappa,
             )
     pool.shutdown(wait=True, cancel_futures=True)
     print(f"\nfinished in {_fmt(time.perf_counter() - t_start)}; results in {out}\n")
@@ -510,7 +543,9 @@ def main(argv=None) -> int:
                     )
                 plan = saved
             elif out.exists():
-                raise UsageError(f"output folder {out} already exists; use --resume to continue it or choose another --out")
+                raise UsageError(
+                    f"output folder {out} already exists; use --resume to continue it or choose another --out"
+                )
         mesh = None
         if args.distributed or args.devices != "1":
             from rcmdp_jax.sharding import setup_devices
@@ -542,6 +577,7 @@ def main(argv=None) -> int:
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
           f"({'vmapped' if plan['vmap'] else 'loop over seeds'}{where}) -> {out}", flush=True)  # fmt: skip
+
     def interrupted(*_):
         print(f"\ninterrupted: finished algorithms are saved; continue with --resume --out {out}", file=sys.stderr)
         sys.stderr.flush()
@@ -549,7 +585,9 @@ def main(argv=None) -> int:
 
     # a handler rather than ``except KeyboardInterrupt``: a library that catches the
     # exception (or checks signals inside a long XLA call) cannot swallow Ctrl-C
-    previous = signal.signal(signal.SIGINT, interrupted) if threading.current_thread() is threading.main_thread() else None
+    previous = (
+        signal.signal(signal.SIGINT, interrupted) if threading.current_thread() is threading.main_thread() else None
+    )
     try:
         return run(plan, out, args.resume, bool(args.eval_only), args.stop_after, mesh)
     except KeyboardInterrupt:

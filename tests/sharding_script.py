@@ -12,9 +12,16 @@ from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.sharding import local_mesh, sharded_vmap
 
 assert jax.device_count() == 4, jax.devices()
-cfg = preset("cartpole", "MDPO-Robust-Lag", total_timesteps=128, n_steps=16,
-             minibatch_size=16, ltma_iterations=2, eval_episodes=2)
-keys = jax.random.split(jax.random.PRNGKey(0), 6)   # 6 seeds on 4 devices: padded to 8
+cfg = preset(
+    "cartpole",
+    "MDPO-Robust-Lag",
+    total_timesteps=128,
+    n_steps=16,
+    minibatch_size=16,
+    ltma_iterations=2,
+    eval_episodes=2,
+)
+keys = jax.random.split(jax.random.PRNGKey(0), 6)  # 6 seeds on 4 devices: padded to 8
 train = make_train(cfg)
 mesh = local_mesh()
 single = jax.jit(jax.vmap(train))(keys)
@@ -33,6 +40,8 @@ raw = jax.jit(jax.vmap(train))(shard_batch(keys, mesh))
 hp = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), cfg.hparams).replace(alpha=jnp.array([0.5, 2.0, 4.0]))
 hp_single = jax.jit(jax.vmap(train, in_axes=(None, 0)))(keys[0], hp)
 hp_sharded = sharded_vmap(train, mesh, in_axes=(None, 0))(keys[0], hp)
+
+
 def max_diff(xs, ys):
     """NaN-aware: a NaN on one side only counts as an infinite difference."""
     worst = 0.0
@@ -42,6 +51,7 @@ def max_diff(xs, ys):
         d = np.where(both, 0.0, np.abs(a - b))
         worst = max(worst, float(np.max(np.where(np.isnan(d), np.inf, d), initial=0.0)))
     return worst
+
 
 out = {
     "train_shape": list(sharded.metrics["lam"].shape),
@@ -63,9 +73,26 @@ import tempfile
 sys.path.insert(0, "experiments")
 import run as runner
 
-tiny = ["--algos", "MDPO-Robust-Lag", "--seeds", "3", "--steps", "64", "--n-test", "2",
-        "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
-        "--set", "eval_episodes=2", "--compile-cache", "off"]
+tiny = [
+    "--algos",
+    "MDPO-Robust-Lag",
+    "--seeds",
+    "3",
+    "--steps",
+    "64",
+    "--n-test",
+    "2",
+    "--set",
+    "n_steps=16",
+    "--set",
+    "minibatch_size=16",
+    "--set",
+    "ltma_iterations=2",
+    "--set",
+    "eval_episodes=2",
+    "--compile-cache",
+    "off",
+]
 tmp = pathlib.Path(tempfile.mkdtemp())
 assert runner.main(tiny + ["--out", str(tmp / "one"), "--devices", "1"]) == 0
 assert runner.main(tiny + ["--out", str(tmp / "four")]) == 0  # default --devices auto: all 4

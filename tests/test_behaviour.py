@@ -9,8 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rcmdp_jax import envs
-from rcmdp_jax import make_train, preset
+from rcmdp_jax import envs, make_train, preset
 from rcmdp_jax.ltma import ltma_direction
 from rcmdp_jax.networks import Actor
 from rcmdp_jax.rollout import Trajectory, collect_rollout, episode_values, init_accumulator
@@ -80,7 +79,11 @@ def test_ltma_direction_against_numpy():
     got = ltma_direction(env, params, traj, jnp.array([lam]), gamma)
 
     k = 1.0 / math.sqrt(8 * math.pi)
-    orders, centres, sigmas = np.array([-8.0, -4.0, 3.0, 6.0]), np.array([[-4.0, 5.0], [-2.0, 8.0]]), np.array([10.0, 5.0])
+    orders, centres, sigmas = (
+        np.array([-8.0, -4.0, 3.0, 6.0]),
+        np.array([[-4.0, 5.0], [-2.0, 8.0]]),
+        np.array([10.0, 5.0]),
+    )
     want = np.zeros(2)
     for e in range(2):
         cost = (-r[e] + lam * c[e, :, 0]) * alive[e]
@@ -122,7 +125,7 @@ def test_a_diverging_kernel_gives_finite_values_and_reaches_the_bound():
 def test_mdpo_kl_term_by_estimator_against_numpy(estimator):
     """With zero advantages MDPO's policy loss is ``alpha * mean KL``: the exact
     ``KL(pi_theta || pi_k)`` per state, or the reference ``exp(r) - 1 - r`` per sample."""
-    from rcmdp_jax.learners import Batch, total_loss
+    from rcmdp_jax.learners import Batch, Learner
     from rcmdp_jax.train import build_networks
 
     cfg = preset("cartpole", "MDPO", kl_estimator=estimator, dropout=0.0, normalize_advantages=False)
@@ -136,7 +139,7 @@ def test_mdpo_kl_term_by_estimator_against_numpy(estimator):
     action = jnp.array([0, 1, 1, 0, 1, 0])
     old_lp = actor.apply(old, obs).log_prob(action)
     mb = Batch(obs, action, old_lp, jnp.zeros(6), jnp.zeros((6, 2)))
-    _, aux = total_loss(params, mb, KEY, 3.0, old, actor, critic, cfg, cfg.hparams)
+    _, aux = Learner(actor, critic, cfg).loss(params, mb, KEY, 3.0, old, cfg.hparams)
     p = np.asarray(jax.nn.softmax(actor.apply(new, obs).logits), np.float64)
     q = np.asarray(jax.nn.softmax(actor.apply(old, obs).logits), np.float64)
     if estimator == "exact":

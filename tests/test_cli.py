@@ -149,7 +149,10 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--env", "pendulum"], "--env 'pendulum' is not allowed; choose one of: cartpole, inventory, inventory3d, all"),
+        (
+            ["--env", "pendulum"],
+            "--env 'pendulum' is not allowed; choose one of: cartpole, inventory, inventory3d, all",
+        ),
         (["--algos", "MDPO,SAC"], "unknown algorithm 'SAC'"),
         (["--seeds", "0"], "--seeds must be a positive integer"),
         (["--set", "lr"], "--set expects KEY=VALUE, got 'lr'"),
@@ -249,8 +252,7 @@ def test_a_kernel_outside_the_box_is_refused(xi):
     import jax
     import jax.numpy as jnp
 
-    from rcmdp_jax import envs
-    from rcmdp_jax import make_train, preset
+    from rcmdp_jax import envs, make_train, preset
 
     _, params = envs.make("cartpole")
     cfg = preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)

@@ -20,9 +20,7 @@ def numpy_cartpole(s, action):
     force = f if action == 1 else -f
     total = mc + mp
     tmp = (force + mp * half_len * thd * thd * math.sin(th)) / total
-    thacc = (g * math.sin(th) - math.cos(th) * tmp) / (
-        half_len * (4.0 / 3.0 - mp * math.cos(th) ** 2 / total)
-    )
+    thacc = (g * math.sin(th) - math.cos(th) * tmp) / (half_len * (4.0 / 3.0 - mp * math.cos(th) ** 2 / total))
     xacc = tmp - mp * half_len * thacc * math.cos(th) / total
     nxt = np.array([x + tau * xd, xd + tau * xacc, th + tau * thd, thd + tau * thacc])
     done = abs(nxt[0]) > 2.4 or abs(nxt[2]) > 12 * 2 * math.pi / 360
@@ -83,14 +81,14 @@ def test_step_samples_from_the_kernel_distribution(name):
 def test_log_prob_gradient_matches_finite_differences(name):
     with jax.enable_x64(True):
         env, params = envs.make(name)
-        params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x, params)
+        params = jax.tree.map(
+            lambda x: jnp.asarray(x, jnp.float64) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x, params
+        )
         rng = np.random.default_rng(1)
         s = jnp.asarray(rng.normal(size=env.state_dim) * 0.1)
         action = jnp.asarray(rng.normal(size=3)) if name == "inventory3d" else jnp.array(1)
         xi = params.xi + 0.3 * params.kappa * jnp.asarray(rng.uniform(-1, 1, np.shape(params.xi)))
-        s_next = env.next_state_distribution(params.replace(xi=xi), s, action).sample(
-            seed=jax.random.PRNGKey(2)
-        )
+        s_next = env.next_state_distribution(params.replace(xi=xi), s, action).sample(seed=jax.random.PRNGKey(2))
         f = lambda x: env.transition_log_prob(x, params, s, action, s_next)  # noqa: E731
         grad = np.asarray(jax.grad(f)(xi)).ravel()
         flat = np.asarray(xi).ravel()
@@ -99,7 +97,9 @@ def test_log_prob_gradient_matches_finite_differences(name):
         for i in range(flat.size):
             e = np.zeros_like(flat)
             e[i] = h[i]
-            fd[i] = (f(jnp.asarray((flat + e).reshape(xi.shape))) - f(jnp.asarray((flat - e).reshape(xi.shape)))) / (2 * h[i])
+            fd[i] = (f(jnp.asarray((flat + e).reshape(xi.shape))) - f(jnp.asarray((flat - e).reshape(xi.shape)))) / (
+                2 * h[i]
+            )
         assert grad.dtype == np.float64
         np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6 * np.abs(fd).max())
 

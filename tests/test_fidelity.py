@@ -10,9 +10,9 @@ import numpy as np
 import optax
 import pytest
 
-from rcmdp_jax import envs
-from rcmdp_jax import lagrange, make_train, preset
-from rcmdp_jax.learners import make_optimizer, normalise_episode, reinforce_loss
+from rcmdp_jax import envs, lagrange, make_train, preset
+from rcmdp_jax.learners import make_optimizer
+from rcmdp_jax.losses import normalise_episode, reinforce_loss
 from rcmdp_jax.rollout import collect_episode
 from rcmdp_jax.train import build_networks
 
@@ -134,7 +134,7 @@ def test_mcpmd_trains_on_whole_episodes_and_counts_the_steps_taken():
     assert np.all((ret >= 6) & (ret <= 100))
     # the budget counts steps actually taken: iterations run until it is spent, then stop
     assert steps[active][-2] < 600 <= steps[active][-1]
-    assert np.all(~active[np.argmax(~active):]) and np.all(steps[~active] == steps[active][-1])
+    assert np.all(~active[np.argmax(~active) :]) and np.all(steps[~active] == steps[active][-1])
     assert np.all(np.asarray(m["dual_updates"])[active] == 1)
     assert np.all(np.isnan(np.asarray(m["policy_loss"])[~active]))
 

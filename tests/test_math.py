@@ -7,7 +7,7 @@ import pytest
 from rcmdp_jax import lagrange, schedules
 from rcmdp_jax.advantages import discounted_returns, gae
 from rcmdp_jax.config import HParams
-from rcmdp_jax.learners import mdpo_loss, ppo_loss, reference_kl
+from rcmdp_jax.losses import mdpo_loss, ppo_loss, reference_kl
 
 
 def test_lagrangian_dual_step_sequence():

@@ -22,7 +22,7 @@ def test_sharded_training_and_sweep_equal_single_device():
     proc = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=600, cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
-    out = json.loads(line[len("RESULT "):])
+    out = json.loads(line[len("RESULT ") :])
     assert out["train_shape"] == [6, 2, 1]
     assert out["sweep_shape"] == [6, 11, 16, 2]
     assert out["raw_shape"] == [8, 2, 1] and out["n_devices_used"] == 4

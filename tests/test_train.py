@@ -7,8 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rcmdp_jax import envs
-from rcmdp_jax import ALGORITHMS, HParams, make_train, preset
+from rcmdp_jax import ALGORITHMS, HParams, envs, make_train, preset
 from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.rollout import episode_values, run_episodes
 from rcmdp_jax.train import build_networks
@@ -76,7 +75,7 @@ def test_constraints_lower_the_constraint_cost_and_lam_rises_when_violated():
     members = jnp.repeat(jnp.arange(3), len(seeds))
     batched = jax.jit(jax.vmap(make_family(cfgs)))(jnp.tile(seeds, (3, 1)), members)  # one compile
     for i, (algo, cfg) in enumerate(zip(names, cfgs)):
-        results[algo] = jax.tree.map(lambda x, i=i: x[i * len(seeds):(i + 1) * len(seeds)], batched)
+        results[algo] = jax.tree.map(lambda x, i=i: x[i * len(seeds) : (i + 1) * len(seeds)], batched)
         costs[algo] = np.asarray(deterministic_return(cfg, results[algo])[1][:, 0])
         # the stochastic policy's discounted constraint-cost over the last 5 iterations
         rollout[algo] = np.nanmean(np.asarray(results[algo].metrics["episode_costs"][:, -5:, 0]))
@@ -134,9 +133,7 @@ def test_ltma_moves_xi_to_the_hand_derived_worst_corner_on_inventory():
     cfg = preset("inventory", "MDPO-Robust")
     env, params = envs.make("inventory")
     actor, actor_params = _fixed_actor(cfg, env, favourite=3)
-    phase = jax.jit(
-        lambda k, p, a: ltma_phase(k, env, p, actor, a, jnp.zeros(1), cfg.hparams, cfg)
-    )
+    phase = jax.jit(lambda k, p, a: ltma_phase(k, env, p, actor, a, jnp.zeros(1), cfg.hparams, cfg))
     corner = np.array([-17.0, -11.5])
     corners = np.asarray(params.xi_c) + np.array([[-1, -1], [-1, 1], [1, -1], [1, 1]]) * 15.0
     xi, visited = params, []
@@ -235,7 +232,9 @@ def test_vmap_over_kernels():
     # each member trained on its own kernel: equal to that run alone, different from the other
     for i in range(2):
         alone = jax.jit(train)(SEEDS[0], None, jax.tree.map(lambda x, i=i: x[i], kernels))
-        np.testing.assert_allclose(result.metrics["episode_costs"][i], alone.metrics["episode_costs"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(
+            result.metrics["episode_costs"][i], alone.metrics["episode_costs"], rtol=1e-4, atol=1e-5
+        )
     assert not np.allclose(result.metrics["eval_costs"][0], result.metrics["eval_costs"][1])
 
 
@@ -321,11 +320,23 @@ def test_presets_follow_the_spec_table():
     assert (c.dual_epochs, c.dual_steps, c.n_dual_episodes, c.act_dropout) == (1, 1, 1, True)
     assert c.total_timesteps == 200_000 and c.num_iterations * 6 >= 200_000  # slots for the shortest episodes
     c = preset("inventory", "PPO-Lag")
-    assert (c.epochs, c.dual_epochs, c.dual_steps, c.dual_epochs_from_policy, c.hparams.alpha_decay) == (5, 5, 65, False, 0.95)
+    assert (c.epochs, c.dual_epochs, c.dual_steps, c.dual_epochs_from_policy, c.hparams.alpha_decay) == (
+        5,
+        5,
+        65,
+        False,
+        0.95,
+    )
     c = preset("cartpole", "PPO-Lag")
     assert (c.dual_epochs, c.dual_epochs_from_policy, c.kl_check, c.hparams.alpha_decay) == (50, True, "sb3", 0.99)
     c = preset("inventory", "MDPO-Robust-Augmented-Lag")
-    assert (c.constraint, c.ltma_iterations, c.ltma_horizon, c.hparams.eta_xi, c.policy_hidden) == ("augmented", 400, 40, 0.1, (64,))
+    assert (c.constraint, c.ltma_iterations, c.ltma_horizon, c.hparams.eta_xi, c.policy_hidden) == (
+        "augmented",
+        400,
+        40,
+        0.1,
+        (64,),
+    )
     c = preset("inventory3d", "MDPO-Robust")
     assert (c.optimizer, c.ltma_iterations, c.policy_hidden, c.total_timesteps) == ("sgd", 320, (128, 128), 40_000)
     c = preset("inventory3d", "RMCPMD")
@@ -400,7 +411,7 @@ def test_family_member_equals_its_algorithm_alone():
             continue
         alone = jax.jit(jax.vmap(make_train(configs[a])))(SEEDS)
         for key in ("eval_return", "lam", "xi", "policy_loss", "dual_steps", "ltma_steps", "c_hat"):
-            got = np.asarray(batched.metrics[key][i * len(SEEDS):(i + 1) * len(SEEDS)])
+            got = np.asarray(batched.metrics[key][i * len(SEEDS) : (i + 1) * len(SEEDS)])
             np.testing.assert_allclose(got, alone.metrics[key], rtol=1e-4, atol=1e-5, err_msg=f"{a} {key}")
     # the members really differ: no LTMA samples without -Robust, no dual samples without -Lag
     steps = np.asarray(batched.metrics["ltma_steps"][:, -1]).reshape(len(names), -1)

@@ -153,9 +153,7 @@ class Config:
         unknown = set(changes) - hp_fields - cfg_fields
         if unknown:
             allowed = sorted((cfg_fields - {"hparams"}) | hp_fields)
-            raise ValueError(
-                f"unknown config field(s) {sorted(unknown)}; allowed fields: {', '.join(allowed)}"
-            )
+            raise ValueError(f"unknown config field(s) {sorted(unknown)}; allowed fields: {', '.join(allowed)}")
         cfg_changes = {k: v for k, v in changes.items() if k not in hp_fields}
         out = dataclasses.replace(self, **cfg_changes)
         if hp_changes:
@@ -193,10 +191,13 @@ class Config:
                 raise ValueError(f"{f} must be a positive integer, got {v!r}")
         if self.batch_size % self.minibatch_size:
             raise ValueError(
-                f"minibatch_size={self.minibatch_size} must divide the batch "
-                f"n_envs*n_steps={self.batch_size}"
+                f"minibatch_size={self.minibatch_size} must divide the batch n_envs*n_steps={self.batch_size}"
             )
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+        if (
+            isinstance(self.dropout, bool)
+            or not isinstance(self.dropout, (int, float))
+            or not 0.0 <= self.dropout < 1.0
+        ):
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         for f in ("policy_hidden", "critic_hidden"):
             v = getattr(self, f)

@@ -4,27 +4,69 @@ as one vmapped, jit-compiled call."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import jax
 import numpy as np
 
 from rcmdp_jax import envs
 from rcmdp_jax.config import Config
-from rcmdp_jax.rollout import episode_values, make_policy
+from rcmdp_jax.rollout import Policy, episode_values
 from rcmdp_jax.train import build_networks
 
 DISTORTION_LEVELS = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
 N_TEST = {"cartpole": 100, "inventory": 50, "inventory3d": 10}
 
 
-def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVELS, env_params=None):
-    """Return ``sweep(actor_params, rng) -> {"V": [S, L, D, E], "C": [S, L, D, E, m],
-    "bound": [S, L, D, E]}`` (``bound``: 1 where the episode's kernel mean reached the
-    environment's state bound, see ``envs.inventory``).
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sweep:
+    """The robustness test of one config: ``sweep(actor_params, rng) -> {"V": [S, L, D, E],
+    "C": [S, L, D, E, m], "bound": [S, L, D, E]}`` (``bound``: 1 where the episode's
+    kernel mean reached the environment's state bound, see ``envs.inventory``).
 
     ``actor_params`` carries a leading seed axis (as ``TrainResult.state.params["actor"]``
     of a vmapped run). Episode ``e`` of seed ``s`` uses the same random key on every
-    kernel (common random numbers), so at level 0 all directions agree exactly.
-    """
+    kernel (common random numbers), so at level 0 all directions agree exactly."""
+
+    env: Any
+    actor: Any
+    kernels: Any  # env params with leading axes [L, D]
+    levels: np.ndarray  # the distortion levels, float32
+    n_test: int
+    gamma: float
+
+    def one_episode(self, actor_params, kernel, key):
+        policy = Policy(self.actor, actor_params, deterministic=True)
+        v, c, _, hit = episode_values(key, self.env, kernel, policy, self.gamma, self.env.episode_length)
+        return v, c, hit
+
+    def per_seed(self, actor_params, key):
+        """One seed's sweep (unbatched): ``{"V": [L, D, E], "C": [L, D, E, m], "bound": [L, D, E]}``."""
+        keys = jax.random.split(key, self.n_test)
+        over_eps = jax.vmap(self.one_episode, in_axes=(None, None, 0))
+        over_dirs = jax.vmap(over_eps, in_axes=(None, 0, None))
+        over_levels = jax.vmap(over_dirs, in_axes=(None, 0, None))
+        v, c, hit = over_levels(actor_params, self.kernels, keys)
+        return {"V": v, "C": c, "bound": hit}
+
+    def from_keys(self, actor_params, keys):
+        """The sweep of every seed, with one evaluation key per seed given."""
+        if jax.default_backend() == "cpu":
+            # one seed at a time keeps the ~10^4-episode working set in cache: on a
+            # 2-core CPU this is ~3.5x faster than vmapping the seeds too
+            return jax.lax.map(lambda a: self.per_seed(*a), (actor_params, keys))
+        return jax.vmap(self.per_seed)(actor_params, keys)
+
+    def __call__(self, actor_params, rng):
+        n_seeds = jax.tree.leaves(actor_params)[0].shape[0]
+        return self.from_keys(actor_params, jax.random.split(rng, n_seeds))
+
+
+def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVELS, env_params=None) -> Sweep:
+    """The ``Sweep`` of ``config``'s deterministic policies over every test kernel
+    (``levels`` x all 2^n sign directions around ``env_params``, default nominal),
+    ``n_test`` episodes each (default ``N_TEST`` of the domain)."""
     cfg = config.validate()
     env, default_params = envs.make(cfg.env)
     n_test = N_TEST[cfg.env] if n_test is None else int(n_test)
@@ -32,40 +74,4 @@ def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVEL
         raise ValueError(f"n_test must be a positive integer, got {n_test!r}")
     actor, _ = build_networks(cfg, env)
     kernels = env.test_kernels(levels, default_params if env_params is None else env_params)
-    gamma = cfg.hparams.gamma
-
-    def one_episode(actor_params, kernel, key):
-        policy = make_policy(actor, actor_params, deterministic=True)
-        v, c, _, hit = episode_values(key, env, kernel, policy, gamma, env.episode_length)
-        return v, c, hit
-
-    def one_seed(actor_params, key):
-        keys = jax.random.split(key, n_test)
-        over_eps = jax.vmap(one_episode, in_axes=(None, None, 0))
-        over_dirs = jax.vmap(over_eps, in_axes=(None, 0, None))
-        over_levels = jax.vmap(over_dirs, in_axes=(None, 0, None))
-        return over_levels(actor_params, kernels, keys)
-
-    def per_seed(actor_params, key):
-        """One seed's sweep (unbatched): ``{"V": [L, D, E], "C": [L, D, E, m], "bound": [L, D, E]}``."""
-        v, c, hit = one_seed(actor_params, key)
-        return {"V": v, "C": c, "bound": hit}
-
-    def from_keys(actor_params, keys):
-        """The sweep of every seed, with one evaluation key per seed given."""
-        if jax.default_backend() == "cpu":
-            # one seed at a time keeps the ~10^4-episode working set in cache: on a
-            # 2-core CPU this is ~3.5x faster than vmapping the seeds too
-            return jax.lax.map(lambda a: per_seed(*a), (actor_params, keys))
-        return jax.vmap(per_seed)(actor_params, keys)
-
-    def sweep(actor_params, rng):
-        n_seeds = jax.tree.leaves(actor_params)[0].shape[0]
-        return from_keys(actor_params, jax.random.split(rng, n_seeds))
-
-    sweep.per_seed = per_seed  # type: ignore[attr-defined]
-    sweep.from_keys = from_keys  # type: ignore[attr-defined]
-    sweep.levels = np.asarray(levels, dtype=np.float32)  # type: ignore[attr-defined]
-    sweep.n_test = n_test  # type: ignore[attr-defined]
-    sweep.env = env  # type: ignore[attr-defined]
-    return sweep
+    return Sweep(env, actor, kernels, np.asarray(levels, dtype=np.float32), n_test, cfg.hparams.gamma)

@@ -2,10 +2,11 @@
 
 Algorithms whose configs differ only in the constraint mode, robustness, alpha
 schedule, name and numeric hyperparameters (e.g. MDPO, MDPO-Lag, MDPO-Augmented-Lag, MDPO-Robust,
-MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program shapes. A family
-compiles that program once, with the mode and the robust flag as per-member arrays,
-and ``jax.vmap`` runs members x seeds together: 14 algorithms become 3 compiles, and
-one wide batch runs faster than several narrow ones.
+MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program (``train.Step``: the
+mode, the robust flag and the schedule are traced arrays there). A family stacks
+its members' arrays and hyperparameters, and ``jax.vmap`` runs members x seeds
+together: 14 algorithms become 3 compiles, and one wide batch runs faster than
+several narrow ones.
 
 Member ``i`` of a family trained with key ``k`` gives the numbers of
 ``make_train(configs[i])(k)`` up to float rounding (the paths a member does not
@@ -15,14 +16,13 @@ use are computed and discarded; their random keys are drawn either way).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from rcmdp_jax.config import Config, HParams
-from rcmdp_jax.lagrange import MODE_CODES
-from rcmdp_jax.schedules import SCHEDULE_CODES, TICK_CODES, Schedule
-from rcmdp_jax.train import TrainResult, Variant, make_train, resolve_hparams
+from rcmdp_jax.train import Step, TrainResult, TrainState, Variant, resolve_hparams
 
 
 def family_key(cfg: Config) -> Config:
@@ -41,15 +41,39 @@ def group(configs: dict[str, Config]) -> list[list[str]]:
     return list(groups.values())
 
 
-def make_family(configs: list[Config]):
-    """One train function for ``configs`` (one family).
+@dataclasses.dataclass(frozen=True, eq=False)
+class Family:
+    """Several algorithms in one program: ``family(rng, member)`` trains member
+    ``member`` (an index into ``configs``; vmap ``rng`` and ``member`` together).
+    ``init(rng, member)`` and ``run(state, member, start, n)`` split it for chunked
+    runs, as ``Trainer.init`` / ``Trainer.run`` do for one algorithm."""
 
-    Returns ``train(rng, member) -> TrainResult`` with ``member`` an integer index
-    into ``configs`` (vmap over ``rng`` and ``member`` together), plus
-    ``train.init(rng, member)`` and ``train.run(state, member, start, n)`` for chunked
-    runs, like ``make_train``.
-    """
-    configs = [c.validate() for c in configs]
+    configs: tuple[Config, ...]
+    env: Any
+    step: Step
+    hparams: HParams  # every member's, stacked
+    variants: Variant  # every member's, stacked
+
+    def member(self, member) -> tuple[HParams, Variant]:
+        pick = lambda tree: jax.tree.map(lambda x: x[member], tree)  # noqa: E731
+        return pick(self.hparams), pick(self.variants)
+
+    def init(self, rng: jax.Array, member) -> TrainState:
+        hp, _ = self.member(member)
+        return self.step.init(rng, hp, self.step.default_env_params)
+
+    def run(self, state: TrainState, member, start=0, n: int | None = None):
+        n = self.configs[0].num_iterations if n is None else n
+        return self.step.run(state, *self.member(member), start, n)
+
+    def __call__(self, rng: jax.Array, member) -> TrainResult:
+        state, metrics = self.run(self.init(rng, member), member)
+        return TrainResult(state=state, metrics=metrics)
+
+
+def make_family(configs: list[Config]) -> Family:
+    """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key)."""
+    configs = tuple(c.validate() for c in configs)
     if not configs:
         raise ValueError("make_family needs at least one config")
     keys = {family_key(c) for c in configs}
@@ -59,34 +83,12 @@ def make_family(configs: list[Config]):
             "and hparams; "
             f"got {len(keys)} different structures (use rcmdp_jax.family.group)"
         )
-    base = make_train(dataclasses.replace(configs[0], constraint="augmented", robust=True))
-    codes = jnp.array([MODE_CODES[c.constraint] for c in configs], jnp.int32)
-    robust = jnp.array([c.robust for c in configs])
-    schedule = Schedule(
-        kind=jnp.array([SCHEDULE_CODES[c.alpha_schedule] for c in configs], jnp.int32),
-        tick=jnp.array([TICK_CODES[c.alpha_tick] for c in configs], jnp.int32),
+    step = Step(configs[0])
+    stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
+    return Family(
+        configs=configs,
+        env=step.env,
+        step=step,
+        hparams=stack([resolve_hparams(c, None) for c in configs]),
+        variants=stack([Variant.of(c) for c in configs]),
     )
-    hps = jax.tree.map(lambda *xs: jnp.stack(xs), *[resolve_hparams(c, None) for c in configs])
-
-    def member_args(member):
-        hp = jax.tree.map(lambda x: x[member], hps)
-        sched = jax.tree.map(lambda x: x[member], schedule)
-        return hp, Variant(constraint=codes[member], robust=robust[member], schedule=sched)
-
-    def init(rng, member):
-        hp, _ = member_args(member)
-        return base.init(rng, hp)
-
-    def run(state, member, start=0, n: int = base.config.num_iterations):
-        hp, variant = member_args(member)
-        return base.run(state, hp, start, n, variant=variant)
-
-    def train(rng, member) -> TrainResult:
-        state, metrics = run(init(rng, member), member)
-        return TrainResult(state=state, metrics=metrics)
-
-    train.init = init  # type: ignore[attr-defined]
-    train.run = run  # type: ignore[attr-defined]
-    train.configs = configs  # type: ignore[attr-defined]
-    train.env = base.env  # type: ignore[attr-defined]
-    return train

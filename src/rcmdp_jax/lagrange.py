@@ -17,32 +17,25 @@ def init_dual(m: int, lam_init: jax.Array) -> DualState:
     return DualState(lam=jnp.full((m,), lam_init, jnp.float32), c_hat=jnp.zeros((m,), jnp.float32))
 
 
-# Integer codes of the constraint modes, for algorithm families vmapped in one program
-# (``rcmdp_jax.family``), where the mode is a traced array rather than a Python string.
+# Integer codes of the constraint modes: the mode is a (traced) array in the train step,
+# so algorithms with different modes share one vmapped program (``rcmdp_jax.family``).
 MODE_CODES = {"none": 0, "lagrangian": 1, "augmented": 2}
+
+
+def mode_code(mode) -> jax.Array:
+    """The ``MODE_CODES`` code of ``mode``: a name, or a code already (may be traced)."""
+    return jnp.int32(MODE_CODES[mode]) if isinstance(mode, str) else jnp.asarray(mode, jnp.int32)
 
 
 def effective_multiplier(mode, dual: DualState, eta_lam: jax.Array) -> jax.Array:
     """``lam~``: ``0`` (none), ``lam`` (lagrangian), ``lam + eta_lam * C^`` (augmented).
-
-    ``mode`` is a name, or an integer code of ``MODE_CODES`` (may be traced)."""
-    candidates = {
-        "none": lambda: jnp.zeros_like(dual.lam),
-        "lagrangian": lambda: dual.lam,
-        "augmented": lambda: dual.lam + eta_lam * dual.c_hat,
-    }
-    return _by_mode(mode, candidates)
-
-
-def _by_mode(mode, candidates: dict):
-    """``candidates[mode]()`` for a mode name; for a (traced) ``MODE_CODES`` code, every
-    candidate is computed and the matching one selected elementwise."""
-    if isinstance(mode, str):
-        return candidates[mode]()
-    out = candidates["none"]()
-    for name in ("lagrangian", "augmented"):
-        out = jax.tree.map(lambda a, b, c=MODE_CODES[name]: jnp.where(mode == c, a, b), candidates[name](), out)
-    return out
+    ``mode``: a name or a ``MODE_CODES`` code (may be traced: ``lax.switch``)."""
+    branches = [
+        lambda: jnp.zeros_like(dual.lam),
+        lambda: dual.lam,
+        lambda: dual.lam + eta_lam * dual.c_hat,
+    ]
+    return jax.lax.switch(mode_code(mode), branches)
 
 
 def lagrangian_step(lam: jax.Array, c_hat: jax.Array, eta_lam: jax.Array, lam_clip: jax.Array) -> jax.Array:
@@ -65,11 +58,11 @@ def dual_step(mode, dual: DualState, c_hat: jax.Array, hp, n_steps) -> DualState
     ceil(dual_batch / dual_minibatch)``) ascent steps of the mode's rule with the fresh
     estimate ``c_hat``, which is stored for the next ``lam~``. Mode "none" leaves the
     state as it is. ``mode``: a name or a (traced) code; ``n_steps`` may be traced."""
-    candidates = {
-        "none": lambda: dual,
-        "lagrangian": lambda: DualState(
+    branches = [
+        lambda: dual,
+        lambda: DualState(
             ascent(lambda x: lagrangian_step(x, c_hat, hp.eta_lam, hp.lam_clip), dual.lam, n_steps), c_hat
         ),
-        "augmented": lambda: DualState(ascent(lambda x: augmented_step(x, c_hat, hp.eta_lam), dual.lam, n_steps), c_hat),
-    }
-    return _by_mode(mode, candidates)
+        lambda: DualState(ascent(lambda x: augmented_step(x, c_hat, hp.eta_lam), dual.lam, n_steps), c_hat),
+    ]
+    return jax.lax.switch(mode_code(mode), branches)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax.advantages import discounted_returns
-from rcmdp_jax.rollout import Trajectory, make_policy, sample_episode
+from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
 
 
 def lagrangian_cost(traj: Trajectory, lam_tilde: jax.Array) -> jax.Array:
@@ -37,7 +37,7 @@ def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.A
 def ltma_step(key, env, env_params, actor, actor_params, lam_tilde, eta_xi, gamma, n_episodes, horizon, dropout=False):
     """One projected step ``xi <- Proj_U(xi + eta_xi * direction)``; returns ``(params, samples)``.
     The episodes come from the stochastic policy (in training mode when ``dropout``)."""
-    policy = make_policy(actor, actor_params, deterministic=False, dropout=dropout)
+    policy = Policy(actor, actor_params, dropout=dropout)
 
     keys = jax.random.split(key, n_episodes)
     traj = jax.vmap(lambda k: sample_episode(k, env, env_params, policy, horizon))(keys)

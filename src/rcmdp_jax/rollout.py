@@ -3,7 +3,9 @@ episodes from the start distribution (dual estimates, LTMA, evaluation)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -65,46 +67,95 @@ class Episode:
     alive: jax.Array
 
 
-def act(actor, actor_params, obs, key, deterministic: bool, dropout: bool = False):
-    """Sample (or take the mode of) the policy at ``obs``; returns ``(action, log_prob)``.
-    ``dropout``: act with the network in training mode (dropout drawn from ``key``),
-    as MCPMD's reference does."""
-    if dropout:
-        k_drop, key = jax.random.split(key)
-        dist = actor.apply(actor_params, obs, train=True, rngs={"dropout": k_drop})
-    else:
-        dist = actor.apply(actor_params, obs)
-    action = dist.mode() if deterministic else dist.sample(seed=key)
-    return action, dist.log_prob(action)
+@struct.dataclass
+class Step:
+    """One step of a fresh episode, as ``scan_episode`` hands it to ``emit`` and ``fold``."""
+
+    obs: jax.Array
+    s: jax.Array  # the state vector before the step
+    action: jax.Array
+    s_next: jax.Array
+    reward: jax.Array
+    costs: jax.Array  # (m,)
+    alive: jax.Array  # 1 until the episode has terminated
+    saturated: jax.Array  # the kernel's mean reached the state bound (Inventory)
+    log_prob: jax.Array
+    dropout_key: jax.Array | None
 
 
-def make_policy(actor, actor_params, deterministic: bool = False, dropout: bool = False) -> Callable:
-    """The policy as a function ``policy(obs, key) -> action``."""
-    return lambda obs, key: act(actor, actor_params, obs, key, deterministic, dropout)[0]
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """The actor as a function: the one place actions are drawn. ``policy(obs, key)``
+    is the action; ``act`` also gives its log-probability. ``deterministic``: the
+    distribution's mode; ``dropout``: the network in training mode (dropout on), as
+    MCPMD's reference acts."""
+
+    actor: Any
+    params: Any
+    deterministic: bool = False
+    dropout: bool = False
+
+    def act(self, obs, key, dropout_key=None):
+        """``(action, log_prob)`` at ``obs``: sampled with ``key`` (or the mode), dropout
+        drawn with ``dropout_key`` when the policy acts with dropout."""
+        if self.dropout:
+            dist = self.actor.apply(self.params, obs, train=True, rngs={"dropout": dropout_key})
+        else:
+            dist = self.actor.apply(self.params, obs)
+        action = dist.mode() if self.deterministic else dist.sample(seed=key)
+        return action, dist.log_prob(action)
+
+    def __call__(self, obs, key):
+        if self.dropout:
+            dropout_key, key = jax.random.split(key)
+            return self.act(obs, key, dropout_key)[0]
+        return self.act(obs, key)[0]
 
 
-def collect_episode(key, env, env_params, actor, actor_params, horizon: int, dropout: bool) -> Episode:
-    """One whole episode from a fresh reset, at most ``horizon`` steps, with the stochastic
-    policy (in training mode when ``dropout``). Steps after the episode ended are
-    masked, so the buffer has a static shape under ``vmap``."""
+def scan_episode(key, env, env_params, policy: Callable, horizon: int, emit=None, fold=None, init=None,
+                 replay_dropout: bool = False):  # fmt: skip
+    """One fresh episode from the start distribution, at most ``horizon`` steps, as one
+    ``lax.scan``: the loop every episode of fresh starts runs (dual estimates, LTMA,
+    evaluation, the robustness test, MCPMD's batch).
+
+    ``policy(obs, key) -> action`` (any function, e.g. a ``Policy``). Steps after a true
+    termination are masked (``alive = 0``) rather than cut, so the shape is static.
+    Each step's ``Step`` goes to ``emit(step) -> y`` (stacked ``[H, ...]``, nothing
+    stored when ``emit`` is None) and ``fold(acc, step) -> acc`` from ``init`` (sums
+    kept in the carry: very large vmapped batches of episodes fit in memory).
+    ``replay_dropout`` (a dropout ``Policy``): each step draws its own dropout key and
+    records it with the log-probability, so the learner can replay the perturbed policy.
+    Returns ``(acc, ys)``.
+    """
     k_reset, k_run = jax.random.split(key)
     _, state = env.reset_env(k_reset, env_params)
 
     def body(carry, key):
-        state, alive = carry
-        k_act, k_drop, k_step = jax.random.split(key, 3)
+        state, alive, acc = carry
         obs = env.get_obs(state)
-        if dropout:
-            dist = actor.apply(actor_params, obs, train=True, rngs={"dropout": k_drop})
+        if replay_dropout:
+            k_act, k_drop, k_step = jax.random.split(key, 3)
+            action, log_prob = policy.act(obs, k_act, k_drop)
         else:
-            dist = actor.apply(actor_params, obs)
-        action = dist.sample(seed=k_act)
+            k_act, k_step = jax.random.split(key)
+            action, log_prob, k_drop = policy(obs, k_act), jnp.float32(0.0), None
         _, nstate, reward, term, info = env.step_env(k_step, state, action, env_params)
-        out = Episode(obs, action, k_drop, dist.log_prob(action), reward, info["costs"], alive)
-        return (nstate, alive * (1.0 - term.astype(jnp.float32))), out
+        step = Step(obs, state.s, action, nstate.s, reward, info["costs"], alive, info["saturated"], log_prob, k_drop)
+        acc = None if fold is None else fold(acc, step)
+        y = None if emit is None else emit(step)
+        return (nstate, alive * (1.0 - term.astype(jnp.float32)), acc), y
 
-    _, episode = jax.lax.scan(body, (state, jnp.float32(1.0)), jax.random.split(k_run, horizon))
-    return episode
+    (_, _, acc), ys = jax.lax.scan(body, (state, jnp.float32(1.0), init), jax.random.split(k_run, horizon))
+    return acc, ys
+
+
+def collect_episode(key, env, env_params, actor, actor_params, horizon: int, dropout: bool) -> Episode:
+    """One whole episode from a fresh reset, at most ``horizon`` steps, with the stochastic
+    policy (in training mode when ``dropout``): MCPMD's batch. Steps after the episode
+    ended are masked, so the buffer has a static shape under ``vmap``."""
+    policy = Policy(actor, actor_params, dropout=dropout)
+    emit = lambda st: Episode(st.obs, st.action, st.dropout_key, st.log_prob, st.reward, st.costs, st.alive)  # noqa: E731
+    return scan_episode(key, env, env_params, policy, horizon, emit=emit, replay_dropout=True)[1]
 
 
 def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, acc, n_steps, gamma):
@@ -114,12 +165,13 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
     ``episode_stats`` sums the returns/costs of the episodes completed here.
     """
     n_envs = obs.shape[0]
+    policy = Policy(actor, actor_params)
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
     def body(carry, key):
         env_state, obs, acc = carry
         k_act, k_step = jax.random.split(key)
-        action, log_prob = act(actor, actor_params, obs, k_act, deterministic=False)
+        action, log_prob = policy.act(obs, k_act)
         next_obs, env_state, reward, term, trunc, info = step(
             jax.random.split(k_step, n_envs), env_state, action, env_params
         )
@@ -144,64 +196,38 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
         tr = Transition(obs, action, log_prob, reward, info["costs"], term, done, info["final_observation"])
         return (env_state, next_obs, acc), (tr, stats)
 
-    (env_state, obs, acc), (traj, stats) = jax.lax.scan(
-        body, (env_state, obs, acc), jax.random.split(key, n_steps)
-    )
+    (env_state, obs, acc), (traj, stats) = jax.lax.scan(body, (env_state, obs, acc), jax.random.split(key, n_steps))
     stats = jax.tree.map(lambda x: x.sum(axis=(0, 1)), stats)
     return traj, env_state, obs, acc, stats
 
 
 def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Trajectory:
-    """One fresh episode from the start distribution, at most ``horizon`` steps.
-
-    ``policy(obs, key) -> action``. Steps after a true termination are masked
-    (``alive = 0``) rather than cut, so the shape is static.
-    """
-    k_reset, k_run = jax.random.split(key)
-    _, state = env.reset_env(k_reset, env_params)
-
-    def body(carry, key):
-        state, alive = carry
-        k_act, k_step = jax.random.split(key)
-        action = policy(env.get_obs(state), k_act)
-        _, nstate, reward, term, info = env.step_env(k_step, state, action, env_params)
-        out = Trajectory(state.s, action, nstate.s, reward, info["costs"], alive)
-        return (nstate, alive * (1.0 - term.astype(jnp.float32))), out
-
-    _, traj = jax.lax.scan(body, (state, jnp.float32(1.0)), jax.random.split(k_run, horizon))
-    return traj
+    """One fresh episode (``scan_episode``) stored step by step; leaves ``[H, ...]``."""
+    emit = lambda st: Trajectory(st.s, st.action, st.s_next, st.reward, st.costs, st.alive)  # noqa: E731
+    return scan_episode(key, env, env_params, policy, horizon, emit=emit)[1]
 
 
 def episode_values(key, env, env_params, policy: Callable, gamma, horizon: int):
     """Discounted return ``V``, constraint values ``C`` (m,), length and whether the
     kernel's mean reached the environment's state bound at any step (Inventory), of
-    one fresh episode, accumulated in the scan carry (nothing per step is stored, so
-    very large vmapped batches of episodes fit in memory)."""
-    k_reset, k_run = jax.random.split(key)
-    _, state = env.reset_env(k_reset, env_params)
-    m = env.num_constraints
+    one fresh episode (``scan_episode``), summed in the carry."""
 
-    def body(carry, key):
-        state, alive, disc, v, c, n, hit = carry
-        k_act, k_step = jax.random.split(key)
-        action = policy(env.get_obs(state), k_act)
-        _, state, reward, term, info = env.step_env(k_step, state, action, env_params)
-        v = v + alive * disc * reward
-        c = c + alive * disc * info["costs"]
-        n = n + alive
-        hit = jnp.maximum(hit, alive * info["saturated"].astype(jnp.float32))
-        alive = alive * (1.0 - term.astype(jnp.float32))
-        return (state, alive, disc * gamma, v, c, n, hit), None
+    def fold(acc, st):
+        disc, v, c, n, hit = acc
+        v = v + st.alive * disc * st.reward
+        c = c + st.alive * disc * st.costs
+        hit = jnp.maximum(hit, st.alive * st.saturated.astype(jnp.float32))
+        return disc * gamma, v, c, n + st.alive, hit
 
     zero = jnp.float32(0.0)
-    init = (state, jnp.float32(1.0), jnp.float32(1.0), zero, jnp.zeros((m,)), zero, zero)
-    (_, _, _, v, c, n, hit), _ = jax.lax.scan(body, init, jax.random.split(k_run, horizon))
+    init = (jnp.float32(1.0), zero, jnp.zeros((env.num_constraints,)), zero, zero)
+    (_, v, c, n, hit), _ = scan_episode(key, env, env_params, policy, horizon, fold=fold, init=init)
     return v, c, n, hit
 
 
 def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deterministic: bool, dropout: bool = False):
     """``n`` full episodes in parallel: ``(V [n], C [n, m], total steps)``."""
-    policy = make_policy(actor, actor_params, deterministic, dropout)
+    policy = Policy(actor, actor_params, deterministic, dropout)
 
     one = lambda k: episode_values(k, env, env_params, policy, gamma, env.episode_length)  # noqa: E731
     v, c, steps, _ = jax.vmap(one)(jax.random.split(key, n))

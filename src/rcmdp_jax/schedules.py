@@ -76,6 +76,12 @@ def advance(state: ScheduleState, by=1) -> ScheduleState:
     return state.replace(tick=state.tick + by)
 
 
+def restart_trigger(old_xi: jax.Array, new_xi: jax.Array, kappa: jax.Array) -> jax.Array:
+    """SPEC §2d's restart condition: the adversary moved some ``xi`` coordinate by more
+    than half its box half-width ``kappa`` in one LTMA phase."""
+    return jnp.any(jnp.abs(new_xi - old_xi) > 0.5 * kappa)
+
+
 def maybe_restart(state: ScheduleState, restart: jax.Array) -> ScheduleState:
     """Re-base ``k, K`` to ``k - k', K - k'`` when ``restart`` (LTMA moved ``xi`` far).
     Only the ``restart`` schedule reads ``k'``."""

@@ -58,10 +58,7 @@ def within_one_pooled_se(summaries: dict[str, Summary]) -> dict[str, bool]:
     """Mark the best mean and every ``a`` with ``best - mean_a <= sqrt((SE_best^2 + SE_a^2) / 2)``."""
     best_name = max(summaries, key=lambda k: summaries[k].mean)
     best = summaries[best_name]
-    return {
-        name: bool(best.mean - s.mean <= np.sqrt((best.se**2 + s.se**2) / 2.0))
-        for name, s in summaries.items()
-    }
+    return {name: bool(best.mean - s.mean <= np.sqrt((best.se**2 + s.se**2) / 2.0)) for name, s in summaries.items()}
 
 
 def algorithm_table(results: dict[str, tuple[np.ndarray, np.ndarray]], lambda_max: float):

@@ -1,18 +1,26 @@
-"""``make_train``: one whole training run (SPEC §2a) as a pure, jit-able function."""
+"""``make_train``: one whole training run (SPEC §2a) as a pure, jit-able function.
+
+The train step has one traced path: the constraint mode, robustness and the alpha
+schedule of an algorithm are arrays (a ``Variant``), selected inside the program by
+``lax.switch`` / ``lax.cond`` (one branch runs unbatched; under ``vmap`` over
+members with different variants, both run and each member keeps its own). So one
+algorithm (``make_train``) is a family of one, and a family (``rcmdp_jax.family``)
+is the same program vmapped over members.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rcmdp_jax import envs
-from rcmdp_jax import lagrange, schedules
+from rcmdp_jax import envs, lagrange, schedules
 from rcmdp_jax.advantages import discounted_returns, gae
 from rcmdp_jax.config import Config, HParams, validate_hparams
-from rcmdp_jax.learners import Batch, make_optimizer, reinforce_update, update
+from rcmdp_jax.learners import Batch, Learner
 from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.networks import Actor, Critic
 from rcmdp_jax.rollout import EpisodeAccumulator, collect_episode, collect_rollout, init_accumulator, run_episodes
@@ -40,21 +48,21 @@ class TrainResult:
 
 @struct.dataclass
 class Variant:
-    """What may differ between the algorithms of one family (``rcmdp_jax.family``):
-    the constraint mode, robustness and the alpha schedule. ``make_train`` passes
-    Python values for the first two (a mode name and a bool: static branches, nothing
-    extra compiled); a family passes arrays (a ``lagrange.MODE_CODES`` code and a bool
-    flag per member: both paths computed, the member's selected), so several
-    algorithms share one vmapped program. The schedule is always a pair of codes
-    (``schedules.Schedule``): its candidates are scalar formulas."""
+    """What may differ between the algorithms of one family, as arrays: the constraint
+    mode (a ``lagrange.MODE_CODES`` code), robustness (a bool) and the alpha schedule
+    (``schedules.Schedule`` codes)."""
 
-    constraint: Any
-    robust: Any
+    constraint: jax.Array
+    robust: jax.Array
     schedule: schedules.Schedule
 
-
-def _is_static(x) -> bool:
-    return isinstance(x, (str, bool))
+    @classmethod
+    def of(cls, cfg: Config) -> Variant:
+        return cls(
+            constraint=jnp.int32(lagrange.MODE_CODES[cfg.constraint]),
+            robust=jnp.bool_(cfg.robust),
+            schedule=schedules.Schedule.of(cfg.alpha_schedule, cfg.alpha_tick),
+        )
 
 
 def build_networks(cfg: Config, env) -> tuple[Actor, Critic]:
@@ -71,179 +79,188 @@ def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hp)
 
 
-def make_train(config: Config):
-    """Validate ``config`` and return ``train(rng, hparams=None, env_params=None) -> TrainResult``.
+class Step:
+    """The train step of one program shape (a config; its name, constraint mode,
+    robustness, schedule and hyperparameters are not read here: they come as
+    ``hp`` and ``variant``). Each phase of SPEC §2a is one method."""
 
-    ``train`` is pure: ``jax.jit(jax.vmap(train))(jax.random.split(key, n))`` trains
-    ``n`` seeds in one compiled call; vmapping ``hparams`` sweeps hyperparameters
-    and vmapping ``env_params`` trains on a batch of kernels.
-    """
-    cfg = config.validate()
-    env, default_env_params = envs.make(cfg.env)
-    actor, critic = build_networks(cfg, env)
-    m = env.num_constraints
-    n_iter = cfg.num_iterations
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.env, self.default_env_params = envs.make(cfg.env)
+        self.actor, self.critic = build_networks(cfg, self.env)
+        self.learner = Learner(self.actor, self.critic, cfg)
 
-    def init(rng, hp, env_params) -> TrainState:
+    # ------------------------------------------------------------------ state
+    def init(self, rng, hp: HParams, env_params) -> TrainState:
+        cfg, env = self.cfg, self.env
         rng, k_a, k_c, k_env = jax.random.split(rng, 4)
         obs0 = jnp.zeros((env.state_dim,), jnp.float32)
-        params = {"actor": actor.init(k_a, obs0), "critic": critic.init(k_c, obs0)}
-        tx = make_optimizer(cfg, hp.lr)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
-            jax.random.split(k_env, cfg.n_envs), env_params
-        )
+        params = {"actor": self.actor.init(k_a, obs0), "critic": self.critic.init(k_c, obs0)}
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_env, cfg.n_envs), env_params)
         return TrainState(
             params=params,
-            opt_state=tx.init(params),
-            dual=lagrange.init_dual(m, hp.lam_init),
+            opt_state=self.learner.optimizer(hp.lr).init(params),
+            dual=lagrange.init_dual(env.num_constraints, hp.lam_init),
             env_params=env_params,
             schedule=schedules.init_schedule(),
             env_state=env_state,
             obs=obs,
-            episodes=init_accumulator(cfg.n_envs, m),
+            episodes=init_accumulator(cfg.n_envs, env.num_constraints),
             samples=jnp.zeros((3,), jnp.float32),
             rng=rng,
         )
 
-    def advantages(traj, params, lam_tilde, hp):
-        """Lagrangian advantage ``A_L [T, B]`` and critic targets ``[T, B, 1 + m]``."""
-        rewards = jnp.concatenate([traj.reward[..., None], traj.costs], axis=-1)
-        values = critic.apply(params["critic"], traj.obs)
-        next_values = critic.apply(params["critic"], traj.next_obs)
-        adv, targets = gae(rewards, values, next_values, traj.terminated, traj.done, hp.gamma, hp.gae_lambda)
-        return adv[..., 0] - adv[..., 1:] @ lam_tilde, targets
+    # ------------------------------------------------------------------ phases
+    def learn_keys(self, key):
+        """``(rollout key, update key)``: MCPMD's episode uses the whole key (its update
+        replays the episode's own dropout keys)."""
+        return (key, key) if self.cfg.episodic else tuple(jax.random.split(key))
 
-    def learn_on_batch(key, state, lam_tilde, hp, variant, tx):
-        """Steps 1-2 for PPO/MDPO: a rollout of ``n_envs x n_steps`` auto-resetting steps,
-        then epochs of minibatch updates on the Lagrangian GAE advantage."""
-        k_roll, k_upd = jax.random.split(key)
+    def rollout(self, key, state: TrainState, hp):
+        """1. Experience under the current kernel: PPO/MDPO ``n_envs x n_steps``
+        auto-resetting steps; MCPMD one whole episode of one env, acting with dropout.
+        Returns ``(data, state, episode metrics)``."""
+        cfg, env = self.cfg, self.env
+        if cfg.episodic:
+            ep = collect_episode(key, env, state.env_params, self.actor, state.params["actor"], env.episode_length,
+                                 cfg.act_dropout)  # fmt: skip
+            disc = hp.gamma ** jnp.arange(env.episode_length, dtype=jnp.float32) * ep.alive
+            stats = dict(
+                episode_return=jnp.sum(ep.reward * ep.alive),
+                episode_disc_return=jnp.sum(ep.reward * disc),
+                episode_costs=disc @ ep.costs,
+                episodes_completed=jnp.float32(1.0),
+            )
+            return ep, state, stats
         traj, env_state, obs, episodes, ep = collect_rollout(
-            k_roll, env, state.env_params, actor, state.params["actor"], state.env_state,
+            key, env, state.env_params, self.actor, state.params["actor"], state.env_state,
             state.obs, state.episodes, cfg.n_steps, hp.gamma,
         )  # fmt: skip
-        adv, targets = advantages(traj, state.params, lam_tilde, hp)
-        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
-        batch = Batch(flat(traj.obs), flat(traj.action), flat(traj.log_prob), flat(adv), flat(targets))
-        params, opt_state, sched, upd = update(
-            k_upd, state.params, state.opt_state, state.schedule, batch, actor, critic, tx, cfg, hp, variant.schedule
-        )
         n_ep = ep["episodes"]
-        safe = jnp.maximum(n_ep, 1.0)
-        nan_if_none = lambda x: jnp.where(n_ep > 0, x / safe, jnp.nan)  # noqa: E731
-        ep_metrics = dict(
-            episode_return=nan_if_none(ep["ret"]),
-            episode_disc_return=nan_if_none(ep["disc_ret"]),
-            episode_costs=nan_if_none(ep["disc_costs"]),
+        per_episode = lambda x: jnp.where(n_ep > 0, x / jnp.maximum(n_ep, 1.0), jnp.nan)  # noqa: E731
+        stats = dict(
+            episode_return=per_episode(ep["ret"]),
+            episode_disc_return=per_episode(ep["disc_ret"]),
+            episode_costs=per_episode(ep["disc_costs"]),
             episodes_completed=n_ep,
         )
-        moved_on = state.replace(params=params, opt_state=opt_state, schedule=sched, env_state=env_state,
-                                 obs=obs, episodes=episodes)  # fmt: skip
-        return moved_on, jnp.float32(cfg.batch_size), ep_metrics | upd
+        return traj, state.replace(env_state=env_state, obs=obs, episodes=episodes), stats
 
-    def learn_on_episode(key, state, lam_tilde, hp, variant, tx):
-        """Steps 1-2 for MCPMD (SPEC §2b): one whole episode of one environment, acting
-        in training mode (dropout on), then one REINFORCE step on the Lagrangian
-        returns-to-go normalised within the episode."""
-        episode = collect_episode(
-            key, env, state.env_params, actor, state.params["actor"], env.episode_length, cfg.act_dropout
+    def signal(self, data, params, lam_tilde, hp):
+        """2. The Lagrangian learning signal: GAE advantage ``A_L [T, B]`` and critic
+        targets ``[T, B, 1 + m]`` (PPO/MDPO); the episode's returns-to-go ``[T]`` (MCPMD)."""
+        if self.cfg.episodic:
+            lagr_reward = (data.reward - data.costs @ lam_tilde) * data.alive
+            return discounted_returns(lagr_reward, jnp.zeros_like(data.alive), hp.gamma)
+        rewards = jnp.concatenate([data.reward[..., None], data.costs], axis=-1)
+        values = self.critic.apply(params["critic"], data.obs)
+        next_values = self.critic.apply(params["critic"], data.next_obs)
+        adv, targets = gae(rewards, values, next_values, data.terminated, data.done, hp.gamma, hp.gae_lambda)
+        return adv[..., 0] - adv[..., 1:] @ lam_tilde, targets
+
+    def update(self, key, state: TrainState, data, signal, hp, schedule):
+        """3. The policy (and critic) update. Returns ``(state, policy steps, metrics)``."""
+        if self.cfg.episodic:
+            params, opt_state, upd = self.learner.reinforce(state.params, state.opt_state, data, signal, hp)
+            upd = upd | {"alpha": jnp.asarray(hp.alpha, jnp.float32)}  # no KL penalty: reported as set
+            return state.replace(params=params, opt_state=opt_state), data.alive.sum(), upd
+        adv, targets = signal
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        batch = Batch(flat(data.obs), flat(data.action), flat(data.log_prob), flat(adv), flat(targets))
+        params, opt_state, sched, upd = self.learner.epochs(
+            key, state.params, state.opt_state, state.schedule, batch, hp, schedule
         )
-        lagr_reward = (episode.reward - episode.costs @ lam_tilde) * episode.alive
-        returns = discounted_returns(lagr_reward, jnp.zeros_like(episode.alive), hp.gamma)
-        params, opt_state, upd = reinforce_update(state.params, state.opt_state, episode, returns, actor, tx)
-        disc = hp.gamma ** jnp.arange(env.episode_length, dtype=jnp.float32) * episode.alive
-        ep_metrics = dict(
-            episode_return=jnp.sum(episode.reward * episode.alive),
-            episode_disc_return=jnp.sum(episode.reward * disc),
-            episode_costs=disc @ episode.costs,
-            episodes_completed=jnp.float32(1.0),
-        )
-        upd = upd | {"alpha": jnp.asarray(hp.alpha, jnp.float32)}  # REINFORCE has no KL penalty: reported as set
-        return state.replace(params=params, opt_state=opt_state), episode.alive.sum(), ep_metrics | upd
+        state = state.replace(params=params, opt_state=opt_state, schedule=sched)
+        return state, jnp.float32(self.cfg.batch_size), upd
 
-    def iteration(state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
-        rng, k_learn, k_ltma, k_dual, k_eval = jax.random.split(state.rng, 5)
-        tx = make_optimizer(cfg, hp.lr)
-        lam_tilde = lagrange.effective_multiplier(variant.constraint, state.dual, hp.eta_lam)
+    def adversary(self, key, state: TrainState, lam_tilde, hp, robust):
+        """4. LTMA on ``xi`` (robust algorithms): ``(kernel, LTMA steps)``."""
 
-        # 1-2. rollout under the current kernel, policy (+ critic) update on the Lagrangian signal
-        learn = learn_on_episode if cfg.episodic else learn_on_batch
-        learned, policy_steps, metrics = learn(k_learn, state, lam_tilde, hp, variant, tx)
-        params, sched = learned.params, learned.schedule
-
-        # 3. LTMA on xi (robust algorithms)
-        env_params, ltma_steps = state.env_params, jnp.float32(0.0)
-        if variant.robust is not False:
-            attacked, n_ltma = ltma_phase(
-                k_ltma, env, state.env_params, actor, params["actor"], lam_tilde, hp, cfg
+        def attack(_):
+            return ltma_phase(
+                key, self.env, state.env_params, self.actor, state.params["actor"], lam_tilde, hp, self.cfg
             )
-            if _is_static(variant.robust):
-                env_params, ltma_steps = attacked, n_ltma
-            else:  # a family member's flag: keep the nominal kernel when it is off
-                keep = lambda a, b: jnp.where(variant.robust, a, b)  # noqa: E731
-                env_params = jax.tree.map(keep, attacked, state.env_params)
-                ltma_steps = keep(n_ltma, jnp.float32(0.0))
-            moved = jnp.any(jnp.abs(env_params.xi - state.env_params.xi) > 0.5 * env_params.kappa)
-            sched = schedules.maybe_restart(sched, moved)  # only the restart schedule reads it
 
-        # 4. dual phase: K ascent steps from a fresh Monte-Carlo estimate under the current kernel
-        dual, dual_steps = state.dual, jnp.float32(0.0)
-        n_ascent = jnp.int32(0)
-        if not _is_static(variant.constraint) or variant.constraint != "none":
-            _, c_eps, n_dual = run_episodes(
-                k_dual, env, env_params, actor, params["actor"], cfg.n_dual_episodes, hp.gamma, False, cfg.act_dropout
-            )
+        return jax.lax.cond(robust, attack, lambda _: (state.env_params, jnp.float32(0.0)), None)
+
+    def dual_phase(self, key, state: TrainState, env_params, hp, mode, policy_epochs):
+        """5. ``K`` ascent steps from a fresh Monte-Carlo estimate under the current kernel
+        (none without constraints): ``(dual state, dual steps, K)``."""
+        cfg = self.cfg
+
+        def ascend(_):
+            _, c_eps, n_dual = run_episodes(key, self.env, env_params, self.actor, state.params["actor"],
+                                            cfg.n_dual_episodes, hp.gamma, False, cfg.act_dropout)  # fmt: skip
             if cfg.dual_epochs_from_policy:  # PPO on CartPole: as many dual epochs as policy epochs ran
-                epochs = jnp.minimum(metrics["policy_epochs"], cfg.dual_epochs).astype(jnp.int32)
-                n_ascent = epochs * cfg.dual_steps_per_epoch
+                n_ascent = jnp.minimum(policy_epochs, cfg.dual_epochs).astype(jnp.int32) * cfg.dual_steps_per_epoch
             else:
                 n_ascent = jnp.int32(cfg.dual_steps)
-            dual = lagrange.dual_step(variant.constraint, state.dual, c_eps.mean(0), hp, n_ascent)
-            if _is_static(variant.constraint):
-                dual_steps = n_dual
-            else:
-                active = variant.constraint != lagrange.MODE_CODES["none"]
-                dual_steps = jnp.where(active, n_dual, 0.0)
-                n_ascent = jnp.where(active, n_ascent, 0)
+            return lagrange.dual_step(mode, state.dual, c_eps.mean(0), hp, n_ascent), n_dual, n_ascent
 
-        sched = schedules.advance(sched, 1 - variant.schedule.per_epoch())  # per-batch ticks
+        def none(_):
+            return state.dual, jnp.float32(0.0), jnp.int32(0)
 
-        # 5. deterministic evaluation for the training curves
+        return jax.lax.cond(mode != lagrange.MODE_CODES["none"], ascend, none, None)
+
+    def evaluation(self, key, it, params, env_params, hp):
+        """6. Deterministic evaluation for the training curves, every ``eval_every``
+        iterations (NaN between)."""
+        m = self.env.num_constraints
+
         def evaluate(_):
-            v, c, _ = run_episodes(
-                k_eval, env, env_params, actor, params["actor"], cfg.eval_episodes, hp.gamma, True
-            )
+            v, c, _ = run_episodes(key, self.env, env_params, self.actor, params["actor"], self.cfg.eval_episodes,
+                                   hp.gamma, True)  # fmt: skip
             return v.mean(), c.mean(0)
 
         def skip(_):
             return jnp.float32(jnp.nan), jnp.full((m,), jnp.nan, jnp.float32)
 
-        eval_v, eval_c = jax.lax.cond(it % cfg.eval_every == 0, evaluate, skip, None)
+        return jax.lax.cond(it % self.cfg.eval_every == 0, evaluate, skip, None)
 
-        samples = state.samples + jnp.stack(
-            [policy_steps.astype(jnp.float32), dual_steps.astype(jnp.float32), ltma_steps.astype(jnp.float32)]
+    # ------------------------------------------------------------------ iteration
+    def iteration(self, state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
+        rng, k_learn, k_ltma, k_dual, k_eval = jax.random.split(state.rng, 5)
+        k_roll, k_upd = self.learn_keys(k_learn)
+        lam_tilde = lagrange.effective_multiplier(variant.constraint, state.dual, hp.eta_lam)
+
+        data, state, metrics = self.rollout(k_roll, state, hp)
+        signal = self.signal(data, state.params, lam_tilde, hp)
+        state, policy_steps, upd = self.update(k_upd, state, data, signal, hp, variant.schedule)
+        env_params, ltma_steps = self.adversary(k_ltma, state, lam_tilde, hp, variant.robust)
+        dual, dual_steps, n_ascent = self.dual_phase(k_dual, state, env_params, hp, variant.constraint,
+                                                     upd["policy_epochs"])  # fmt: skip
+        eval_v, eval_c = self.evaluation(k_eval, it, state.params, env_params, hp)
+
+        moved = schedules.restart_trigger(state.env_params.xi, env_params.xi, env_params.kappa)
+        sched = schedules.maybe_restart(state.schedule, moved)  # only the restart schedule reads it
+        sched = schedules.advance(sched, 1 - variant.schedule.per_epoch())  # per-batch ticks
+        samples = state.samples + jnp.stack([policy_steps, dual_steps, ltma_steps]).astype(jnp.float32)
+        metrics = (
+            metrics
+            | upd
+            | dict(
+                lam=dual.lam,
+                lam_tilde=lam_tilde,
+                c_hat=dual.c_hat,
+                dual_updates=n_ascent.astype(jnp.float32),
+                xi=env_params.xi,
+                eval_return=eval_v,
+                eval_costs=eval_c,
+                policy_steps=samples[0],
+                dual_steps=samples[1],
+                ltma_steps=samples[2],
+                active=jnp.float32(1.0),
+            )
         )
-        metrics = metrics | dict(
-            lam=dual.lam,
-            lam_tilde=lam_tilde,
-            c_hat=dual.c_hat,
-            dual_updates=n_ascent.astype(jnp.float32),
-            xi=env_params.xi,
-            eval_return=eval_v,
-            eval_costs=eval_c,
-            policy_steps=samples[0],
-            dual_steps=samples[1],
-            ltma_steps=samples[2],
-            active=jnp.float32(1.0),
-        )
-        new_state = learned.replace(dual=dual, env_params=env_params, schedule=sched, samples=samples, rng=rng)
+        new_state = state.replace(dual=dual, env_params=env_params, schedule=sched, samples=samples, rng=rng)
         return new_state, metrics
 
-    def budgeted_iteration(state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
+    def budgeted_iteration(self, state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
         """MCPMD's iteration slot: an iteration while policy steps remain in the budget,
         else nothing (``active = 0``; the state and the counters are carried over, the
         other metrics are NaN). It is a ``while_loop`` of at most one trip, so under
         ``vmap`` a slot costs nothing once every member has spent its budget."""
-        shapes = jax.eval_shape(lambda s: iteration(s, it, hp, variant)[1], state)
+        shapes = jax.eval_shape(lambda s: self.iteration(s, it, hp, variant)[1], state)
         idle = jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), shapes)
         idle = idle | dict(
             lam=state.dual.lam, c_hat=state.dual.c_hat, xi=state.env_params.xi, active=jnp.float32(0.0),
@@ -252,43 +269,60 @@ def make_train(config: Config):
 
         def cond(carry):
             done, s, _ = carry
-            return jnp.logical_and(jnp.logical_not(done), s.samples[0] < cfg.total_timesteps)
+            return jnp.logical_and(jnp.logical_not(done), s.samples[0] < self.cfg.total_timesteps)
 
         def body(carry):
             _, s, _ = carry
-            return (jnp.bool_(True), *iteration(s, it, hp, variant))
+            return (jnp.bool_(True), *self.iteration(s, it, hp, variant))
 
         _, state, metrics = jax.lax.while_loop(cond, body, (jnp.bool_(False), state, idle))
         return state, metrics
 
-    def init_state(rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainState:
-        """The state before the first iteration."""
-        env_params = default_env_params if env_params is None else env_params
-        env.validate_params(env_params)
-        env.validate_kernel(env_params)
-        return init(rng, resolve_hparams(cfg, hparams), env_params)
+    def run(self, state: TrainState, hp, variant: Variant, start, n: int):
+        """Iterations ``start .. start + n - 1`` (``n`` static): ``(state, metrics)``."""
+        step = self.budgeted_iteration if self.cfg.episodic else self.iteration
+        return jax.lax.scan(lambda s, it: step(s, it, hp, variant), state, start + jnp.arange(n))
 
-    static_variant = Variant(
-        constraint=cfg.constraint, robust=cfg.robust, schedule=schedules.Schedule.of(cfg.alpha_schedule, cfg.alpha_tick)
-    )
-    step = budgeted_iteration if cfg.episodic else iteration
 
-    def run(state: TrainState, hparams: HParams | None = None, start=0, n: int = n_iter, variant=None):
-        """Iterations ``start .. start + n - 1`` (``n`` static): ``(state, metrics)``.
-        Running the iterations in chunks gives the same numbers as one call.
-        ``variant`` (families only) overrides the config's constraint mode / robustness."""
-        hp = resolve_hparams(cfg, hparams)
-        v = static_variant if variant is None else variant
-        its = start + jnp.arange(n)
-        return jax.lax.scan(lambda s, it: step(s, it, hp, v), state, its)
+@dataclasses.dataclass(frozen=True, eq=False)
+class Trainer:
+    """One algorithm's training run: ``trainer(rng, hparams=None, env_params=None)``.
 
-    def train(rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainResult:
-        state = init_state(rng, hparams, env_params)
-        state, metrics = run(state, hparams)
+    ``init`` and ``run`` split it for chunked runs (``run(init(rng), hparams, start, n)``
+    over consecutive chunks gives the numbers of one call); ``config`` and ``env`` are
+    the validated config and its environment. All three are pure and jit-able; vmap
+    ``rng`` for seeds, ``hparams`` (array leaves) for a sweep, ``env_params`` for a
+    batch of kernels."""
+
+    config: Config
+    env: Any
+    step: Step
+
+    def init(self, rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainState:
+        """The state before the first iteration (nominal kernel unless ``env_params``)."""
+        env_params = self.step.default_env_params if env_params is None else env_params
+        self.env.validate_params(env_params)
+        self.env.validate_kernel(env_params)
+        return self.step.init(rng, resolve_hparams(self.config, hparams), env_params)
+
+    def run(self, state: TrainState, hparams: HParams | None = None, start=0, n: int | None = None):
+        """Iterations ``start .. start + n - 1`` (``n`` static, default all): ``(state, metrics)``."""
+        n = self.config.num_iterations if n is None else n
+        return self.step.run(state, resolve_hparams(self.config, hparams), Variant.of(self.config), start, n)
+
+    def __call__(self, rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainResult:
+        state, metrics = self.run(self.init(rng, hparams, env_params), hparams)
         return TrainResult(state=state, metrics=metrics)
 
-    train.init = init_state  # type: ignore[attr-defined]
-    train.run = run  # type: ignore[attr-defined]
-    train.config = cfg  # type: ignore[attr-defined]
-    train.env = env  # type: ignore[attr-defined]
-    return train
+
+def make_train(config: Config) -> Trainer:
+    """Validate ``config`` and return its ``Trainer``: ``train(rng, hparams=None,
+    env_params=None) -> TrainResult``.
+
+    ``train`` is pure: ``jax.jit(jax.vmap(train))(jax.random.split(key, n))`` trains
+    ``n`` seeds in one compiled call; vmapping ``hparams`` sweeps hyperparameters
+    and vmapping ``env_params`` trains on a batch of kernels.
+    """
+    cfg = config.validate()
+    step = Step(cfg)
+    return Trainer(config=cfg, env=step.env, step=step)
