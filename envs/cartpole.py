@@ -14,6 +14,8 @@ from flax import struct
 from gymnax.environments import environment, spaces
 from rcmdp_jax.envs.base import RobustEnvironment
 
+EPISODE_LENGTH = 100  # the time limit: gymnax's max_steps_in_episode and the class's episode_length
+
 
 @struct.dataclass
 class CartPoleParams(environment.EnvParams):
@@ -30,7 +32,7 @@ class CartPoleParams(environment.EnvParams):
     theta_threshold: float = 12 * 2 * jnp.pi / 360
     x_threshold: float = 2.4
     velocity_limit: float = 0.15  # constraint: |x_dot| - velocity_limit <= 0
-    max_steps_in_episode: int = 100
+    max_steps_in_episode: int = EPISODE_LENGTH
 
 
 def euler_step(params: CartPoleParams, s: jax.Array, action: jax.Array) -> jax.Array:
@@ -59,7 +61,7 @@ class CartPole(RobustEnvironment):
     num_constraints = 1
     gamma = 0.99
     lambda_max = 50.0
-    episode_length = 100
+    episode_length = EPISODE_LENGTH
     # pushing one way from the worst start ends an episode after 7 steps at the box's
     # edge (8 at the nominal kernel): no policy ends one sooner
     min_episode_length = 6

@@ -25,6 +25,8 @@ from gymnax.environments import environment, spaces
 from rcmdp_jax.envs.base import RobustEnvironment
 
 K_FEATURE = 1.0 / math.sqrt(8.0 * math.pi)
+EPISODE_LENGTH_1D = 80  # the time limits: gymnax's max_steps_in_episode and the classes' episode_length
+EPISODE_LENGTH_3D = 100
 
 
 def features(z: jax.Array, centres: jax.Array, sigmas: jax.Array) -> jax.Array:
@@ -44,62 +46,7 @@ class InventoryParams(environment.EnvParams):
     noise_std: float = 1.0
     cost_threshold: float = 0.0
     state_bound: float = 100.0  # the kernel mean is clipped to [-bound, bound]
-    max_steps_in_episode: int = 80
-
-
-class InventoryManagement(RobustEnvironment):
-    """1-D inventory: state ``s`` (shape (1,)), four discrete order sizes."""
-
-    num_constraints = 1
-    gamma = 0.95
-    lambda_max = 500.0
-    episode_length = 80
-    min_episode_length = 80
-    state_dim = 1
-    discrete = True
-    action_dim = 4
-
-    @property
-    def default_params(self) -> InventoryParams:
-        return InventoryParams()
-
-    @property
-    def name(self) -> str:
-        return "RobustInventory1D"
-
-    def initial_state(self, key, params):
-        return jnp.zeros((1,))
-
-    def order(self, params, action):
-        return params.action_values[action]
-
-    def zeta(self, params, s, action):
-        z = jnp.concatenate([s, self.order(params, action)[None]])
-        return features(z, params.centres, params.sigmas)
-
-    def kernel_mean(self, params, s, action):
-        """The unclipped kernel mean ``eta . zeta(s, a)``, shape (1,)."""
-        return jnp.dot(params.xi, self.zeta(params, s, action))[None]
-
-    def next_state_distribution(self, params, s, action):
-        loc = jnp.clip(self.kernel_mean(params, s, action), -params.state_bound, params.state_bound)
-        return distrax.MultivariateNormalDiag(loc, params.noise_std * jnp.ones_like(loc))
-
-    def kernel_saturated(self, params, s, action):
-        return jnp.any(jnp.abs(self.kernel_mean(params, s, action)) >= params.state_bound)
-
-    def reward(self, params, s, action, s_next):
-        return self.order(params, action) - s[0] - s_next[0]
-
-    def constraint_costs(self, params, s, action, s_next):
-        a = self.order(params, action)
-        return (0.01 * (a**2 - s[0]) - params.cost_threshold)[None]
-
-    def action_space(self, params=None):
-        return spaces.Discrete(4)
-
-    def observation_space(self, params):
-        return spaces.Box(-jnp.inf, jnp.inf, (1,), jnp.float32)
+    max_steps_in_episode: int = EPISODE_LENGTH_1D
 
 
 @struct.dataclass
@@ -116,17 +63,83 @@ class Inventory3DParams(environment.EnvParams):
     noise_std: float = 1.0
     cost_threshold: float = 0.0
     state_bound: float = 100.0  # the kernel mean is clipped to [-bound, bound]
-    max_steps_in_episode: int = 100
+    max_steps_in_episode: int = EPISODE_LENGTH_3D
 
 
-class InventoryManagement3D(RobustEnvironment):
+class _Inventory(RobustEnvironment):
+    """What the 1-D and 3-D inventories share: the feature kernel
+    ``s' ~ N(clip(eta zeta(s, a), -bound, bound), noise_std^2 I)`` with ``xi = eta``
+    (``state_dim x 2``; the 1-D ``xi`` is its one row), the state-bound flag and the
+    reset to 0. Subclasses give ``order`` (the order vector of an action), the reward,
+    the costs and the spaces."""
+
+    gamma = 0.95
+    lambda_max = 500.0
+
+    def initial_state(self, key, params):
+        return jnp.zeros((self.state_dim,))
+
+    def order(self, params, action) -> jax.Array:
+        """The order vector, shape ``(state_dim,)``."""
+        raise NotImplementedError
+
+    def zeta(self, params, s, action):
+        z = jnp.concatenate([s, self.order(params, action)])
+        return features(z, params.centres, params.sigmas)
+
+    def kernel_mean(self, params, s, action):
+        """The unclipped kernel mean ``eta zeta(s, a)``, shape ``(state_dim,)``."""
+        return jnp.reshape(params.xi, (self.state_dim, 2)) @ self.zeta(params, s, action)
+
+    def next_state_distribution(self, params, s, action):
+        loc = jnp.clip(self.kernel_mean(params, s, action), -params.state_bound, params.state_bound)
+        return distrax.MultivariateNormalDiag(loc, params.noise_std * jnp.ones_like(loc))
+
+    def kernel_saturated(self, params, s, action):
+        return jnp.any(jnp.abs(self.kernel_mean(params, s, action)) >= params.state_bound)
+
+    def observation_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (self.state_dim,), jnp.float32)
+
+
+class InventoryManagement(_Inventory):
+    """1-D inventory: state ``s`` (shape (1,)), four discrete order sizes."""
+
+    num_constraints = 1
+    episode_length = EPISODE_LENGTH_1D
+    min_episode_length = EPISODE_LENGTH_1D
+    state_dim = 1
+    discrete = True
+    action_dim = 4
+
+    @property
+    def default_params(self) -> InventoryParams:
+        return InventoryParams()
+
+    @property
+    def name(self) -> str:
+        return "RobustInventory1D"
+
+    def order(self, params, action):
+        return params.action_values[action][None]
+
+    def reward(self, params, s, action, s_next):
+        return self.order(params, action)[0] - s[0] - s_next[0]
+
+    def constraint_costs(self, params, s, action, s_next):
+        a = self.order(params, action)[0]
+        return (0.01 * (a**2 - s[0]) - params.cost_threshold)[None]
+
+    def action_space(self, params=None):
+        return spaces.Discrete(4)
+
+
+class InventoryManagement3D(_Inventory):
     """3-D inventory: state in R^3, continuous actions clipped to [-1, 1]^3."""
 
     num_constraints = 3
-    gamma = 0.95
-    lambda_max = 500.0
-    episode_length = 100
-    min_episode_length = 100
+    episode_length = EPISODE_LENGTH_3D
+    min_episode_length = EPISODE_LENGTH_3D
     state_dim = 3
     discrete = False
     action_dim = 3
@@ -139,26 +152,8 @@ class InventoryManagement3D(RobustEnvironment):
     def name(self) -> str:
         return "RobustInventory3D"
 
-    def initial_state(self, key, params):
-        return jnp.zeros((3,))
-
     def order(self, params, action):
         return jnp.clip(action, params.action_low, params.action_high)
-
-    def zeta(self, params, s, action):
-        z = jnp.concatenate([s, self.order(params, action)])
-        return features(z, params.centres, params.sigmas)
-
-    def kernel_mean(self, params, s, action):
-        """The unclipped kernel mean ``eta zeta(s, a)``, shape (3,)."""
-        return params.xi @ self.zeta(params, s, action)
-
-    def next_state_distribution(self, params, s, action):
-        loc = jnp.clip(self.kernel_mean(params, s, action), -params.state_bound, params.state_bound)
-        return distrax.MultivariateNormalDiag(loc, params.noise_std * jnp.ones_like(loc))
-
-    def kernel_saturated(self, params, s, action):
-        return jnp.any(jnp.abs(self.kernel_mean(params, s, action)) >= params.state_bound)
 
     def reward(self, params, s, action, s_next):
         return jnp.sum(self.order(params, action) - s - s_next)
@@ -168,6 +163,3 @@ class InventoryManagement3D(RobustEnvironment):
 
     def action_space(self, params=None):
         return spaces.Box(-1.0, 1.0, (3,), jnp.float32)
-
-    def observation_space(self, params):
-        return spaces.Box(-jnp.inf, jnp.inf, (3,), jnp.float32)

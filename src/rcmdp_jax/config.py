@@ -15,6 +15,8 @@ from typing import Any
 
 from flax import struct
 
+from rcmdp_jax.envs import ENV_NAMES, env_class
+
 LEARNERS = ("ppo", "mdpo", "mcpmd")
 CONSTRAINTS = ("none", "lagrangian", "augmented")
 ALPHA_SCHEDULES = ("fixed", "linear", "restart", "geometric")
@@ -24,7 +26,6 @@ KL_CHECKS = ("sb3", "dropout_off")
 INITS = ("orthogonal", "torch", "lecun")
 OPTIMIZERS = ("adam", "sgd")
 DROPOUT_RNGS = ("hash", "threefry")
-ENV_NAMES = ("cartpole", "inventory", "inventory3d")
 BUDGETS = ("short", "long")
 
 # The reference grid of SPEC §2, in its order.
@@ -110,9 +111,7 @@ class Config:
         MCPMD (one whole episode an iteration, SPEC §2b): enough iteration slots for the
         shortest possible episodes; the slots past the step budget do nothing."""
         if self.episodic:
-            from rcmdp_jax import envs  # lazily: the package must not start JAX at import
-
-            slots = math.ceil(self.total_timesteps / envs.REGISTRY[self.env].min_episode_length)
+            slots = math.ceil(self.total_timesteps / env_class(self.env).min_episode_length)
             return slots if slots <= 100 else 100 * math.ceil(slots / 100)  # chunks evenly for the runner
         return max(1, math.ceil(self.total_timesteps / self.batch_size))
 
@@ -267,28 +266,28 @@ def parse_algorithm(name: str) -> tuple[str, str, bool]:
     return learner.lower(), constraint, robust
 
 
-# SPEC §3, per environment.
+# SPEC §3, per environment (the discount and the episode length are the environment's own).
 _ENV_PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": dict(
-        policy_hidden=(128,), critic_hidden=(128,), optimizer="adam", episode=100,
+        policy_hidden=(128,), critic_hidden=(128,), optimizer="adam",
         ppo_epochs=50, ppo_target_kl=0.01, ppo_dual_epochs_from_policy=True, ltma_per_100=10.0, ltma_horizon=10,
         mcpmd_ltma=10,
         budgets={"short": 20_000, "long": 200_000},
-        hp=dict(lr=3e-4, gae_lambda=0.95, gamma=0.99, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-7),
+        hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-7),
     ),
     "inventory": dict(
-        policy_hidden=(64,), critic_hidden=(128,), optimizer="adam", episode=80,
+        policy_hidden=(64,), critic_hidden=(128,), optimizer="adam",
         ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=25.0, ltma_horizon=40,
         mcpmd_ltma=20,
         budgets={"short": 16_000, "long": 400_000},
-        hp=dict(lr=1e-3, gae_lambda=0.5, gamma=0.95, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
+        hp=dict(lr=1e-3, gae_lambda=0.5, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
     ),
     "inventory3d": dict(
-        policy_hidden=(128, 128), critic_hidden=(128,), optimizer="sgd", episode=100,
+        policy_hidden=(128, 128), critic_hidden=(128,), optimizer="sgd",
         ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=20.0, ltma_horizon=40,
         mcpmd_ltma=20,
         budgets={"short": 40_000, "long": 400_000},
-        hp=dict(lr=1e-3, gae_lambda=0.5, gamma=0.95, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
+        hp=dict(lr=1e-3, gae_lambda=0.5, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
     ),
 }  # fmt: skip
 
@@ -332,11 +331,13 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     overrides = {**variant, **overrides}
     learner, constraint, robust = parse_algorithm(base_name)
     p = _ENV_PRESETS[env]
+    domain = env_class(env)
     hp = HParams(
         target_kl=p["ppo_target_kl"] if learner == "ppo" else math.inf,
         lam_init=5.0,
         alpha=2.0,
-        alpha_decay=p["hp"]["gamma"],  # SPEC §2d: geometric alpha decays by the domain's gamma
+        gamma=domain.gamma,
+        alpha_decay=domain.gamma,  # SPEC §2d: geometric alpha decays by the domain's gamma
         **p["hp"],
     )
     common = dict(
@@ -348,7 +349,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         # the reference REINFORCE code: one whole episode of one env per iteration, acting in
         # training mode, PyTorch's default init and Adam (on every domain: SPEC §2b), no
         # clipping; one dual step
-        ep = p["episode"]
+        ep = domain.episode_length
         cfg = Config(
             **{**common, "optimizer": "adam"}, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, ltma_iterations=p["mcpmd_ltma"],
             init="torch", adam_eps=1e-8, max_grad_norm=math.inf, act_dropout=True,
