@@ -4,16 +4,12 @@ case that deadlocked XLA CPU twice: a sharded init program, and the next family'
 initial state placed on the devices from the compile thread while the previous family
 trained. Prints ``FINISHED`` at the end."""
 
-import sys
 import tempfile
 from pathlib import Path
 
 import jax
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "experiments"))
-
-import run as runner  # noqa: E402
+from rcmdp_jax import runner  # noqa: E402
 
 assert jax.device_count() == 2, jax.devices()
 out = Path(tempfile.mkdtemp()) / "run"

@@ -67,11 +67,9 @@ out = {
 }
 # the runner's --devices path gives the single-device numbers too
 import pathlib
-import sys
 import tempfile
 
-sys.path.insert(0, "experiments")
-import run as runner
+from rcmdp_jax import runner
 
 tiny = [
     "--algos",

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import run as runner
 
-from rcmdp_jax import stats
+from rcmdp_jax import runner, stats
+
+RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"  # the command users call
 
 ALGOS = "MDPO-Lag,MDPO-Robust,PPO-Lag"  # two families: {MDPO-Lag, MDPO-Robust}, {PPO-Lag}
 TINY = ["--algos", ALGOS, "--seeds", "2", "--steps", "128", "--n-test", "3",
@@ -110,10 +111,26 @@ def _assert_same_run(a_dir, b_dir, algos):
             np.testing.assert_array_equal(ma[key], mb[key])
 
 
-def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_path):
+class Killed(Exception):
+    """Stands for the process being killed (a real signal would end pytest too)."""
+
+
+def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_path, monkeypatch):
     out = tmp_path / "interrupted"
     # the first family (MDPO-Lag and MDPO-Robust, trained in one program), then a "kill"
-    assert runner.main(TINY + ["--out", str(out), "--stop-after", "1"]) == 3
+    trained = []
+    real = runner.train_prepared
+
+    def train_then_die(prep, label):
+        if trained:
+            raise Killed(label)
+        trained.append(label)
+        return real(prep, label)
+
+    monkeypatch.setattr(runner, "train_prepared", train_then_die)
+    with pytest.raises(Killed):
+        runner.main(TINY + ["--out", str(out)])
+    monkeypatch.undo()
     first, second, third = ALGOS.split(",")
     assert (out / "cartpole" / first / "checkpoint").is_dir()
     assert (out / "cartpole" / second / "checkpoint").is_dir()
@@ -175,7 +192,7 @@ def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, args, m
     out = tmp_path / "never"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.run(
-        [sys.executable, str(runner.__file__), *args, "--out", str(out)],
+        [sys.executable, str(RUN_PY), *args, "--out", str(out)],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
@@ -217,7 +234,7 @@ def test_one_diverged_seed_of_a_batch_is_found_and_the_others_kept():
 
 
 def test_a_partly_diverged_algorithm_is_summarised_over_its_other_seeds_and_never_marked():
-    import report
+    from rcmdp_jax import report
 
     rng = np.random.default_rng(0)
     good = (rng.normal(10.0, 1.0, (3, 2, 2, 4)), rng.normal(-1.0, 0.1, (3, 2, 2, 4, 1)))
@@ -372,7 +389,7 @@ def test_ctrl_c_is_a_short_message_without_traceback(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     args = [a if a != "128" else "64000" for a in TINY]  # long enough to be interrupted while training
     proc = subprocess.Popen(
-        [sys.executable, str(runner.__file__), *args, "--out", str(out), "--compile-cache", "off"],
+        [sys.executable, str(RUN_PY), *args, "--out", str(out), "--compile-cache", "off"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     for line in proc.stdout:
