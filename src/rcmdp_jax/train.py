@@ -185,22 +185,20 @@ class Step:
 
     def dual_phase(self, key, state: TrainState, env_params, hp, mode, policy_epochs):
         """5. ``K`` ascent steps from a fresh Monte-Carlo estimate under the current kernel
-        (none without constraints): ``(dual state, dual steps, K)``."""
+        (no step, and no steps counted, without constraints): ``(dual state, dual steps, K)``.
+        The estimate's few episodes run for every mode: under a ``lax.cond`` whose
+        predicate is batched (a family), XLA's simplifier loops on the PPO program."""
         cfg = self.cfg
-
-        def ascend(_):
-            _, c_eps, n_dual = run_episodes(key, self.env, env_params, self.actor, state.params["actor"],
-                                            cfg.n_dual_episodes, hp.gamma, False, cfg.act_dropout)  # fmt: skip
-            if cfg.dual_epochs_from_policy:  # PPO on CartPole: as many dual epochs as policy epochs ran
-                n_ascent = jnp.minimum(policy_epochs, cfg.dual_epochs).astype(jnp.int32) * cfg.dual_steps_per_epoch
-            else:
-                n_ascent = jnp.int32(cfg.dual_steps)
-            return lagrange.dual_step(mode, state.dual, c_eps.mean(0), hp, n_ascent), n_dual, n_ascent
-
-        def none(_):
-            return state.dual, jnp.float32(0.0), jnp.int32(0)
-
-        return jax.lax.cond(mode != lagrange.MODE_CODES["none"], ascend, none, None)
+        active = mode != lagrange.MODE_CODES["none"]
+        _, c_eps, n_dual = run_episodes(key, self.env, env_params, self.actor, state.params["actor"],
+                                        cfg.n_dual_episodes, hp.gamma, False, cfg.act_dropout)  # fmt: skip
+        if cfg.dual_epochs_from_policy:  # PPO on CartPole: as many dual epochs as policy epochs ran
+            n_ascent = jnp.minimum(policy_epochs, cfg.dual_epochs).astype(jnp.int32) * cfg.dual_steps_per_epoch
+        else:
+            n_ascent = jnp.int32(cfg.dual_steps)
+        n_ascent = jnp.where(active, n_ascent, 0)
+        dual = lagrange.dual_step(mode, state.dual, c_eps.mean(0), hp, n_ascent)
+        return dual, jnp.where(active, n_dual, 0.0), n_ascent
 
     def evaluation(self, key, it, params, env_params, hp):
         """6. Deterministic evaluation for the training curves, every ``eval_every``
