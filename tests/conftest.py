@@ -5,16 +5,29 @@ compile time on the CPU, and compile time dominates this suite. It is added to a
 ``XLA_FLAGS`` the environment already has (unless that sets a level itself), before
 JAX is imported. ``test_portability.py`` runs a smoke test at the default level, the
 one users run.
+
+One XLA compilation cache serves the session: a fresh folder, removed at exit, so
+every session (CI's too) starts cold and nothing leaks between sessions or into the
+user's own cache. Tests that build the same program again (the CLI tests run the
+same tiny families in separate runner calls; the runner keeps a cache JAX already
+has) compile it once. Subprocesses inherit it.
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _flags:
     os.environ["XLA_FLAGS"] = (_flags + " --xla_backend_optimization_level=0").strip()
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+_CACHE = tempfile.mkdtemp(prefix="rcmdp_jax_test_xla_")
+os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.5"
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 from rcmdp_jax import cpu_prng  # noqa: E402  (after XLA_FLAGS; imports no JAX)
 

@@ -29,7 +29,7 @@ def test_sharded_training_and_sweep_equal_single_device():
     assert out["train_max_diff"] < 1e-4
     assert out["sweep_max_diff"] < 1e-4
     assert out["hp_alpha"] == [0.5, 2.0, 4.0] and out["hp_max_diff"] < 1e-4
-    assert out["runner_shape"] == [3, 11, 16, 2] and out["runner_max_diff"] < 1e-4
+    assert out["runner_sharded"] and out["runner_shape"] == [6, 11, 16, 2] and out["runner_max_diff"] < 1e-4
     assert out["blocks_shape"] == [6, 11, 16, 2] and out["blocks_max_diff"] < 1e-4
 
 

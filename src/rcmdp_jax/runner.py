@@ -93,9 +93,10 @@ def parse_args(argv):
     )
     p.add_argument(
         "--compile-cache",
-        default=str(Path.home() / ".cache" / "rcmdp_jax" / "xla"),
+        default=None,
         metavar="DIR|off",
-        help="persistent XLA compilation cache: a re-run compiles nothing (default ~/.cache/rcmdp_jax/xla)",
+        help="persistent XLA compilation cache: a re-run compiles nothing (default: JAX's own setting "
+        "(JAX_COMPILATION_CACHE_DIR) if it has one, else ~/.cache/rcmdp_jax/xla)",
     )
     return p.parse_args(argv)
 
@@ -564,8 +565,10 @@ def main(argv=None) -> int:
     if args.compile_cache != "off":
         import jax
 
-        jax.config.update("jax_compilation_cache_dir", args.compile_cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        if args.compile_cache is not None or not jax.config.jax_compilation_cache_dir:
+            cache = args.compile_cache or str(Path.home() / ".cache" / "rcmdp_jax" / "xla")
+            jax.config.update("jax_compilation_cache_dir", cache)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     n_runs = len(plan["envs"]) * len(plan["algos"])
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
