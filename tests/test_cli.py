@@ -51,6 +51,15 @@ def test_end_to_end_artifacts_and_table(full_run, capsys):
     summary = json.loads((env_dir / "summary.json").read_text())
     md = (env_dir / "summary.md").read_text()
     tex = (env_dir / "summary.tex").read_text()
+    # rliable's IQM: the mean of the middle half of all (seed, kernel) scores, by hand
+    assert "Aggregate statistics" in md and (env_dir / "intervals.png").stat().st_size > 0
+    for algo in ALGOS.split(","):
+        res = _load(out, algo, "test_results.npz")
+        r_pen = stats.penalised_returns(res["V"].astype(np.float64), res["C"].astype(np.float64), 50.0)["R_pen"]
+        scores = np.sort(r_pen.mean(-1).ravel())  # 2 seeds x 176 kernels
+        iqm = scores[len(scores) // 4 : len(scores) - len(scores) // 4].mean()
+        aggregate = json.loads((env_dir / "aggregate.json").read_text())
+        assert aggregate["R_pen"]["iqm"][algo][0] == pytest.approx(iqm, rel=1e-9)
     for algo in ALGOS.split(","):
         d = env_dir / algo
         assert (d / "checkpoint").is_dir() and (d / "train_metrics.npz").exists()
@@ -410,3 +419,27 @@ def test_existing_output_folder_is_never_overwritten(tmp_path):
     assert runner.main(TINY + ["--out", str(out)]) == 2
     assert (out / "precious.txt").read_text() == "keep me"
     assert sorted(p.name for p in out.iterdir()) == ["precious.txt"]
+
+
+def test_worst_case_flag_puts_the_search_next_to_the_grid(tmp_path):
+    out = tmp_path / "worst"
+    args = ["--env", "inventory", "--algos", "MDPO-Lag", "--seeds", "2", "--steps", "64", "--n-test", "3",
+            "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "eval_episodes=2", "--worst-case"]  # fmt: skip
+    assert runner.main(args + ["--out", str(out)]) == 0
+    env_dir = out / "inventory"
+    z = np.load(env_dir / "MDPO-Lag" / "worst_case.npz")
+    assert sorted(z.files) == sorted(
+        f"{o}/{f}" for o in ("return", "r_pen", "cost0") for f in ("xi", "episodes", "history")
+    )
+    assert z["return/xi"].shape == (2, 5, 2) and z["return/episodes"].shape == (2, 5, 100, 2)
+    xi_c, kappa = np.array([-2.0, 3.5]), np.array([15.0, 15.0])
+    for o in ("return", "r_pen", "cost0"):
+        assert np.all(np.abs(z[f"{o}/xi"] - xi_c) <= kappa + 1e-4), o
+    # the table's numbers, recomputed from the saved episodes
+    V = np.load(env_dir / "MDPO-Lag" / "test_results.npz")["V"]
+    wc = json.loads((env_dir / "worst_case.json").read_text())["per_algorithm"]["MDPO-Lag"]["Return"]
+    np.testing.assert_allclose(wc["grid"], V.mean(-1).reshape(2, -1).min(1), rtol=1e-6)
+    np.testing.assert_allclose(wc["search"], z["return/episodes"][..., 0].mean(-1).min(1), rtol=1e-6)
+    md = (env_dir / "summary.md").read_text()
+    assert "Worst case: the grid's vs a gradient search's" in md
+    assert f"| MDPO-Lag | {np.mean(wc['grid']):.2f} | {np.mean(wc['search']):.2f} (" in md

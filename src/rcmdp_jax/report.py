@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcmdp_jax import stats
+from rcmdp_jax import aggregate, stats
 from rcmdp_jax.divergence import nonfinite_episodes
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
@@ -193,6 +193,39 @@ def load_env_results(
     return results, metrics, levels
 
 
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def load_worst_case(env_dir: Path, env_name: str, results: dict, lambda_max: float, levels) -> dict:
+    """``{algo: worst_case.compare_with_grid(...)}`` for the algorithms with a
+    ``worst_case.npz`` (``run.py --worst-case``), over the seeds kept in ``results``."""
+    found = {}
+    for algo, r in results.items():
+        path = env_dir / algo / "worst_case.npz"
+        if r is None or not path.exists():
+            continue
+        from rcmdp_jax import envs
+        from rcmdp_jax.worst_case import compare_with_grid
+
+        z = np.load(path)
+        t = np.load(env_dir / algo / "test_results.npz")
+        keep = ~t["diverged"] if "diverged" in t else np.ones(t["V"].shape[0], bool)
+        keep &= ~nonfinite_episodes(t["V"], t["C"])
+        nested: dict = {}
+        for key in z.files:
+            name, field = key.split("/")
+            nested.setdefault(name, {})[field] = z[key][keep]
+        env, params = envs.make(env_name)
+        grid_xi = np.asarray(env.test_kernels(levels, params).xi)
+        found[algo] = compare_with_grid(r[0], r[1], nested, lambda_max, grid_xi)
+    return found
+
+
 def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa) -> str:
     """Write summary.{md,tex,json} and the plots for one environment; return the Markdown table."""
     bounds: dict = {}
@@ -218,6 +251,19 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
             "The kernel mean is clipped at the state bound (see the README): these episodes' "
             "returns and costs are those of the clipped dynamics.\n\n" + state_bound_table(bounds, levels)
         )
+    kept = {a: r for a, r in results.items() if r is not None}
+    if kept and aggregate.available():
+        plots = env_dir if _has_matplotlib() else None
+        agg_text, agg_json = aggregate.section(kept, lambda_max, env_name, plots)
+        text += agg_text
+        (env_dir / "aggregate.json").write_text(json.dumps(agg_json, indent=2))
+    elif kept:
+        text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
+    found = load_worst_case(env_dir, env_name, results, lambda_max, levels)
+    if found:
+        wc_text, wc_json = worst_case_section(found, env_name)
+        text += wc_text
+        (env_dir / "worst_case.json").write_text(json.dumps(wc_json, indent=2))
     for algo, b in bounds.items():
         summary[algo]["state_bound_fraction"] = {
             "overall": float(np.mean(b)),
@@ -237,3 +283,74 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     if metrics:
         plot_training(env_dir, metrics, np.asarray(xi_c), np.asarray(kappa), env_name)
     return md
+
+
+def worst_case_section(found: dict, env_name: str) -> tuple[str, dict]:
+    """The grid-vs-search table (Markdown) and its JSON: ``found`` is
+    ``{algo: worst_case.compare_with_grid(...)}`` over the seeds that did not diverge.
+    Per algorithm and quantity: the mean over seeds of each seed's worst value on the
+    grid and by the search, and in how many seeds the search went beyond the grid; per
+    quantity, the domain's count and mean gap; ``xi`` where the search found each
+    seed's lowest return (the worst seed's in the table)."""
+    if not found:
+        return "", {}
+    metrics = list(next(iter(found.values())))
+    head = (
+        "| Algorithm | "
+        + " | ".join(f"{m}: grid | {m}: search" for m in metrics)
+        + " | xi of the lowest return (search) |"
+    )
+    lines = [head, "|" + "---|" * (2 * len(metrics) + 2)]
+    js: dict = {"per_algorithm": {}, "domain": {}}
+    pairs = {m: [] for m in metrics}
+    for algo, cmp in found.items():
+        cells, entry = [], {}
+        for m in metrics:
+            d = cmp[m]
+            g, f = np.asarray(d["grid"], np.float64), np.asarray(d["search"], np.float64)
+            beyond = f < g if d["lower_is_worse"] else f > g
+            pairs[m].append((g, f, beyond))
+            cells.append(f"{g.mean():.2f} | {f.mean():.2f} ({int(beyond.sum())}/{beyond.size})")
+            entry[m] = {
+                "grid": g.tolist(),
+                "search": f.tolist(),
+                "search_beyond_grid": beyond.tolist(),
+                "search_xi": np.asarray(d["search_xi"]).tolist(),
+                "grid_xi": np.asarray(d["grid_xi"]).tolist(),
+            }
+        r = cmp["Return"]
+        worst_seed = int(np.argmin(r["search"]))
+        xi = np.round(np.asarray(r["search_xi"][worst_seed], np.float64).ravel(), 3).tolist()
+        lines.append(f"| {algo} | " + " | ".join(cells) + f" | {xi} |")
+        js["per_algorithm"][algo] = entry
+    summary = []
+    for m in metrics:
+        g = np.concatenate([p[0] for p in pairs[m]])
+        f = np.concatenate([p[1] for p in pairs[m]])
+        beyond = np.concatenate([p[2] for p in pairs[m]])
+        sign = 1.0 if pairs[m] and found[next(iter(found))][m]["lower_is_worse"] else -1.0
+        gap = sign * (g - f)  # > 0: the search found worse than the grid
+        js["domain"][m] = {
+            "pairs": int(beyond.size),
+            "search_beyond_grid": int(beyond.sum()),
+            "mean_gap": float(gap.mean()),
+            "mean_gap_where_beyond": float(gap[beyond].mean()) if beyond.any() else 0.0,
+        }
+        d = js["domain"][m]
+        summary.append(
+            f"* {m}: the search went beyond the grid's worst in {d['search_beyond_grid']} of "
+            f"{d['pairs']} (algorithm, seed) pairs; by {d['mean_gap_where_beyond']:.3f} on average "
+            f"where it did (mean over all pairs {d['mean_gap']:+.3f}; > 0: the search found worse)."
+        )
+    text = (
+        f"\n## Worst case: the grid's vs a gradient search's ({env_name})\n\n"
+        "Per seed, the worst value over the test grid (11 levels x all corners) and the worst a projected-"
+        "gradient search found inside the box (``--worst-case``, ``rcmdp_jax.worst_case``; values on fresh "
+        "episodes, scored as the test scores them), averaged over seeds; in brackets, the seeds where the "
+        "search went beyond the grid. Return and R_pen: lower is worse; C: higher is worse.\n\n"
+        + "\n".join(lines)
+        + "\n\n"
+        + "\n".join(summary)
+        + "\n"
+    )
+    return text, js

@@ -113,7 +113,7 @@ class Policy:
 
 
 def scan_episode(key, env, env_params, policy: Callable, horizon: int, emit=None, fold=None, init=None,
-                 replay_dropout: bool = False):  # fmt: skip
+                 replay_dropout: bool = False, truncate: int = 0):  # fmt: skip
     """One fresh episode from the start distribution, at most ``horizon`` steps, as one
     ``lax.scan``: the loop every episode of fresh starts runs (dual estimates, LTMA,
     evaluation, the robustness test, MCPMD's batch).
@@ -125,13 +125,19 @@ def scan_episode(key, env, env_params, policy: Callable, horizon: int, emit=None
     kept in the carry: very large vmapped batches of episodes fit in memory).
     ``replay_dropout`` (a dropout ``Policy``): each step draws its own dropout key and
     records it with the log-probability, so the learner can replay the perturbed policy.
-    Returns ``(acc, ys)``.
+    ``truncate = k > 0``: the state is a constant (``stop_gradient``) every ``k`` steps, so
+    gradients through the sampled states span at most ``k`` transitions (pathwise
+    gradients, ``rcmdp_jax.worst_case``); it changes no value. Returns ``(acc, ys)``.
     """
     k_reset, k_run = jax.random.split(key)
     _, state = env.reset_env(k_reset, env_params)
 
-    def body(carry, key):
+    def body(carry, xs):
         state, alive, acc = carry
+        key, t = xs
+        if truncate:
+            cut = jax.tree.map(jax.lax.stop_gradient, state)
+            state = jax.tree.map(lambda a, b: jnp.where(t % truncate == 0, a, b), cut, state)
         obs = env.get_obs(state)
         if replay_dropout:
             k_act, k_drop, k_step = jax.random.split(key, 3)
@@ -145,7 +151,8 @@ def scan_episode(key, env, env_params, policy: Callable, horizon: int, emit=None
         y = None if emit is None else emit(step)
         return (nstate, alive * (1.0 - term.astype(jnp.float32)), acc), y
 
-    (_, _, acc), ys = jax.lax.scan(body, (state, jnp.float32(1.0), init), jax.random.split(k_run, horizon))
+    xs = (jax.random.split(k_run, horizon), jnp.arange(horizon))
+    (_, _, acc), ys = jax.lax.scan(body, (state, jnp.float32(1.0), init), xs)
     return acc, ys
 
 

@@ -76,6 +76,9 @@ def parse_args(argv):
         help="override any Config/HParams field, e.g. --set eta_xi=1e-6 (repeatable)",
     )
     p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default SPEC §4)")
+    p.add_argument("--worst-case", action="store_true",
+                   help="after the grid, search the uncertainty box for each seed's worst kernel by projected "
+                        "gradient steps (rcmdp_jax.worst_case); adds a grid-vs-search table")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished algorithms")
     p.add_argument(
         "--eval-only", metavar="RUN_DIR", default=None, help="re-run the sweep of RUN_DIR from its checkpoints"
@@ -187,6 +190,7 @@ def build_plan(args) -> dict:
         "seed": args.seed,
         "vmap": args.vmap,
         "n_test": args.n_test,
+        "worst_case": args.worst_case,
         "devices": args.devices,
         "configs": configs,
         "will_run": will_run,
@@ -335,7 +339,7 @@ def train_prepared(prep: Prepared, label: str):
     return per_member, time.perf_counter() - t_train
 
 
-def run(plan: dict, out: Path, resume: bool, eval_only: bool, mesh=None) -> int:
+def run(plan: dict, out: Path, resume: bool, eval_only: bool, mesh=None, worst_case: bool = False) -> int:
     import jax
     import numpy as np
 
@@ -343,6 +347,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, mesh=None) -> int:
     from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
     from rcmdp_jax.evaluate import make_eval
     from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
+    from rcmdp_jax.worst_case import corner_starts, make_worst_case
 
     all_keys = jax.random.split(jax.random.PRNGKey(plan["seed"]), plan["seeds"])
     block = process_block(plan["seeds"])  # this process's seeds (all of them on one host)
@@ -353,6 +358,7 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, mesh=None) -> int:
         return jax.tree.map(lambda x: x[block], result)
 
     sweeps: dict = {}
+    finders: dict = {}
     diverged_report: dict = {}
     missing_ckpt: list = []
     damaged: list = []
@@ -466,6 +472,24 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, mesh=None) -> int:
                           f"numbers); left out of the statistics", flush=True)  # fmt: skip
                 print(f"{alabel} sweep {V.shape} in {_fmt(time.perf_counter() - t0)}: "
                       f"mean test return {V[~bad].mean():.2f}{at_bound}", flush=True)  # fmt: skip
+                if worst_case:
+                    wc_key = sweep_key[:4]
+                    if wc_key not in finders:
+                        finders[wc_key] = jax.jit(make_worst_case(cfg))
+                    t0 = time.perf_counter()
+                    # starts: the centre and the corners the grid found worst (level 1) for each seed
+                    starts = corner_starts(env, params, V[:, int(np.argmax(levels))].mean(-1))
+                    found = finders[wc_key](result.state.params["actor"], starts, jax.random.PRNGKey(plan["seed"] + 2))
+                    found = jax.tree.map(np.asarray, found)
+                    if writer:
+                        np.savez_compressed(algo_dir / "worst_case.npz", **{
+                            f"{name}/{field}": value for name, d in found.items() for field, value in d.items()
+                        })  # fmt: skip
+                    ret = found["return"]["episodes"][..., 0].mean(-1).min(1)[~bad]  # each seed's lowest return
+                    grid = V.mean(-1).reshape(V.shape[0], -1).min(1)[~bad]
+                    print(f"{alabel} worst case in {_fmt(time.perf_counter() - t0)}: lowest return per seed "
+                          f"{grid.mean():.2f} on the grid, {ret.mean():.2f} by the search "
+                          f"(lower in {int((ret < grid).sum())}/{ret.size} seeds)", flush=True)  # fmt: skip
         if writer:
             stale = {a.split("/", 1)[1] for a in missing_ckpt + damaged if a.startswith(env_name + "/")}
             tables[env_name] = write_env_report(
@@ -585,7 +609,7 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGINT, interrupted) if threading.current_thread() is threading.main_thread() else None
     )
     try:
-        return run(plan, out, args.resume, bool(args.eval_only), mesh)
+        return run(plan, out, args.resume, bool(args.eval_only), mesh, args.worst_case)
     except KeyboardInterrupt:
         interrupted()
     finally:

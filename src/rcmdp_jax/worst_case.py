@@ -1,0 +1,281 @@
+"""Worst-case search: projected gradient steps on the kernel parameters ``xi`` inside
+the uncertainty box, for a trained deterministic policy (beyond the study's grid).
+
+The robustness test (``evaluate``) looks at a grid: distortion levels x the ``2^n``
+corner directions. Our kernels are differentiable, so the box can be *searched*:
+starting from some points (the corners the grid found worst, the centre), each
+search takes projected gradient steps of a Monte-Carlo objective over a batch of
+episodes with common random numbers (the same keys at every step). Objectives:
+
+* ``"return"``: minimise the discounted return ``V``;
+* ``"cost<j>"``: maximise the discounted constraint value ``C_j``;
+* ``"r_pen"``: minimise ``R_pen = V - lambda_max sum_j max(0, C_j)`` (SPEC §4).
+
+Two gradient estimators of ``d[V, C]/d xi``, both from the kernel's distrax
+distribution (no hand-written gradient):
+
+* ``"score"``: the score function, as LTMA uses it,
+  ``mean_e sum_t gamma^t (G^k_t - b_t) grad log p_xi(s_{t+1} | s_t, a_t)`` with ``G^k`` the
+  reward-to-go of quantity ``k`` (reward or a constraint-cost) and ``b_t`` the mean of
+  the other episodes' (a leave-one-out baseline: no bias, far less variance);
+* ``"pathwise"``: reparameterised next states ``s' = mean(xi, s, a) + std * eps``
+  (distrax's ``sample`` is that), differentiated through the whole episode
+  (forward mode, ``jax.jacfwd``: ``xi`` has at most 6 entries, and no tape is kept). Through a long chaotic episode these gradients can explode:
+  ``truncate = k`` lets them flow through at most ``k`` consecutive transitions
+  (the state is a constant every ``k`` steps); the score function is the
+  fallback. Terminations and discrete actions are not differentiable: pathwise
+  gradients ignore how ``xi`` moves them (a bias; the score function has none).
+
+The step is scale-free: ``xi <- Proj_U(xi -/+ eta_k kappa * g / max|kappa * g|)``
+with ``g = kappa * grad`` and ``eta_k`` decaying from ``eta0`` to ``eta0 / 20``;
+the best point seen (by its Monte-Carlo value) is kept, then re-evaluated on fresh
+episodes, so the reported value is not biased by the search's own noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rcmdp_jax.advantages import discounted_returns
+from rcmdp_jax.rollout import Policy, scan_episode
+
+ESTIMATORS = ("score", "pathwise")
+
+
+def objective_names(m: int) -> tuple[str, ...]:
+    """The objectives of an environment with ``m`` constraints."""
+    return ("return", "r_pen") + tuple(f"cost{j}" for j in range(m))
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    steps: int = 20  # projected gradient steps per start
+    episodes: int = 16  # episodes per gradient (common random numbers)
+    eval_episodes: int = 100  # fresh episodes that value the point found
+    eta0: float = 0.5  # first step, as a fraction of the box half-width
+    estimator: str = "score"
+    truncate: int = 0  # pathwise: gradient window in transitions (0 = the whole episode)
+
+    def validate(self) -> SearchConfig:
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator={self.estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+        for name in ("steps", "episodes", "eval_episodes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.truncate, int) or self.truncate < 0:
+            raise ValueError(f"truncate must be a non-negative integer, got {self.truncate!r}")
+        if not (np.isfinite(self.eta0) and self.eta0 > 0):
+            raise ValueError(f"eta0 must be a positive number, got {self.eta0!r}")
+        return self
+
+
+def episode_quantities(key, env, env_params, policy, gamma, horizon: int, truncate: int = 0):
+    """One episode under ``env_params``: the discounted return and constraint values
+    ``[1 + m]`` (differentiable in ``env_params.xi`` through the sampled next states),
+    and the episode's steps for the score function."""
+
+    def fold(acc, st):
+        disc, total = acc
+        return disc * gamma, total + st.alive * disc * jnp.concatenate([st.reward[None], st.costs])
+
+    def emit(st):
+        return (st.s, st.action, st.s_next, jnp.concatenate([st.reward[None], st.costs]), st.alive)
+
+    init = (jnp.float32(1.0), jnp.zeros((1 + env.num_constraints,)))
+    (_, total), steps = scan_episode(key, env, env_params, policy, horizon, emit=emit, fold=fold, init=init,
+                                     truncate=truncate)  # fmt: skip
+    return total, steps
+
+
+def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, estimator: str, truncate: int = 0):
+    """Monte-Carlo ``[V, C_1..C_m]`` (mean over the episodes of ``keys``) at ``xi`` and
+    its Jacobian ``[1 + m, *xi.shape]`` by ``estimator``."""
+
+    def run(xi_):
+        params = env_params.replace(xi=xi_)
+        one = lambda k: episode_quantities(k, env, params, policy, gamma, horizon, truncate)  # noqa: E731
+        totals, steps = jax.vmap(one)(keys)
+        return totals.mean(0), steps
+
+    if estimator == "pathwise":
+        jac, values = jax.jacfwd(lambda x: (lambda v: (v, v))(run(x)[0]), has_aux=True)(xi)
+        return values, jac
+    values, (s, a, s_next, per_step, alive) = run(jax.lax.stop_gradient(xi))
+    # reward-to-go of each quantity, gamma^t weights, masked after termination: [E, H, 1 + m]
+    to_go = jax.vmap(lambda r: discounted_returns(r, jnp.zeros(r.shape[:1]), gamma))(per_step * alive[..., None])
+    # leave-one-out baseline per step: unbiased (it does not depend on the episode's own
+    # transitions) and it removes the large common level of the returns-to-go
+    n = to_go.shape[0]
+    baseline = (to_go.sum(0, keepdims=True) - to_go) / max(n - 1, 1)
+    weights = (gamma ** jnp.arange(horizon, dtype=jnp.float32))[None, :, None] * (to_go - baseline) * alive[..., None]
+    log_p = jax.vmap(jax.vmap(env.transition_log_prob, in_axes=(None, None, 0, 0, 0)), in_axes=(None, None, 0, 0, 0))
+
+    def surrogate(x):
+        lp = log_p(x, env_params, s, a, s_next)  # [E, H]
+        return jnp.mean(jnp.sum(jax.lax.stop_gradient(weights) * lp[..., None], axis=1), axis=0)  # [1 + m]
+
+    # forward mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the
+    # cost's at 20,000 episodes (README, Known issues; tests/test_worst_case.py)
+    return values, jax.jacfwd(surrogate)(xi)
+
+
+def objective(values: jax.Array, jac: jax.Array, name: str, lambda_max: float):
+    """``(value to minimise, its gradient)`` of objective ``name`` from ``[V, C]`` and their Jacobian."""
+    if name == "return":
+        return values[0], jac[0]
+    if name == "r_pen":
+        c = values[1:]
+        violated = (c > 0).astype(jnp.float32)
+        value = values[0] - lambda_max * jnp.sum(jnp.maximum(c, 0.0))
+        grad = jac[0] - lambda_max * jnp.tensordot(violated, jac[1:], axes=1)
+        return value, grad
+    j = int(name.removeprefix("cost"))
+    return -values[1 + j], -jac[1 + j]  # maximise C_j
+
+
+def search(key, xi0, env, env_params, policy, name: str, cfg: SearchConfig, gamma, lambda_max):
+    """One search from ``xi0`` for ``policy(obs, key) -> action`` (e.g. a deterministic
+    ``rollout.Policy``): ``(xi found, [V, C] there on fresh episodes [1 + m], the
+    objective along the way [steps])``; the objective is minimised (``-C_j`` for ``cost<j>``).
+    The fresh episodes' ``[V, C]`` come per episode (``[eval_episodes, 1 + m]``), so the
+    caller can score them as the robustness test does (e.g. ``R_pen`` per episode)."""
+    horizon = env.episode_length
+    k_search, k_eval = jax.random.split(key)
+    keys = jax.random.split(k_search, cfg.episodes)  # common random numbers: the same at every step
+    lo, hi = env_params.xi_c - env_params.kappa, env_params.xi_c + env_params.kappa
+    kappa = env_params.kappa
+    etas = cfg.eta0 * (1.0 / 20.0) ** (jnp.arange(cfg.steps, dtype=jnp.float32) / max(cfg.steps - 1, 1))
+
+    def step(carry, eta):
+        xi, best_xi, best = carry
+        values, jac = value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon, cfg.estimator, cfg.truncate)
+        value, grad = objective(values, jac, name, lambda_max)
+        better = value < best
+        best_xi = jnp.where(better, xi, best_xi)
+        best = jnp.where(better, value, best)
+        g = jnp.where(jnp.isfinite(grad), grad, 0.0) * kappa
+        scale = jnp.max(jnp.abs(g))
+        move = jnp.where(scale > 0, eta * kappa * g / jnp.where(scale > 0, scale, 1.0), 0.0)
+        return (jnp.clip(xi - move, lo, hi), best_xi, best), value
+
+    xi0 = jnp.clip(xi0, lo, hi)
+    (xi, best_xi, best), history = jax.lax.scan(step, (xi0, xi0, jnp.float32(jnp.inf)), etas)
+    # the last point is judged too
+    values, jac = value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon, cfg.estimator, cfg.truncate)
+    value, _ = objective(values, jac, name, lambda_max)
+    best_xi = jnp.where(value < best, xi, best_xi)
+    fresh = jax.random.split(k_eval, cfg.eval_episodes)
+    params = env_params.replace(xi=best_xi)
+    totals = jax.vmap(lambda k: episode_quantities(k, env, params, policy, gamma, horizon)[0])(fresh)
+    return best_xi, totals, history
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class WorstCase:
+    """``finder(actor_params, starts, rng) -> {name: {"xi": [S, K, *xi], "episodes": [S, K, E, 1 + m],
+    "history": [S, K, steps]}}``: every objective searched from ``starts`` (``[S, K, *xi]``,
+    per seed) for every seed's deterministic policy, vmapped over seeds x starts, in
+    one program (``jax.jit(finder)``); ``episodes``: ``[V, C]`` of ``E`` fresh episodes
+    at the point found."""
+
+    env: Any
+    env_params: Any
+    actor: Any
+    cfg: SearchConfig
+    gamma: float
+    lambda_max: float
+    objectives: tuple[str, ...]
+
+    def __call__(self, actor_params, starts, rng):
+        out = {}
+        for i, name in enumerate(self.objectives):
+            one = lambda ap, x0, k, name=name: search(  # noqa: E731
+                k, x0, self.env, self.env_params, Policy(self.actor, ap, deterministic=True), name, self.cfg,
+                self.gamma, self.lambda_max,
+            )  # fmt: skip
+            per_start = jax.vmap(one, in_axes=(None, 0, 0))
+            n_seeds, n_starts = starts.shape[:2]
+            keys = jax.random.split(jax.random.fold_in(rng, i), n_seeds * n_starts).reshape(n_seeds, n_starts, -1)
+            xi, episodes, history = jax.vmap(per_start)(actor_params, starts, keys)
+            out[name] = {"xi": xi, "episodes": episodes, "history": history}
+        return out
+
+
+def make_worst_case(config, search: SearchConfig | None = None, env_params=None) -> WorstCase:
+    """The ``WorstCase`` finder of ``config``'s deterministic policies (every objective)."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.train import build_networks
+
+    cfg = config.validate()
+    search = (search or SearchConfig()).validate()
+    env, default_params = envs.make(cfg.env)
+    actor, _ = build_networks(cfg, env)
+    params = default_params if env_params is None else env_params
+    return WorstCase(env, params, actor, search, cfg.hparams.gamma, env.lambda_max,
+                     objective_names(env.num_constraints))  # fmt: skip
+
+
+def corner_starts(env, env_params, grid_values: np.ndarray | None = None, max_corners: int = 4) -> np.ndarray:
+    """Start points ``[S, K, *xi]``: the centre and the box corners; with more than
+    ``max_corners`` corners, the ``max_corners`` the grid found worst for each seed
+    (``grid_values`` ``[S, D]``: each seed's value at level 1 per direction, lower = worse)."""
+    dirs = env.sign_directions()
+    xi_c, kappa = np.asarray(env_params.xi_c, np.float32), np.asarray(env_params.kappa, np.float32)
+    corners = xi_c[None] + kappa[None] * dirs.reshape((-1,) + xi_c.shape)
+    n_seeds = 1 if grid_values is None else grid_values.shape[0]
+    if len(dirs) <= max_corners or grid_values is None:
+        chosen = np.broadcast_to(corners[None], (n_seeds,) + corners.shape)
+    else:
+        worst = np.argsort(grid_values, axis=1)[:, :max_corners]
+        chosen = corners[worst]
+    centre = np.broadcast_to(xi_c, (n_seeds, 1) + xi_c.shape)
+    return np.concatenate([centre, chosen], axis=1).astype(np.float32)
+
+
+def compare_with_grid(V: np.ndarray, C: np.ndarray, found: dict, lambda_max: float, grid_xi: np.ndarray) -> dict:
+    """Per seed, the worst value the grid found and the worst the search found, for the
+    robustness test's quantities scored as the test scores them (per episode, then the
+    mean over a kernel's episodes): ``Return`` (lowest ``V``), ``R_pen`` (lowest
+    ``V - lambda_max sum_j max(0, C_j)``) and each ``C<j>`` (highest).
+
+    ``V`` ``[S, L, D, E]``, ``C`` ``[S, L, D, E, m]`` (the sweep), ``found`` a
+    ``WorstCase`` result (NumPy), ``grid_xi`` ``[L, D, *xi]`` the test kernels.
+    Returns ``{metric: {"grid": [S], "search": [S], "grid_xi": [S, *xi], "search_xi": [S, *xi],
+    "lower_is_worse": bool}}``."""
+    m = C.shape[-1]
+    flat_xi = grid_xi.reshape((-1,) + grid_xi.shape[2:])
+
+    def r_pen(v, c):
+        return (v - lambda_max * np.maximum(c, 0.0).sum(-1)).mean(-1)
+
+    def worst(values, lower):  # values [S, N] -> index of each seed's worst
+        return np.argmin(values, 1) if lower else np.argmax(values, 1)
+
+    s = V.shape[0]
+    metrics = {
+        "Return": ("return", lambda v, c: v.mean(-1), True),
+        "R_pen": ("r_pen", r_pen, True),
+        **{f"C{j}": (f"cost{j}", lambda v, c, j=j: c[..., j].mean(-1), False) for j in range(m)},
+    }
+    out = {}
+    for metric, (objective, score, lower) in metrics.items():
+        grid_values = score(V, C).reshape(s, -1)  # [S, L * D]
+        gi = worst(grid_values, lower)
+        ep = found[objective]["episodes"]  # [S, K, E, 1 + m]
+        search_values = score(ep[..., 0], ep[..., 1:])  # [S, K]
+        si = worst(search_values, lower)
+        rows = np.arange(s)
+        out[metric] = {
+            "grid": grid_values[rows, gi],
+            "search": search_values[rows, si],
+            "grid_xi": flat_xi[gi],
+            "search_xi": np.asarray(found[objective]["xi"])[rows, si],
+            "lower_is_worse": lower,
+        }
+    return out

@@ -1,0 +1,101 @@
+"""The worst-case search: against brute force, its two gradient estimators against a
+closed form, and the box."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rcmdp_jax import envs
+from rcmdp_jax.worst_case import SearchConfig, corner_starts, episode_quantities, search, value_and_jacobian
+
+ORDER_6 = 3  # Inventory 1-D's action index of the order size 6
+
+
+def always_order_6(obs, key):
+    return jnp.int32(ORDER_6)
+
+
+@pytest.fixture(scope="module")
+def inventory():
+    return envs.make("inventory")
+
+
+def test_search_finds_the_brute_force_worst_kernel_of_a_fixed_policy(inventory):
+    """ "Always order 6" on Inventory 1-D: the return's minimum over a 41 x 41 grid of the
+    box (200 episodes a point) is matched by both estimators' searches from the centre
+    (values on 400 fresh episodes, within 3 standard errors plus 1%)."""
+    env, p = inventory
+    a = np.linspace(-1.0, 1.0, 41)
+    grid = np.stack(np.meshgrid(a, a, indexing="ij"), -1).reshape(-1, 2)
+    xis = jnp.asarray(np.asarray(p.xi_c) + grid * np.asarray(p.kappa), jnp.float32)
+    keys = jax.random.split(jax.random.PRNGKey(5), 200)
+
+    def returns(xi):
+        params = p.replace(xi=xi)
+        return jax.vmap(lambda k: episode_quantities(k, env, params, always_order_6, env.gamma, 80)[0][0])(keys)
+
+    per_episode = np.asarray(jax.jit(jax.vmap(returns))(xis))  # [points, episodes]
+    means = per_episode.mean(1)
+    worst = int(np.argmin(means))
+    brute, se = means[worst], per_episode[worst].std(ddof=1) / math.sqrt(200)
+    for estimator in ("score", "pathwise"):
+        cfg = SearchConfig(estimator=estimator, steps=20, episodes=16, eval_episodes=400)
+        xi, episodes, history = jax.jit(
+            lambda k, cfg=cfg: search(k, p.xi_c, env, p, always_order_6, "return", cfg, env.gamma, env.lambda_max)
+        )(jax.random.PRNGKey(1))
+        found = float(np.asarray(episodes)[:, 0].mean())
+        assert np.all(np.isfinite(np.asarray(history)))
+        assert abs(found - brute) < 3 * se + 0.01 * abs(brute), (estimator, found, brute, se)
+        assert found < means[len(means) // 2] - 10 * se  # far below the centre's value
+
+
+def test_score_and_pathwise_gradients_agree_with_the_closed_form_of_one_step(inventory):
+    """One step from ``s = 0`` ordering 6: ``s' ~ N(eta . zeta, 1)`` (far from the state
+    bound), so ``E[r] = 6 - eta . zeta`` and ``dE[r]/d eta = -zeta``, ``zeta`` written out
+    in NumPy; the cost ``0.01 (36 - 0)`` does not depend on ``eta``."""
+    env, p = inventory
+    z = np.array([0.0, 6.0])
+    centres, sigmas = np.asarray(p.centres, np.float64), np.asarray(p.sigmas, np.float64)
+    zeta = -(1.0 / math.sqrt(8.0 * math.pi)) * ((z - centres) ** 2).sum(1) / (2.0 * sigmas**2)
+    keys = jax.random.split(jax.random.PRNGKey(0), 20_000)
+    for estimator in ("score", "pathwise"):
+        # keys as an argument, not a closed-over constant (README, Known issues: XLA CPU)
+        values, jac = jax.jit(
+            lambda xi, ks, e=estimator: value_and_jacobian(xi, env, p, always_order_6, ks, env.gamma, 1, e)
+        )(p.xi_c, keys)
+        np.testing.assert_allclose(float(values[0]), 6.0 - float(np.dot(np.asarray(p.xi_c), zeta)), atol=0.03)
+        # |zeta| ~ 0.02-0.03; the score function's Monte-Carlo error is ~|zeta| sqrt(2 / 20000) ~ 3e-4
+        tol = 2e-3 if estimator == "score" else 1e-5
+        np.testing.assert_allclose(np.asarray(jac[0]), -zeta, atol=tol, err_msg=estimator)
+        np.testing.assert_allclose(np.asarray(jac[1]), 0.0, atol=tol, err_msg=estimator)
+
+
+@pytest.mark.parametrize("estimator", ["score", "pathwise"])
+def test_projection_keeps_xi_in_the_box(inventory, estimator):
+    """Huge steps from every start (centre and corners), every objective: the point found
+    is inside the box, and a corner is reached."""
+    env, p = inventory
+    cfg = SearchConfig(estimator=estimator, steps=4, episodes=4, eval_episodes=4, eta0=50.0)
+    starts = corner_starts(env, p)[0]  # centre + the 4 corners
+    assert starts.shape == (5, 2)
+    lo, hi = np.asarray(p.xi_c - p.kappa), np.asarray(p.xi_c + p.kappa)
+    for name in ("return", "r_pen", "cost0"):
+        run = jax.vmap(lambda x0, k, n=name: search(k, x0, env, p, always_order_6, n, cfg, env.gamma, env.lambda_max))
+        xi, _, _ = jax.jit(run)(jnp.asarray(starts), jax.random.split(jax.random.PRNGKey(2), 5))
+        xi = np.asarray(xi)
+        assert np.all(xi >= lo - 1e-5) and np.all(xi <= hi + 1e-5), (name, xi)
+        assert np.any(np.isclose(xi, lo) | np.isclose(xi, hi)), (name, xi)
+
+
+def test_corner_starts_follow_the_grid():
+    env, p = envs.make("cartpole")  # 16 corners: the 4 worst of each seed, plus the centre
+    grid = np.arange(32, dtype=np.float32).reshape(2, 16)[:, ::-1].copy()  # seed 0: direction 15 worst
+    starts = corner_starts(env, p, grid, max_corners=4)
+    assert starts.shape == (2, 5, 4)
+    np.testing.assert_allclose(starts[:, 0], np.broadcast_to(np.asarray(p.xi_c), (2, 4)))
+    dirs = env.sign_directions()
+    np.testing.assert_allclose(starts[0, 1], np.asarray(p.xi_c) + np.asarray(p.kappa) * dirs[15])
+    np.testing.assert_allclose(starts[0, 4], np.asarray(p.xi_c) + np.asarray(p.kappa) * dirs[12])
