@@ -22,6 +22,7 @@ CONSTRAINTS = ("none", "lagrangian", "augmented")
 ALPHA_SCHEDULES = ("fixed", "linear", "restart", "geometric")
 ALPHA_TICKS = ("epoch", "batch")
 KL_ESTIMATORS = ("reference", "exact")
+LTMA_ESTIMATORS = ("score", "pathwise")
 KL_CHECKS = ("sb3", "dropout_off")
 INITS = ("orthogonal", "torch", "lecun")
 OPTIMIZERS = ("adam", "sgd")
@@ -87,6 +88,9 @@ class Config:
     alpha_schedule: str = "fixed"
     alpha_tick: str = "epoch"
     kl_estimator: str = "reference"
+    # LTMA's gradient of the Lagrangian cost in xi: the study's score function, or the
+    # pathwise (reparameterised next states) gradient through the adversary's episodes
+    ltma_estimator: str = "score"
     normalize_advantages: bool = True
     n_dual_episodes: int = 4  # fresh episodes for the Monte-Carlo estimate C^
     dual_epochs: int = 5  # passes over the multiplier batch (SPEC §2a.4)
@@ -168,6 +172,7 @@ class Config:
         _choice("alpha_schedule", self.alpha_schedule, ALPHA_SCHEDULES)
         _choice("alpha_tick", self.alpha_tick, ALPHA_TICKS)
         _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        _choice("ltma_estimator", self.ltma_estimator, LTMA_ESTIMATORS)
         _choice("dropout_rng", self.dropout_rng, DROPOUT_RNGS)
         _choice("kl_check", self.kl_check, KL_CHECKS)
         _choice("init", self.init, INITS)

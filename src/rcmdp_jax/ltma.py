@@ -34,14 +34,36 @@ def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.A
     return jax.grad(surrogate)(env_params.xi)
 
 
-def ltma_step(key, env, env_params, actor, actor_params, lam_tilde, eta_xi, gamma, n_episodes, horizon, dropout=False):
+def pathwise_direction(env, env_params, policy, keys, lam_tilde, gamma, horizon: int):
+    """The pathwise ascent direction: ``jax.grad`` in ``xi`` of ``mean_e sum_t gamma^t cL_t``
+    over the episodes of ``keys``, whose next states are reparameterised samples
+    (``s' = mean(xi, s, a) + std * eps``: distrax's ``sample``). How ``xi`` changes the
+    sampled actions and the termination time is not differentiated (a bias the score
+    function does not have). Returns ``(direction, episodes)``."""
+
+    def cost(xi):
+        params = env_params.replace(xi=xi)
+        traj = jax.vmap(lambda k: sample_episode(k, env, params, policy, horizon))(keys)
+        disc = gamma ** jnp.arange(horizon, dtype=jnp.float32)
+        return jnp.mean(jnp.sum(disc * lagrangian_cost(traj, lam_tilde), axis=1)), traj
+
+    direction, traj = jax.grad(cost, has_aux=True)(env_params.xi)
+    return direction, traj
+
+
+def ltma_step(key, env, env_params, actor, actor_params, lam_tilde, eta_xi, gamma, n_episodes, horizon, dropout=False,
+              estimator: str = "score"):  # fmt: skip
     """One projected step ``xi <- Proj_U(xi + eta_xi * direction)``; returns ``(params, samples)``.
-    The episodes come from the stochastic policy (in training mode when ``dropout``)."""
+    The episodes come from the stochastic policy (in training mode when ``dropout``);
+    the direction is the score function's (the study's) or the pathwise gradient."""
     policy = Policy(actor, actor_params, dropout=dropout)
 
     keys = jax.random.split(key, n_episodes)
-    traj = jax.vmap(lambda k: sample_episode(k, env, env_params, policy, horizon))(keys)
-    direction = ltma_direction(env, env_params, traj, lam_tilde, gamma)
+    if estimator == "pathwise":
+        direction, traj = pathwise_direction(env, env_params, policy, keys, lam_tilde, gamma, horizon)
+    else:
+        traj = jax.vmap(lambda k: sample_episode(k, env, env_params, policy, horizon))(keys)
+        direction = ltma_direction(env, env_params, traj, lam_tilde, gamma)
     new = env.project(env_params.replace(xi=env_params.xi + eta_xi * direction))
     return new, traj.alive.sum()
 
@@ -53,7 +75,7 @@ def ltma_phase(key, env, env_params, actor, actor_params, lam_tilde, hp, cfg):
         params, samples = carry
         params, n = ltma_step(
             k, env, params, actor, actor_params, lam_tilde, hp.eta_xi, hp.gamma,
-            cfg.ltma_episodes, cfg.ltma_horizon, cfg.act_dropout,
+            cfg.ltma_episodes, cfg.ltma_horizon, cfg.act_dropout, cfg.ltma_estimator,
         )  # fmt: skip
         return (params, samples + n), None
 
