@@ -133,7 +133,8 @@ def main(argv=None) -> int:
         "",
         f"{ALGO}, the study's short budgets, {args.seeds} seeds, the same seeds for both; "
         "`python experiments/ltma_estimators.py` (the machine: see the README's Performance section). "
-        "`--set ltma_estimator=pathwise` trains with the pathwise adversary.",
+        "`--set ltma_estimator=pathwise` trains with the pathwise adversary. What the numbers say: "
+        "[ltma_estimators_findings.md](ltma_estimators_findings.md).",
         "",
     ]
     for env_name in ("cartpole", "inventory", "inventory3d"):
