@@ -17,9 +17,14 @@ import orbax.checkpoint as ocp
 
 
 def save(path: str | os.PathLike, tree: Any) -> None:
-    """Write ``tree`` to ``path`` (a directory that must not exist yet); blocks until done."""
+    """Write ``tree`` to ``path`` (a directory that must not exist yet); blocks until done.
+    In a multi-process run every process calls it (orbax's multi-host protocol)."""
     path = Path(path).absolute()
-    if path.exists():
+    if jax.process_count() > 1:  # every process calls save; process 0 checks, orbax writes from it
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(f"rcmdp_jax checkpoint {path}")
+    if jax.process_index() == 0 and path.exists():
         raise FileExistsError(f"checkpoint {path} already exists; refusing to overwrite it")
     ckpt = ocp.StandardCheckpointer()
     ckpt.save(path, tree)

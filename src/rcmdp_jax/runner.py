@@ -92,8 +92,14 @@ def parse_args(argv):
     p.add_argument(
         "--distributed",
         action="store_true",
-        help="call jax.distributed.initialize(); each process trains its share of seeds",
+        help="one of several processes (jax.distributed): each trains its share of the seeds, process 0 "
+        "writes the run folder; under SLURM or Open MPI the next three options are found automatically",
     )
+    p.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                   help="--distributed: the coordinator (process 0) address (default: JAX_COORDINATOR_ADDRESS or "
+                        "the cluster's)")  # fmt: skip
+    p.add_argument("--num-processes", type=int, default=None, help="--distributed: how many processes")
+    p.add_argument("--process-id", type=int, default=None, help="--distributed: this process's index, 0 .. N-1")
     p.add_argument(
         "--compile-cache",
         default=None,
@@ -389,7 +395,8 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, mesh=None, worst_c
     for env_name in plan["envs"]:
         env, params = envs.make(env_name)
         env_dir = out / env_name
-        env_dir.mkdir(parents=True, exist_ok=True)
+        if writer:
+            env_dir.mkdir(parents=True, exist_ok=True)
         for group in groups[env_name]:
             numbers = "+".join(str(plan["algos"].index(a) + 1) for a in group)
             label = f"[{env_name} {numbers}/{n_alg}] {', '.join(group)}:"
@@ -415,7 +422,9 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, mesh=None, worst_c
                         if ckpt_dir(env_name, algo).exists():  # incomplete (no metadata): keep it aside
                             print(f"{label} incomplete checkpoint of {algo} moved to "
                                   f"{checkpoint.set_aside(ckpt_dir(env_name, algo))}", flush=True)  # fmt: skip
-                        checkpoint.save(ckpt_dir(env_name, algo), jax.tree.map(np.asarray, result))
+                    # every process: orbax writes from process 0 and keeps the others in step
+                    checkpoint.save(ckpt_dir(env_name, algo), jax.tree.map(np.asarray, result))
+                    if writer:
                         timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group)}
                         (algo_dir / "timing.json").write_text(json.dumps(timing))
             for algo in group:
@@ -537,7 +546,20 @@ def _read_plan(out: Path, flag: str) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    first = True  # the process that checks and writes the run folder
     try:
+        if not args.distributed and any(x is not None for x in (args.coordinator, args.num_processes, args.process_id)):
+            raise UsageError("--coordinator, --num-processes and --process-id need --distributed")
+        if args.distributed:  # before anything starts JAX's backends
+            import jax
+
+            from rcmdp_jax.sharding import init_distributed
+
+            try:
+                init_distributed(args.coordinator, args.num_processes, args.process_id)
+            except (ValueError, RuntimeError) as err:
+                raise UsageError(f"--distributed: {err}") from None
+            first = jax.process_index() == 0
         if args.eval_only:
             out = Path(args.eval_only)
             plan = _read_plan(out, "--eval-only")
@@ -560,7 +582,7 @@ def main(argv=None) -> int:
                         f"--resume: the options differ from the run in {out} ({', '.join(differ)}); use the same options"
                     )
                 plan = saved
-            elif out.exists():
+            elif out.exists() and first:
                 raise UsageError(
                     f"output folder {out} already exists; use --resume to continue it or choose another --out"
                 )
@@ -574,7 +596,7 @@ def main(argv=None) -> int:
                 raise UsageError(f"--devices: {err}") from None
             if mesh.size == 1 and not args.distributed:
                 mesh = None  # nothing to split
-        if not args.eval_only and not args.resume:
+        if not args.eval_only and not args.resume and first:
             try:
                 out.mkdir(parents=True)
                 (out / "run.json").write_text(json.dumps(plan, indent=2))
@@ -595,6 +617,10 @@ def main(argv=None) -> int:
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     n_runs = len(plan["envs"]) * len(plan["algos"])
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
+    if args.distributed:
+        import jax
+
+        where += f"; process {jax.process_index()} of {jax.process_count()}"
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
           f"({'vmapped' if plan['vmap'] else 'loop over seeds'}{where}) -> {out}", flush=True)  # fmt: skip
 

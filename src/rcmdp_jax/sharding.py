@@ -11,7 +11,7 @@ XLA devices (``jax_num_cpu_devices``) before JAX starts; sharding the seeds
 across them runs the shards in parallel (1.9x on a 2-core CPU at 10 seeds; see
 README, Performance). ``setup_devices("auto")`` does this with one device per core.
 
-Multi-host: ``setup_devices(..., distributed=True)`` calls
+Multi-host: ``init_distributed`` (or ``setup_devices(..., distributed=True)``) calls
 ``jax.distributed.initialize()``; each process then takes a contiguous block
 of the seeds (``process_block``) and ``gather_blocks`` brings every block to
 every process (process 0 writes the report).
@@ -122,12 +122,27 @@ def sharded_blocks(fn: Callable, mesh: Mesh) -> Callable:
     return call
 
 
+def init_distributed(
+    coordinator: str | None = None, num_processes: int | None = None, process_id: int | None = None
+) -> None:
+    """``jax.distributed.initialize`` for a multi-process run, before any JAX work.
+    Arguments left ``None`` are JAX's to find: from SLURM or Open MPI, and the
+    coordinator from ``JAX_COORDINATOR_ADDRESS``. CPU processes exchange results
+    through gloo (``jax_cpu_collectives_implementation``). Does nothing if JAX's
+    distributed runtime is already up."""
+    if jax.distributed.is_initialized():
+        return
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id)
+
+
 def setup_devices(devices: str | int = "all", distributed: bool = False) -> Mesh:
-    """Initialise multi-host JAX if asked, then the local mesh for ``devices``:
+    """Initialise multi-host JAX if asked (``init_distributed`` with JAX's own
+    detection, unless already initialised), then the local mesh for ``devices``:
     'all', 'auto' (on a CPU: one XLA device per core, then all of them) or N
     (on a CPU, N > 1 splits the host into N devices). Call before any JAX work."""
     if distributed:
-        jax.distributed.initialize()
+        init_distributed()
     if devices == "auto":
         split_cpu(available_cores())
         return local_mesh(None)
