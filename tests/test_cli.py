@@ -351,7 +351,8 @@ def test_the_schedules_study_writes_one_table(tmp_path):
             "--set", "eval_episodes=2", "--out", str(out)]  # fmt: skip
     assert runner.main(args) == 0
     md = (out / "inventory" / "summary.md").read_text()
-    rows = [line for line in md.splitlines() if line.startswith("| MDPO-Robust")]
+    table = md.split("\n## ")[0]  # the study's table (the rliable and state-bound sections follow)
+    rows = [line for line in table.splitlines() if line.startswith("| MDPO-Robust")]
     assert len(rows) == 21 and rows[0].startswith("| MDPO-Robust:fixed |")
     assert "| MDPO-Robust-Augmented-Lag:restart-batch |" in md
     assert (out / "inventory" / "test_return.png").stat().st_size > 0
