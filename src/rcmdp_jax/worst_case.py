@@ -54,6 +54,8 @@ def objective_names(m: int) -> tuple[str, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
+    """How each search runs (defaults: what ``run.py --worst-case`` uses)."""
+
     steps: int = 20  # projected gradient steps per start
     episodes: int = 16  # episodes per gradient (common random numbers)
     eval_episodes: int = 100  # fresh episodes that value the point found
@@ -104,7 +106,12 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
         return totals.mean(0), steps
 
     if estimator == "pathwise":
-        jac, values = jax.jacfwd(lambda x: (lambda v: (v, v))(run(x)[0]), has_aux=True)(xi)
+
+        def mean_values(x):
+            values = run(x)[0]
+            return values, values  # differentiated, and passed through
+
+        jac, values = jax.jacfwd(mean_values, has_aux=True)(xi)
         return values, jac
     values, (s, a, s_next, per_step, alive) = run(jax.lax.stop_gradient(xi))
     # reward-to-go of each quantity, gamma^t weights, masked after termination: [E, H, 1 + m]
