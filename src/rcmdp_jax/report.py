@@ -204,14 +204,18 @@ def _has_matplotlib() -> bool:
 def load_worst_case(env_dir: Path, env_name: str, results: dict, lambda_max: float, levels) -> dict:
     """``{algo: worst_case.compare_with_grid(...)}`` for the algorithms with a
     ``worst_case.npz`` (``run.py --worst-case``), over the seeds kept in ``results``."""
-    found = {}
-    for algo, r in results.items():
-        path = env_dir / algo / "worst_case.npz"
-        if r is None or not path.exists():
-            continue
-        from rcmdp_jax import envs
-        from rcmdp_jax.worst_case import compare_with_grid
+    found: dict = {}
+    paths = {a: env_dir / a / "worst_case.npz" for a, r in results.items() if r is not None}
+    paths = {a: p for a, p in paths.items() if p.exists()}
+    if not paths:
+        return found
+    from rcmdp_jax import envs
+    from rcmdp_jax.worst_case import compare_with_grid
 
+    env, params = envs.make(env_name)
+    grid_xi = np.asarray(env.test_kernels(levels, params).xi)  # the test kernels, once per domain
+    for algo, path in paths.items():
+        r = results[algo]
         z = np.load(path)
         t = np.load(env_dir / algo / "test_results.npz")
         keep = ~t["diverged"] if "diverged" in t else np.ones(t["V"].shape[0], bool)
@@ -220,8 +224,6 @@ def load_worst_case(env_dir: Path, env_name: str, results: dict, lambda_max: flo
         for key in z.files:
             name, field = key.split("/")
             nested.setdefault(name, {})[field] = z[key][keep]
-        env, params = envs.make(env_name)
-        grid_xi = np.asarray(env.test_kernels(levels, params).xi)
         found[algo] = compare_with_grid(r[0], r[1], nested, lambda_max, grid_xi)
     return found
 

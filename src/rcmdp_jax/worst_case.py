@@ -173,9 +173,10 @@ def search(key, xi0, env, env_params, policy, name: str, cfg: SearchConfig, gamm
 
     xi0 = jnp.clip(xi0, lo, hi)
     (xi, best_xi, best), history = jax.lax.scan(step, (xi0, xi0, jnp.float32(jnp.inf)), etas)
-    # the last point is judged too
-    values, jac = value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon, cfg.estimator, cfg.truncate)
-    value, _ = objective(values, jac, name, lambda_max)
+    # the last point is judged too (its value only: no gradient needed)
+    last = env_params.replace(xi=xi)
+    values = jax.vmap(lambda k: episode_quantities(k, env, last, policy, gamma, horizon)[0])(keys).mean(0)
+    value, _ = objective(values, jnp.zeros(values.shape + xi.shape), name, lambda_max)
     best_xi = jnp.where(value < best, xi, best_xi)
     fresh = jax.random.split(k_eval, cfg.eval_episodes)
     params = env_params.replace(xi=best_xi)
