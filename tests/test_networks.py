@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax.networks import Actor, HashDropout, hash_bits
+from rcmdp_jax.networks import Actor, HashDropout, hash_bits, orthogonal
 
 
 def test_hash_dropout_keep_rate_scaling_and_independence():
@@ -48,3 +48,29 @@ def test_dropout_only_in_training_mode():
     threefry = Actor(2, (128,), True, 0.6, "threefry")
     d = threefry.apply(params, obs, train=True, rngs={"dropout": jax.random.PRNGKey(1)}).logits
     assert not np.allclose(a, d) and not np.allclose(c, d)
+
+
+def test_orthogonal_init_is_jax_orthogonal_without_lapack():
+    """Our orthogonal initializer draws jax.nn.initializers.orthogonal's matrix (same
+    normal draw; numpy's QR as the reference here), and the init program of a family
+    has no LAPACK call (several of them in one XLA CPU program deadlocked jaxlib)."""
+    for shape, gain in [((3, 128), 2**0.5), ((128, 128), 2**0.5), ((128, 4), 0.01), ((64, 1), 1.0)]:
+        key = jax.random.PRNGKey(shape[0] + shape[1])
+        got = np.asarray(orthogonal(gain)(key, shape))
+        n_rows, n_cols = shape
+        z = np.asarray(jax.random.normal(key, (max(shape), min(shape))), np.float64)
+        q, r = np.linalg.qr(z)
+        q = q * np.sign(np.diag(r))
+        want = gain * (q.T if n_rows < n_cols else q)
+        np.testing.assert_allclose(got, want, atol=2e-6 * gain)
+        small = min(shape)
+        gram = got.T @ got if n_rows >= n_cols else got @ got.T
+        np.testing.assert_allclose(gram / gain**2, np.eye(small), atol=1e-5)
+
+    from rcmdp_jax import preset
+    from rcmdp_jax.family import make_family
+
+    fam = make_family([preset("inventory3d", a) for a in ("MDPO", "MDPO-Robust-Lag")])
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    hlo = jax.jit(jax.vmap(fam.init)).lower(keys, jnp.array([0, 0, 1, 1])).as_text()
+    assert "lapack" not in hlo.lower()

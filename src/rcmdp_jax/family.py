@@ -71,8 +71,9 @@ class Family:
         return TrainResult(state=state, metrics=metrics)
 
 
-def make_family(configs: list[Config]) -> Family:
-    """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key)."""
+def make_family(configs: list[Config], skip_idle_lanes: bool = True) -> Family:
+    """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key).
+    ``skip_idle_lanes``: see ``train.Step``."""
     configs = tuple(c.validate() for c in configs)
     if not configs:
         raise ValueError("make_family needs at least one config")
@@ -83,7 +84,7 @@ def make_family(configs: list[Config]) -> Family:
             "and hparams; "
             f"got {len(keys)} different structures (use rcmdp_jax.family.group)"
         )
-    step = Step(configs[0])
+    step = Step(configs[0], skip_idle_lanes)
     stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
     return Family(
         configs=configs,

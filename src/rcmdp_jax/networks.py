@@ -65,10 +65,41 @@ class HashDropout(nn.Module):
         return jnp.where(keep, x / (1.0 - self.rate), jnp.zeros_like(x))
 
 
+def q_factor(z: jax.Array) -> jax.Array:
+    """``Q`` of ``z = QR`` (``z`` ``[m, k]``, ``m >= k``) with ``R``'s diagonal positive:
+    Gram-Schmidt with one re-orthogonalisation (CGS2: orthonormal to float precision),
+    as plain XLA operations. ``jnp.linalg.qr`` calls LAPACK, and several LAPACK calls
+    in one XLA CPU program (the layers of an init, vmapped) deadlocked jaxlib 0.10.2
+    now and then (README, Known issues)."""
+    k = z.shape[1]
+
+    def column(j, q):
+        v = z[:, j]
+        earlier = (jnp.arange(k) < j).astype(z.dtype)
+        for _ in range(2):
+            v = v - q @ (earlier * (q.T @ v))
+        return q.at[:, j].set(v / jnp.linalg.norm(v))
+
+    return jax.lax.fori_loop(0, k, column, jnp.zeros_like(z))
+
+
+def orthogonal(gain: float):
+    """The orthogonal initializer of ``jax.nn.initializers.orthogonal(gain)`` for a
+    ``Dense`` kernel (same normal draw, same matrix up to float rounding), its QR
+    done by ``q_factor``."""
+
+    def init(key, shape, dtype=jnp.float32):
+        n_rows, n_cols = shape
+        q = q_factor(jax.random.normal(key, (max(n_rows, n_cols), min(n_rows, n_cols)), dtype))
+        return jnp.asarray(gain, dtype) * (q.T if n_rows < n_cols else q)
+
+    return init
+
+
 def dense(width: int, fan_in: int, init: str, gain: float) -> nn.Dense:
     """A ``Dense`` layer initialised by scheme ``init`` (``gain``: orthogonal only)."""
     if init == "orthogonal":
-        return nn.Dense(width, kernel_init=nn.initializers.orthogonal(gain), bias_init=nn.initializers.zeros)
+        return nn.Dense(width, kernel_init=orthogonal(gain), bias_init=nn.initializers.zeros)
     if init == "torch":
         bound = 1.0 / math.sqrt(fan_in)
         uniform = lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)  # noqa: E731

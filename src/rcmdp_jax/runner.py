@@ -222,14 +222,22 @@ class Prepared:
     only traces, lowers and compiles (from abstract shapes): it executes nothing and
     moves no data. Running two programs on several XLA CPU devices from two threads
     at once deadlocks jaxlib 0.10.2 (README, Known issues); ``start`` (main thread)
-    makes the arrays and the initial state."""
+    makes the arrays and the initial state.
 
-    def __init__(self, cfgs, keys: np.ndarray, use_vmap: bool, mesh=None):
+    ``per_device``: on a mesh, each device runs the program on its own lanes
+    (``shard_map``), so a device whose lanes all hit PPO's KL stop moves on; else one
+    SPMD program over all lanes (``jit`` with shardings; they wait for each other).
+    ``skip_idle_lanes``: see ``train.Step``. Both off: the program before they existed
+    (``experiments/bench_families.py`` times all three)."""
+
+    def __init__(self, cfgs, keys: np.ndarray, use_vmap: bool, mesh=None, per_device: bool = True,
+                 skip_idle_lanes: bool = True):  # fmt: skip
         import jax
+        from jax.sharding import PartitionSpec
 
         from rcmdp_jax import make_train
         from rcmdp_jax.family import make_family
-        from rcmdp_jax.sharding import batch_sharding
+        from rcmdp_jax.sharding import AXIS, batch_sharding
 
         t0 = time.perf_counter()
         keys = np.asarray(keys)
@@ -254,7 +262,7 @@ class Prepared:
         start_spec = jax.ShapeDtypeStruct((), np.int32)
         if use_vmap:
             if len(cfgs) > 1:
-                family = make_family(cfgs)
+                family = make_family(cfgs, skip_idle_lanes)
                 members = np.repeat(np.arange(len(cfgs), dtype=np.int32), n_seeds)
                 init_fn = jax.vmap(family.init)
                 step = jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None))
@@ -273,6 +281,11 @@ class Prepared:
                 state = jax.tree.map(
                     lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=batch_sharding(mesh)), state
                 )
+            if mesh is not None and per_device:
+                # each device runs its own lanes: a device whose lanes all hit PPO's KL stop
+                # moves on, and only_where (LTMA) sorts the device's own lanes
+                lanes, whole = PartitionSpec(AXIS), PartitionSpec()
+                step = jax.shard_map(step, mesh=mesh, in_specs=(lanes, lanes, whole), out_specs=lanes, check_vma=False)
             self.step = jax.jit(step, **split).lower(state, spec(members, True), start_spec).compile()
         else:  # a Python loop over algorithms and seeds; the step is compiled per algorithm
             trains = [make_train(c) for c in cfgs]

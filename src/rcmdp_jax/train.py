@@ -19,6 +19,7 @@ from flax import struct
 
 from rcmdp_jax import envs, lagrange, schedules
 from rcmdp_jax.advantages import discounted_returns, gae
+from rcmdp_jax.batching import only_where
 from rcmdp_jax.config import Config, HParams, validate_hparams
 from rcmdp_jax.learners import Batch, Learner
 from rcmdp_jax.ltma import ltma_phase
@@ -82,10 +83,13 @@ def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
 class Step:
     """The train step of one program shape (a config; its name, constraint mode,
     robustness, schedule and hyperparameters are not read here: they come as
-    ``hp`` and ``variant``). Each phase of SPEC §2a is one method."""
+    ``hp`` and ``variant``). Each phase of SPEC §2a is one method.
+    ``skip_idle_lanes=False`` runs LTMA on every lane of a vmapped family and discards
+    it where not robust (the plain ``lax.cond``; for benchmarks)."""
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, skip_idle_lanes: bool = True):
         self.cfg = cfg
+        self.skip_idle_lanes = skip_idle_lanes
         self.env, self.default_env_params = envs.make(cfg.env)
         self.actor, self.critic = build_networks(cfg, self.env)
         self.learner = Learner(self.actor, self.critic, cfg)
@@ -174,14 +178,19 @@ class Step:
         return state, jnp.float32(self.cfg.batch_size), upd
 
     def adversary(self, key, state: TrainState, lam_tilde, hp, robust):
-        """4. LTMA on ``xi`` (robust algorithms): ``(kernel, LTMA steps)``."""
+        """4. LTMA on ``xi`` (robust algorithms): ``(kernel, LTMA steps)``. Vmapped over a
+        family's members, only the robust lanes run it (``batching.only_where``)."""
 
-        def attack(_):
-            return ltma_phase(
-                key, self.env, state.env_params, self.actor, state.params["actor"], lam_tilde, hp, self.cfg
-            )
+        def attack(key, env_params, actor_params, lam_tilde, hp):
+            return ltma_phase(key, self.env, env_params, self.actor, actor_params, lam_tilde, hp, self.cfg)
 
-        return jax.lax.cond(robust, attack, lambda _: (state.env_params, jnp.float32(0.0)), None)
+        def keep(key, env_params, actor_params, lam_tilde, hp):
+            return env_params, jnp.float32(0.0)
+
+        args = (key, state.env_params, state.params["actor"], lam_tilde, hp)
+        if not self.skip_idle_lanes:  # every lane runs LTMA, the non-robust ones discard it
+            return jax.lax.cond(robust, attack, keep, *args)
+        return only_where(attack, keep)(robust, *args)
 
     def dual_phase(self, key, state: TrainState, env_params, hp, mode, policy_epochs):
         """5. ``K`` ascent steps from a fresh Monte-Carlo estimate under the current kernel

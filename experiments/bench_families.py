@@ -1,0 +1,115 @@
+"""Per-family training time, before and after the per-device program and the LTMA
+lane selection, in one run (a benchmark, not a test).
+
+    python experiments/bench_families.py [--budget long] [--chunks 2] [--json docs/bench_families_cpu_2core.json]
+
+For every domain and algorithm family of the study (10 seeds, the runner's program
+and sharding, ``--devices auto``), three programs are compiled and timed on the same
+first ``--chunks`` chunks (of the runner's 10) of training:
+
+* ``before``: one SPMD program over all lanes (jit with shardings), LTMA on every lane;
+* ``per-device``: each device runs its own lanes (``shard_map``);
+* ``after``: per-device, and LTMA only on the robust members' lanes (``batching.only_where``).
+
+Reported: compile seconds and training seconds of the timed chunks, scaled to the
+whole budget (x 10 / chunks), and for PPO the share of minibatch steps the lanes
+really used (a lane that hit the KL stop waits for the others of its program).
+Numbers of the three programs agree up to float rounding (checked here on ``xi``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = {"before": (False, False), "per-device": (True, False), "after": (True, True)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--envs", default="cartpole,inventory,inventory3d")
+    p.add_argument("--budget", default="long", choices=("short", "long"))
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--chunks", type=int, default=2, help="chunks of the runner's 10 timed per program")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--json", default="bench_results/bench_families.json")
+    args = p.parse_args(argv)
+
+    from rcmdp_jax.sharding import setup_devices
+
+    mesh = setup_devices("auto")
+    import jax
+    import jax.numpy as jnp
+
+    from rcmdp_jax import cpu_prng
+    from rcmdp_jax.config import ALGORITHMS, preset
+    from rcmdp_jax.family import group
+    from rcmdp_jax.runner import Prepared
+
+    cpu_prng.apply_default()
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), args.seeds))
+    rows = []
+    for env in args.envs.split(","):
+        cfgs = {a: preset(env, a, args.budget) for a in ALGORITHMS}
+        for names in group(cfgs):
+            fam_cfgs = [cfgs[a] for a in names]
+            label = f"{env} {'+'.join(names)}"
+            row = {"env": env, "family": names, "iterations": fam_cfgs[0].num_iterations}
+            xis = {}
+            for variant in args.variants.split(","):
+                per_device, skip = VARIANTS[variant]
+                prep = Prepared(fam_cfgs, keys, True, mesh, per_device=per_device, skip_idle_lanes=skip)
+                ((batch_keys, members),) = prep.batches
+                state, placed = prep.start(batch_keys, members)
+                jax.block_until_ready(state)
+                t0 = time.perf_counter()
+                metrics = []
+                for c in range(args.chunks):
+                    state, m = prep.step(state, placed, jnp.int32(c * prep.chunk))
+                    metrics.append(m)
+                jax.block_until_ready(state)
+                train_s = time.perf_counter() - t0
+                n_lanes = len(names) * args.seeds
+                m = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=1)[:n_lanes], *metrics)
+                xis[variant] = m["xi"]
+                scale = 10 / args.chunks
+                row[variant] = {
+                    "compile_s": round(prep.compile_s, 1),
+                    "train_s_whole_budget": round(train_s * scale, 1),
+                }
+                if fam_cfgs[0].learner == "ppo":
+                    used = m["n_updates"]  # [lanes, iterations]
+                    total = fam_cfgs[0].epochs * fam_cfgs[0].num_minibatches
+                    per_dev = used.reshape(mesh.size, -1, used.shape[1]) if per_device else used[None]
+                    trips = np.minimum(per_dev.max(axis=1) + 1, total)  # the loop runs to its last lane's stop
+                    row[variant]["ppo_steps_used"] = round(float(used.mean() / trips.mean()), 3)
+                print(f"{label} [{variant}]: compile {prep.compile_s:.1f}s, training (whole budget, from "
+                      f"{args.chunks} chunks) {train_s * scale:.1f}s {row[variant].get('ppo_steps_used', '')}",
+                      flush=True)  # fmt: skip
+            if len(xis) > 1:
+                ref = next(iter(xis.values()))
+                row["max_abs_xi_difference"] = float(max(np.nanmax(np.abs(x - ref)) for x in xis.values()))
+            rows.append(row)
+    out = {
+        "machine": {"cpu": platform.processor() or platform.machine(), "devices": [str(d) for d in jax.devices()],
+                    "jax": jax.__version__, "python": sys.version.split()[0]},
+        "budget": args.budget, "seeds": args.seeds, "chunks_timed": args.chunks, "rows": rows,
+    }  # fmt: skip
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2))
+    print("wrote", path)
+    totals = {v: sum(r[v]["train_s_whole_budget"] + r[v]["compile_s"] for r in rows if v in r) for v in VARIANTS}
+    print("compile + training, all families:", {k: f"{v / 60:.1f} min" for k, v in totals.items() if v})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

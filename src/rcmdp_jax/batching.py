@@ -1,0 +1,71 @@
+"""Work only some lanes of a vmapped batch do.
+
+Under ``jax.vmap`` a ``lax.cond`` whose predicate differs between lanes runs both
+branches for every lane and selects. In a family (``rcmdp_jax.family``) that made
+the non-robust members pay for LTMA, the most sequential phase on the inventories.
+``only_where(fn, otherwise)`` is ``fn(*args) if flag else otherwise(*args)`` whose
+batching rule (``jax.custom_batching.custom_vmap``) runs ``fn`` only on the lanes
+that need it: all lanes at once when all are flagged, none when none is; else the
+flagged lanes are moved to the front (a stable sort), cut into chunks of at most
+``chunk`` lanes, and a ``lax.map`` over the chunks runs ``fn`` vmapped on a chunk
+only when some lane of it is flagged (a ``lax.cond`` that is not batched there, so
+it really skips). Every lane gets what the plain ``lax.cond`` gives it,
+computed on a narrower batch (float rounding aside).
+
+Under nested vmaps the inner one uses the rule and the outer ones batch it like
+any program (correct, without the saving). ``fn`` must not be differentiated
+through (``custom_vmap`` has no reverse mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jax.custom_batching import custom_vmap
+
+
+def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
+    """``g(flag, *args)``: ``fn(*args)`` where ``flag`` else ``otherwise(*args)`` (both
+    return the same structure); vmapped, ``fn`` runs on the chunks of ``chunk`` lanes
+    holding flagged lanes only. Every argument must be passed explicitly (no
+    closed-over traced values)."""
+
+    @custom_vmap
+    def g(flag, *args):
+        return jax.lax.cond(flag, fn, otherwise, *args)
+
+    @g.def_vmap
+    def rule(axis_size, in_batched, flag, *args):
+        def batched(x, b):
+            return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+
+        flag = batched(flag, in_batched[0])
+        args = jax.tree.map(batched, args, tuple(in_batched[1:]))
+        n_chunks = -(-axis_size // chunk)
+        size = -(-axis_size // n_chunks)  # chunks of at most `chunk` lanes, padded by < n_chunks
+
+        def some(flag, args):
+            pick = lambda y, n: jnp.where(jnp.reshape(flag, (-1,) + (1,) * (y.ndim - 1)), y, n)  # noqa: E731
+            return jax.tree.map(pick, jax.vmap(fn)(*args), jax.vmap(otherwise)(*args))
+
+        def by_chunks(flag, args):
+            order = jnp.argsort(jnp.logical_not(flag), stable=True)  # flagged lanes first
+            order = jnp.concatenate([order, jnp.full((n_chunks * size - axis_size,), order[-1])])
+            chunks = jax.tree.map(lambda x: x[order].reshape((n_chunks, size) + x.shape[1:]), (flag, args))
+            run = lambda c: jax.lax.cond(jnp.any(c[0]), some, lambda _, a: jax.vmap(otherwise)(*a), *c)  # noqa: E731
+            out = jax.lax.map(run, chunks)
+            inverse = jnp.argsort(order[:axis_size])
+            return jax.tree.map(lambda y: y.reshape((n_chunks * size,) + y.shape[2:])[inverse], out)
+
+        branches = [
+            lambda flag, args: jax.vmap(fn)(*args),  # every lane flagged: one wide batch
+            by_chunks,
+            lambda flag, args: jax.vmap(otherwise)(*args),  # none
+        ]
+        which = jnp.where(jnp.all(flag), 0, jnp.where(jnp.any(flag), 1, 2))
+        out = jax.lax.switch(which, branches, flag, args)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return g

@@ -1,0 +1,54 @@
+"""batching.only_where: the values of a plain lax.cond, with the work only on flagged lanes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rcmdp_jax.batching import only_where
+
+
+def _expensive(x, y):
+    return {"a": jnp.sin(x) * y, "b": jnp.sum(x)}
+
+
+def _cheap(x, y):
+    return {"a": x, "b": jnp.float32(-1.0)}
+
+
+@pytest.mark.parametrize("flags", [[1, 0, 1, 1, 0], [0] * 5, [1] * 5, [0, 0, 0, 0, 1] * 3 + [1, 0]])
+def test_values_are_those_of_the_plain_cond(flags):
+    flags = np.array(flags, bool)
+    n = len(flags)
+    x = np.random.default_rng(0).normal(size=(n, 3)).astype(np.float32)
+    y = np.float32(2.5)
+    got = jax.jit(jax.vmap(only_where(_expensive, _cheap, chunk=4), in_axes=(0, 0, None)))(flags, x, y)
+    want = jax.vmap(lambda f, x: jax.lax.cond(f, _expensive, _cheap, x, y))(flags, x)
+    for k in ("a", "b"):
+        np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]), rtol=1e-6)
+    # the reference by hand, lane by lane
+    for i in range(n):
+        ref = np.sin(x[i]) * y if flags[i] else x[i]
+        np.testing.assert_allclose(np.asarray(got["a"][i]), ref, rtol=1e-6)
+
+
+def test_only_chunks_with_flagged_lanes_run_the_expensive_branch():
+    lanes_run = []
+
+    def expensive(x):
+        jax.debug.callback(lambda v: lanes_run.append(v.size), x)
+        return 2.0 * x
+
+    flags = np.zeros(17, bool)
+    flags[[3, 9, 16]] = True  # three flagged lanes, spread out
+    x = np.arange(17, dtype=np.float32)
+    out = jax.vmap(only_where(expensive, lambda x: x, chunk=8))(flags, x)
+    jax.effects_barrier()
+    np.testing.assert_allclose(np.asarray(out), np.where(flags, 2 * x, x))
+    # 17 lanes -> 3 chunks of 6; the flagged lanes are sorted into the first chunk only
+    assert sum(lanes_run) == 6, lanes_run
+    # unbatched, the cond skips or runs
+    lanes_run.clear()
+    assert float(only_where(expensive, lambda x: x)(False, jnp.float32(3.0))) == 3.0
+    jax.effects_barrier()
+    assert lanes_run == []
