@@ -9,10 +9,12 @@ first ``--chunks`` chunks (of the runner's 10) of training:
 
 * ``before``: one SPMD program over all lanes (jit with shardings), LTMA on every lane;
 * ``per-device``: each device runs its own lanes (``shard_map``);
-* ``after``: per-device, and LTMA only on the robust members' lanes (``batching.only_where``).
+* ``after``: per-device, LTMA only on the robust members' lanes (``batching.only_where``),
+  and the lanes dealt out to the devices in turn (``runner.Prepared.order``).
 
 Reported: compile seconds and training seconds of the timed chunks, scaled to the
-whole budget (x 10 / chunks), and for PPO the share of minibatch steps the lanes
+whole budget (iterations / timed iterations; MCPMD's first chunks are its dearest, as
+its budget of steps runs out unevenly later), and for PPO the share of minibatch steps the lanes
 really used (a lane that hit the KL stop waits for the others of its program).
 Numbers of the three programs agree up to float rounding (checked here on ``xi``).
 """
@@ -77,15 +79,16 @@ def main(argv=None) -> int:
                 jax.block_until_ready(state)
                 train_s = time.perf_counter() - t0
                 n_lanes = len(names) * args.seeds
-                m = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=1)[:n_lanes], *metrics)
+                on_devices = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=1), *metrics)
+                m = jax.tree.map(lambda x: x[np.argsort(prep.order)][:n_lanes], on_devices)  # lanes in order
                 xis[variant] = m["xi"]
-                scale = 10 / args.chunks
+                scale = prep.n_iter / (args.chunks * prep.chunk)
                 row[variant] = {
                     "compile_s": round(prep.compile_s, 1),
                     "train_s_whole_budget": round(train_s * scale, 1),
                 }
                 if fam_cfgs[0].learner == "ppo":
-                    used = m["n_updates"]  # [lanes, iterations]
+                    used = on_devices["n_updates"]  # [lanes as the devices hold them, iterations]
                     total = fam_cfgs[0].epochs * fam_cfgs[0].num_minibatches
                     per_dev = used.reshape(mesh.size, -1, used.shape[1]) if per_device else used[None]
                     trips = np.minimum(per_dev.max(axis=1) + 1, total)  # the loop runs to its last lane's stop

@@ -242,6 +242,7 @@ class Prepared:
         t0 = time.perf_counter()
         keys = np.asarray(keys)
         self.cfgs, self.keys, self.use_vmap, self.mesh = cfgs, keys, use_vmap, mesh
+        self.skip_idle_lanes = skip_idle_lanes
         self.n_iter = cfgs[0].num_iterations
         self.chunk = chunk_size(self.n_iter)
         n_seeds, chunk = keys.shape[0], self.chunk
@@ -308,14 +309,26 @@ class Prepared:
 
         if not self.use_vmap or self.mesh is None:
             return self.init(keys, members), members
-        pad = lambda x: None if x is None else pad_leading(x, self.mesh.size)  # noqa: E731
+        pad = lambda x: None if x is None else pad_leading(x, self.mesh.size)[self.order]  # noqa: E731
         # through the host: the init program finishes, then host memory is split across the
-        # devices. Splitting its device arrays directly hung XLA CPU once (the reproduction's
-        # Inventory-3D MDPO family: main thread in shard_device_array, nothing else running).
+        # devices (the init program used to hang XLA CPU: README, Known issues)
         state = jax.tree.map(np.asarray, self.init(pad(keys), pad(members)))
         state = jax.device_put(state, batch_sharding(self.mesh))
         placed = None if members is None else jax.device_put(pad(members), batch_sharding(self.mesh))
         return state, placed
+
+    @property
+    def order(self) -> np.ndarray:
+        """The lanes (members x seeds, padded to the mesh) in the order the devices take
+        them in blocks: with ``skip_idle_lanes``, dealt out in turn (device ``d`` gets
+        lanes ``d, d + D, ...``), so every device gets its share of each member and of
+        the robust lanes' LTMA work; else in order."""
+        n = len(self.batches[0][0]) if self.use_vmap else 1
+        d = 1 if self.mesh is None else self.mesh.size
+        n = -(-n // d) * d
+        if not self.skip_idle_lanes or d == 1:
+            return np.arange(n)
+        return np.concatenate([np.arange(i, n, d) for i in range(d)])
 
 
 def train_prepared(prep: Prepared, label: str):
@@ -352,7 +365,9 @@ def train_prepared(prep: Prepared, label: str):
         results.append(TrainResult(state=state, metrics=metrics))
     n_seeds, n_members = prep.keys.shape[0], len(prep.cfgs)
     if prep.use_vmap:
-        result = unshard(results[0], n_seeds * n_members) if prep.mesh is not None else results[0]
+        result = results[0]
+        if prep.mesh is not None:  # back from the devices' order (Prepared.order), then trimmed
+            result = unshard(jax.tree.map(lambda x: x[np.argsort(prep.order)], result), n_seeds * n_members)
         per_member = [jax.tree.map(lambda x, i=i: x[i * n_seeds : (i + 1) * n_seeds], result) for i in range(n_members)]
     else:
         per_member = [
