@@ -93,6 +93,9 @@ def main(argv=None) -> int:
                     per_dev = used.reshape(mesh.size, -1, used.shape[1]) if per_device else used[None]
                     trips = np.minimum(per_dev.max(axis=1) + 1, total)  # the loop runs to its last lane's stop
                     row[variant]["ppo_steps_used"] = round(float(used.mean() / trips.mean()), 3)
+                    row[variant]["ppo_minibatch_steps_per_iteration"] = {
+                        "lane_mean": round(float(used.mean()), 1), "loop_trips_mean": round(float(trips.mean()), 1),
+                        "of": total}  # fmt: skip
                 print(f"{label} [{variant}]: compile {prep.compile_s:.1f}s, training (whole budget, from "
                       f"{args.chunks} chunks) {train_s * scale:.1f}s {row[variant].get('ppo_steps_used', '')}",
                       flush=True)  # fmt: skip
