@@ -220,9 +220,9 @@ class Prepared:
 
     It is built in a background thread while the previous family trains, so building
     only traces, lowers and compiles (from abstract shapes): it executes nothing and
-    moves no data. Running two programs on several XLA CPU devices from two threads
-    at once deadlocks jaxlib 0.10.2 (README, Known issues); ``start`` (main thread)
-    makes the arrays and the initial state.
+    moves no data (device work from two threads at once was one of the places the
+    init program's LAPACK deadlock showed: README, Known issues); ``start`` (main
+    thread) makes the arrays and the initial state.
 
     ``per_device``: on a mesh, each device runs the program on its own lanes
     (``shard_map``), so a device whose lanes all hit PPO's KL stop moves on; else one
