@@ -197,7 +197,20 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
         (["--seed", "99999999999999999999"], "--seed must be an integer in [0, 2**32)"),
     ],
 )
-def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, args, message):
+def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, capsys, args, message):
+    """In process (``runner.main``, what ``run.py`` calls): each case costs milliseconds;
+    the next test checks the command itself the same way on one case."""
+    out = tmp_path / "never"
+    assert runner.main([*args, "--out", str(out)]) == 2
+    printed = capsys.readouterr()
+    assert message in printed.err
+    assert printed.err.strip().count("\n") == 0  # one line
+    assert "compiled" not in printed.out
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args,message", [(["--set", "lr=-1"], "lr must be finite and > 0")])
+def test_bad_input_to_the_command_exits_2_with_one_line(tmp_path, args, message):
     out = tmp_path / "never"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.run(
@@ -205,7 +218,7 @@ def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, args, m
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr
+    assert message in proc.stderr and proc.stderr.startswith("run.py: error:")
     assert proc.stderr.strip().count("\n") == 0  # one line
     assert "compiled" not in proc.stdout
     assert not out.exists()
