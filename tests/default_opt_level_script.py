@@ -9,7 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-assert not any(f in os.environ.get("XLA_FLAGS", "") for f in ("xla_backend_optimization_level", "xla_cpu_use_fusion_emitters"))
+assert not any(
+    f in os.environ.get("XLA_FLAGS", "") for f in ("xla_backend_optimization_level", "xla_cpu_use_fusion_emitters")
+)
 
 from rcmdp_jax import envs  # noqa: E402
 from rcmdp_jax import make_train, preset  # noqa: E402
