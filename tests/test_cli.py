@@ -378,7 +378,25 @@ def test_resume_names_the_option_that_differs(full_run, tmp_path, capsys):
     assert runner.main(TINY + ["--out", str(out), "--resume", "--seeds", "3"]) == 2
     assert "the options differ from the run in" in capsys.readouterr().err
     assert runner.main(TINY + ["--out", str(out), "--resume", "--set", "eta_lam=0.5"]) == 2
-    assert "(configs)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "(configs: cartpole/MDPO-Lag: eta_lam; cartpole/MDPO-Robust: eta_lam; cartpole/PPO-Lag: eta_lam)" in err
+
+
+def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_path, capsys):
+    """An older version's run.json lacks fields added since (e.g. ``ltma_estimator``): they
+    count as their defaults, what that version ran, so the run resumes; a field whose
+    value this command changes is named."""
+    out = _copy(full_run, tmp_path)
+    plan = json.loads((out / "run.json").read_text())
+    for cfg in plan["configs"]["cartpole"].values():
+        assert cfg.pop("ltma_estimator") == "score"
+    (out / "run.json").write_text(json.dumps(plan))
+    before = _load(out, "PPO-Lag", "test_results.npz")["V"]
+    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    np.testing.assert_array_equal(_load(out, "PPO-Lag", "test_results.npz")["V"], before)
+    capsys.readouterr()
+    assert runner.main(TINY + ["--out", str(out), "--resume", "--set", "ltma_estimator=pathwise"]) == 2
+    assert "cartpole/MDPO-Lag: ltma_estimator" in capsys.readouterr().err
 
 
 def test_resume_with_a_damaged_checkpoint_retrains_only_that_family(full_run, tmp_path, capsys):

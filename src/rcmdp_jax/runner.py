@@ -561,6 +561,32 @@ def run(plan: dict, out: Path, resume: bool, eval_only: bool, mesh=None, worst_c
     return 0
 
 
+def _config_differences(saved: dict, current: dict) -> str:
+    """The config fields in which a saved run's configs differ from this command's, as
+    ``env/algo: field, ...`` ("" if none). A field the saved run.json lacks (written by
+    an older version) counts as its default, the value that version ran."""
+
+    def normal(d):
+        try:
+            return json.loads(json.dumps(config_to_dict(config_from_dict(d))))
+        except (TypeError, ValueError):  # fields this version does not know
+            return None
+
+    out = []
+    for env in current:
+        for algo, cfg in current[env].items():
+            old = normal(saved.get(env, {}).get(algo, {}))
+            new = json.loads(json.dumps(cfg))
+            if old is None:
+                out.append(f"{env}/{algo}: unreadable")
+                continue
+            fields = [k for k in new if k != "hparams" and old.get(k) != new[k]]
+            fields += [k for k in new["hparams"] if old["hparams"].get(k) != new["hparams"][k]]
+            if fields:
+                out.append(f"{env}/{algo}: {', '.join(fields)}")
+    return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")
+
+
 def _read_plan(out: Path, flag: str) -> dict:
     """``out/run.json`` of a run folder, or a ``UsageError`` naming what is wrong."""
     path = out / "run.json"
@@ -606,9 +632,11 @@ def main(argv=None) -> int:
             if args.resume:
                 saved = _read_plan(out, "--resume")
                 differ = [
-                    k for k in ("envs", "algos", "seeds", "seed", "vmap", "n_test", "configs")
+                    k for k in ("envs", "algos", "seeds", "seed", "vmap", "n_test")
                     if json.loads(json.dumps(saved.get(k))) != json.loads(json.dumps(plan[k]))
                 ]  # fmt: skip
+                if not differ and (fields := _config_differences(saved["configs"], plan["configs"])):
+                    differ.append(f"configs: {fields}")
                 if differ:
                     raise UsageError(
                         f"--resume: the options differ from the run in {out} ({', '.join(differ)}); use the same options"
