@@ -52,3 +52,23 @@ def test_only_chunks_with_flagged_lanes_run_the_expensive_branch():
     assert float(only_where(expensive, lambda x: x)(False, jnp.float32(3.0))) == 3.0
     jax.effects_barrier()
     assert lanes_run == []
+
+
+def test_one_algorithm_picks_its_adversary_while_tracing():
+    """Trained alone, an algorithm's robustness is known while tracing: its program holds
+    LTMA (robust) or not (non-robust), no run-time choice; a family's holds the choice."""
+    from rcmdp_jax import make_train, preset
+    from rcmdp_jax.family import make_family
+
+    small = dict(total_timesteps=64, n_steps=16, minibatch_size=16, ltma_iterations=2)
+    key = jax.random.PRNGKey(0)
+
+    def program(fn, *args):
+        return str(jax.make_jaxpr(fn)(*args))
+
+    robust, plain = (program(make_train(preset("inventory", a, **small)), key) for a in ("MDPO-Robust", "MDPO"))
+    assert "custom_vmap_call" not in robust and "custom_vmap_call" not in plain
+    # LTMA's loops (its steps, their episodes) are in the robust program only
+    assert robust.count("scan[") > plain.count("scan[")
+    family = make_family([preset("inventory", a, **small) for a in ("MDPO-Robust", "MDPO")])
+    assert "custom_vmap_call" in program(family, key, jnp.int32(0))

@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from rcmdp_jax import envs, lagrange, schedules
@@ -61,7 +62,7 @@ class Variant:
     def of(cls, cfg: Config) -> Variant:
         return cls(
             constraint=jnp.int32(lagrange.MODE_CODES[cfg.constraint]),
-            robust=jnp.bool_(cfg.robust),
+            robust=np.bool_(cfg.robust),  # NumPy: stays known while tracing (``Step.adversary``)
             schedule=schedules.Schedule.of(cfg.alpha_schedule, cfg.alpha_tick),
         )
 
@@ -188,6 +189,8 @@ class Step:
             return env_params, jnp.float32(0.0)
 
         args = (key, state.env_params, state.params["actor"], lam_tilde, hp)
+        if not isinstance(robust, jax.core.Tracer):  # one algorithm: known while tracing
+            return attack(*args) if bool(robust) else keep(*args)
         if not self.skip_idle_lanes:  # every lane runs LTMA, the non-robust ones discard it
             return jax.lax.cond(robust, attack, keep, *args)
         return only_where(attack, keep)(robust, *args)
