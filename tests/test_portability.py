@@ -9,7 +9,8 @@ def test_smoke_run_at_the_default_xla_optimisation_level():
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     from conftest import TEST_XLA_FLAGS  # the suite's compile-time flags, not the users'
 
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if f not in TEST_XLA_FLAGS]
+    names = {f.split("=")[0] for f in TEST_XLA_FLAGS}
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if f.split("=")[0] not in names]
     env["XLA_FLAGS"] = " ".join(flags)
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "default_opt_level_script.py")
     proc = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=400)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime as _dt
+import functools
 import json
 import os
 import signal
@@ -317,7 +318,7 @@ class Prepared:
         placed = None if members is None else jax.device_put(pad(members), batch_sharding(self.mesh))
         return state, placed
 
-    @property
+    @functools.cached_property
     def order(self) -> np.ndarray:
         """The lanes (members x seeds, padded to the mesh) in the order the devices take
         them in blocks: with ``skip_idle_lanes``, dealt out in turn (device ``d`` gets
@@ -367,7 +368,8 @@ def train_prepared(prep: Prepared, label: str):
     if prep.use_vmap:
         result = results[0]
         if prep.mesh is not None:  # back from the devices' order (Prepared.order), then trimmed
-            result = unshard(jax.tree.map(lambda x: x[np.argsort(prep.order)], result), n_seeds * n_members)
+            back = np.argsort(prep.order)
+            result = unshard(jax.tree.map(lambda x: x[back], result), n_seeds * n_members)
         per_member = [jax.tree.map(lambda x, i=i: x[i * n_seeds : (i + 1) * n_seeds], result) for i in range(n_members)]
     else:
         per_member = [
@@ -566,23 +568,20 @@ def _config_differences(saved: dict, current: dict) -> str:
     ``env/algo: field, ...`` ("" if none). A field the saved run.json lacks (written by
     an older version) counts as its default, the value that version ran."""
 
-    def normal(d):
-        try:
-            return json.loads(json.dumps(config_to_dict(config_from_dict(d))))
-        except (TypeError, ValueError):  # fields this version does not know
-            return None
+    def flat(d):  # one level: the config's fields and its hyperparameters
+        d = json.loads(json.dumps(d))
+        return {**d.pop("hparams"), **d}
 
     out = []
     for env in current:
         for algo, cfg in current[env].items():
-            old = normal(saved.get(env, {}).get(algo, {}))
-            new = json.loads(json.dumps(cfg))
-            if old is None:
+            try:
+                old = flat(config_to_dict(config_from_dict(saved.get(env, {}).get(algo, {}))))
+            except (TypeError, ValueError):  # fields this version does not know
                 out.append(f"{env}/{algo}: unreadable")
                 continue
-            fields = [k for k in new if k != "hparams" and old.get(k) != new[k]]
-            fields += [k for k in new["hparams"] if old["hparams"].get(k) != new["hparams"][k]]
-            if fields:
+            new = flat(cfg)
+            if fields := [k for k in new if old.get(k) != new[k]]:
                 out.append(f"{env}/{algo}: {', '.join(fields)}")
     return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")
 
