@@ -116,6 +116,15 @@ class RobustEnvironment(environment.Environment):
     def num_actions(self) -> int:
         return self.action_dim
 
+    @property
+    def obs_dim(self) -> int:
+        """The observation's length (the state vector itself unless an env says otherwise)."""
+        return self.state_dim
+
+    def check_estimator(self, params: Any, estimator: str) -> None:
+        """Raise ``ValueError`` if LTMA's ``estimator`` cannot run on this kernel (every
+        kernel here has a density and a reparameterised sample)."""
+
     # ------------------------------------------------------- adversary hooks
     def transition_log_prob(
         self, xi: jax.Array, params: Any, s: jax.Array, action: jax.Array, s_next: jax.Array

@@ -15,7 +15,7 @@ from typing import Any
 
 from flax import struct
 
-from rcmdp_jax.envs import ENV_NAMES, env_class
+from rcmdp_jax.envs import check_name, env_class, learner_settings
 
 LEARNERS = ("ppo", "mdpo", "mcpmd")
 CONSTRAINTS = ("none", "lagrangian", "augmented")
@@ -165,7 +165,7 @@ class Config:
 
     def validate(self) -> Config:
         """Raise ``ValueError`` naming the field and what is allowed; return self."""
-        _choice("env", self.env, ENV_NAMES)
+        _check_env(self.env)
         _choice("learner", self.learner, LEARNERS)
         _choice("constraint", self.constraint, CONSTRAINTS)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -212,6 +212,13 @@ class Config:
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
         return self
+
+
+def _check_env(env: str) -> None:
+    try:
+        check_name(env)
+    except ValueError as err:
+        raise ValueError(f"env={env!r}: {err}") from None
 
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -296,6 +303,25 @@ _ENV_PRESETS: dict[str, dict[str, Any]] = {
     ),
 }  # fmt: skip
 
+# An environment outside the study (a gymnax: preset or a registered one) brings its own
+# table (``envs.learner_settings``); missing keys come from this one.
+DEFAULT_LEARNER: dict[str, Any] = dict(
+    policy_hidden=(64, 64), critic_hidden=(64, 64), optimizer="adam",
+    ppo_epochs=10, ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=20,
+    mcpmd_ltma=10,
+    budgets={"short": 20_000, "long": 200_000},
+    hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4),
+)  # fmt: skip
+
+
+def domain_table(env: str) -> dict[str, Any]:
+    """The per-domain learner table of ``env``: SPEC §3 for the study's domains, else the
+    environment's own settings over ``DEFAULT_LEARNER``."""
+    if env in _ENV_PRESETS:
+        return _ENV_PRESETS[env]
+    own = learner_settings(env) or {}
+    return {**DEFAULT_LEARNER, **own, "hp": {**DEFAULT_LEARNER["hp"], **own.get("hp", {})}}
+
 
 # The schedules study (the reference study's appendix): MDPO's robust algorithms under
 # every alpha schedule, ticking per epoch and per batch (fixed alpha does not tick).
@@ -330,12 +356,12 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     (``"MDPO-Robust-Lag:restart-batch"``, see ``split_variant``). ``overrides`` are any
     Config or HParams fields (validated).
     """
-    _choice("env", env, ENV_NAMES)
+    _check_env(env)
     _choice("budget", budget, BUDGETS)
     base_name, variant = split_variant(algorithm)
     overrides = {**variant, **overrides}
     learner, constraint, robust = parse_algorithm(base_name)
-    p = _ENV_PRESETS[env]
+    p = domain_table(env)
     domain = env_class(env)
     hp = HParams(
         target_kl=p["ppo_target_kl"] if learner == "ppo" else math.inf,

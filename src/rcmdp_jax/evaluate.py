@@ -69,7 +69,9 @@ def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVEL
     ``n_test`` episodes each (default ``N_TEST`` of the domain)."""
     cfg = config.validate()
     env, default_params = envs.make(cfg.env)
-    n_test = N_TEST[cfg.env] if n_test is None else int(n_test)
+    if n_test is None:
+        n_test = N_TEST.get(cfg.env) or envs.test_episodes(cfg.env)
+    n_test = int(n_test)
     if n_test < 1:
         raise ValueError(f"n_test must be a positive integer, got {n_test!r}")
     actor, _ = build_networks(cfg, env)

@@ -46,7 +46,21 @@ def parse_args(argv):
         prog="run.py",
         description="Train robust-constrained RL algorithms and run the robustness test.",
     )
-    p.add_argument("--env", default="cartpole", help=f"one of {', '.join(ENV_NAMES)}, or 'all' (default cartpole)")
+    p.add_argument(
+        "--env",
+        default="cartpole",
+        help=f"one of {', '.join(ENV_NAMES)}, 'all' (the three; default cartpole), or a gymnax preset "
+        "gymnax:ID (CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCarContinuous-v0)",
+    )
+    p.add_argument(
+        "--uncertain",
+        default=None,
+        metavar="FIELD=WIDTH,...",
+        help="gymnax presets: the uncertain EnvParams fields and their box half-widths, relative "
+        "(g=0.2: ±20%%) or absolute (g=abs:1.5); replaces the preset's box",
+    )
+    p.add_argument("--costs", default=None, metavar="NAME,...",
+                   help="gymnax presets: which of the preset's constraint costs to keep (default: its first)")  # fmt: skip
     p.add_argument(
         "--algos",
         default="all",
@@ -134,10 +148,30 @@ def parse_sets(sets) -> dict:
 
 def build_plan(args) -> dict:
     """Validate every input and build all configs; raises ``UsageError``. Compiles nothing."""
+    from rcmdp_jax import envs
+
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
+    gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
+    if (args.uncertain is not None or args.costs is not None) and not gymnax_env:
+        raise UsageError("--uncertain and --costs apply to a gymnax preset (--env gymnax:ID)")
+    if "@" in args.env and (args.uncertain is not None or args.costs is not None):
+        raise UsageError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
     for e in envs_:
-        if e not in ENV_NAMES:
-            raise UsageError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all")
+        try:
+            envs.check_name(e)
+        except ValueError:
+            from rcmdp_jax.envs.gymnax_presets import PRESETS
+
+            presets = ", ".join(envs.GYMNAX_PREFIX + k for k in PRESETS)
+            raise UsageError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
+                             f"{presets}") from None  # fmt: skip
+    if gymnax_env and "@" not in args.env:
+        from rcmdp_jax.envs.gymnax_presets import gymnax_name
+
+        try:
+            envs_ = [gymnax_name(args.env, args.uncertain, args.costs)]
+        except ValueError as err:
+            raise UsageError(f"--env {args.env}: {err}") from None
     if args.schedules:
         if args.algos != "all":
             raise UsageError("--schedules chooses the algorithms itself; drop --algos")

@@ -92,6 +92,8 @@ class Step:
         self.cfg = cfg
         self.skip_idle_lanes = skip_idle_lanes
         self.env, self.default_env_params = envs.make(cfg.env)
+        if cfg.robust:
+            self.env.check_estimator(self.default_env_params, cfg.ltma_estimator)
         self.actor, self.critic = build_networks(cfg, self.env)
         self.learner = Learner(self.actor, self.critic, cfg)
 
@@ -99,7 +101,7 @@ class Step:
     def init(self, rng, hp: HParams, env_params) -> TrainState:
         cfg, env = self.cfg, self.env
         rng, k_a, k_c, k_env = jax.random.split(rng, 4)
-        obs0 = jnp.zeros((env.state_dim,), jnp.float32)
+        obs0 = jnp.zeros((env.obs_dim,), jnp.float32)
         params = {"actor": self.actor.init(k_a, obs0), "critic": self.critic.init(k_c, obs0)}
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_env, cfg.n_envs), env_params)
         return TrainState(

@@ -1,0 +1,293 @@
+"""Named presets: four gymnax classic-control environments made robust and constrained,
+and the ``gymnax:`` environment names that select them.
+
+A name is ``gymnax:ID`` (the preset's box and default cost), optionally followed by
+``@uncertain=FIELD:WIDTH,...`` (the box: a relative half-width such as ``g:0.2`` for
+±20 %, or ``g:abs:1.5`` for an absolute one) and ``@costs=NAME,...`` (a choice of the
+preset's costs). ``gymnax_name`` writes the canonical form; ``make_gymnax`` builds the
+environment. Each preset also carries the learners' settings (``learner``, read by
+``rcmdp_jax.config.preset``) and the robustness test's episodes per kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+
+PREFIX = "gymnax:"
+
+
+@dataclasses.dataclass(frozen=True)
+class CostSpec:
+    """A built-in cost: ``fn(state, action, next_state, params) -> (1,)`` and what it means."""
+
+    fn: Callable
+    meaning: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GymnaxPreset:
+    env_id: str
+    uncertain: dict[str, Any]  # the default box: field -> relative half-width
+    costs: dict[str, CostSpec]
+    default_costs: tuple[str, ...]
+    noise: float  # the kernel's std on every state entry
+    params: dict[str, Any]  # EnvParams overrides (the episode length)
+    gamma: float
+    lambda_max: float
+    learner: dict[str, Any]  # read by rcmdp_jax.config.preset, as its per-domain table
+    n_test: int = 20
+    derive: Callable | None = None
+    min_episode_length: int | None = None
+
+
+def _cartpole_derive(p):
+    """gymnax stores CartPole's ``total_mass`` and ``polemass_length``: recompute them."""
+    return p.replace(total_mass=p.masscart + p.masspole, polemass_length=p.masspole * p.length)
+
+
+def _cost(expr: Callable[..., Any]) -> Callable:
+    def fn(state, action, next_state, params):
+        return jnp.reshape(expr(state, action, next_state, params), (1,))
+
+    return fn
+
+
+def _learner(budgets, lr, eta_xi, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, hidden=(64, 64), ppo_epochs=10,
+             ltma_horizon=20):  # fmt: skip
+    return dict(
+        policy_hidden=hidden, critic_hidden=hidden, optimizer="adam", ppo_epochs=ppo_epochs,
+        ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=ltma_horizon,
+        mcpmd_ltma=10, budgets=budgets,
+        hp=dict(lr=lr, gae_lambda=gae_lambda, eta_lam=eta_lam, lam_clip=lam_clip, eta_xi=eta_xi),
+    )  # fmt: skip
+
+
+PRESETS: dict[str, GymnaxPreset] = {
+    "CartPole-v1": GymnaxPreset(
+        env_id="CartPole-v1",
+        uncertain={"gravity": 0.2, "masspole": 0.5, "length": 0.2, "force_mag": 0.2},
+        costs={
+            "position": CostSpec(
+                _cost(lambda s, a, n, p: jnp.abs(n.x) - 0.1), "cart within 0.1 m of the track's centre: |x| - 0.1"
+            ),
+            "velocity": CostSpec(
+                _cost(lambda s, a, n, p: jnp.abs(n.x_dot) - 0.5), "cart speed under 0.5 m/s: |x_dot| - 0.5"
+            ),
+        },  # fmt: skip
+        default_costs=("position",),
+        noise=1e-3,
+        params=dict(max_steps_in_episode=200),
+        gamma=0.99,
+        lambda_max=50.0,
+        derive=_cartpole_derive,
+        min_episode_length=6,
+        learner=_learner({"short": 20_000, "long": 200_000}, lr=3e-4, eta_xi=1e-5),
+    ),
+    "Pendulum-v1": GymnaxPreset(
+        env_id="Pendulum-v1",
+        uncertain={"g": 0.2, "m": 0.2, "l": 0.2},
+        costs={
+            "speed": CostSpec(
+                _cost(lambda s, a, n, p: jnp.abs(n.theta_dot) - 1.5), "angular speed under 1.5 rad/s: |theta_dot| - 1.5"
+            ),
+            "torque": CostSpec(
+                _cost(lambda s, a, n, p: jnp.clip(a, -p.max_torque, p.max_torque).sum() ** 2 - 1.0),
+                "mean squared torque under 1 (N m)^2, an actuator budget: u^2 - 1",
+            ),
+        },  # fmt: skip
+        default_costs=("speed",),
+        noise=1e-2,
+        params=dict(max_steps_in_episode=200),
+        gamma=0.95,
+        lambda_max=50.0,
+        learner=_learner({"short": 60_000, "long": 600_000}, lr=1e-3, eta_xi=1e-4, gae_lambda=0.95),
+    ),
+    "Acrobot-v1": GymnaxPreset(
+        env_id="Acrobot-v1",
+        uncertain={"link_mass_1": 0.2, "link_mass_2": 0.2, "link_length_1": 0.2},
+        costs={
+            "torque": CostSpec(
+                _cost(lambda s, a, n, p: jnp.abs(p.available_torque[a]) - 0.5),
+                "the motor on at most half the time: |torque| - 0.5",
+            ),
+            "speed": CostSpec(
+                _cost(lambda s, a, n, p: jnp.abs(n.velocity_2) - 3.0),
+                "second joint's speed under 3 rad/s: |omega_2| - 3",
+            ),
+        },  # fmt: skip
+        default_costs=("torque",),
+        noise=1e-2,
+        params=dict(max_steps_in_episode=200),
+        gamma=0.99,
+        lambda_max=50.0,
+        min_episode_length=4,
+        learner=_learner({"short": 40_000, "long": 400_000}, lr=1e-3, eta_xi=1e-4),
+    ),
+    "MountainCarContinuous-v0": GymnaxPreset(
+        env_id="MountainCarContinuous-v0",
+        uncertain={"power": 0.2, "gravity": 0.1},
+        costs={
+            "fuel": CostSpec(
+                _cost(lambda s, a, n, p: jnp.clip(a, -1.0, 1.0).sum() ** 2 - 0.25),
+                "mean squared throttle under 0.25, a fuel budget: a^2 - 0.25",
+            ),
+            "speed": CostSpec(_cost(lambda s, a, n, p: jnp.abs(n.velocity) - 0.04), "car speed under 0.04: |v| - 0.04"),
+        },  # fmt: skip
+        default_costs=("fuel",),
+        noise=1e-4,
+        params=dict(max_steps_in_episode=200),
+        gamma=0.99,
+        lambda_max=50.0,
+        min_episode_length=40,
+        learner=_learner({"short": 20_000, "long": 200_000}, lr=1e-3, eta_xi=1e-9),
+    ),
+}
+
+
+def _parse_width(field: str, raw: str):
+    from rcmdp_jax.envs.gymnax_wrapper import absolute, relative
+
+    kind, _, num = raw.rpartition(":")
+    if kind not in ("", "abs", "rel"):
+        raise ValueError(f"uncertain: {field}:{raw} is not a half-width; write {field}:0.2 (±20 %) or "
+                         f"{field}:abs:1.5")  # fmt: skip
+    try:
+        value = float(num)
+    except ValueError:
+        raise ValueError(f"uncertain: {field}:{raw} is not a number; write {field}:0.2 (±20 %) or "
+                         f"{field}:abs:1.5") from None  # fmt: skip
+    return absolute(value) if kind == "abs" else relative(value)
+
+
+def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[str, ...]]:
+    """``(preset, uncertain, costs)`` of a ``gymnax:`` name (see the module docstring)."""
+    if not name.startswith(PREFIX):
+        raise ValueError(f"{name!r} is not a gymnax name (gymnax:ID)")
+    base, *options = name[len(PREFIX) :].split("@")
+    if base not in PRESETS:
+        raise ValueError(f"unknown gymnax preset {base!r}; presets: {', '.join(PREFIX + k for k in PRESETS)}")
+    pre = PRESETS[base]
+    uncertain, costs = dict(pre.uncertain), pre.default_costs
+    seen = set()
+    for opt in options:
+        key, eq, value = opt.partition("=")
+        if not eq or key not in ("uncertain", "costs") or key in seen or not value:
+            raise ValueError(f"{name!r}: options are @uncertain=FIELD:WIDTH,... and @costs=NAME,..., once each")
+        seen.add(key)
+        items = [v.strip() for v in value.split(",")]
+        if key == "costs":
+            unknown = [c for c in items if c not in pre.costs]
+            if unknown or len(set(items)) != len(items):
+                raise ValueError(f"costs: {','.join(items)} — choose distinct ones of {', '.join(pre.costs)} "
+                                 f"for {PREFIX}{base}")  # fmt: skip
+            costs = tuple(items)
+        else:
+            uncertain = {}
+            for item in items:
+                field, colon, raw = item.partition(":")
+                if not colon or not field:
+                    raise ValueError(f"uncertain: {item!r} — write FIELD:WIDTH, e.g. g:0.2 or g:abs:1.5")
+                if field in uncertain:
+                    raise ValueError(f"uncertain: field {field!r} named twice")
+                uncertain[field] = _parse_width(field, raw)
+    return pre, uncertain, costs
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvInfo:
+    """What the config's presets read of an environment, known without building it."""
+
+    gamma: float
+    lambda_max: float
+    episode_length: int
+    min_episode_length: int
+
+
+def info(name: str) -> EnvInfo:
+    """The ``EnvInfo`` of a ``gymnax:`` name (no JAX work: safe before devices are set up)."""
+    pre = preset_of(name)
+    length = int(pre.params["max_steps_in_episode"])
+    return EnvInfo(pre.gamma, pre.lambda_max, length, pre.min_episode_length or length)
+
+
+def check(name: str) -> None:
+    """Build the environment of a ``gymnax:`` name abstractly (``jax.eval_shape``: no
+    backend starts, nothing is cached), so a bad field, width or cost raises ``ValueError``."""
+    import jax
+
+    jax.eval_shape(lambda: _build(name).default_params.xi)
+
+
+def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = None) -> str:
+    """The canonical name of preset ``env_id`` with the CLI's ``--uncertain FIELD=WIDTH,...``
+    and ``--costs NAME,...`` (validated; ``ValueError`` names what is wrong)."""
+    name = env_id if env_id.startswith(PREFIX) else PREFIX + env_id
+    if uncertain:
+        items = []
+        for item in uncertain.split(","):
+            field, eq, raw = item.strip().partition("=")
+            if not eq:
+                raise ValueError(f"--uncertain: {item.strip()!r} — write FIELD=WIDTH, e.g. g=0.2 or g=abs:1.5")
+            items.append(f"{field.strip()}:{raw.strip()}")
+        name += "@uncertain=" + ",".join(items)
+    if costs:
+        name += "@costs=" + ",".join(c.strip() for c in costs.split(","))
+    check(name)  # every field, width and cost checked here
+    return name
+
+
+def _build(name: str, noise: float | None = None):
+    import gymnax
+    from rcmdp_jax.envs.gymnax_wrapper import robustify
+
+    pre, uncertain, costs = parse_gymnax_name(name)
+    env, params = gymnax.make(pre.env_id)
+    params = params.replace(**pre.params)
+    return robustify(
+        env, uncertain, {c: pre.costs[c].fn for c in costs}, noise=pre.noise if noise is None else noise, params=params,
+        derive=pre.derive, gamma=pre.gamma, lambda_max=pre.lambda_max,
+        min_episode_length=pre.min_episode_length, name=f"Robust{pre.env_id}",
+    )  # fmt: skip
+
+
+_CACHE: dict[str, Any] = {}
+
+
+def make_gymnax(name: str, noise: float | None = None):
+    """The ``RobustGymnax`` environment of a ``gymnax:`` name (one instance per name);
+    ``noise`` replaces the preset's kernel noise (a new, uncached instance)."""
+    if noise is not None:
+        return _build(name, noise)
+    if name not in _CACHE:
+        _CACHE[name] = _build(name)
+    return _CACHE[name]
+
+
+def preset_of(name: str) -> GymnaxPreset:
+    return parse_gymnax_name(name)[0]
+
+
+def describe() -> str:
+    """The presets, their boxes and costs, as Markdown (the README's table)."""
+    rows = [
+        "| name | uncertain (±, relative) | costs (default first) | episode | short / long |",
+        "|---|---|---|---|---|",
+    ]
+    for k, p in PRESETS.items():
+        box = ", ".join(f"{f} {w:g}" for f, w in p.uncertain.items())
+        costs = "; ".join(
+            f"`{c}`: {p.costs[c].meaning}"
+            for c in (*p.default_costs, *(c for c in p.costs if c not in p.default_costs))
+        )
+        b = p.learner["budgets"]
+        rows.append(f"| `{PREFIX}{k}` | {box} | {costs} | {p.params['max_steps_in_episode']} | "
+                    f"{b['short']:,} / {b['long']:,} |")  # fmt: skip
+    return "\n".join(rows)
+
+
+__all__ = ["PRESETS", "PREFIX", "CostSpec", "EnvInfo", "GymnaxPreset", "check", "info", "describe", "gymnax_name", "make_gymnax",
+           "parse_gymnax_name", "preset_of"]  # fmt: skip

@@ -1,0 +1,288 @@
+"""Any gymnax environment made robust and constrained: ``robustify``.
+
+``robustify(env, uncertain, costs, noise)`` takes a gymnax ``Environment`` and returns a
+``RobustEnvironment`` with the study domains' contract, so every learner, LTMA (score
+function and pathwise), the robustness test, the worst-case search, checkpoints and the
+runner work on it unchanged:
+
+* ``xi`` is the vector of the ``uncertain`` fields of the env's ``EnvParams``, nominal
+  value the env's default, box half-width ``kappa`` absolute or relative. A ``derive``
+  hook recomputes fields that gymnax stores rather than computes (CartPole-v1's
+  ``total_mass`` and ``polemass_length``).
+* The kernel is ``s' ~ Normal(f_xi(s, a), diag(noise^2))`` around gymnax's own
+  ``step_env`` ``f_xi``, with the state flattened to a vector (the float fields of
+  ``EnvState``; ``time`` kept apart). gymnax cuts gradients at the end of its classic
+  steps (``stop_gradient``); the wrapper evaluates the step's jaxpr without those
+  equations, so ``grad_xi log p`` and the pathwise gradient flow through ``f_xi``.
+  An inner env's own randomness (e.g. Acrobot's torque noise) gets a fixed key, so the
+  Normal is the whole density.
+* Rewards, observations, termination and truncation are gymnax's: the reward of the
+  noiseless step, ``is_terminated`` and ``get_obs`` on the sampled next state.
+* Costs are functions ``c(state, action, next_state, params) -> (k,)`` of gymnax
+  ``EnvState``s (``next_state`` the sampled one) and the perturbed ``EnvParams``; the
+  chosen ones are concatenated into the ``m`` constraint-costs. A constraint holds when
+  its discounted sum is <= 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import distrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import environment, spaces
+from jax.extend import core as jcore
+from rcmdp_jax.envs.base import RobustEnvironment, RobustState
+
+CostFn = Callable[[Any, jax.Array, Any, Any], jax.Array]
+
+
+@struct.dataclass
+class WrappedParams(environment.EnvParams):
+    """``xi`` (the uncertain fields), their nominal values ``xi_c`` and half-widths
+    ``kappa``, the kernel's noise (std per state entry) and the gymnax ``EnvParams``."""
+
+    xi: jax.Array = None
+    xi_c: jax.Array = None
+    kappa: jax.Array = None
+    noise: jax.Array = None
+    inner: Any = None
+    max_steps_in_episode: int = 1
+
+
+def relative(fraction: float) -> tuple[str, float]:
+    """A half-width of ``fraction`` x the nominal value (``uncertain={"g": relative(0.2)}``;
+    a plain number means the same)."""
+    return ("rel", fraction)
+
+
+def absolute(half_width: float) -> tuple[str, float]:
+    """An absolute half-width (``uncertain={"g": absolute(1.5)}``)."""
+    return ("abs", half_width)
+
+
+def _half_width(field: str, spec, nominal: float) -> float:
+    kind, value = spec if isinstance(spec, tuple) else ("rel", spec)
+    if kind not in ("rel", "abs") or isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"uncertain[{field!r}]: give a relative fraction (a number, e.g. 0.2 for ±20%) or "
+                         f"absolute(half_width); got {spec!r}")  # fmt: skip
+    value = float(value)
+    width = abs(nominal) * value if kind == "rel" else value
+    if not (math.isfinite(width) and width > 0):
+        raise ValueError(f"uncertain[{field!r}]: the box must be non-empty (half-width > 0, finite); "
+                         f"{spec!r} around nominal {nominal} gives {width}")  # fmt: skip
+    return width
+
+
+def float_fields(params) -> list[str]:
+    """The scalar float fields of a gymnax ``EnvParams``: the ones that can be uncertain."""
+    out = []
+    for f in dataclasses.fields(params):
+        v = getattr(params, f.name)
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, float) or (np.ndim(v) == 0 and np.issubdtype(np.asarray(v).dtype, np.floating)):
+            out.append(f.name)
+    return out
+
+
+def eval_without_stop_gradient(fn: Callable, *args):
+    """``fn(*args)`` with the ``stop_gradient`` equations of its jaxpr's top level dropped,
+    so gradients flow through an environment step that cuts them (gymnax's classic
+    control). Values are unchanged; only the derivative differs."""
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    jaxpr, env = closed.jaxpr, {}
+    read = lambda v: v.val if isinstance(v, jcore.Literal) else env[v]  # noqa: E731
+    for var, val in zip(jaxpr.constvars, closed.consts):
+        env[var] = val
+    for var, val in zip(jaxpr.invars, jax.tree.leaves(args)):
+        env[var] = val
+    for eqn in jaxpr.eqns:
+        invals = [read(v) for v in eqn.invars]
+        if eqn.primitive.name == "stop_gradient":
+            outs = invals
+        else:
+            bind = eqn.primitive.get_bind_params(eqn.params)
+            subfuns, bind = bind if isinstance(bind, tuple) else ((), bind)  # older JAX: (subfuns, params)
+            outs = eqn.primitive.bind(*subfuns, *invals, **bind)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+        for var, val in zip(eqn.outvars, outs):
+            if not isinstance(var, jcore.DropVar):
+                env[var] = val
+    return jax.tree.unflatten(jax.tree.structure(out_shape), [read(v) for v in jaxpr.outvars])
+
+
+class RobustGymnax(RobustEnvironment):
+    """A gymnax environment with a Gaussian kernel around its step and an uncertainty box
+    over named ``EnvParams`` fields (see the module docstring). Build it with ``robustify``."""
+
+    def __init__(self, env: environment.Environment, params, uncertain: Mapping[str, Any],
+                 costs: Mapping[str, CostFn], noise, derive: Callable | None = None, gamma: float = 0.99,
+                 lambda_max: float = 50.0, min_episode_length: int | None = None, name: str | None = None):  # fmt: skip
+        super().__init__()
+        self.inner, self.inner_params, self.derive = env, params, derive
+        if not uncertain:
+            raise ValueError("uncertain: name at least one EnvParams field")
+        if not costs:
+            raise ValueError("costs: give at least one cost function c(state, action, next_state, params)")
+        allowed = float_fields(params)
+        for field in uncertain:
+            if not hasattr(params, field):
+                raise ValueError(f"uncertain: {type(env).__name__}'s EnvParams has no field {field!r}; "
+                                 f"float fields: {', '.join(allowed)}")  # fmt: skip
+            if field not in allowed:
+                raise ValueError(f"uncertain: EnvParams.{field} = {getattr(params, field)!r} is not a float "
+                                 f"scalar; float fields: {', '.join(allowed)}")  # fmt: skip
+        self.fields = tuple(uncertain)
+        nominal = np.array([float(getattr(params, f)) for f in self.fields], np.float32)
+        kappa = np.array([_half_width(f, uncertain[f], float(n)) for f, n in zip(self.fields, nominal)], np.float32)
+        self.cost_names = tuple(costs)
+        self.cost_fns = tuple(costs[c] for c in self.cost_names)
+        # the flat state: EnvState's fields but time, from one reset's shapes
+        _, shape = jax.eval_shape(env.reset_env, jax.random.key(0), params)
+        self.state_cls = type(shape)
+        self.state_fields = tuple(f.name for f in dataclasses.fields(shape) if f.name != "time")
+        for f in self.state_fields:
+            if not jnp.issubdtype(getattr(shape, f).dtype, jnp.floating):
+                raise ValueError(f"{env.name}: EnvState.{f} is {getattr(shape, f).dtype}; the wrapper's kernel "
+                                 "needs float state fields (time apart)")  # fmt: skip
+        self.field_shapes = tuple(getattr(shape, f).shape for f in self.state_fields)
+        self.state_dim = int(sum(math.prod(s) for s in self.field_shapes))
+        obs = jax.eval_shape(lambda s: env.get_obs(s, params), shape)
+        self._obs_dim = int(math.prod(obs.shape))
+        space = env.action_space(params)
+        self.discrete = isinstance(space, spaces.Discrete)
+        self.action_dim = int(space.n) if self.discrete else int(math.prod(space.shape))
+        self._action_space = space
+        noise = np.broadcast_to(np.asarray(noise, np.float32), (self.state_dim,)).copy()
+        if not np.all(np.isfinite(noise)) or np.any(noise < 0):
+            raise ValueError(f"noise must be finite and >= 0 (a std per state entry), got {noise.tolist()}")
+        self.episode_length = int(params.max_steps_in_episode)
+        self.min_episode_length = self.episode_length if min_episode_length is None else int(min_episode_length)
+        self.gamma, self.lambda_max = float(gamma), float(lambda_max)
+        m = jax.eval_shape(lambda s, p: self._costs(s, self._sample_action(), s, p), shape, params)
+        self.num_constraints = int(m.shape[0])
+        self._name = name or f"Robust{env.name}"
+        self._default = WrappedParams(
+            xi=jnp.asarray(nominal), xi_c=jnp.asarray(nominal), kappa=jnp.asarray(kappa), noise=jnp.asarray(noise),
+            inner=params, max_steps_in_episode=self.episode_length,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------ plumbing
+    @property
+    def default_params(self) -> WrappedParams:
+        return self._default
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def obs_dim(self) -> int:
+        return self._obs_dim
+
+    def _sample_action(self):
+        return jnp.zeros((), jnp.int32) if self.discrete else jnp.zeros((self.action_dim,), jnp.float32)
+
+    def apply_xi(self, params: WrappedParams):
+        """The gymnax ``EnvParams`` under kernel ``params.xi`` (derived fields recomputed)."""
+        inner = params.inner.replace(**{f: params.xi[i] for i, f in enumerate(self.fields)})
+        return inner if self.derive is None else self.derive(inner)
+
+    def flatten(self, state) -> jax.Array:
+        return jnp.concatenate([jnp.ravel(getattr(state, f)).astype(jnp.float32) for f in self.state_fields])
+
+    def unflatten(self, s: jax.Array, time) -> Any:
+        parts, i = {}, 0
+        for f, shape in zip(self.state_fields, self.field_shapes):
+            n = math.prod(shape)
+            parts[f] = s[i : i + n].reshape(shape)
+            i += n
+        return self.state_cls(**parts, time=time)
+
+    def _costs(self, state, action, next_state, inner):
+        return jnp.concatenate([jnp.reshape(c(state, action, next_state, inner), (-1,)) for c in self.cost_fns])
+
+    # ------------------------------------------------------------ the model
+    def gymnax_step(self, state, action, inner):
+        """gymnax's own ``step_env`` from ``state`` (a gymnax ``EnvState``), gradients kept:
+        ``(next EnvState, reward)``. The inner env's randomness gets a fixed key."""
+        fn = lambda st, a, p: self.inner.step_env(jax.random.key(0), st, a, p)[1:3]  # noqa: E731
+        return eval_without_stop_gradient(fn, state, action, inner)
+
+    def transition(self, params: WrappedParams, s, time, action):
+        """``(f_xi(s, a), reward)``: the noiseless next state vector and gymnax's reward."""
+        nxt, reward = self.gymnax_step(self.unflatten(s, time), action, self.apply_xi(params))
+        return self.flatten(nxt), jnp.asarray(reward, jnp.float32).reshape(())
+
+    def next_state_distribution(self, params, s, action, time=0):
+        mean, _ = self.transition(params, s, time, action)
+        return distrax.MultivariateNormalDiag(mean, params.noise)
+
+    def initial_state(self, key, params):
+        return self.flatten(self.inner.reset_env(key, self.apply_xi(params))[1])
+
+    def step_env(self, key, state: RobustState, action, params):
+        inner = self.apply_xi(params)
+        mean, reward = self.transition(params, state.s, state.time, action)
+        s_next = mean + params.noise * jax.random.normal(key, mean.shape)  # the Normal's reparameterised sample
+        new_state = RobustState(s=s_next, time=state.time + 1)
+        before, after = self.unflatten(state.s, state.time), self.unflatten(s_next, new_state.time)
+        costs = self._costs(before, action, after, inner)
+        terminated = jnp.asarray(self.inner.is_terminated(after, inner)).reshape(())
+        info = {"costs": costs, "saturated": jnp.zeros((), bool)}
+        return self.get_obs(new_state, params), new_state, reward, terminated, info
+
+    def reward(self, params, s, action, s_next):
+        return self.transition(params, s, 0, action)[1]
+
+    def constraint_costs(self, params, s, action, s_next):
+        return self._costs(self.unflatten(s, 0), action, self.unflatten(s_next, 1), self.apply_xi(params))
+
+    def is_terminated_vec(self, params, s_next):
+        return jnp.asarray(self.inner.is_terminated(self.unflatten(s_next, 0), self.apply_xi(params))).reshape(())
+
+    def get_obs(self, state: RobustState, params=None, key=None) -> jax.Array:
+        inner = self.inner_params if params is None else self.apply_xi(params)
+        return jnp.ravel(self.inner.get_obs(self.unflatten(state.s, state.time), inner)).astype(jnp.float32)
+
+    def check_estimator(self, params, estimator: str) -> None:
+        """The score function needs a density: refuse it on a noiseless kernel."""
+        noise = np.asarray(params.noise)
+        if estimator == "score" and not isinstance(params.noise, jax.core.Tracer) and np.any(noise <= 0):
+            raise ValueError(f"{self.name}: the score-function estimator needs noise > 0 on every state entry "
+                             f"(noise={noise.tolist()}); use ltma_estimator='pathwise' or robustify with noise > 0")  # fmt: skip
+
+    def action_space(self, params=None):
+        return self._action_space
+
+    def observation_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (self.obs_dim,), jnp.float32)
+
+
+def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs: Mapping[str, CostFn] | Sequence,
+              noise=1e-3, params=None, derive: Callable | None = None, **options) -> RobustGymnax:  # fmt: skip
+    """``env`` (any gymnax ``Environment``) as a ``RobustEnvironment``.
+
+    ``uncertain``: ``{field: half_width}`` over float fields of ``env``'s ``EnvParams``
+    (a number or ``relative(f)``: ``f`` x the nominal value; ``absolute(h)``).
+    ``costs``: ``{name: c(state, action, next_state, params) -> (k,)}`` (or a list of
+    functions). ``noise``: the kernel's std, a number or one per state entry (0 keeps the
+    kernel deterministic: pathwise LTMA only). ``params``: the nominal ``EnvParams``
+    (default ``env.default_params``; its ``max_steps_in_episode`` is the episode length).
+    ``derive(params) -> params`` recomputes stored derived fields after ``xi`` is applied.
+    ``options``: ``gamma``, ``lambda_max``, ``min_episode_length``, ``name``."""
+    if not isinstance(env, environment.Environment):
+        raise TypeError(f"robustify needs a gymnax Environment, got {type(env).__name__}")
+    if not isinstance(uncertain, Mapping):
+        raise TypeError(f"uncertain must be a dict {{field: half_width}}, got {type(uncertain).__name__}")
+    if not isinstance(costs, Mapping):
+        costs = {getattr(c, "__name__", f"cost{i}"): c for i, c in enumerate(costs)}
+    params = env.default_params if params is None else params
+    return RobustGymnax(env, params, uncertain, costs, noise, derive, **options)

@@ -1,0 +1,54 @@
+"""The 14 algorithms on ``gymnax:`` presets, through the API and the command (kept apart
+from ``test_gymnax.py`` so the two xdist workers share the compile work)."""
+
+import dataclasses
+
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rcmdp_jax import ALGORITHMS, envs, preset, runner
+
+
+@pytest.mark.parametrize("name", ["gymnax:CartPole-v1", "gymnax:Pendulum-v1"])
+def test_every_algorithm_trains_a_few_iterations_on_a_discrete_and_a_continuous_preset(name):
+    from rcmdp_jax.family import group, make_family
+
+    def tiny(algo):
+        if "MCPMD" in algo:
+            return preset(name, algo, total_timesteps=12, ltma_iterations=2, eval_episodes=2)
+        return preset(name, algo, total_timesteps=128, n_steps=32, minibatch_size=32, epochs=1,
+                      ltma_iterations=2, eval_episodes=2)  # fmt: skip
+
+    configs = {a: tiny(a) for a in ALGORITHMS}
+    for names in group(configs):
+        family = make_family([configs[a] for a in names])
+        result = jax.jit(jax.vmap(family, in_axes=(None, 0)))(jax.random.key(1), jnp.arange(len(names)))
+        for i, algo in enumerate(names):
+            m = {k: np.asarray(v[i]) for k, v in result.metrics.items()}
+            active = m["active"] > 0
+            assert active.sum() >= 1, algo
+            for k in ("policy_loss", "critic_loss", "lam", "xi"):
+                assert np.all(np.isfinite(m[k][active])), (algo, k)
+            xi, kappa = m["xi"][active], np.asarray(envs.make(name)[1].kappa)
+            xi_c = np.asarray(envs.make(name)[1].xi_c)
+            assert np.all(np.abs(xi - xi_c) <= kappa * (1 + 1e-5)), algo  # LTMA stays in the box
+            if configs[algo].robust and "MCPMD" not in algo:
+                assert np.abs(xi[-1] - xi_c).max() > 0, algo  # the adversary moved the kernel
+
+
+def test_the_cli_trains_a_gymnax_preset_with_a_chosen_box_and_cost(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["--env", "gymnax:Pendulum-v1", "--uncertain", "g=0.1,m=abs:0.2", "--costs", "torque,speed",
+            "--algos", "PPO-Lag,PPO-Robust-Lag", "--seeds", "2", "--steps", "128", "--n-test", "2", "--devices", "1",
+            "--set", "n_steps=32", "--set", "minibatch_size=32", "--set", "epochs=1", "--set", "ltma_iterations=2",
+            "--set", "eval_episodes=2", "--out", str(out)]  # fmt: skip
+    assert runner.main(args) == 0
+    name = "gymnax:Pendulum-v1@uncertain=g:0.1,m:abs:0.2@costs=torque,speed"
+    res = np.load(out / name / "PPO-Robust-Lag" / "test_results.npz")
+    assert res["V"].shape == (2, 11, 4, 2) and res["C"].shape == (2, 11, 4, 2, 2)
+    assert "PPO-Robust-Lag" in (out / name / "summary.md").read_text()
+    assert dataclasses.is_dataclass(envs.make(name)[0].inner_params)
+    assert gymnax.make("Pendulum-v1")[0].name == "Pendulum-v1"
