@@ -59,7 +59,7 @@ def _cost(expr: Callable[..., Any]) -> Callable:
 def _learner(budgets, lr, eta_xi, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, hidden=(64, 64), ppo_epochs=10,
              ltma_horizon=20):  # fmt: skip
     return dict(
-        policy_hidden=hidden, critic_hidden=hidden, optimizer="adam", ppo_epochs=ppo_epochs,
+        policy_hidden=hidden, critic_hidden=hidden, optimizer="adam", dropout=0.0, ppo_epochs=ppo_epochs,
         ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=ltma_horizon,
         mcpmd_ltma=10, budgets=budgets,
         hp=dict(lr=lr, gae_lambda=gae_lambda, eta_lam=eta_lam, lam_clip=lam_clip, eta_xi=eta_xi),
@@ -85,7 +85,7 @@ PRESETS: dict[str, GymnaxPreset] = {
         lambda_max=50.0,
         derive=_cartpole_derive,
         min_episode_length=6,
-        learner=_learner({"short": 20_000, "long": 200_000}, lr=3e-4, eta_xi=1e-5),
+        learner=_learner({"short": 20_000, "long": 200_000}, lr=3e-4, eta_xi=1e-7),
     ),
     "Pendulum-v1": GymnaxPreset(
         env_id="Pendulum-v1",
@@ -104,7 +104,7 @@ PRESETS: dict[str, GymnaxPreset] = {
         params=dict(max_steps_in_episode=200),
         gamma=0.95,
         lambda_max=50.0,
-        learner=_learner({"short": 60_000, "long": 600_000}, lr=1e-3, eta_xi=1e-4, gae_lambda=0.95),
+        learner=_learner({"short": 60_000, "long": 600_000}, lr=1e-3, eta_xi=1e-7),
     ),
     "Acrobot-v1": GymnaxPreset(
         env_id="Acrobot-v1",
@@ -125,7 +125,7 @@ PRESETS: dict[str, GymnaxPreset] = {
         gamma=0.99,
         lambda_max=50.0,
         min_episode_length=4,
-        learner=_learner({"short": 40_000, "long": 400_000}, lr=1e-3, eta_xi=1e-4),
+        learner=_learner({"short": 40_000, "long": 400_000}, lr=1e-3, eta_xi=1e-6),
     ),
     "MountainCarContinuous-v0": GymnaxPreset(
         env_id="MountainCarContinuous-v0",
@@ -143,7 +143,7 @@ PRESETS: dict[str, GymnaxPreset] = {
         gamma=0.99,
         lambda_max=50.0,
         min_episode_length=40,
-        learner=_learner({"short": 20_000, "long": 200_000}, lr=1e-3, eta_xi=1e-9),
+        learner=_learner({"short": 20_000, "long": 200_000}, lr=1e-3, eta_xi=1e-11),
     ),
 }
 

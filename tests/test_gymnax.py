@@ -20,7 +20,7 @@ NAMES = [f"gymnax:{k}" for k in PRESETS]
 @pytest.mark.parametrize("name", NAMES)
 def test_nominal_noiseless_step_is_gymnax_step_over_1000_random_steps(name):
     """``xi`` nominal, noise 0: observations, rewards, termination and truncation of 1,000
-    auto-resetting random steps (20 envs x 50, episodes cut at 40 steps) equal gymnax's own ``step`` bit for bit,
+    auto-resetting random steps (50 envs x 20, episodes cut at 12 steps) equal gymnax's own ``step`` bit for bit,
     gymnax given the same parameter values as float32 arrays (the wrapper's ``xi``; from
     Python floats gymnax computes some products in double first). Op by op
     (``jax.disable_jit``): a compiled program may fuse the same arithmetic differently
@@ -28,22 +28,22 @@ def test_nominal_noiseless_step_is_gymnax_step_over_1000_random_steps(name):
     wrapped = make_gymnax(name, noise=0.0)
     inner = wrapped.inner
     inner_params = wrapped.inner_params.replace(
-        max_steps_in_episode=40, **{f: jnp.float32(getattr(wrapped.inner_params, f)) for f in wrapped.fields}
+        max_steps_in_episode=12, **{f: jnp.float32(getattr(wrapped.inner_params, f)) for f in wrapped.fields}
     )
-    wp = wrapped.default_params.replace(max_steps_in_episode=40, inner=inner_params)
+    wp = wrapped.default_params.replace(max_steps_in_episode=12, inner=inner_params)
     space = inner.action_space(inner_params)
     w_step = jax.vmap(wrapped.step, in_axes=(0, 0, 0, None))
     g_step = jax.vmap(inner.step, in_axes=(0, 0, 0, None))
-    keys = jax.random.split(jax.random.key(3), 20)
+    keys = jax.random.split(jax.random.key(3), 50)
     ended = 0
     with jax.disable_jit():
         _, ws = jax.vmap(wrapped.reset, in_axes=(0, None))(keys, wp)
         _, gs = jax.vmap(inner.reset, in_axes=(0, None))(keys, inner_params)
-        for k in jax.random.split(keys[0], 50):
+        for k in jax.random.split(keys[0], 20):
             ka, ks = jax.random.split(k)
-            a = jax.vmap(space.sample)(jax.random.split(ka, 20))
-            wo, ws, wr, wt, wtr, _ = w_step(jax.random.split(ks, 20), ws, a, wp)
-            go, gs, gr, gt, gtr, _ = g_step(jax.random.split(ks, 20), gs, a, inner_params)
+            a = jax.vmap(space.sample)(jax.random.split(ka, 50))
+            wo, ws, wr, wt, wtr, _ = w_step(jax.random.split(ks, 50), ws, a, wp)
+            go, gs, gr, gt, gtr, _ = g_step(jax.random.split(ks, 50), gs, a, inner_params)
             np.testing.assert_array_equal(np.asarray(wo), np.asarray(go))
             np.testing.assert_array_equal(np.asarray(wr), np.asarray(gr, np.float32))
             np.testing.assert_array_equal(np.asarray(wt), np.asarray(gt))
@@ -225,3 +225,26 @@ def test_bad_gymnax_cli_input_exits_2_and_writes_nothing(tmp_path, capsys, args,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("estimator", ["score", "pathwise"])
+def test_the_worst_case_search_runs_on_a_gymnax_preset_and_stays_in_the_box(estimator):
+    from rcmdp_jax.train import build_networks
+    from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
+
+    name = "gymnax:Pendulum-v1@uncertain=g:0.2,m:0.2"
+    cfg = preset(name, "PPO-Lag")
+    env, params = envs.make(name)
+    finder = make_worst_case(cfg, SearchConfig(steps=2, episodes=2, eval_episodes=2, estimator=estimator))
+    actor, _ = build_networks(cfg, env)
+    actor_params = jax.tree.map(lambda x: x[None], actor.init(jax.random.PRNGKey(0), jnp.zeros((env.obs_dim,))))
+    starts = corner_starts(env, params)  # [1, 1 + 4, 2]
+    found = jax.jit(finder)(actor_params, jnp.asarray(starts), jax.random.PRNGKey(2))
+    xi = np.asarray(found["return"]["xi"])
+    assert xi.shape == (1, 5, 2) and np.all(np.isfinite(np.asarray(found["return"]["episodes"])))
+    assert np.all(np.abs(xi - [10.0, 1.0]) <= np.array([2.0, 0.2]) * (1 + 1e-5))
+    assert np.abs(xi[0, 0] - [10.0, 1.0]).max() > 0  # the search moved off the centre
+    if estimator == "score":
+        noiseless = envs.register("pendulum-noiseless", make_gymnax("gymnax:Pendulum-v1", noise=0.0))
+        with pytest.raises(ValueError, match="needs noise > 0"):
+            make_worst_case(preset(noiseless, "PPO-Lag"), SearchConfig(estimator="score"))

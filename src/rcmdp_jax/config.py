@@ -15,7 +15,7 @@ from typing import Any
 
 from flax import struct
 
-from rcmdp_jax.envs import check_name, env_class, learner_settings
+from rcmdp_jax.envs import ENV_NAMES, check_name, env_class, learner_settings  # noqa: F401  (ENV_NAMES: re-exported)
 
 LEARNERS = ("ppo", "mdpo", "mcpmd")
 CONSTRAINTS = ("none", "lagrangian", "augmented")
@@ -306,7 +306,7 @@ _ENV_PRESETS: dict[str, dict[str, Any]] = {
 # An environment outside the study (a gymnax: preset or a registered one) brings its own
 # table (``envs.learner_settings``); missing keys come from this one.
 DEFAULT_LEARNER: dict[str, Any] = dict(
-    policy_hidden=(64, 64), critic_hidden=(64, 64), optimizer="adam",
+    policy_hidden=(64, 64), critic_hidden=(64, 64), optimizer="adam", dropout=0.0,
     ppo_epochs=10, ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=20,
     mcpmd_ltma=10,
     budgets={"short": 20_000, "long": 200_000},
@@ -375,6 +375,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
         total_timesteps=p["budgets"][budget], policy_hidden=p["policy_hidden"],
         critic_hidden=p["critic_hidden"], optimizer=p["optimizer"], ltma_horizon=p["ltma_horizon"], hparams=hp,
+        dropout=p.get("dropout", Config.dropout),
     )  # fmt: skip
     if learner == "mcpmd":
         # the reference REINFORCE code: one whole episode of one env per iteration, acting in

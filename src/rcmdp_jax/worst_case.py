@@ -225,6 +225,7 @@ def make_worst_case(config, search: SearchConfig | None = None, env_params=None)
     env, default_params = envs.make(cfg.env)
     actor, _ = build_networks(cfg, env)
     params = default_params if env_params is None else env_params
+    env.check_estimator(params, search.estimator)
     return WorstCase(env, params, actor, search, cfg.hparams.gamma, env.lambda_max,
                      objective_names(env.num_constraints))  # fmt: skip
 
