@@ -34,7 +34,7 @@ class GymnaxPreset:
     uncertain: dict[str, Any]  # the default box: field -> relative half-width
     costs: dict[str, CostSpec]
     default_costs: tuple[str, ...]
-    noise: float  # the kernel's std on every state entry
+    noise: float | tuple[float, ...]  # the kernel's std, on every state entry or one per entry
     params: dict[str, Any]  # EnvParams overrides (the episode length)
     gamma: float
     lambda_max: float
@@ -100,7 +100,7 @@ PRESETS: dict[str, GymnaxPreset] = {
             ),
         },  # fmt: skip
         default_costs=("speed",),
-        noise=1e-2,
+        noise=(1e-2, 1e-2, 0.0),  # theta, theta_dot; last_u (the applied torque) is not physics: no noise
         params=dict(max_steps_in_episode=200),
         gamma=0.95,
         lambda_max=50.0,

@@ -11,7 +11,8 @@ runner work on it unchanged:
   ``total_mass`` and ``polemass_length``).
 * The kernel is ``s' ~ Normal(f_xi(s, a), diag(noise^2))`` around gymnax's own
   ``step_env`` ``f_xi``, with the state flattened to a vector (the float fields of
-  ``EnvState``; ``time`` kept apart). gymnax cuts gradients at the end of its classic
+  ``EnvState``; ``time`` kept apart); an entry built with zero noise is deterministic (no
+  draw, no density: the score then differentiates the other entries'). gymnax cuts gradients at the end of its classic
   steps (``stop_gradient``); the wrapper evaluates the step's jaxpr without those
   equations, so ``grad_xi log p`` and the pathwise gradient flow through ``f_xi``.
   An inner env's own randomness (e.g. Acrobot's torque noise) gets a fixed key, so the
@@ -163,6 +164,9 @@ class RobustGymnax(RobustEnvironment):
         noise = np.broadcast_to(np.asarray(noise, np.float32), (self.state_dim,)).copy()
         if not np.all(np.isfinite(noise)) or np.any(noise < 0):
             raise ValueError(f"noise must be finite and >= 0 (a std per state entry), got {noise.tolist()}")
+        # the entries with noise > 0 here, fixed for this env (static): only they are drawn and
+        # have a density; the others are deterministic functions of (s, a)
+        self.noisy = tuple(int(i) for i in np.flatnonzero(noise > 0))
         self.episode_length = int(params.max_steps_in_episode)
         self.min_episode_length = self.episode_length if min_episode_length is None else int(min_episode_length)
         self.gamma, self.lambda_max = float(gamma), float(lambda_max)
@@ -222,8 +226,18 @@ class RobustGymnax(RobustEnvironment):
         return self.flatten(nxt), jnp.asarray(reward, jnp.float32).reshape(())
 
     def next_state_distribution(self, params, s, action, time=0):
+        """The Normal of the noisy entries of ``s'`` (all of them unless the env was built
+        with zero noise on some); event shape ``(len(noisy),)``."""
         mean, _ = self.transition(params, s, time, action)
-        return distrax.MultivariateNormalDiag(mean, params.noise)
+        idx = jnp.asarray(self.noisy, jnp.int32)
+        return distrax.MultivariateNormalDiag(mean[idx], params.noise[idx])
+
+    def transition_log_prob(self, xi, params, s, action, s_next):
+        """``log p_xi(s'_noisy | s, a)``: the density of the noisy entries (a zero-noise entry
+        is a deterministic function of ``(s, a)``; for an unbiased score it must not depend
+        on ``xi``, as Pendulum's ``last_u``, the applied torque, does not)."""
+        dist = self.next_state_distribution(params.replace(xi=xi), s, action)
+        return dist.log_prob(s_next[jnp.asarray(self.noisy, jnp.int32)])
 
     def initial_state(self, key, params):
         return self.flatten(self.inner.reset_env(key, self.apply_xi(params))[1])
@@ -231,7 +245,11 @@ class RobustGymnax(RobustEnvironment):
     def step_env(self, key, state: RobustState, action, params):
         inner = self.apply_xi(params)
         mean, reward = self.transition(params, state.s, state.time, action)
-        s_next = mean + params.noise * jax.random.normal(key, mean.shape)  # the Normal's reparameterised sample
+        if self.noisy:  # the Normal's reparameterised sample on the noisy entries; one draw of their size
+            idx = jnp.asarray(self.noisy, jnp.int32)
+            s_next = mean.at[idx].add(params.noise[idx] * jax.random.normal(key, (len(self.noisy),)))
+        else:  # a deterministic kernel draws nothing
+            s_next = mean
         new_state = RobustState(s=s_next, time=state.time + 1)
         before, after = self.unflatten(state.s, state.time), self.unflatten(s_next, new_state.time)
         costs = self._costs(before, action, after, inner)
@@ -254,10 +272,10 @@ class RobustGymnax(RobustEnvironment):
 
     def check_estimator(self, params, estimator: str) -> None:
         """The score function needs a density: refuse it on a noiseless kernel."""
-        noise = np.asarray(params.noise)
-        if estimator == "score" and not isinstance(params.noise, jax.core.Tracer) and np.any(noise <= 0):
-            raise ValueError(f"{self.name}: the score-function estimator needs noise > 0 on every state entry "
-                             f"(noise={noise.tolist()}); use ltma_estimator='pathwise' or robustify with noise > 0")  # fmt: skip
+        if estimator == "score" and not self.noisy:
+            noise = np.asarray(self._default.noise).tolist()
+            raise ValueError(f"{self.name}: the score-function estimator needs noise > 0 on some state entry "
+                             f"(noise={noise}); use ltma_estimator='pathwise' or robustify with noise > 0")  # fmt: skip
 
     def action_space(self, params=None):
         return self._action_space

@@ -72,7 +72,7 @@ def test_score_of_the_kernel_matches_finite_differences(name):
     env, params = envs.make(name)
     s = env.initial_state(jax.random.key(0), params) + 0.05
     a = jnp.int32(1) if env.discrete else jnp.array([0.7])
-    mean = env.next_state_distribution(params, s, a).mean()
+    mean, _ = env.transition(params, s, 0, a)  # f_xi(s, a), the whole state vector
     s_next = mean + params.noise * jnp.linspace(-1.0, 1.0, mean.shape[0])
     log_p = lambda xi: env.transition_log_prob(xi, params, s, a, s_next)  # noqa: E731
     grad = np.asarray(jax.grad(log_p)(params.xi))
@@ -248,3 +248,23 @@ def test_the_worst_case_search_runs_on_a_gymnax_preset_and_stays_in_the_box(esti
         noiseless = envs.register("pendulum-noiseless", make_gymnax("gymnax:Pendulum-v1", noise=0.0))
         with pytest.raises(ValueError, match="needs noise > 0"):
             make_worst_case(preset(noiseless, "PPO-Lag"), SearchConfig(estimator="score"))
+
+
+def test_the_density_is_the_normal_of_the_noisy_entries_around_gymnaxs_step():
+    """Pendulum's preset draws noise on theta and theta_dot, none on last_u (the torque just
+    applied): log p is the NumPy Normal log-density of those two entries around gymnax's
+    own next state, and a step leaves last_u exactly gymnax's."""
+    env, params = envs.make("gymnax:Pendulum-v1")
+    assert env.noisy == (0, 1) and env.state_fields == ("theta", "theta_dot", "last_u")
+    gstate = env.inner.reset_env(jax.random.PRNGKey(4), env.inner_params)[1]
+    s, a = env.flatten(gstate), jnp.array([0.8])
+    nxt = env.inner.step_env(jax.random.PRNGKey(0), gstate, a, env.inner_params)[1]
+    mu = np.array([float(nxt.theta), float(nxt.theta_dot)], np.float64)
+    s_next = np.array([mu[0] + 0.004, mu[1] - 0.013, 123.0], np.float32)  # last_u: no density
+    sigma = np.asarray(params.noise, np.float64)[:2]
+    z = (s_next[:2] - mu) / sigma
+    expected = np.sum(-0.5 * z**2 - np.log(sigma) - 0.5 * np.log(2 * np.pi))
+    got = float(env.transition_log_prob(params.xi, params, s, a, jnp.asarray(s_next)))
+    np.testing.assert_allclose(got, expected, rtol=1e-4)
+    _, state, *_ = env.step_env(jax.random.PRNGKey(9), envs.RobustState(s=s, time=jnp.int32(0)), a, params)
+    assert float(state.s[2]) == float(nxt.last_u) and abs(float(state.s[0]) - mu[0]) > 0
