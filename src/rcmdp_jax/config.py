@@ -157,7 +157,7 @@ class Config:
         if unknown:
             allowed = sorted((cfg_fields - {"hparams"}) | hp_fields)
             raise ValueError(f"unknown config field(s) {sorted(unknown)}; allowed fields: {', '.join(allowed)}")
-        cfg_changes = {k: v for k, v in changes.items() if k not in hp_fields}
+        cfg_changes = {k: _plain(v) for k, v in changes.items() if k not in hp_fields}
         out = dataclasses.replace(self, **cfg_changes)
         if hp_changes:
             out = dataclasses.replace(out, hparams=out.hparams.replace(**hp_changes))
@@ -212,6 +212,22 @@ class Config:
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
         return self
+
+
+def _plain(value: Any) -> Any:
+    """NumPy scalars (and tuples of them) as Python's: ``np.int64(2)`` is an integer, and
+    a config stays hashable and JSON-ready."""
+    import numpy as np
+
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
 
 
 def _check_env(env: str) -> None:

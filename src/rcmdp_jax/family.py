@@ -20,6 +20,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rcmdp_jax.config import Config, HParams
 from rcmdp_jax.train import Step, TrainResult, TrainState, Variant, resolve_hparams
@@ -55,6 +56,11 @@ class Family:
     variants: Variant  # every member's, stacked
 
     def member(self, member) -> tuple[HParams, Variant]:
+        if not isinstance(member, jax.core.Tracer):  # concrete indices are checked here
+            idx = np.asarray(member)
+            if idx.size and (idx.min() < 0 or idx.max() >= len(self.configs)):
+                raise ValueError(f"member must index the family's {len(self.configs)} config(s) (0 .. "
+                                 f"{len(self.configs) - 1}), got {idx.tolist()}")  # fmt: skip
         pick = lambda tree: jax.tree.map(lambda x: x[member], tree)  # noqa: E731
         return pick(self.hparams), pick(self.variants)
 

@@ -313,6 +313,10 @@ class Trainer:
     def init(self, rng: jax.Array, hparams: HParams | None = None, env_params=None) -> TrainState:
         """The state before the first iteration (nominal kernel unless ``env_params``)."""
         env_params = self.step.default_env_params if env_params is None else env_params
+        expected = type(self.step.default_env_params)
+        if not isinstance(env_params, expected):
+            raise TypeError(f"env_params must be the environment's {expected.__name__} (e.g. envs.make(name)[1] "
+                            f"or its .replace(xi=...)), got {type(env_params).__name__}")  # fmt: skip
         self.env.validate_params(env_params)
         self.env.validate_kernel(env_params)
         return self.step.init(rng, resolve_hparams(self.config, hparams), env_params)
@@ -335,6 +339,9 @@ def make_train(config: Config) -> Trainer:
     ``n`` seeds in one compiled call; vmapping ``hparams`` sweeps hyperparameters
     and vmapping ``env_params`` trains on a batch of kernels.
     """
+    if not isinstance(config, Config):
+        raise TypeError(f"make_train needs an rcmdp_jax.Config (e.g. preset('cartpole', 'PPO')), got "
+                        f"{type(config).__name__}")  # fmt: skip
     cfg = config.validate()
     step = Step(cfg)
     return Trainer(config=cfg, env=step.env, step=step)

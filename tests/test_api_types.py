@@ -1,0 +1,38 @@
+"""The Python API refuses values of the wrong kind with a TypeError or ValueError that
+names what it expects, before anything is traced; NumPy integers are integers."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from rcmdp_jax import make_family, make_train, preset
+from rcmdp_jax.config import config_to_dict
+
+
+@pytest.mark.parametrize("config", [{"env": "cartpole"}, None, "cartpole"])
+def test_make_train_names_the_config_it_needs(config):
+    with pytest.raises(TypeError, match="make_train needs an rcmdp_jax.Config"):
+        make_train(config)
+
+
+def test_env_params_must_be_the_environments_params():
+    train = make_train(preset("cartpole", "PPO", total_timesteps=64, n_steps=16, minibatch_size=16))
+    with pytest.raises(TypeError, match="env_params must be the environment's CartPoleParams"):
+        train.init(jax.random.PRNGKey(0), env_params={"xi": [1.0, 1.0, 1.0, 1.0]})
+
+
+def test_numpy_integers_are_integers_and_the_config_stays_json_ready():
+    cfg = preset("cartpole", "MDPO", epochs=np.int64(2), n_envs=np.int32(2), policy_hidden=(np.int64(8),))
+    assert (cfg.epochs, cfg.n_envs, cfg.policy_hidden) == (2, 2, (8,))
+    assert type(cfg.epochs) is int and type(cfg.policy_hidden[0]) is int
+    json.dumps(config_to_dict(cfg))
+    hash(cfg)
+
+
+@pytest.mark.parametrize("member", [5, -1, np.array([0, 1])])
+def test_a_family_member_index_outside_the_family_is_refused(member):
+    family = make_family([preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)])
+    with pytest.raises(ValueError, match=r"member must index the family's 1 config\(s\) \(0 .. 0\)"):
+        family.init(jax.random.PRNGKey(0), member)
