@@ -195,6 +195,9 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
         (["--devices", "99"], "--devices 99: this host has"),
         (["--algos", "MDPO,MDPO"], "--algos names MDPO more than once"),
         (["--seed", "99999999999999999999"], "--seed must be an integer in [0, 2**32)"),
+        (["--set", "lr=1j"], "lr must be a real number, got 1j"),
+        (["--set", "lr=1e-300"], "lr must be finite and > 0 in float32"),
+        (["--steps", "1600", "--set", "total_timesteps=3200"], "--steps and --set total_timesteps=... both set"),
     ],
 )
 def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, capsys, args, message):
@@ -207,6 +210,20 @@ def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, capsys,
     assert printed.err.strip().count("\n") == 0  # one line
     assert "compiled" not in printed.out
     assert not out.exists()
+
+
+def test_an_empty_out_or_a_compile_cache_that_is_a_file_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where runs/<timestamp> would go
+    assert runner.main(["--out", "", "--seeds", "1"]) == 2
+    assert "--out is empty" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+    a_file = tmp_path / "cache.txt"
+    a_file.write_text("not a folder")
+    out = tmp_path / "never"
+    assert runner.main(["--compile-cache", str(a_file), "--out", str(out), "--seeds", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--compile-cache" in err and "cannot use it as a folder" in err and err.count("\n") == 0
+    assert a_file.read_text() == "not a folder" and not out.exists()
 
 
 @pytest.mark.parametrize("args,message", [(["--set", "lr=-1"], "lr must be finite and > 0")])

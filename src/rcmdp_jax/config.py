@@ -250,6 +250,8 @@ def validate_hparams(hp: HParams) -> None:
         v = getattr(hp, field)
         if isinstance(v, (bool, str, list, tuple, dict)) or v is None:
             raise ValueError(f"{field} must be a number, got {v!r}")
+        if np.iscomplexobj(v):
+            raise ValueError(f"{field} must be a real number, got {v!r}")
         try:
             arr = np.asarray(v, dtype=float)
         except Exception:  # traced values: nothing to check here
@@ -260,7 +262,7 @@ def validate_hparams(hp: HParams) -> None:
     def finite(x):  # and representable in float32, the dtype training uses
         return np.isfinite(x) & (np.abs(x) <= np.finfo(np.float32).max)
 
-    check("lr", lambda x: finite(x) & (x > 0), "finite and > 0")
+    check("lr", lambda x: finite(x) & (x.astype(np.float32) > 0), "finite and > 0 in float32 (at least ~1.4e-45)")
     check("alpha", lambda x: finite(x) & (x >= 0), "finite and >= 0")
     check("alpha_decay", lambda x: finite(x) & (x > 0), "finite and > 0")
     check("eta_lam", lambda x: finite(x) & (x >= 0), "finite and >= 0")

@@ -208,6 +208,8 @@ def build_plan(args) -> dict:
             raise UsageError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
     overrides = parse_sets(args.sets)
     if args.steps is not None:
+        if "total_timesteps" in overrides:
+            raise UsageError("--steps and --set total_timesteps=... both set the budget; give one")
         overrides["total_timesteps"] = args.steps
     configs, will_run = {}, {}
     for e in envs_:
@@ -660,6 +662,14 @@ def main(argv=None) -> int:
                     "to test with another --n-test, train into a new --out"
                 )
         else:
+            if args.out is not None and not args.out.strip():
+                raise UsageError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
+            if args.compile_cache not in (None, "off"):
+                try:  # the cache folder itself (not the run folder) may be made now
+                    Path(args.compile_cache).mkdir(parents=True, exist_ok=True)
+                except OSError as err:
+                    raise UsageError(f"--compile-cache {args.compile_cache}: cannot use it as a folder "
+                                     f"({err.strerror or err}); name a folder or 'off'") from None  # fmt: skip
             plan = build_plan(args)
             out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
             if args.resume:
