@@ -56,14 +56,10 @@ def _cost(expr: Callable[..., Any]) -> Callable:
     return fn
 
 
-def _learner(budgets, lr, eta_xi, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, hidden=(64, 64), ppo_epochs=10,
-             ltma_horizon=20):  # fmt: skip
-    return dict(
-        policy_hidden=hidden, critic_hidden=hidden, optimizer="adam", dropout=0.0, ppo_epochs=ppo_epochs,
-        ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=ltma_horizon,
-        mcpmd_ltma=10, budgets=budgets,
-        hp=dict(lr=lr, gae_lambda=gae_lambda, eta_lam=eta_lam, lam_clip=lam_clip, eta_xi=eta_xi),
-    )  # fmt: skip
+def _learner(budgets: dict[str, int], lr: float, eta_xi: float) -> dict[str, Any]:
+    """A preset's learner settings: what differs from ``rcmdp_jax.config.DEFAULT_LEARNER``
+    (the same table for every preset; docs/gymnax_envs.md says how it was chosen)."""
+    return dict(budgets=budgets, hp=dict(lr=lr, eta_xi=eta_xi))
 
 
 PRESETS: dict[str, GymnaxPreset] = {
@@ -271,23 +267,5 @@ def preset_of(name: str) -> GymnaxPreset:
     return parse_gymnax_name(name)[0]
 
 
-def describe() -> str:
-    """The presets, their boxes and costs, as Markdown (the README's table)."""
-    rows = [
-        "| name | uncertain (±, relative) | costs (default first) | episode | short / long |",
-        "|---|---|---|---|---|",
-    ]
-    for k, p in PRESETS.items():
-        box = ", ".join(f"{f} {w:g}" for f, w in p.uncertain.items())
-        costs = "; ".join(
-            f"`{c}`: {p.costs[c].meaning}"
-            for c in (*p.default_costs, *(c for c in p.costs if c not in p.default_costs))
-        )
-        b = p.learner["budgets"]
-        rows.append(f"| `{PREFIX}{k}` | {box} | {costs} | {p.params['max_steps_in_episode']} | "
-                    f"{b['short']:,} / {b['long']:,} |")  # fmt: skip
-    return "\n".join(rows)
-
-
-__all__ = ["PRESETS", "PREFIX", "CostSpec", "EnvInfo", "GymnaxPreset", "check", "info", "describe", "gymnax_name", "make_gymnax",
+__all__ = ["PRESETS", "PREFIX", "CostSpec", "EnvInfo", "GymnaxPreset", "check", "info", "gymnax_name", "make_gymnax",
            "parse_gymnax_name", "preset_of"]  # fmt: skip

@@ -1,28 +1,21 @@
-"""Any gymnax environment made robust and constrained: ``robustify``.
+"""Any gymnax environment made robust and constrained: ``robustify`` returns a
+``RobustEnvironment`` with the study domains' contract (learners, LTMA, the robustness
+test, the worst-case search, checkpoints and the runner work on it unchanged).
 
-``robustify(env, uncertain, costs, noise)`` takes a gymnax ``Environment`` and returns a
-``RobustEnvironment`` with the study domains' contract, so every learner, LTMA (score
-function and pathwise), the robustness test, the worst-case search, checkpoints and the
-runner work on it unchanged:
-
-* ``xi`` is the vector of the ``uncertain`` fields of the env's ``EnvParams``, nominal
-  value the env's default, box half-width ``kappa`` absolute or relative. A ``derive``
-  hook recomputes fields that gymnax stores rather than computes (CartPole-v1's
-  ``total_mass`` and ``polemass_length``).
-* The kernel is ``s' ~ Normal(f_xi(s, a), diag(noise^2))`` around gymnax's own
-  ``step_env`` ``f_xi``, with the state flattened to a vector (the float fields of
-  ``EnvState``; ``time`` kept apart); an entry built with zero noise is deterministic (no
-  draw, no density: the score then differentiates the other entries'). gymnax cuts gradients at the end of its classic
-  steps (``stop_gradient``); the wrapper evaluates the step's jaxpr without those
-  equations, so ``grad_xi log p`` and the pathwise gradient flow through ``f_xi``.
-  An inner env's own randomness (e.g. Acrobot's torque noise) gets a fixed key, so the
-  Normal is the whole density.
-* Rewards, observations, termination and truncation are gymnax's: the reward of the
-  noiseless step, ``is_terminated`` and ``get_obs`` on the sampled next state.
-* Costs are functions ``c(state, action, next_state, params) -> (k,)`` of gymnax
-  ``EnvState``s (``next_state`` the sampled one) and the perturbed ``EnvParams``; the
-  chosen ones are concatenated into the ``m`` constraint-costs. A constraint holds when
-  its discounted sum is <= 0.
+* ``xi``: the ``uncertain`` float fields of the env's ``EnvParams`` (nominal: the env's
+  default; box half-width absolute or relative); a ``derive`` hook recomputes fields gymnax
+  stores rather than computes (CartPole-v1's ``total_mass`` and ``polemass_length``).
+* Kernel ``s' ~ Normal(f_xi(s, a), diag(noise^2))`` around gymnax's own ``step_env``, on
+  the float fields of ``EnvState`` as one vector (``time`` apart); an entry built with zero
+  noise is deterministic (no draw, no density). gymnax cuts gradients at the end of its
+  classic steps; the wrapper evaluates the step's jaxpr without those ``stop_gradient``
+  equations, so ``grad_xi log p`` and pathwise gradients reach the physics. An inner env's
+  own randomness (Acrobot's torque noise) gets a fixed key: the Normal is the whole density.
+* Rewards, observations, termination and truncation are gymnax's (the noiseless step's
+  reward; ``get_obs`` and ``is_terminated`` on the sampled state).
+* Costs ``c(state, action, next_state, params) -> (k,)`` on gymnax ``EnvState``s and the
+  perturbed ``EnvParams``, concatenated into the ``m`` constraint-costs (a constraint
+  holds when its discounted sum is <= 0).
 """
 
 from __future__ import annotations
@@ -220,9 +213,11 @@ class RobustGymnax(RobustEnvironment):
         fn = lambda st, a, p: self.inner.step_env(jax.random.key(0), st, a, p)[1:3]  # noqa: E731
         return eval_without_stop_gradient(fn, state, action, inner)
 
-    def transition(self, params: WrappedParams, s, time, action):
-        """``(f_xi(s, a), reward)``: the noiseless next state vector and gymnax's reward."""
-        nxt, reward = self.gymnax_step(self.unflatten(s, time), action, self.apply_xi(params))
+    def transition(self, params: WrappedParams, s, time, action, inner=None):
+        """``(f_xi(s, a), reward)``: the noiseless next state vector and gymnax's reward
+        (``inner``: ``apply_xi(params)`` when the caller has it)."""
+        inner = self.apply_xi(params) if inner is None else inner
+        nxt, reward = self.gymnax_step(self.unflatten(s, time), action, inner)
         return self.flatten(nxt), jnp.asarray(reward, jnp.float32).reshape(())
 
     def next_state_distribution(self, params, s, action, time=0):
@@ -244,7 +239,7 @@ class RobustGymnax(RobustEnvironment):
 
     def step_env(self, key, state: RobustState, action, params):
         inner = self.apply_xi(params)
-        mean, reward = self.transition(params, state.s, state.time, action)
+        mean, reward = self.transition(params, state.s, state.time, action, inner)
         if self.noisy:  # the Normal's reparameterised sample on the noisy entries; one draw of their size
             idx = jnp.asarray(self.noisy, jnp.int32)
             s_next = mean.at[idx].add(params.noise[idx] * jax.random.normal(key, (len(self.noisy),)))
@@ -255,20 +250,17 @@ class RobustGymnax(RobustEnvironment):
         costs = self._costs(before, action, after, inner)
         terminated = jnp.asarray(self.inner.is_terminated(after, inner)).reshape(())
         info = {"costs": costs, "saturated": jnp.zeros((), bool)}
-        return self.get_obs(new_state, params), new_state, reward, terminated, info
-
-    def reward(self, params, s, action, s_next):
-        return self.transition(params, s, 0, action)[1]
-
-    def constraint_costs(self, params, s, action, s_next):
-        return self._costs(self.unflatten(s, 0), action, self.unflatten(s_next, 1), self.apply_xi(params))
+        return self._obs(after, inner), new_state, reward, terminated, info
 
     def is_terminated_vec(self, params, s_next):
         return jnp.asarray(self.inner.is_terminated(self.unflatten(s_next, 0), self.apply_xi(params))).reshape(())
 
+    def _obs(self, inner_state, inner) -> jax.Array:
+        return jnp.ravel(self.inner.get_obs(inner_state, inner)).astype(jnp.float32)
+
     def get_obs(self, state: RobustState, params=None, key=None) -> jax.Array:
         inner = self.inner_params if params is None else self.apply_xi(params)
-        return jnp.ravel(self.inner.get_obs(self.unflatten(state.s, state.time), inner)).astype(jnp.float32)
+        return self._obs(self.unflatten(state.s, state.time), inner)
 
     def check_estimator(self, params, estimator: str) -> None:
         """The score function needs a density: refuse it on a noiseless kernel."""
