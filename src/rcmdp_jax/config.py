@@ -15,6 +15,7 @@ from typing import Any
 
 from flax import struct
 
+from rcmdp_jax.lagrange import DUAL_ESTIMATORS
 from rcmdp_jax.envs import ENV_NAMES, check_name, env_class, learner_settings  # noqa: F401  (ENV_NAMES: re-exported)
 
 LEARNERS = ("ppo", "mdpo", "mcpmd")
@@ -97,6 +98,11 @@ class Config:
     dual_batch: int = 400  # the multiplier batch, in steps (100 steps x 4 envs)
     dual_minibatch: int = 32  # one ascent step per minibatch of the multiplier batch
     dual_epochs_from_policy: bool = False  # PPO on CartPole: dual epochs = policy epochs run before the KL stop
+    # what each ascent step reads as C^: the start state's discounted value from the fresh
+    # episodes, or a shuffled minibatch's mean per-step cost / cost-to-go / GAE cost return
+    # of the multiplier batch (``rcmdp_jax.lagrange.DUAL_ESTIMATORS``; docs/sensitivity.md)
+    dual_estimator: str = "start_value"
+    dual_dropout: bool = False  # collect the dual phase's episodes with dropout on (always on with act_dropout)
     ltma_iterations: int = 160
     ltma_episodes: int = 1
     ltma_horizon: int = 10
@@ -176,7 +182,8 @@ class Config:
         _choice("dropout_rng", self.dropout_rng, DROPOUT_RNGS)
         _choice("kl_check", self.kl_check, KL_CHECKS)
         _choice("init", self.init, INITS)
-        for f in ("robust", "act_dropout", "dual_epochs_from_policy", "normalize_advantages"):
+        _choice("dual_estimator", self.dual_estimator, DUAL_ESTIMATORS)
+        for f in ("robust", "act_dropout", "dual_epochs_from_policy", "normalize_advantages", "dual_dropout"):
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
         for f in ("adam_eps", "max_grad_norm"):
@@ -193,6 +200,13 @@ class Config:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{f} must be a positive integer, got {v!r}")
+        if self.dual_estimator != "start_value" and self.dual_batch % self.n_dual_episodes:
+            raise ValueError(f"dual_estimator={self.dual_estimator!r} reads a multiplier batch of n_dual_episodes envs "
+                             f"x dual_batch/n_dual_episodes steps: n_dual_episodes={self.n_dual_episodes} must divide "
+                             f"dual_batch={self.dual_batch}")  # fmt: skip
+        if self.dual_estimator == "gae" and self.learner == "mcpmd":
+            raise ValueError("dual_estimator='gae' reads the critic's cost heads, which MCPMD does not train; choose "
+                             "one of: start_value, step_cost, cost_to_go")  # fmt: skip
         if self.batch_size % self.minibatch_size:
             raise ValueError(
                 f"minibatch_size={self.minibatch_size} must divide the batch n_envs*n_steps={self.batch_size}"
@@ -352,11 +366,27 @@ def schedule_variants(algorithms=SCHEDULE_STUDY_ALGORITHMS) -> tuple[str, ...]:
     return tuple(f"{a}:{k}" for a in algorithms for k in kinds)
 
 
-def split_variant(name: str) -> tuple[str, dict[str, str]]:
-    """``"MDPO-Robust-Lag:restart-batch"`` -> ``("MDPO-Robust-Lag", {"alpha_schedule":
-    "restart", "alpha_tick": "batch"})``; a plain algorithm name -> ``(name, {})``."""
+def split_variant(name: str) -> tuple[str, dict[str, Any]]:
+    """An algorithm name with variants -> ``(algorithm, Config/HParams overrides)``:
+    ``"MDPO-Robust-Lag:restart-batch"`` -> ``("MDPO-Robust-Lag", {"alpha_schedule":
+    "restart", "alpha_tick": "batch"})``; ``"MDPO-Lag@lam_init=0@eta_lam=1e-4"`` -> its
+    hyperparameters (``HParams`` fields only, so the variant shares its family's compiled
+    program: a sweep of lanes); a plain algorithm name -> ``(name, {})``."""
+    name, *hp_items = name.split("@")
+    overrides: dict[str, Any] = {}
+    hp_fields = {f.name for f in dataclasses.fields(HParams)}
+    for item in hp_items:
+        key, eq, raw = item.partition("=")
+        try:
+            value = float(raw)
+        except ValueError:
+            value = None
+        if not eq or key not in hp_fields or value is None:
+            raise ValueError(f"unknown hyperparameter variant {item!r} in {name!r}: write ALGO@FIELD=NUMBER with FIELD "
+                             f"one of {', '.join(sorted(hp_fields))}")  # fmt: skip
+        overrides[key] = value
     if ":" not in name:
-        return name, {}
+        return name, overrides
     algo, _, variant = name.partition(":")
     schedule, _, tick = variant.partition("-")
     if schedule not in ALPHA_SCHEDULES or (tick and tick not in ALPHA_TICKS) or (schedule != "fixed" and not tick):
@@ -364,7 +394,7 @@ def split_variant(name: str) -> tuple[str, dict[str, str]]:
             f"unknown schedule variant {name!r}: write ALGO:SCHEDULE-TICK with SCHEDULE one of "
             f"{', '.join(ALPHA_SCHEDULES)} and TICK one of {', '.join(ALPHA_TICKS)} (ALGO:fixed for fixed alpha)"
         )
-    return algo, {"alpha_schedule": schedule, "alpha_tick": tick or "epoch"}
+    return algo, {"alpha_schedule": schedule, "alpha_tick": tick or "epoch", **overrides}
 
 
 def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) -> Config:
@@ -377,7 +407,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     _check_env(env)
     _choice("budget", budget, BUDGETS)
     base_name, variant = split_variant(algorithm)
-    overrides = {**variant, **overrides}
+    overrides = {**overrides, **variant}  # a variant in the name is what names it
     learner, constraint, robust = parse_algorithm(base_name)
     p = domain_table(env)
     domain = env_class(env)

@@ -165,20 +165,26 @@ def collect_episode(key, env, env_params, actor, actor_params, horizon: int, dro
     return scan_episode(key, env, env_params, policy, horizon, emit=emit, replay_dropout=True)[1]
 
 
-def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, acc, n_steps, gamma):
-    """``n_steps`` steps of ``B`` auto-resetting envs with the stochastic policy.
+def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, acc, n_steps, gamma,
+                    dropout: bool = False):  # fmt: skip
+    """``n_steps`` steps of ``B`` auto-resetting envs with the stochastic policy (in
+    training mode when ``dropout``).
 
     Returns ``(transitions [T, B], env_state, obs, acc, episode_stats)`` where
     ``episode_stats`` sums the returns/costs of the episodes completed here.
     """
     n_envs = obs.shape[0]
-    policy = Policy(actor, actor_params)
+    policy = Policy(actor, actor_params, dropout=dropout)
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
     def body(carry, key):
         env_state, obs, acc = carry
-        k_act, k_step = jax.random.split(key)
-        action, log_prob = policy.act(obs, k_act)
+        if dropout:
+            k_act, k_step, k_drop = jax.random.split(key, 3)
+            action, log_prob = policy.act(obs, k_act, k_drop)
+        else:
+            k_act, k_step = jax.random.split(key)
+            action, log_prob = policy.act(obs, k_act)
         next_obs, env_state, reward, term, trunc, info = step(
             jax.random.split(k_step, n_envs), env_state, action, env_params
         )

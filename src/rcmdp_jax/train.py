@@ -198,21 +198,47 @@ class Step:
         return only_where(attack, keep)(robust, *args)
 
     def dual_phase(self, key, state: TrainState, env_params, hp, mode, policy_epochs):
-        """5. ``K`` ascent steps from a fresh Monte-Carlo estimate under the current kernel
-        (no step, and no steps counted, without constraints): ``(dual state, dual steps, K)``.
-        The estimate's few episodes run for every mode: under a ``lax.cond`` whose
-        predicate is batched (a family), XLA's simplifier loops on the PPO program."""
+        """5. ``K`` ascent steps on ``lam`` under the current kernel (no step, and no steps
+        counted, without constraints): ``(dual state, dual steps, K)``. Each step reads
+        ``C^`` as ``cfg.dual_estimator`` says (``lagrange.DUAL_ESTIMATORS``). The samples
+        are drawn for every mode: under a ``lax.cond`` whose predicate is batched (a
+        family), XLA's simplifier loops on the PPO program."""
         cfg = self.cfg
         active = mode != lagrange.MODE_CODES["none"]
-        _, c_eps, n_dual = run_episodes(key, self.env, env_params, self.actor, state.params["actor"],
-                                        cfg.n_dual_episodes, hp.gamma, False, cfg.act_dropout)  # fmt: skip
         if cfg.dual_epochs_from_policy:  # PPO on CartPole: as many dual epochs as policy epochs ran
-            n_ascent = jnp.minimum(policy_epochs, cfg.dual_epochs).astype(jnp.int32) * cfg.dual_steps_per_epoch
+            n_epochs = jnp.minimum(policy_epochs, cfg.dual_epochs).astype(jnp.int32)
         else:
-            n_ascent = jnp.int32(cfg.dual_steps)
-        n_ascent = jnp.where(active, n_ascent, 0)
-        dual = lagrange.dual_step(mode, state.dual, c_eps.mean(0), hp, n_ascent)
-        return dual, jnp.where(active, n_dual, 0.0), n_ascent
+            n_epochs = jnp.int32(cfg.dual_epochs)
+        n_ascent = jnp.where(active, n_epochs * cfg.dual_steps_per_epoch, 0)
+        dropout = cfg.act_dropout or cfg.dual_dropout
+        if cfg.dual_estimator == "start_value":
+            _, c_eps, n_dual = run_episodes(key, self.env, env_params, self.actor, state.params["actor"],
+                                            cfg.n_dual_episodes, hp.gamma, False, dropout)  # fmt: skip
+            dual = lagrange.dual_step(mode, state.dual, c_eps.mean(0), hp, n_ascent)
+            return dual, jnp.where(active, n_dual, 0.0), n_ascent
+        k_batch, k_shuffle = jax.random.split(key)
+        values = self.multiplier_batch(k_batch, state.params, env_params, hp, dropout)
+        estimates = lagrange.minibatch_means(k_shuffle, values, cfg.dual_epochs, cfg.dual_minibatch)
+        dual = lagrange.dual_step(mode, state.dual, values.mean(0), hp, n_ascent, estimates)
+        return dual, jnp.where(active, jnp.float32(cfg.dual_batch), 0.0), n_ascent
+
+    def multiplier_batch(self, key, params, env_params, hp, dropout: bool) -> jax.Array:
+        """The multiplier batch's per-time-step readings of the constraint values,
+        ``[dual_batch, m]``: ``n_dual_episodes`` auto-resetting envs from fresh starts,
+        ``dual_batch / n_dual_episodes`` steps each (SPEC §2a.4: 4 x 100)."""
+        cfg, env = self.cfg, self.env
+        n = cfg.n_dual_episodes
+        k_reset, k_run = jax.random.split(key)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, n), env_params)
+        traj = collect_rollout(k_run, env, env_params, self.actor, params["actor"], env_state, obs,
+                               init_accumulator(n, env.num_constraints), cfg.dual_batch // n, hp.gamma, dropout)[0]  # fmt: skip
+        v = v_next = None
+        if cfg.dual_estimator == "gae":  # the critic's cost heads
+            v = self.critic.apply(params["critic"], traj.obs)[..., 1:]
+            v_next = self.critic.apply(params["critic"], traj.next_obs)[..., 1:]
+        values = lagrange.batch_readings(cfg.dual_estimator, traj.costs, traj.terminated, traj.done, v, v_next,
+                                         hp.gamma, hp.gae_lambda)  # fmt: skip
+        return values.reshape(-1, env.num_constraints)
 
     def evaluation(self, key, it, params, env_params, hp):
         """6. Deterministic evaluation for the training curves, every ``eval_every``
