@@ -15,8 +15,8 @@ from typing import Any
 
 from flax import struct
 
-from rcmdp_jax.lagrange import DUAL_ESTIMATORS
 from rcmdp_jax.envs import ENV_NAMES, check_name, env_class, learner_settings  # noqa: F401  (ENV_NAMES: re-exported)
+from rcmdp_jax.lagrange import DUAL_ESTIMATORS
 
 LEARNERS = ("ppo", "mdpo", "mcpmd")
 CONSTRAINTS = ("none", "lagrangian", "augmented")

@@ -80,7 +80,9 @@ def dual_step(mode, dual: DualState, c_hat: jax.Array, hp, n_steps, estimates: j
         lambda: DualState(
             ascent(lambda x, e: lagrangian_step(x, c(e), hp.eta_lam, hp.lam_clip), dual.lam, n_steps, estimates), c_hat
         ),
-        lambda: DualState(ascent(lambda x, e: augmented_step(x, c(e), hp.eta_lam), dual.lam, n_steps, estimates), c_hat),
+        lambda: DualState(
+            ascent(lambda x, e: augmented_step(x, c(e), hp.eta_lam), dual.lam, n_steps, estimates), c_hat
+        ),
     ]
     return jax.lax.switch(mode_code(mode), branches)
 
@@ -109,7 +111,9 @@ def batch_readings(estimator: str, costs, terminated, done, values=None, next_va
         return discounted_returns(costs, done, gamma)
     if estimator == "gae":
         return gae(costs, values, next_values, terminated, done, gamma, gae_lambda)[1]
-    raise ValueError(f"dual_estimator={estimator!r} has no batch readings; choose one of: {', '.join(DUAL_ESTIMATORS[1:])}")
+    raise ValueError(
+        f"dual_estimator={estimator!r} has no batch readings; choose one of: {', '.join(DUAL_ESTIMATORS[1:])}"
+    )
 
 
 def minibatch_means(key: jax.Array, values: jax.Array, n_epochs: int, minibatch: int) -> jax.Array:
