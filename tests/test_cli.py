@@ -194,6 +194,8 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
         (["--set", "normalize_advantages=0"], "normalize_advantages must be True or False"),
         (["--devices", "99"], "--devices 99: this host has"),
         (["--algos", "MDPO,MDPO"], "--algos names MDPO more than once"),
+        (["--algos", "MDPO-Lag@epochs=3"], "ALGO@FIELD=NUMBER with FIELD one of"),
+        (["--set", "dual_estimator=mean"], "dual_estimator='mean' is not allowed"),
         (["--seed", "99999999999999999999"], "--seed must be an integer in [0, 2**32)"),
         (["--set", "lr=1j"], "lr must be a real number, got 1j"),
         (["--set", "lr=1e-300"], "lr must be finite and > 0 in float32"),

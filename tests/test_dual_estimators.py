@@ -1,0 +1,126 @@
+"""The dual phase's readings of C^ (``Config.dual_estimator``, SPEC §2a.4): each reading
+against a NumPy re-derivation, the shuffled minibatches, the ascent over them, the
+wiring in training, bad input; and ``ALGO@FIELD=VALUE`` hyperparameter lanes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rcmdp_jax import lagrange, make_train, preset
+from rcmdp_jax.config import split_variant
+from rcmdp_jax.family import group
+
+KEY = jax.random.PRNGKey(3)
+
+
+def test_minibatch_means_shuffle_every_epoch_into_a_partition():
+    """Values 2^i identify the time steps: each minibatch mean times its size is a sum
+    of distinct powers of two, so the steps of every minibatch can be read back."""
+    n, b, epochs = 10, 4, 3
+    values = (2.0 ** np.arange(n))[:, None].astype(np.float32)
+    means = np.asarray(lagrange.minibatch_means(KEY, jnp.asarray(values), epochs, b))
+    assert means.shape == (epochs * 3, 1)
+    sizes = [4, 4, 2]
+    orders = []
+    for e in range(epochs):
+        seen = []
+        for j, size in enumerate(sizes):
+            total = int(round(means[e * 3 + j, 0] * size))
+            members = [i for i in range(n) if total >> i & 1]
+            assert len(members) == size, (e, j, members)
+            seen += members
+        assert sorted(seen) == list(range(n))  # every step once per epoch
+        orders.append(tuple(seen))
+    assert len(set(orders)) > 1  # a fresh shuffle per epoch
+
+
+def test_ascent_over_minibatch_estimates_by_hand():
+    hp = preset("inventory", "MDPO-Lag").hparams.replace(eta_lam=0.5, lam_clip=3.0)
+    dual = lagrange.DualState(lam=jnp.array([1.0]), c_hat=jnp.zeros(1))
+    est = np.array([[2.0], [-1.0], [3.0], [-8.0], [1.0], [1.0]], np.float32)
+    for mode in ("lagrangian", "augmented"):
+        for n in (6, 4):  # steps past n are skipped; n may be traced
+            lam = 1.0
+            for c in est[:n, 0]:
+                lam = np.clip(lam + 0.5 * c, 0, 3.0) if mode == "lagrangian" else max(-0.5 * c, lam + 0.5 * c)
+            run = jax.jit(lambda k, m=mode: lagrange.dual_step(m, dual, jnp.array([0.7]), hp, k, jnp.asarray(est)))
+            out = run(n)
+            np.testing.assert_allclose(out.lam, [lam], rtol=1e-6)
+            np.testing.assert_allclose(out.c_hat, [0.7])  # the batch estimate is what is stored
+
+
+def _numpy_readings(costs, term, done, v, v_next, gamma, lam):
+    T = costs.shape[0]
+    g, a = np.zeros_like(costs), np.zeros_like(costs)
+    g_next, a_next = np.zeros_like(costs[0]), np.zeros_like(costs[0])
+    for t in reversed(range(T)):
+        nd = (1.0 - done[t])[:, None]
+        g[t] = costs[t] + gamma * nd * g_next
+        delta = costs[t] + gamma * (1.0 - term[t])[:, None] * v_next[t] - v[t]
+        a[t] = delta + gamma * lam * nd * a_next
+        g_next, a_next = g[t], a[t]
+    return {"step_cost": costs, "cost_to_go": g, "gae": a + v}
+
+
+def test_batch_readings_match_numpy():
+    rng = np.random.default_rng(0)
+    T, B, m = 12, 3, 2
+    costs = rng.normal(size=(T, B, m)).astype(np.float32)
+    term = (rng.random((T, B)) < 0.1).astype(np.float32)
+    done = np.maximum(term, (rng.random((T, B)) < 0.1)).astype(np.float32)  # truncations too
+    v, v_next = (rng.normal(size=(T, B, m)).astype(np.float32) for _ in range(2))
+    want = _numpy_readings(costs, term, done, v, v_next, 0.9, 0.8)
+    for name, ref in want.items():
+        got = lagrange.batch_readings(name, *map(jnp.asarray, (costs, term, done, v, v_next)), 0.9, 0.8)
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5, err_msg=name)
+    with pytest.raises(ValueError, match="start_value"):
+        lagrange.batch_readings("start_value", costs, term, done)
+
+
+@pytest.mark.parametrize("estimator", ["step_cost", "cost_to_go", "gae"])
+def test_minibatch_readings_in_training(estimator):
+    """With 384 = 12 x 32 steps in the multiplier batch and no clip reached, every epoch's
+    minibatch means sum to 12 x the batch mean, whatever the shuffle: lam moves by
+    eta x 5 x 12 x C^ per iteration (C^ = the batch mean, the metric ``c_hat``)."""
+    cfg = preset("inventory", "MDPO-Lag", total_timesteps=3 * 64, n_steps=16, minibatch_size=16, epochs=2,
+                 eval_every=100, dual_estimator=estimator, dual_batch=384, lam_init=100.0, lam_clip=1e6)  # fmt: skip
+    m = jax.jit(make_train(cfg))(KEY).metrics
+    lam, c_hat = np.asarray(m["lam"])[:, 0], np.asarray(m["c_hat"])[:, 0]
+    np.testing.assert_array_equal(np.asarray(m["dual_updates"]), 60)
+    np.testing.assert_allclose(np.diff(np.asarray(m["dual_steps"])), 384)  # the multiplier batch's steps
+    prev = np.concatenate([[100.0], lam[:-1]])
+    np.testing.assert_allclose(lam, prev + cfg.hparams.eta_lam * 60 * c_hat, rtol=1e-5)
+    assert np.all(np.isfinite(c_hat)) and np.any(c_hat != 0)
+
+
+def test_dual_dropout_collects_the_estimate_with_dropout_on():
+    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=2 * 64, n_steps=16, minibatch_size=16, epochs=1,
+                 eval_every=100)  # fmt: skip
+    plain = np.asarray(jax.jit(make_train(cfg))(KEY).metrics["c_hat"])
+    on = np.asarray(jax.jit(make_train(cfg.replace(dual_dropout=True)))(KEY).metrics["c_hat"])
+    assert np.all(np.isfinite(on)) and not np.allclose(plain, on)
+
+
+def test_bad_dual_estimator_input():
+    with pytest.raises(ValueError, match="dual_estimator='mean'.*start_value, step_cost, cost_to_go, gae"):
+        preset("cartpole", "MDPO-Lag", dual_estimator="mean")
+    with pytest.raises(ValueError, match="MCPMD does not train"):
+        preset("cartpole", "MCPMD-Lag", dual_estimator="gae")
+    with pytest.raises(ValueError, match="n_dual_episodes=3 must divide dual_batch=400"):
+        preset("cartpole", "MDPO-Lag", dual_estimator="cost_to_go", n_dual_episodes=3)
+    with pytest.raises(ValueError, match="dual_dropout must be True or False"):
+        preset("cartpole", "MDPO-Lag", dual_dropout="yes")
+
+
+def test_hyperparameter_lanes_in_algorithm_names():
+    assert split_variant("MDPO-Lag@lam_init=0@eta_lam=1e-4") == ("MDPO-Lag", {"lam_init": 0.0, "eta_lam": 1e-4})
+    algo, over = split_variant("MDPO-Robust-Lag:restart-batch@eta_xi=0.01")
+    assert algo == "MDPO-Robust-Lag" and over == {"alpha_schedule": "restart", "alpha_tick": "batch", "eta_xi": 0.01}
+    cfg = preset("inventory", "MDPO-Lag@lam_init=0", lam_init=3.0)  # the name's value wins
+    assert cfg.hparams.lam_init == 0.0 and cfg.name == "MDPO-Lag@lam_init=0"
+    configs = {a: preset("cartpole", a) for a in ("MDPO-Lag", "MDPO-Lag@lam_init=0", "MDPO-Robust@eta_xi=1e-8")}
+    assert group(configs) == [list(configs)]  # one family: lanes of one program
+    for bad in ("MDPO-Lag@epochs=3", "MDPO-Lag@lam_init", "MDPO-Lag@lam_init=zero", "MDPO-Lag@=1"):
+        with pytest.raises(ValueError, match="ALGO@FIELD=NUMBER"):
+            preset("cartpole", bad)
