@@ -132,7 +132,7 @@ def main(argv=None) -> int:
         "# LTMA: the score function (the study's) vs the pathwise gradient",
         "",
         f"{ALGO}, the study's short budgets, {args.seeds} seeds, the same seeds for both; "
-        "`python experiments/ltma_estimators.py` (the machine: see the README's Performance section). "
+        "`python experiments/ltma_estimators.py` (the machine: see docs/performance.md). "
         "`--set ltma_estimator=pathwise` trains with the pathwise adversary. What the numbers say: "
         "[ltma_estimators_findings.md](ltma_estimators_findings.md).",
         "",

@@ -28,7 +28,7 @@ def main(argv=None) -> int:
         "then `python experiments/worst_case_doc.py RUN`. Per seed, the grid's worst value (11 levels x all corners) "
         "and the worst a projected-gradient search found in the box (score-function gradients, 20 steps of 16 "
         "episodes with common random numbers, from the centre and the grid's 4 worst corners, valued on 100 "
-        "fresh episodes). Method: README, 'The worst case'.",
+        "fresh episodes). Method: docs/worst_case.md.",
         "",
         "| domain | quantity | (algorithm, seed) pairs | search beyond the grid | mean gap where beyond | mean gap, all pairs |",
         "|---|---|---|---|---|---|",

@@ -288,7 +288,7 @@ def golden_summary(m: dict, params) -> dict:
 
 def check_golden(env_name: str, pinned: dict) -> None:
     """Compare with ``golden/presets.json``: numbers of the code before the architecture
-    redesign (issue 10), pinned so that a refactor that moves any algorithm's numbers
+    redesign, pinned so that a refactor that moves any algorithm's numbers
     beyond float rounding fails. ``RCMDP_WRITE_GOLDEN=1`` rewrites this domain's entry
     (only for a deliberate change of the method, said in the commit)."""
     import json

@@ -62,7 +62,7 @@ def test_score_and_pathwise_gradients_agree_with_the_closed_form_of_one_step(inv
     zeta = -(1.0 / math.sqrt(8.0 * math.pi)) * ((z - centres) ** 2).sum(1) / (2.0 * sigmas**2)
     keys = jax.random.split(jax.random.PRNGKey(0), 20_000)
     for estimator in ("score", "pathwise"):
-        # keys as an argument, not a closed-over constant (README, Known issues: XLA CPU)
+        # keys as an argument, not a closed-over constant (docs/known_issues.md: XLA CPU)
         values, jac = jax.jit(
             lambda xi, ks, e=estimator: value_and_jacobian(xi, env, p, always_order_6, ks, env.gamma, 1, e)
         )(p.xi_c, keys)

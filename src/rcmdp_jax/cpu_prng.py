@@ -6,7 +6,7 @@ code. Our train step draws keys and bits inside its innermost loops (every
 environment step and minibatch step), and XLA's CPU runtime pays a fixed cost
 per loop iteration and per kernel: on a 2-core CPU the rolled loop made the
 fused MDPO train step ~25% slower *and* ~30% slower to compile than the
-straight-line lowering (``experiments/bench_train.py``, README).
+straight-line lowering (``experiments/bench_train.py``, docs/performance.md).
 
 ``use_unrolled_threefry()`` registers JAX's own straight-line lowering for the
 CPU platform. It is the identical algorithm on uint32 words, so every key and
@@ -16,7 +16,7 @@ the call, in this process, and it is a switch the caller turns on:
 ``import rcmdp_jax`` changes nothing global. The runner (``python
 experiments/run.py``) and the benchmarks call ``apply_default()``; API users
 who want the faster CPU code call ``rcmdp_jax.cpu_prng.use_unrolled_threefry()``
-once before compiling (README). If a future JAX moves these private names, it
+once before compiling (docs/api.md). If a future JAX moves these private names, it
 does nothing and says so in its return value.
 """
 

@@ -70,7 +70,7 @@ def q_factor(z: jax.Array) -> jax.Array:
     Gram-Schmidt with one re-orthogonalisation (CGS2: orthonormal to float precision),
     as plain XLA operations. ``jnp.linalg.qr`` calls LAPACK, and several LAPACK calls
     in one XLA CPU program (the layers of an init, vmapped) deadlocked jaxlib 0.10.2
-    now and then (README, Known issues)."""
+    now and then (docs/known_issues.md)."""
     k = z.shape[1]
 
     def column(j, q):

@@ -250,7 +250,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     if any(np.any(b) for b in bounds.values()):
         text += (
             "\n## Test episodes that reached the state bound (%), per distortion level\n\n"
-            "The kernel mean is clipped at the state bound (see the README): these episodes' "
+            "The kernel mean is clipped at the state bound (docs/fidelity.md, choices): these episodes' "
             "returns and costs are those of the clipped dynamics.\n\n" + state_bound_table(bounds, levels)
         )
     kept = {a: r for a, r in results.items() if r is not None}

@@ -258,7 +258,7 @@ class Prepared:
     It is built in a background thread while the previous family trains, so building
     only traces, lowers and compiles (from abstract shapes): it executes nothing and
     moves no data (device work from two threads at once was one of the places the
-    init program's LAPACK deadlock showed: README, Known issues); ``start`` (main
+    init program's LAPACK deadlock showed: docs/known_issues.md); ``start`` (main
     thread) makes the arrays and the initial state.
 
     ``per_device``: on a mesh, each device runs the program on its own lanes
@@ -348,7 +348,7 @@ class Prepared:
             return self.init(keys, members), members
         pad = lambda x: None if x is None else pad_leading(x, self.mesh.size)[self.order]  # noqa: E731
         # through the host: the init program finishes, then host memory is split across the
-        # devices (the init program used to hang XLA CPU: README, Known issues)
+        # devices (the init program used to hang XLA CPU: docs/known_issues.md)
         state = jax.tree.map(np.asarray, self.init(pad(keys), pad(members)))
         state = jax.device_put(state, batch_sharding(self.mesh))
         placed = None if members is None else jax.device_put(pad(members), batch_sharding(self.mesh))

@@ -9,7 +9,7 @@ On a CPU, XLA runs one program's kernels mostly one after another, so a
 vmapped train step leaves cores idle. ``split_cpu(n)`` exposes the host as ``n``
 XLA devices (``jax_num_cpu_devices``) before JAX starts; sharding the seeds
 across them runs the shards in parallel (1.9x on a 2-core CPU at 10 seeds; see
-README, Performance). ``setup_devices("auto")`` does this with one device per core.
+docs/performance.md). ``setup_devices("auto")`` does this with one device per core.
 
 Multi-host: ``init_distributed`` (or ``setup_devices(..., distributed=True)``) calls
 ``jax.distributed.initialize()``; each process then takes a contiguous block

@@ -128,7 +128,7 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
         return jnp.mean(jnp.sum(jax.lax.stop_gradient(weights) * lp[..., None], axis=1), axis=0)  # [1 + m]
 
     # forward mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the
-    # cost's at 20,000 episodes (README, Known issues; tests/test_worst_case.py)
+    # cost's at 20,000 episodes (docs/known_issues.md; tests/test_worst_case.py)
     return values, jax.jacfwd(surrogate)(xi)
 
 
