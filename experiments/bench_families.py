@@ -10,7 +10,7 @@ first ``--chunks`` chunks (of the runner's 10) of training:
 * ``before``: one SPMD program over all lanes (jit with shardings), LTMA on every lane;
 * ``per-device``: each device runs its own lanes (``shard_map``);
 * ``after``: per-device, LTMA only on the robust members' lanes (``batching.only_where``),
-  and the lanes dealt out to the devices in turn (``runner.Prepared.order``).
+  and the lanes dealt out to the devices in turn (``compiled.Prepared.order``).
 
 Reported: compile seconds and training seconds of the timed chunks, scaled to the
 whole budget (iterations / timed iterations; MCPMD's first chunks are its dearest, as
@@ -51,8 +51,8 @@ def main(argv=None) -> int:
     import jax.numpy as jnp
 
     from rcmdp_jax import cpu_prng
-    from rcmdp_jax.config import ALGORITHMS, preset
     from rcmdp_jax.family import group
+    from rcmdp_jax.presets import ALGORITHMS, preset
     from rcmdp_jax.runner import Prepared
 
     cpu_prng.apply_default()

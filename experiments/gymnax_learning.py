@@ -24,7 +24,7 @@ import numpy as np
 from rcmdp_jax.envs.gymnax_presets import PREFIX, PRESETS
 
 from rcmdp_jax import envs, make_train
-from rcmdp_jax.config import preset
+from rcmdp_jax.presets import preset
 from rcmdp_jax.rollout import episode_values
 
 

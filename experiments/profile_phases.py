@@ -33,8 +33,8 @@ def main(argv=None) -> int:
     import jax
 
     from rcmdp_jax import cpu_prng, lagrange
-    from rcmdp_jax.config import ALGORITHMS, preset
     from rcmdp_jax.family import make_family
+    from rcmdp_jax.presets import ALGORITHMS, preset
 
     cpu_prng.apply_default()
     names = [a for a in ALGORITHMS if a.replace("RMCPMD", "MCPMD").startswith(args.family)]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from rcmdp_jax.report import write_env_report
+from rcmdp_jax.run_folder import DamagedFile
 
 
 def main(argv=None) -> int:
@@ -24,6 +25,8 @@ def main(argv=None) -> int:
     try:
         meta = json.loads((run_dir / "run.json").read_text())
         envs_, algos = meta["envs"], meta["algos"]
+        if not all(isinstance(x, list) and all(isinstance(n, str) for n in x) for x in (envs_, algos)):
+            raise ValueError("envs and algos must be lists of names")
     except (OSError, ValueError, KeyError, TypeError) as err:
         print(f"report.py: error: {run_dir} is not a readable run folder ({err})", file=sys.stderr)
         return 2
@@ -34,7 +37,11 @@ def main(argv=None) -> int:
         return 2
     for env_name in envs_:
         env, params = envs.make(env_name)
-        md = write_env_report(run_dir / env_name, env_name, algos, env.lambda_max, params.xi_c, params.kappa)
+        try:
+            md = write_env_report(run_dir / env_name, env_name, algos, env.lambda_max, params.xi_c, params.kappa)
+        except DamagedFile as err:
+            print(f"report.py: error: {err}", file=sys.stderr)
+            return 2
         print(f"## {env_name}\n\n{md}")
     return 0
 

@@ -125,7 +125,7 @@ def test_a_diverging_kernel_gives_finite_values_and_reaches_the_bound():
 def test_mdpo_kl_term_by_estimator_against_numpy(estimator):
     """With zero advantages MDPO's policy loss is ``alpha * mean KL``: the exact
     ``KL(pi_theta || pi_k)`` per state, or the reference ``exp(r) - 1 - r`` per sample."""
-    from rcmdp_jax.learners import Batch, Learner
+    from rcmdp_jax.learners import Batch, make_learner
     from rcmdp_jax.train import build_networks
 
     cfg = preset("cartpole", "MDPO", kl_estimator=estimator, dropout=0.0, normalize_advantages=False)
@@ -139,7 +139,7 @@ def test_mdpo_kl_term_by_estimator_against_numpy(estimator):
     action = jnp.array([0, 1, 1, 0, 1, 0])
     old_lp = actor.apply(old, obs).log_prob(action)
     mb = Batch(obs, action, old_lp, jnp.zeros(6), jnp.zeros((6, 2)))
-    _, aux = Learner(actor, critic, cfg).loss(params, mb, KEY, 3.0, old, cfg.hparams)
+    _, aux = make_learner(cfg, env, actor, critic).loss(params, mb, KEY, 3.0, old, cfg.hparams)
     p = np.asarray(jax.nn.softmax(actor.apply(new, obs).logits), np.float64)
     q = np.asarray(jax.nn.softmax(actor.apply(old, obs).logits), np.float64)
     if estimator == "exact":

@@ -128,7 +128,9 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_pat
     out = tmp_path / "interrupted"
     # the first family (MDPO-Lag and MDPO-Robust, trained in one program), then a "kill"
     trained = []
-    real = runner.train_prepared
+    from rcmdp_jax import study
+
+    real = study.train_prepared
 
     def train_then_die(prep, label):
         if trained:
@@ -136,7 +138,7 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_pat
         trained.append(label)
         return real(prep, label)
 
-    monkeypatch.setattr(runner, "train_prepared", train_then_die)
+    monkeypatch.setattr(study, "train_prepared", train_then_die)
     with pytest.raises(Killed):
         runner.main(TINY + ["--out", str(out)])
     monkeypatch.undo()
@@ -494,3 +496,61 @@ def test_worst_case_flag_puts_the_search_next_to_the_grid(tmp_path):
     md = (env_dir / "summary.md").read_text()
     assert "Worst case: the grid's vs a gradient search's" in md
     assert f"| MDPO-Lag | {np.mean(wc['grid']):.2f} | {np.mean(wc['search']):.2f} (" in md
+
+
+def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_path, capsys):
+    """--eval-only refuses the options it would ignore; --resume refuses a different
+    --worst-case and an edited run.json; a second process is refused by the folder's
+    lock (a dead process's lock is taken over); a truncated result file is one line in
+    report.py, and --resume re-creates it (re-sweep, metrics from the checkpoint)."""
+    import os
+    import subprocess
+
+    import report
+
+    out = _copy(full_run, tmp_path)
+    env_dir = out / "cartpole"
+    summary = (env_dir / "summary.md").read_text()
+    for extra, name in ((["--set", "lr=nan"], "--set"), (["--seeds", "0"], "--seeds"), (["--env", "nope"], "--env"),
+                        (["--out", str(tmp_path / "x")], "--out"), (["--resume"], "--resume")):  # fmt: skip
+        assert runner.main(["--eval-only", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"does not use {name}" in err and err.count("\n") == 1, err
+    assert (env_dir / "summary.md").read_text() == summary and not (tmp_path / "x").exists()
+    assert runner.main(TINY + ["--out", str(out), "--resume", "--worst-case"]) == 2
+    assert "options differ" in capsys.readouterr().err
+    plan = json.loads((out / "run.json").read_text())
+    for edit, message in (({"seeds": 3}, "run.json says 3 seed(s) but cartpole/MDPO-Lag was trained with 2"),
+                          ({"algos": "MDPO-Lag"}, "envs and algos must be lists of names")):  # fmt: skip
+        (out / "run.json").write_text(json.dumps({**plan, **edit}))
+        assert runner.main(["--eval-only", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+    (out / "run.json").write_text(json.dumps(plan))
+    # the lock: a running process holds it; a dead one's is taken over
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        (out / ".lock").write_text(str(holder.pid))
+        assert runner.main(["--eval-only", str(out)]) == 2
+        assert f"in use by another run (PID {holder.pid})" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+    assert runner.main(["--eval-only", str(out)]) == 0  # the lock's process is gone: taken over
+    assert not (out / ".lock").exists()  # and released
+    # truncated files: report.py says so in one line; --resume re-creates them
+    metrics = env_dir / "PPO-Lag" / "train_metrics.npz"
+    tests = env_dir / "MDPO-Lag" / "test_results.npz"
+    want_metrics, want_tests = _load(out, "PPO-Lag", "train_metrics.npz"), _load(out, "MDPO-Lag", "test_results.npz")
+    for path in (metrics, tests):
+        path.write_bytes(path.read_bytes()[: os.path.getsize(path) // 2])
+    capsys.readouterr()
+    assert report.main([str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read" in err and "--resume re-creates it" in err and err.count("\n") == 1, err
+    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert "train_metrics.npz could not be read: re-created from the checkpoint" in capsys.readouterr().out
+    for got, want in ((_load(out, "PPO-Lag", "train_metrics.npz"), want_metrics),
+                      (_load(out, "MDPO-Lag", "test_results.npz"), want_tests)):  # fmt: skip
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from rcmdp_jax import lagrange, make_train, preset
-from rcmdp_jax.config import split_variant
 from rcmdp_jax.family import group
+from rcmdp_jax.presets import split_variant
 
 KEY = jax.random.PRNGKey(3)
 

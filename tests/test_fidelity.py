@@ -186,8 +186,8 @@ def test_geometric_alpha_decays_by_the_domains_gamma():
 
 
 def test_schedules_are_traced_in_one_family():
-    from rcmdp_jax.config import schedule_variants
     from rcmdp_jax.family import group, make_family
+    from rcmdp_jax.presets import schedule_variants
 
     names = list(schedule_variants(("MDPO-Robust-Lag",)))
     assert names[0] == "MDPO-Robust-Lag:fixed" and len(names) == 7

@@ -10,11 +10,11 @@ the faster CPU lowering of JAX's random numbers is a switch
 from importlib import import_module
 
 _PUBLIC = {
-    "ALGORITHMS": "rcmdp_jax.config",
+    "ALGORITHMS": "rcmdp_jax.presets",
     "Config": "rcmdp_jax.config",
     "HParams": "rcmdp_jax.config",
-    "parse_algorithm": "rcmdp_jax.config",
-    "preset": "rcmdp_jax.config",
+    "parse_algorithm": "rcmdp_jax.presets",
+    "preset": "rcmdp_jax.presets",
     "TrainResult": "rcmdp_jax.train",
     "TrainState": "rcmdp_jax.train",
     "make_train": "rcmdp_jax.train",

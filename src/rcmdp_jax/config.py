@@ -1,5 +1,6 @@
 """Typed, frozen configuration: static choices (``Config``) and numeric,
-vmappable hyperparameters (``HParams``), plus the SPEC §3 presets.
+vmappable hyperparameters (``HParams``), their validation and their JSON form. The
+study's presets and algorithm names are in ``rcmdp_jax.presets``.
 
 ``Config`` decides shapes and code paths and is hashable (safe as a static
 argument); ``HParams`` is a pytree of floats, so ``jax.vmap`` over an
@@ -10,37 +11,30 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from flax import struct
 
-from rcmdp_jax.envs import ENV_NAMES, check_name, env_class, learner_settings  # noqa: F401  (ENV_NAMES: re-exported)
+from rcmdp_jax.envs import ENV_NAMES, check_name, env_class  # noqa: F401  (ENV_NAMES: re-exported)
 from rcmdp_jax.lagrange import DUAL_ESTIMATORS
 
-LEARNERS = ("ppo", "mdpo", "mcpmd")
-CONSTRAINTS = ("none", "lagrangian", "augmented")
-ALPHA_SCHEDULES = ("fixed", "linear", "restart", "geometric")
-ALPHA_TICKS = ("epoch", "batch")
-KL_ESTIMATORS = ("reference", "exact")
-LTMA_ESTIMATORS = ("score", "pathwise")
-KL_CHECKS = ("sb3", "dropout_off")
-INITS = ("orthogonal", "torch", "lecun")
-OPTIMIZERS = ("adam", "sgd")
-DROPOUT_RNGS = ("hash", "threefry")
+# The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples.
+Learner = Literal["ppo", "mdpo", "mcpmd"]
+Constraint = Literal["none", "lagrangian", "augmented"]
+AlphaSchedule = Literal["fixed", "linear", "restart", "geometric"]
+AlphaTick = Literal["epoch", "batch"]
+KlEstimator = Literal["reference", "exact"]
+LtmaEstimator = Literal["score", "pathwise"]
+KlCheck = Literal["sb3", "dropout_off"]
+Init = Literal["orthogonal", "torch", "lecun"]
+Optimizer = Literal["adam", "sgd"]
+DropoutRng = Literal["hash", "threefry"]
+DualEstimator = Literal["start_value", "step_cost", "cost_to_go", "gae"]  # rcmdp_jax.lagrange's readings of C^
+LEARNERS, CONSTRAINTS, ALPHA_SCHEDULES, ALPHA_TICKS = map(get_args, (Learner, Constraint, AlphaSchedule, AlphaTick))
+KL_ESTIMATORS, LTMA_ESTIMATORS, KL_CHECKS, INITS = map(get_args, (KlEstimator, LtmaEstimator, KlCheck, Init))
+OPTIMIZERS, DROPOUT_RNGS = get_args(Optimizer), get_args(DropoutRng)
+assert get_args(DualEstimator) == DUAL_ESTIMATORS
 BUDGETS = ("short", "long")
-
-# The reference grid of SPEC §2, in its order.
-ALGORITHMS = (
-    "MCPMD", "PPO", "MDPO",
-    "RMCPMD", "PPO-Robust", "MDPO-Robust",
-    "MCPMD-Lag", "PPO-Lag", "MDPO-Lag",
-    "MDPO-Augmented-Lag",
-    "RMCPMD-Lag", "PPO-Robust-Lag", "MDPO-Robust-Lag",
-    "MDPO-Robust-Augmented-Lag",
-)  # fmt: skip
-
-_NAME_RE = re.compile(r"^(R?)(MCPMD|PPO|MDPO)(-Robust)?(-Augmented)?(-Lag)?$")
 
 
 @struct.dataclass
@@ -67,8 +61,8 @@ class Config:
     """Static configuration of one algorithm on one environment."""
 
     env: str = "cartpole"
-    learner: str = "mdpo"
-    constraint: str = "none"
+    learner: Learner = "mdpo"
+    constraint: Constraint = "none"
     robust: bool = False
     name: str = ""
     total_timesteps: int = 20_000
@@ -79,19 +73,19 @@ class Config:
     policy_hidden: tuple[int, ...] = (128,)
     critic_hidden: tuple[int, ...] = (128,)
     dropout: float = 0.6
-    dropout_rng: str = "hash"  # mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
-    optimizer: str = "adam"
+    dropout_rng: DropoutRng = "hash"  # mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
+    optimizer: Optimizer = "adam"
     adam_eps: float = 1e-5  # SB3's Adam eps (torch's default 1e-8 for MCPMD)
     max_grad_norm: float = 0.5  # global gradient-norm clip (SB3); inf = none
-    init: str = "orthogonal"  # SB3 orthogonal; "torch" (nn.Linear default, MCPMD); "lecun" (flax default)
-    kl_check: str = "sb3"  # PPO early stop: KL of the dropout-on loss pass ("sb3") or a dropout-off pass
+    init: Init = "orthogonal"  # SB3 orthogonal; "torch" (nn.Linear default, MCPMD); "lecun" (flax default)
+    kl_check: KlCheck = "sb3"  # PPO early stop: KL of the dropout-on loss pass ("sb3") or a dropout-off pass
     act_dropout: bool = False  # dropout active while acting (MCPMD, as the reference keeps training mode)
-    alpha_schedule: str = "fixed"
-    alpha_tick: str = "epoch"
-    kl_estimator: str = "reference"
+    alpha_schedule: AlphaSchedule = "fixed"
+    alpha_tick: AlphaTick = "epoch"
+    kl_estimator: KlEstimator = "reference"
     # LTMA's gradient of the Lagrangian cost in xi: the study's score function, or the
     # pathwise (reparameterised next states) gradient through the adversary's episodes
-    ltma_estimator: str = "score"
+    ltma_estimator: LtmaEstimator = "score"
     normalize_advantages: bool = True
     n_dual_episodes: int = 4  # fresh episodes for the Monte-Carlo estimate C^
     dual_epochs: int = 5  # passes over the multiplier batch (SPEC §2a.4)
@@ -101,7 +95,7 @@ class Config:
     # what each ascent step reads as C^: the start state's discounted value from the fresh
     # episodes, or a shuffled minibatch's mean per-step cost / cost-to-go / GAE cost return
     # of the multiplier batch (``rcmdp_jax.lagrange.DUAL_ESTIMATORS``; docs/sensitivity.md)
-    dual_estimator: str = "start_value"
+    dual_estimator: DualEstimator = "start_value"
     dual_dropout: bool = False  # collect the dual phase's episodes with dropout on (always on with act_dropout)
     ltma_iterations: int = 160
     ltma_episodes: int = 1
@@ -172,17 +166,8 @@ class Config:
     def validate(self) -> Config:
         """Raise ``ValueError`` naming the field and what is allowed; return self."""
         _check_env(self.env)
-        _choice("learner", self.learner, LEARNERS)
-        _choice("constraint", self.constraint, CONSTRAINTS)
-        _choice("optimizer", self.optimizer, OPTIMIZERS)
-        _choice("alpha_schedule", self.alpha_schedule, ALPHA_SCHEDULES)
-        _choice("alpha_tick", self.alpha_tick, ALPHA_TICKS)
-        _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
-        _choice("ltma_estimator", self.ltma_estimator, LTMA_ESTIMATORS)
-        _choice("dropout_rng", self.dropout_rng, DROPOUT_RNGS)
-        _choice("kl_check", self.kl_check, KL_CHECKS)
-        _choice("init", self.init, INITS)
-        _choice("dual_estimator", self.dual_estimator, DUAL_ESTIMATORS)
+        for field, allowed in CHOICES.items():
+            _choice(field, getattr(self, field), allowed)
         for f in ("robust", "act_dropout", "dual_epochs_from_policy", "normalize_advantages", "dual_dropout"):
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
@@ -226,6 +211,12 @@ class Config:
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
         return self
+
+
+# Every ``Literal`` field of ``Config`` and what it may be: the one table ``validate`` checks.
+CHOICES: dict[str, tuple[str, ...]] = {
+    name: get_args(t) for name, t in get_type_hints(Config).items() if get_origin(t) is Literal
+}
 
 
 def _plain(value: Any) -> Any:
@@ -289,167 +280,6 @@ def validate_hparams(hp: HParams) -> None:
     check("target_kl", lambda x: x > 0, "> 0 (inf disables early stopping)")
     check("vf_coef", lambda x: finite(x) & (x >= 0), "finite and >= 0")
     check("ent_coef", finite, "finite")
-
-
-def parse_algorithm(name: str) -> tuple[str, str, bool]:
-    """``"MDPO-Robust-Augmented-Lag"`` -> ``("mdpo", "augmented", True)``."""
-    m = _NAME_RE.match(name)
-    valid = m is not None
-    if valid:
-        r_prefix, learner, robust_suffix, augmented, lag = m.groups()
-        # RMCPMD is the robust Monte-Carlo learner's name; the others use "-Robust"
-        valid = (learner == "MCPMD" and not robust_suffix) or (learner != "MCPMD" and not r_prefix)
-        valid = valid and not (augmented and not lag)
-    if not valid:
-        raise ValueError(
-            f"unknown algorithm {name!r}; valid names: {', '.join(ALGORITHMS)} "
-            "(and the -Augmented-Lag variant of any learner)"
-        )
-    robust = bool(r_prefix or robust_suffix)
-    constraint = "augmented" if augmented else ("lagrangian" if lag else "none")
-    return learner.lower(), constraint, robust
-
-
-# SPEC §3, per environment (the discount and the episode length are the environment's own).
-_ENV_PRESETS: dict[str, dict[str, Any]] = {
-    "cartpole": dict(
-        policy_hidden=(128,), critic_hidden=(128,), optimizer="adam",
-        ppo_epochs=50, ppo_target_kl=0.01, ppo_dual_epochs_from_policy=True, ltma_per_100=10.0, ltma_horizon=10,
-        mcpmd_ltma=10,
-        budgets={"short": 20_000, "long": 200_000},
-        hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-7),
-    ),
-    "inventory": dict(
-        policy_hidden=(64,), critic_hidden=(128,), optimizer="adam",
-        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=25.0, ltma_horizon=40,
-        mcpmd_ltma=20,
-        budgets={"short": 16_000, "long": 400_000},
-        hp=dict(lr=1e-3, gae_lambda=0.5, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
-    ),
-    "inventory3d": dict(
-        policy_hidden=(128, 128), critic_hidden=(128,), optimizer="sgd",
-        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=20.0, ltma_horizon=40,
-        mcpmd_ltma=20,
-        budgets={"short": 40_000, "long": 400_000},
-        hp=dict(lr=1e-3, gae_lambda=0.5, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
-    ),
-}  # fmt: skip
-
-# An environment outside the study (a gymnax: preset or a registered one) brings its own
-# table (``envs.learner_settings``); missing keys come from this one.
-DEFAULT_LEARNER: dict[str, Any] = dict(
-    policy_hidden=(64, 64), critic_hidden=(64, 64), optimizer="adam", dropout=0.0,
-    ppo_epochs=10, ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=20,
-    mcpmd_ltma=10,
-    budgets={"short": 20_000, "long": 200_000},
-    hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4),
-)  # fmt: skip
-
-
-def domain_table(env: str) -> dict[str, Any]:
-    """The per-domain learner table of ``env``: SPEC §3 for the study's domains, else the
-    environment's own settings over ``DEFAULT_LEARNER``."""
-    if env in _ENV_PRESETS:
-        return _ENV_PRESETS[env]
-    own = learner_settings(env) or {}
-    return {**DEFAULT_LEARNER, **own, "hp": {**DEFAULT_LEARNER["hp"], **own.get("hp", {})}}
-
-
-# The schedules study (the reference study's appendix): MDPO's robust algorithms under
-# every alpha schedule, ticking per epoch and per batch (fixed alpha does not tick).
-SCHEDULE_STUDY_ALGORITHMS = ("MDPO-Robust", "MDPO-Robust-Lag", "MDPO-Robust-Augmented-Lag")
-
-
-def schedule_variants(algorithms=SCHEDULE_STUDY_ALGORITHMS) -> tuple[str, ...]:
-    """Names ``ALGO:SCHEDULE-TICK`` (``ALGO:fixed`` once) of the schedules study."""
-    kinds = ["fixed"] + [f"{s}-{t}" for s in ALPHA_SCHEDULES if s != "fixed" for t in ALPHA_TICKS]
-    return tuple(f"{a}:{k}" for a in algorithms for k in kinds)
-
-
-def split_variant(name: str) -> tuple[str, dict[str, Any]]:
-    """An algorithm name with variants -> ``(algorithm, Config/HParams overrides)``:
-    ``"MDPO-Robust-Lag:restart-batch"`` -> ``("MDPO-Robust-Lag", {"alpha_schedule":
-    "restart", "alpha_tick": "batch"})``; ``"MDPO-Lag@lam_init=0@eta_lam=1e-4"`` -> its
-    hyperparameters (``HParams`` fields only, so the variant shares its family's compiled
-    program: a sweep of lanes); a plain algorithm name -> ``(name, {})``."""
-    name, *hp_items = name.split("@")
-    overrides: dict[str, Any] = {}
-    hp_fields = {f.name for f in dataclasses.fields(HParams)}
-    for item in hp_items:
-        key, eq, raw = item.partition("=")
-        try:
-            value = float(raw)
-        except ValueError:
-            value = None
-        if not eq or key not in hp_fields or value is None:
-            raise ValueError(f"unknown hyperparameter variant {item!r} in {name!r}: write ALGO@FIELD=NUMBER with FIELD "
-                             f"one of {', '.join(sorted(hp_fields))}")  # fmt: skip
-        overrides[key] = value
-    if ":" not in name:
-        return name, overrides
-    algo, _, variant = name.partition(":")
-    schedule, _, tick = variant.partition("-")
-    if schedule not in ALPHA_SCHEDULES or (tick and tick not in ALPHA_TICKS) or (schedule != "fixed" and not tick):
-        raise ValueError(
-            f"unknown schedule variant {name!r}: write ALGO:SCHEDULE-TICK with SCHEDULE one of "
-            f"{', '.join(ALPHA_SCHEDULES)} and TICK one of {', '.join(ALPHA_TICKS)} (ALGO:fixed for fixed alpha)"
-        )
-    return algo, {"alpha_schedule": schedule, "alpha_tick": tick or "epoch", **overrides}
-
-
-def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) -> Config:
-    """The SPEC §3 configuration of ``algorithm`` on ``env`` at ``budget``.
-
-    ``algorithm`` is a name of the grid, optionally with an alpha schedule variant
-    (``"MDPO-Robust-Lag:restart-batch"``, see ``split_variant``). ``overrides`` are any
-    Config or HParams fields (validated).
-    """
-    _check_env(env)
-    _choice("budget", budget, BUDGETS)
-    base_name, variant = split_variant(algorithm)
-    overrides = {**overrides, **variant}  # a variant in the name is what names it
-    learner, constraint, robust = parse_algorithm(base_name)
-    p = domain_table(env)
-    domain = env_class(env)
-    hp = HParams(
-        target_kl=p["ppo_target_kl"] if learner == "ppo" else math.inf,
-        lam_init=5.0,
-        alpha=2.0,
-        gamma=domain.gamma,
-        alpha_decay=domain.gamma,  # SPEC §2d: geometric alpha decays by the domain's gamma
-        **p["hp"],
-    )
-    common = dict(
-        env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
-        total_timesteps=p["budgets"][budget], policy_hidden=p["policy_hidden"],
-        critic_hidden=p["critic_hidden"], optimizer=p["optimizer"], ltma_horizon=p["ltma_horizon"], hparams=hp,
-        dropout=p.get("dropout", Config.dropout),
-    )  # fmt: skip
-    if learner == "mcpmd":
-        # the reference REINFORCE code: one whole episode of one env per iteration, acting in
-        # training mode, PyTorch's default init and Adam (on every domain: SPEC §2b), no
-        # clipping; one dual step
-        ep = domain.episode_length
-        cfg = Config(
-            **{**common, "optimizer": "adam"}, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, ltma_iterations=p["mcpmd_ltma"],
-            init="torch", adam_eps=1e-8, max_grad_norm=math.inf, act_dropout=True,
-            n_dual_episodes=1, dual_epochs=1, dual_batch=ep, dual_minibatch=ep, eval_every=10,
-        )  # fmt: skip
-    else:
-        # Stable-Baselines3 conventions (SPEC §3): the Config defaults (orthogonal init,
-        # Adam eps 1e-5, gradient-norm clip 0.5); 5 x 13 = 65 dual steps per iteration
-        ppo = learner == "ppo"
-        n_envs, n_steps = 4, 400
-        cfg = Config(
-            **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p["ppo_epochs"] if ppo else 5,
-            ltma_iterations=max(1, round(n_envs * n_steps * p["ltma_per_100"] / 100)),
-            dual_epochs=p["ppo_epochs"] if ppo and p["ppo_dual_epochs_from_policy"] else 5,
-            dual_epochs_from_policy=ppo and p["ppo_dual_epochs_from_policy"],
-        )  # fmt: skip
-    if overrides.get("alpha_schedule") == "geometric" and "alpha" not in overrides:
-        # SPEC §2d: alpha_0 = 5 when ticking per epoch, 2 per batch
-        overrides = {**overrides, "alpha": 5.0 if overrides.get("alpha_tick", "epoch") == "epoch" else 2.0}
-    return cfg.replace(**overrides).validate()
 
 
 def config_to_dict(cfg: Config) -> dict[str, Any]:

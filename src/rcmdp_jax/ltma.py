@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax.advantages import discounted_returns
+from rcmdp_jax.kernel_gradients import score_surrogate
 from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
 
 
@@ -19,18 +20,13 @@ def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.A
 
     ``mean_e sum_t gamma^t G_t grad_xi log p_xi(s_{t+1} | s_t, a_t)``, with
     ``G_t = sum_{l>=t} gamma^(l-t) cL_l``; the gradient is ``jax.grad`` of the
-    environment's distrax ``log_prob``.
+    environment's distrax ``log_prob`` (``kernel_gradients.score_surrogate``).
     """
     cost = lagrangian_cost(traj, lam_tilde)  # [E, H]
     horizon = cost.shape[1]
     g = discounted_returns(cost.T, jnp.zeros((horizon,)), gamma).T  # [E, H]
-    weights = jax.lax.stop_gradient(gamma ** jnp.arange(horizon, dtype=jnp.float32) * g * traj.alive)
-    log_p = jax.vmap(jax.vmap(env.transition_log_prob, in_axes=(None, None, 0, 0, 0)),
-                     in_axes=(None, None, 0, 0, 0))  # fmt: skip
-
-    def surrogate(xi):
-        return jnp.mean(jnp.sum(weights * log_p(xi, env_params, traj.s, traj.action, traj.s_next), axis=1))
-
+    weights = gamma ** jnp.arange(horizon, dtype=jnp.float32) * g * traj.alive
+    surrogate = score_surrogate(env, env_params, traj.s, traj.action, traj.s_next, weights)
     return jax.grad(surrogate)(env_params.xi)
 
 

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 from rcmdp_jax import aggregate, stats
-from rcmdp_jax.divergence import nonfinite_episodes
+from rcmdp_jax.plots import plot_robustness, plot_training
+from rcmdp_jax.run_folder import RunFolder
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
 
@@ -86,78 +86,6 @@ def summary_json(rows, seeds: dict | None = None) -> dict:
     return out
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["axes.prop_cycle"] = plt.cycler(color=plt.get_cmap("tab20").colors)
-    return plt
-
-
-def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str) -> list[Path]:
-    """Test Return and each constraint value vs distortion level, SE bands across directions."""
-    plt = _pyplot()
-
-    m = next(iter(results.values()))[1].shape[-1]
-    panels = [("Return", lambda V, C: V)] + [
-        (f"constraint value C_{j + 1}", (lambda j: lambda V, C: C[..., j])(j)) for j in range(m)
-    ]
-    paths = []
-    for i, (label, fn) in enumerate(panels):
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for algo, (V, C) in results.items():
-            mean, se = stats.per_level(fn(V, C))
-            ax.plot(levels, mean, marker="o", ms=3, label=algo)
-            ax.fill_between(levels, mean - se, mean + se, alpha=0.2)
-        ax.set_xlabel("distortion level")
-        ax.set_ylabel(label)
-        ax.set_title(f"{env_name}: test {label}")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
-        fig.tight_layout()
-        path = out_dir / ("test_return.png" if i == 0 else f"test_cost_{i}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
-    return paths
-
-
-def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str) -> Path:
-    """Training curves (mean over seeds): evaluation return, constraint value, lam and xi distortion."""
-    plt = _pyplot()
-
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
-    for algo, m in metrics.items():
-        steps = np.asarray(m["policy_steps"]).mean(0)
-        with warnings.catch_warnings():  # iterations without an evaluation are NaN for every seed
-            warnings.simplefilter("ignore", RuntimeWarning)
-            ret = np.nanmean(np.asarray(m["eval_return"]), axis=0)
-            cost = np.nanmean(np.asarray(m["eval_costs"])[..., 0], axis=0)
-        lam = np.asarray(m["lam"])[..., 0].mean(0)
-        xi = np.asarray(m["xi"])
-        dist = np.abs(xi - xi_c) / np.maximum(kappa, 1e-12)
-        dist = dist.reshape(dist.shape[:2] + (-1,)).max(-1).mean(0)
-        ok = np.isfinite(ret)
-        axes[0, 0].plot(steps[ok], ret[ok], label=algo)
-        axes[0, 1].plot(steps[ok], cost[ok], label=algo)
-        axes[1, 0].plot(steps, lam, label=algo)
-        axes[1, 1].plot(steps, dist, label=algo)
-    titles = ["evaluation return", "evaluation constraint value C_1", "lambda_1", "max_i |xi_i - xi_c,i| / kappa_i"]
-    for ax, t in zip(axes.ravel(), titles):
-        ax.set_title(t, fontsize=10)
-        ax.set_xlabel("policy steps")
-        ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=6, ncol=2)
-    fig.suptitle(f"{env_name}: training curves (mean over seeds)")
-    fig.tight_layout()
-    path = out_dir / "train_curves.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def state_bound_table(bounds: dict, levels: np.ndarray) -> str:
     """Markdown: per algorithm and distortion level, the % of test episodes whose kernel
     mean reached the environment's state bound (``envs.inventory``)."""
@@ -169,30 +97,6 @@ def state_bound_table(bounds: dict, levels: np.ndarray) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_env_results(
-    env_dir: Path, algos, bounds: dict | None = None, seeds: dict | None = None
-) -> tuple[dict, dict, np.ndarray]:
-    """``(results {algo: (V, C) of the seeds that did not diverge, or None}, training
-    metrics, levels)``; fills ``bounds`` (if given) with each algorithm's per-episode
-    state-bound flags and ``seeds`` with ``(seeds used, seeds trained)``."""
-    results, metrics, levels = {}, {}, None
-    for algo in algos:
-        d = env_dir / algo
-        if (d / "test_results.npz").exists():
-            z = np.load(d / "test_results.npz")
-            keep = ~z["diverged"] if "diverged" in z else np.ones(z["V"].shape[0], bool)
-            keep &= ~nonfinite_episodes(z["V"], z["C"])  # also for results written before the flag
-            results[algo] = (z["V"][keep], z["C"][keep]) if keep.any() else None
-            levels = z["levels"]
-            if bounds is not None and keep.any():
-                bounds[algo] = (z["bound"] if "bound" in z else np.zeros_like(z["V"]))[keep]
-            if seeds is not None:
-                seeds[algo] = (int(keep.sum()), int(keep.size))
-        if (d / "train_metrics.npz").exists():
-            metrics[algo] = dict(np.load(d / "train_metrics.npz"))
-    return results, metrics, levels
-
-
 def _has_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -201,30 +105,24 @@ def _has_matplotlib() -> bool:
     return True
 
 
-def load_worst_case(env_dir: Path, env_name: str, results: dict, lambda_max: float, levels) -> dict:
+def load_worst_case(folder: RunFolder, env_name: str, results: dict, lambda_max: float, levels) -> dict:
     """``{algo: worst_case.compare_with_grid(...)}`` for the algorithms with a
     ``worst_case.npz`` (``run.py --worst-case``), over the seeds kept in ``results``."""
-    found: dict = {}
-    paths = {a: env_dir / a / "worst_case.npz" for a, r in results.items() if r is not None}
-    paths = {a: p for a, p in paths.items() if p.exists()}
-    if not paths:
-        return found
-    from rcmdp_jax import envs
+    algos = [a for a, r in results.items() if r is not None
+             and (folder.algo_dir(env_name, a) / "worst_case.npz").exists()]  # fmt: skip
+    if not algos:
+        return {}
     from rcmdp_jax.worst_case import compare_with_grid
 
-    env, params = envs.make(env_name)
-    grid_xi = np.asarray(env.test_kernels(levels, params).xi)  # the test kernels, once per domain
-    for algo, path in paths.items():
-        r = results[algo]
-        z = np.load(path)
-        t = np.load(env_dir / algo / "test_results.npz")
-        keep = ~t["diverged"] if "diverged" in t else np.ones(t["V"].shape[0], bool)
-        keep &= ~nonfinite_episodes(t["V"], t["C"])
-        nested: dict = {}
-        for key in z.files:
-            name, field = key.split("/")
-            nested.setdefault(name, {})[field] = z[key][keep]
-        found[algo] = compare_with_grid(r[0], r[1], nested, lambda_max, grid_xi)
+    found = {}
+    for algo in algos:
+        nested, grid_xi = folder.load_worst_case(env_name, algo)
+        if grid_xi is None:  # a run folder written before the test kernels were stored
+            from rcmdp_jax import envs
+
+            env, params = envs.make(env_name)
+            grid_xi = np.asarray(env.test_kernels(levels, params).xi)
+        found[algo] = compare_with_grid(*results[algo], nested, lambda_max, grid_xi)
     return found
 
 
@@ -232,7 +130,8 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     """Write summary.{md,tex,json} and the plots for one environment; return the Markdown table."""
     bounds: dict = {}
     seeds: dict = {}
-    results, metrics, levels = load_env_results(env_dir, algos, bounds, seeds)
+    folder = RunFolder(env_dir.parent)
+    results, metrics, levels = folder.load_results(env_name, algos, bounds, seeds)
     if not results:
         return ""
     rows = summary_rows(results, lambda_max, seeds)
@@ -261,7 +160,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         (env_dir / "aggregate.json").write_text(json.dumps(agg_json, indent=2))
     elif kept:
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
-    found = load_worst_case(env_dir, env_name, results, lambda_max, levels)
+    found = load_worst_case(folder, env_name, results, lambda_max, levels)
     if found:
         wc_text, wc_json = worst_case_section(found, env_name)
         text += wc_text
@@ -325,25 +224,7 @@ def worst_case_section(found: dict, env_name: str) -> tuple[str, dict]:
         xi = np.round(np.asarray(r["search_xi"][worst_seed], np.float64).ravel(), 3).tolist()
         lines.append(f"| {algo} | " + " | ".join(cells) + f" | {xi} |")
         js["per_algorithm"][algo] = entry
-    summary = []
-    for m in metrics:
-        g = np.concatenate([p[0] for p in pairs[m]])
-        f = np.concatenate([p[1] for p in pairs[m]])
-        beyond = np.concatenate([p[2] for p in pairs[m]])
-        sign = 1.0 if pairs[m] and found[next(iter(found))][m]["lower_is_worse"] else -1.0
-        gap = sign * (g - f)  # > 0: the search found worse than the grid
-        js["domain"][m] = {
-            "pairs": int(beyond.size),
-            "search_beyond_grid": int(beyond.sum()),
-            "mean_gap": float(gap.mean()),
-            "mean_gap_where_beyond": float(gap[beyond].mean()) if beyond.any() else 0.0,
-        }
-        d = js["domain"][m]
-        summary.append(
-            f"* {m}: the search went beyond the grid's worst in {d['search_beyond_grid']} of "
-            f"{d['pairs']} (algorithm, seed) pairs; by {d['mean_gap_where_beyond']:.3f} on average "
-            f"where it did (mean over all pairs {d['mean_gap']:+.3f}; > 0: the search found worse)."
-        )
+    summary = [_domain_line(m, pairs[m], found[next(iter(found))][m]["lower_is_worse"], js) for m in metrics]
     text = (
         f"\n## Worst case: the grid's vs a gradient search's ({env_name})\n\n"
         "Per seed, the worst value over the test grid (11 levels x all corners) and the worst a projected-"
@@ -356,3 +237,24 @@ def worst_case_section(found: dict, env_name: str) -> tuple[str, dict]:
         + "\n"
     )
     return text, js
+
+
+def _domain_line(m: str, pairs: list, lower_is_worse: bool, js: dict) -> str:
+    """Quantity ``m`` over all (algorithm, seed) pairs: how often and by how much the
+    search went beyond the grid (into ``js["domain"][m]``), as one Markdown bullet."""
+    g = np.concatenate([p[0] for p in pairs])
+    f = np.concatenate([p[1] for p in pairs])
+    beyond = np.concatenate([p[2] for p in pairs])
+    sign = 1.0 if pairs and lower_is_worse else -1.0
+    gap = sign * (g - f)  # > 0: the search found worse than the grid
+    d = js["domain"][m] = {
+        "pairs": int(beyond.size),
+        "search_beyond_grid": int(beyond.sum()),
+        "mean_gap": float(gap.mean()),
+        "mean_gap_where_beyond": float(gap[beyond].mean()) if beyond.any() else 0.0,
+    }
+    return (
+        f"* {m}: the search went beyond the grid's worst in {d['search_beyond_grid']} of "
+        f"{d['pairs']} (algorithm, seed) pairs; by {d['mean_gap_where_beyond']:.3f} on average "
+        f"where it did (mean over all pairs {d['mean_gap']:+.3f}; > 0: the search found worse)."
+    )

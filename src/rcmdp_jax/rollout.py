@@ -68,7 +68,7 @@ class Episode:
 
 
 @struct.dataclass
-class Step:
+class EpisodeStep:
     """One step of a fresh episode, as ``scan_episode`` hands it to ``emit`` and ``fold``."""
 
     obs: jax.Array
@@ -120,7 +120,7 @@ def scan_episode(key, env, env_params, policy: Callable, horizon: int, emit=None
 
     ``policy(obs, key) -> action`` (any function, e.g. a ``Policy``). Steps after a true
     termination are masked (``alive = 0``) rather than cut, so the shape is static.
-    Each step's ``Step`` goes to ``emit(step) -> y`` (stacked ``[H, ...]``, nothing
+    Each step's ``EpisodeStep`` goes to ``emit(step) -> y`` (stacked ``[H, ...]``, nothing
     stored when ``emit`` is None) and ``fold(acc, step) -> acc`` from ``init`` (sums
     kept in the carry: very large vmapped batches of episodes fit in memory).
     ``replay_dropout`` (a dropout ``Policy``): each step draws its own dropout key and
@@ -146,7 +146,9 @@ def scan_episode(key, env, env_params, policy: Callable, horizon: int, emit=None
             k_act, k_step = jax.random.split(key)
             action, log_prob, k_drop = policy(obs, k_act), jnp.float32(0.0), None
         _, nstate, reward, term, info = env.step_env(k_step, state, action, env_params)
-        step = Step(obs, state.s, action, nstate.s, reward, info["costs"], alive, info["saturated"], log_prob, k_drop)
+        step = EpisodeStep(
+            obs, state.s, action, nstate.s, reward, info["costs"], alive, info["saturated"], log_prob, k_drop
+        )
         acc = None if fold is None else fold(acc, step)
         y = None if emit is None else emit(step)
         return (nstate, alive * (1.0 - term.astype(jnp.float32)), acc), y

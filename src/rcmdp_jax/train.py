@@ -15,17 +15,15 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
 from rcmdp_jax import envs, lagrange, schedules
-from rcmdp_jax.advantages import discounted_returns, gae
 from rcmdp_jax.batching import only_where
 from rcmdp_jax.config import Config, HParams, validate_hparams
-from rcmdp_jax.learners import Batch, Learner
+from rcmdp_jax.learners import make_learner
 from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.networks import Actor, Critic
-from rcmdp_jax.rollout import EpisodeAccumulator, collect_episode, collect_rollout, init_accumulator, run_episodes
+from rcmdp_jax.rollout import EpisodeAccumulator, init_accumulator, run_episodes
 
 
 @struct.dataclass
@@ -62,7 +60,7 @@ class Variant:
     def of(cls, cfg: Config) -> Variant:
         return cls(
             constraint=jnp.int32(lagrange.MODE_CODES[cfg.constraint]),
-            robust=np.bool_(cfg.robust),  # NumPy: stays known while tracing (``Step.adversary``)
+            robust=jnp.bool_(cfg.robust),
             schedule=schedules.Schedule.of(cfg.alpha_schedule, cfg.alpha_tick),
         )
 
@@ -85,17 +83,20 @@ class Step:
     """The train step of one program shape (a config; its name, constraint mode,
     robustness, schedule and hyperparameters are not read here: they come as
     ``hp`` and ``variant``). Each phase of SPEC §2a is one method.
-    ``skip_idle_lanes=False`` runs LTMA on every lane of a vmapped family and discards
-    it where not robust (the plain ``lax.cond``; for benchmarks)."""
+    ``robust``: the algorithm's robustness when the program is one algorithm's (then the
+    program holds LTMA or not); None for a family, whose lanes choose by the traced
+    ``variant.robust``. ``skip_idle_lanes=False`` runs LTMA on every lane of a family and
+    discards it where not robust (the plain ``lax.cond``; for benchmarks)."""
 
-    def __init__(self, cfg: Config, skip_idle_lanes: bool = True):
+    def __init__(self, cfg: Config, skip_idle_lanes: bool = True, robust: bool | None = None):
         self.cfg = cfg
         self.skip_idle_lanes = skip_idle_lanes
+        self.robust = robust
         self.env, self.default_env_params = envs.make(cfg.env)
         if cfg.robust:
             self.env.check_estimator(self.default_env_params, cfg.ltma_estimator)
         self.actor, self.critic = build_networks(cfg, self.env)
-        self.learner = Learner(self.actor, self.critic, cfg)
+        self.learner = make_learner(cfg, self.env, self.actor, self.critic)
 
     # ------------------------------------------------------------------ state
     def init(self, rng, hp: HParams, env_params) -> TrainState:
@@ -118,68 +119,8 @@ class Step:
         )
 
     # ------------------------------------------------------------------ phases
-    def learn_keys(self, key):
-        """``(rollout key, update key)``: MCPMD's episode uses the whole key (its update
-        replays the episode's own dropout keys)."""
-        return (key, key) if self.cfg.episodic else tuple(jax.random.split(key))
-
-    def rollout(self, key, state: TrainState, hp):
-        """1. Experience under the current kernel: PPO/MDPO ``n_envs x n_steps``
-        auto-resetting steps; MCPMD one whole episode of one env, acting with dropout.
-        Returns ``(data, state, episode metrics)``."""
-        cfg, env = self.cfg, self.env
-        if cfg.episodic:
-            ep = collect_episode(key, env, state.env_params, self.actor, state.params["actor"], env.episode_length,
-                                 cfg.act_dropout)  # fmt: skip
-            disc = hp.gamma ** jnp.arange(env.episode_length, dtype=jnp.float32) * ep.alive
-            stats = dict(
-                episode_return=jnp.sum(ep.reward * ep.alive),
-                episode_disc_return=jnp.sum(ep.reward * disc),
-                episode_costs=disc @ ep.costs,
-                episodes_completed=jnp.float32(1.0),
-            )
-            return ep, state, stats
-        traj, env_state, obs, episodes, ep = collect_rollout(
-            key, env, state.env_params, self.actor, state.params["actor"], state.env_state,
-            state.obs, state.episodes, cfg.n_steps, hp.gamma,
-        )  # fmt: skip
-        n_ep = ep["episodes"]
-        per_episode = lambda x: jnp.where(n_ep > 0, x / jnp.maximum(n_ep, 1.0), jnp.nan)  # noqa: E731
-        stats = dict(
-            episode_return=per_episode(ep["ret"]),
-            episode_disc_return=per_episode(ep["disc_ret"]),
-            episode_costs=per_episode(ep["disc_costs"]),
-            episodes_completed=n_ep,
-        )
-        return traj, state.replace(env_state=env_state, obs=obs, episodes=episodes), stats
-
-    def signal(self, data, params, lam_tilde, hp):
-        """2. The Lagrangian learning signal: GAE advantage ``A_L [T, B]`` and critic
-        targets ``[T, B, 1 + m]`` (PPO/MDPO); the episode's returns-to-go ``[T]`` (MCPMD)."""
-        if self.cfg.episodic:
-            lagr_reward = (data.reward - data.costs @ lam_tilde) * data.alive
-            return discounted_returns(lagr_reward, jnp.zeros_like(data.alive), hp.gamma)
-        rewards = jnp.concatenate([data.reward[..., None], data.costs], axis=-1)
-        values = self.critic.apply(params["critic"], data.obs)
-        next_values = self.critic.apply(params["critic"], data.next_obs)
-        adv, targets = gae(rewards, values, next_values, data.terminated, data.done, hp.gamma, hp.gae_lambda)
-        return adv[..., 0] - adv[..., 1:] @ lam_tilde, targets
-
-    def update(self, key, state: TrainState, data, signal, hp, schedule):
-        """3. The policy (and critic) update. Returns ``(state, policy steps, metrics)``."""
-        if self.cfg.episodic:
-            params, opt_state, upd = self.learner.reinforce(state.params, state.opt_state, data, signal, hp)
-            upd = upd | {"alpha": jnp.asarray(hp.alpha, jnp.float32)}  # no KL penalty: reported as set
-            return state.replace(params=params, opt_state=opt_state), data.alive.sum(), upd
-        adv, targets = signal
-        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
-        batch = Batch(flat(data.obs), flat(data.action), flat(data.log_prob), flat(adv), flat(targets))
-        params, opt_state, sched, upd = self.learner.epochs(
-            key, state.params, state.opt_state, state.schedule, batch, hp, schedule
-        )
-        state = state.replace(params=params, opt_state=opt_state, schedule=sched)
-        return state, jnp.float32(self.cfg.batch_size), upd
-
+    # 1-3: the learner's ``collect`` (experience under the current kernel), ``signal``
+    # (the Lagrangian learning signal) and ``update`` (rcmdp_jax.learners)
     def adversary(self, key, state: TrainState, lam_tilde, hp, robust):
         """4. LTMA on ``xi`` (robust algorithms): ``(kernel, LTMA steps)``. Vmapped over a
         family's members, only the robust lanes run it (``batching.only_where``)."""
@@ -191,8 +132,8 @@ class Step:
             return env_params, jnp.float32(0.0)
 
         args = (key, state.env_params, state.params["actor"], lam_tilde, hp)
-        if not isinstance(robust, jax.core.Tracer):  # one algorithm: known while tracing
-            return attack(*args) if bool(robust) else keep(*args)
+        if self.robust is not None:  # one algorithm: known while tracing
+            return attack(*args) if self.robust else keep(*args)
         if not self.skip_idle_lanes:  # every lane runs LTMA, the non-robust ones discard it
             return jax.lax.cond(robust, attack, keep, *args)
         return only_where(attack, keep)(robust, *args)
@@ -217,28 +158,11 @@ class Step:
             dual = lagrange.dual_step(mode, state.dual, c_eps.mean(0), hp, n_ascent)
             return dual, jnp.where(active, n_dual, 0.0), n_ascent
         k_batch, k_shuffle = jax.random.split(key)
-        values = self.multiplier_batch(k_batch, state.params, env_params, hp, dropout)
+        values = lagrange.multiplier_batch(k_batch, self.env, env_params, self.actor, self.critic, state.params,
+                                           cfg, hp, dropout)  # fmt: skip
         estimates = lagrange.minibatch_means(k_shuffle, values, cfg.dual_epochs, cfg.dual_minibatch)
         dual = lagrange.dual_step(mode, state.dual, values.mean(0), hp, n_ascent, estimates)
         return dual, jnp.where(active, jnp.float32(cfg.dual_batch), 0.0), n_ascent
-
-    def multiplier_batch(self, key, params, env_params, hp, dropout: bool) -> jax.Array:
-        """The multiplier batch's per-time-step readings of the constraint values,
-        ``[dual_batch, m]``: ``n_dual_episodes`` auto-resetting envs from fresh starts,
-        ``dual_batch / n_dual_episodes`` steps each (SPEC §2a.4: 4 x 100)."""
-        cfg, env = self.cfg, self.env
-        n = cfg.n_dual_episodes
-        k_reset, k_run = jax.random.split(key)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, n), env_params)
-        traj = collect_rollout(k_run, env, env_params, self.actor, params["actor"], env_state, obs,
-                               init_accumulator(n, env.num_constraints), cfg.dual_batch // n, hp.gamma, dropout)[0]  # fmt: skip
-        v = v_next = None
-        if cfg.dual_estimator == "gae":  # the critic's cost heads
-            v = self.critic.apply(params["critic"], traj.obs)[..., 1:]
-            v_next = self.critic.apply(params["critic"], traj.next_obs)[..., 1:]
-        values = lagrange.batch_readings(cfg.dual_estimator, traj.costs, traj.terminated, traj.done, v, v_next,
-                                         hp.gamma, hp.gae_lambda)  # fmt: skip
-        return values.reshape(-1, env.num_constraints)
 
     def evaluation(self, key, it, params, env_params, hp):
         """6. Deterministic evaluation for the training curves, every ``eval_every``
@@ -258,12 +182,12 @@ class Step:
     # ------------------------------------------------------------------ iteration
     def iteration(self, state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
         rng, k_learn, k_ltma, k_dual, k_eval = jax.random.split(state.rng, 5)
-        k_roll, k_upd = self.learn_keys(k_learn)
+        k_roll, k_upd = self.learner.learn_keys(k_learn)
         lam_tilde = lagrange.effective_multiplier(variant.constraint, state.dual, hp.eta_lam)
 
-        data, state, metrics = self.rollout(k_roll, state, hp)
-        signal = self.signal(data, state.params, lam_tilde, hp)
-        state, policy_steps, upd = self.update(k_upd, state, data, signal, hp, variant.schedule)
+        data, state, metrics = self.learner.collect(k_roll, state, hp)
+        signal = self.learner.signal(data, state.params, lam_tilde, hp)
+        state, policy_steps, upd = self.learner.update(k_upd, state, data, signal, hp, variant.schedule)
         env_params, ltma_steps = self.adversary(k_ltma, state, lam_tilde, hp, variant.robust)
         dual, dual_steps, n_ascent = self.dual_phase(k_dual, state, env_params, hp, variant.constraint,
                                                      upd["policy_epochs"])  # fmt: skip
@@ -318,7 +242,7 @@ class Step:
 
     def run(self, state: TrainState, hp, variant: Variant, start, n: int):
         """Iterations ``start .. start + n - 1`` (``n`` static): ``(state, metrics)``."""
-        step = self.budgeted_iteration if self.cfg.episodic else self.iteration
+        step = self.budgeted_iteration if self.learner.budgeted else self.iteration
         return jax.lax.scan(lambda s, it: step(s, it, hp, variant), state, start + jnp.arange(n))
 
 
@@ -369,5 +293,5 @@ def make_train(config: Config) -> Trainer:
         raise TypeError(f"make_train needs an rcmdp_jax.Config (e.g. preset('cartpole', 'PPO')), got "
                         f"{type(config).__name__}")  # fmt: skip
     cfg = config.validate()
-    step = Step(cfg)
+    step = Step(cfg, robust=cfg.robust)
     return Trainer(config=cfg, env=step.env, step=step)

@@ -41,7 +41,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rcmdp_jax import stats
 from rcmdp_jax.advantages import discounted_returns
+from rcmdp_jax.kernel_gradients import score_surrogate
 from rcmdp_jax.rollout import Policy, scan_episode
 
 ESTIMATORS = ("score", "pathwise")
@@ -121,12 +123,7 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
     n = to_go.shape[0]
     baseline = (to_go.sum(0, keepdims=True) - to_go) / max(n - 1, 1)
     weights = (gamma ** jnp.arange(horizon, dtype=jnp.float32))[None, :, None] * (to_go - baseline) * alive[..., None]
-    log_p = jax.vmap(jax.vmap(env.transition_log_prob, in_axes=(None, None, 0, 0, 0)), in_axes=(None, None, 0, 0, 0))
-
-    def surrogate(x):
-        lp = log_p(x, env_params, s, a, s_next)  # [E, H]
-        return jnp.mean(jnp.sum(jax.lax.stop_gradient(weights) * lp[..., None], axis=1), axis=0)  # [1 + m]
-
+    surrogate = score_surrogate(env, env_params, s, a, s_next, weights)  # xi -> [1 + m]
     # forward mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the
     # cost's at 20,000 episodes (docs/known_issues.md; tests/test_worst_case.py)
     return values, jax.jacfwd(surrogate)(xi)
@@ -261,7 +258,7 @@ def compare_with_grid(V: np.ndarray, C: np.ndarray, found: dict, lambda_max: flo
     flat_xi = grid_xi.reshape((-1,) + grid_xi.shape[2:])
 
     def r_pen(v, c):
-        return (v - lambda_max * np.maximum(c, 0.0).sum(-1)).mean(-1)
+        return stats.penalised_returns(v, c, lambda_max)["R_pen"].mean(-1)
 
     def worst(values, lower):  # values [S, N] -> index of each seed's worst
         return np.argmin(values, 1) if lower else np.argmax(values, 1)

@@ -1,0 +1,211 @@
+"""PPO and MDPO (SPEC §2b): a batch of ``n_envs x n_steps`` auto-resetting steps, the
+Lagrangian GAE signal, and epochs of shuffled minibatch steps with PPO's target-KL early
+stop (inside jit). ``BatchLearner`` is given its policy loss (``ppo_policy_loss``,
+``mdpo_policy_loss``); the losses themselves are ``rcmdp_jax.losses``."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from rcmdp_jax import losses
+from rcmdp_jax.advantages import gae, normalise
+from rcmdp_jax.rollout import collect_rollout
+from rcmdp_jax.schedules import Schedule, ScheduleState, alpha_ticks_total, alpha_value
+
+
+@struct.dataclass
+class Batch:
+    """A flattened training batch, leaves ``[N, ...]``."""
+
+    obs: jax.Array
+    action: jax.Array
+    old_log_prob: jax.Array
+    advantage: jax.Array  # Lagrangian advantage A_L
+    targets: jax.Array  # (1 + m) critic targets
+
+
+def ppo_policy_loss(learner, dist, log_ratio, adv, mb, alpha, old_actor_params, hp):
+    return losses.ppo_loss(log_ratio, adv, hp.clip_eps)
+
+
+def mdpo_policy_loss(learner, dist, log_ratio, adv, mb, alpha, old_actor_params, hp):
+    if learner.cfg.kl_estimator == "exact":
+        kl = losses.exact_kl(dist, learner.actor.apply(old_actor_params, mb.obs))
+    else:
+        kl = losses.reference_kl(log_ratio)
+    return losses.mdpo_loss(log_ratio, adv, kl, alpha)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchLearner:
+    """PPO or MDPO of one configuration: ``actor``, ``critic`` (flax modules), ``cfg``
+    (the static choices), ``env``, the ``policy_loss`` and PPO's ``kl_stop`` ("sb3",
+    "dropout_off", or None: no early stop) bound once."""
+
+    actor: Any
+    critic: Any
+    cfg: Any  # rcmdp_jax.Config
+    env: Any
+    policy_loss: Callable
+    kl_stop: str | None
+    optimizer: Callable  # lr -> optax.GradientTransformation
+    budgeted = False  # every iteration spends a whole batch: no idle iteration slots
+
+    def learn_keys(self, key):
+        """``(rollout key, update key)``."""
+        return tuple(jax.random.split(key))
+
+    def collect(self, key, state, hp):
+        """1. ``n_envs x n_steps`` auto-resetting steps under the current kernel.
+        Returns ``(transitions [T, B], state, episode metrics)``."""
+        traj, env_state, obs, episodes, ep = collect_rollout(
+            key, self.env, state.env_params, self.actor, state.params["actor"], state.env_state,
+            state.obs, state.episodes, self.cfg.n_steps, hp.gamma,
+        )  # fmt: skip
+        n_ep = ep["episodes"]
+        per_episode = lambda x: jnp.where(n_ep > 0, x / jnp.maximum(n_ep, 1.0), jnp.nan)  # noqa: E731
+        stats = dict(
+            episode_return=per_episode(ep["ret"]),
+            episode_disc_return=per_episode(ep["disc_ret"]),
+            episode_costs=per_episode(ep["disc_costs"]),
+            episodes_completed=n_ep,
+        )
+        return traj, state.replace(env_state=env_state, obs=obs, episodes=episodes), stats
+
+    def signal(self, data, params, lam_tilde, hp):
+        """2. The Lagrangian GAE advantage ``A_L [T, B]`` and critic targets ``[T, B, 1 + m]``."""
+        rewards = jnp.concatenate([data.reward[..., None], data.costs], axis=-1)
+        values = self.critic.apply(params["critic"], data.obs)
+        next_values = self.critic.apply(params["critic"], data.next_obs)
+        adv, targets = gae(rewards, values, next_values, data.terminated, data.done, hp.gamma, hp.gae_lambda)
+        return adv[..., 0] - adv[..., 1:] @ lam_tilde, targets
+
+    def update(self, key, state, data, signal, hp, schedule):
+        """3. The policy and critic update. Returns ``(state, policy steps, metrics)``."""
+        adv, targets = signal
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        batch = Batch(flat(data.obs), flat(data.action), flat(data.log_prob), flat(adv), flat(targets))
+        params, opt_state, sched, upd = self.epochs(key, state.params, state.opt_state, state.schedule, batch, hp,
+                                                    schedule)  # fmt: skip
+        state = state.replace(params=params, opt_state=opt_state, schedule=sched)
+        return state, jnp.float32(self.cfg.batch_size), upd
+
+    def loss(self, params, mb: Batch, key, alpha, old_actor_params, hp):
+        """PPO's or MDPO's loss plus the critic's on minibatch ``mb`` (dropout on, keys
+        from ``key``); returns ``(loss, aux)`` with SB3's ``approx_kl`` of this pass."""
+        k_a, k_c = jax.random.split(key)
+        dist = self.actor.apply(params["actor"], mb.obs, train=True, rngs={"dropout": k_a})
+        log_ratio = dist.log_prob(mb.action) - mb.old_log_prob
+        adv = normalise(mb.advantage) if self.cfg.normalize_advantages else mb.advantage
+        pl = self.policy_loss(self, dist, log_ratio, adv, mb, alpha, old_actor_params, hp)
+        pl = pl - hp.ent_coef * jnp.mean(dist.entropy())
+        values = self.critic.apply(params["critic"], mb.obs, train=True, rngs={"dropout": k_c})
+        vl = losses.critic_loss(values, mb.targets)
+        kl = jax.lax.stop_gradient(jnp.mean(losses.reference_kl(log_ratio)))  # SB3's approx_kl, dropout on
+        return pl + hp.vf_coef * vl, dict(policy_loss=pl, critic_loss=vl, approx_kl=kl)
+
+    def approx_kl(self, actor_params, mb: Batch) -> jax.Array:
+        """``mean(exp(r) - 1 - r)`` of the current policy (dropout off) to the behaviour
+        policy on ``mb``: the early-stop check of ``kl_check="dropout_off"`` (policy
+        change without dropout noise), and the reported ``approx_kl``."""
+        log_prob = self.actor.apply(actor_params, mb.obs).log_prob(mb.action)
+        return jnp.mean(losses.reference_kl(log_prob - mb.old_log_prob))
+
+    def epochs(self, key, params, opt_state, sched: ScheduleState, batch: Batch, hp, schedule: Schedule):
+        """``cfg.epochs`` passes over ``batch`` in shuffled minibatches.
+
+        The passes run as one ``lax.while_loop`` over minibatch steps, so PPO's early
+        stop (minibatch approximate KL above ``1.5 * target_kl``, checked before each
+        step) really ends the work, also under ``vmap`` once every member has stopped.
+        ``kl_check="sb3"`` takes that KL from the loss's own forward pass (dropout on),
+        as Stable-Baselines3 does; ``"dropout_off"`` from a separate dropout-off pass.
+        ``schedule``: alpha's ``schedules.Schedule`` (codes may be traced); each epoch
+        uses its own alpha, and the schedule ticks after each epoch when it ticks per epoch.
+        Returns ``(params, opt_state, sched, metrics)``; ``metrics["policy_epochs"]`` is the
+        number of epochs begun before the stop (all of them without one), the
+        reported ``approx_kl`` that of the updated policy over the whole batch (dropout off).
+        """
+        cfg = self.cfg
+        n = batch.obs.shape[0]
+        n_mb, mb_size, epochs = cfg.num_minibatches, cfg.minibatch_size, cfg.epochs
+        total = epochs * n_mb
+        old_actor_params = params["actor"]
+        grad_fn = jax.value_and_grad(self.loss, has_aux=True)
+        tx = self.optimizer(hp.lr)
+        k_perm, k_drop = jax.random.split(key)
+        perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(k_perm, epochs))
+        per_epoch = schedule.per_epoch()
+        big_k = alpha_ticks_total(schedule, cfg.num_iterations, epochs)
+        alphas = jax.vmap(
+            lambda e: alpha_value(schedule.kind, sched.replace(tick=sched.tick + e * per_epoch), hp.alpha,
+                                  hp.alpha_decay, big_k)
+        )(jnp.arange(epochs))  # fmt: skip
+        zero = jnp.zeros((), jnp.float32)
+        sums0 = dict(policy_loss=zero, critic_loss=zero, n_updates=zero)
+
+        def cond(carry):
+            j, _, _, stopped, _ = carry
+            return jnp.logical_and(j < total, jnp.logical_not(stopped))
+
+        def body(carry):
+            j, params, opt_state, _, sums = carry
+            e, i = j // n_mb, j % n_mb
+            idx = jax.lax.dynamic_slice(perms[e], (i * mb_size,), (mb_size,))
+            mb = jax.tree.map(lambda x: x[idx], batch)
+            k = jax.random.fold_in(k_drop, j)
+
+            def loss_and_grads():
+                (_, aux), grads = grad_fn(params, mb, k, alphas[e], old_actor_params, hp)
+                return aux, grads
+
+            def apply(grads):
+                updates, new_opt = tx.update(grads, opt_state, params)
+                return optax.apply_updates(params, updates), new_opt
+
+            if self.kl_stop == "sb3":  # KL of the same (dropout-on) pass, before the step
+                aux, grads = loss_and_grads()
+                stop = aux["approx_kl"] > 1.5 * hp.target_kl
+                new_params, new_opt = apply(grads)
+                keep = lambda a, b: jax.tree.map(lambda x, y: jnp.where(stop, x, y), a, b)  # noqa: E731
+                params, opt_state = keep(params, new_params), keep(opt_state, new_opt)
+            elif self.kl_stop == "dropout_off":  # a separate dropout-off check; the step is skipped when it stops
+                stop = self.approx_kl(params["actor"], mb) > 1.5 * hp.target_kl
+
+                def step(_):
+                    aux, grads = loss_and_grads()
+                    return (*apply(grads), aux)
+
+                def skip(_):
+                    return params, opt_state, dict(policy_loss=zero, critic_loss=zero, approx_kl=zero)
+
+                params, opt_state, aux = jax.lax.cond(stop, skip, step, None)
+            else:  # no early stop (MDPO): no check, no branch
+                stop = jnp.bool_(False)
+                aux, grads = loss_and_grads()
+                params, opt_state = apply(grads)
+            live = 1.0 - stop.astype(jnp.float32)
+            sums = dict(
+                policy_loss=sums["policy_loss"] + live * aux["policy_loss"],
+                critic_loss=sums["critic_loss"] + live * aux["critic_loss"],
+                n_updates=sums["n_updates"] + live,
+            )
+            return j + 1, params, opt_state, stop, sums
+
+        j_end, params, opt_state, _, sums = jax.lax.while_loop(
+            cond, body, (jnp.int32(0), params, opt_state, jnp.bool_(False), sums0)
+        )
+        sched = sched.replace(tick=sched.tick + epochs * per_epoch)
+        n_updates = sums.pop("n_updates")
+        metrics = {k: v / jnp.maximum(n_updates, 1.0) for k, v in sums.items()}
+        metrics["n_updates"] = n_updates
+        metrics["policy_epochs"] = ((j_end + n_mb - 1) // n_mb).astype(jnp.float32)
+        metrics["alpha"] = alphas[0]
+        metrics["approx_kl"] = self.approx_kl(params["actor"], batch)  # updated policy vs behaviour
+        return params, opt_state, sched, metrics

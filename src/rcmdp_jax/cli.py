@@ -1,0 +1,186 @@
+"""The command line of the main job (``experiments/run.py``): arguments, the checks that
+come before anything is compiled or written (exit 2), and the sequence plan -> run
+folder -> devices -> study. ``rcmdp_jax.runner.main(argv)`` is the same function.
+
+    python experiments/run.py --seeds 10 --vmap
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import sys
+from pathlib import Path
+
+from rcmdp_jax import runtime
+from rcmdp_jax.config import ENV_NAMES
+from rcmdp_jax.plan import UsageError, build_plan, resume_differences
+from rcmdp_jax.run_folder import RunFolder
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="run.py",
+        description="Train robust-constrained RL algorithms and run the robustness test.",
+    )
+    _what_to_run(p)
+    _how_to_run(p)
+    return p.parse_args(argv)
+
+
+def _what_to_run(p) -> None:
+    """Environments, algorithms, budget, seeds, settings."""
+    p.add_argument(
+        "--env",
+        default="cartpole",
+        help=f"one of {', '.join(ENV_NAMES)}, 'all' (the three; default cartpole), or a gymnax preset "
+        "gymnax:ID (CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCarContinuous-v0)",
+    )
+    p.add_argument(
+        "--uncertain",
+        default=None,
+        metavar="FIELD=WIDTH,...",
+        help="gymnax presets: the uncertain EnvParams fields and their box half-widths, relative "
+        "(g=0.2: ±20%%) or absolute (g=abs:1.5); replaces the preset's box",
+    )
+    p.add_argument("--costs", default=None, metavar="NAME,...",
+                   help="gymnax presets: which of the preset's constraint costs to keep (default: its first)")  # fmt: skip
+    p.add_argument(
+        "--algos",
+        default="all",
+        help="comma-separated algorithm names (SPEC §2), or 'all' (default); a name may carry hyperparameters, "
+        "e.g. MDPO-Lag@lam_init=0 (lanes of the same compiled program), or an alpha "
+        "schedule variant, e.g. MDPO-Robust-Lag:restart-batch",
+    )
+    p.add_argument(
+        "--schedules",
+        action="store_true",
+        help="the schedules study: MDPO-Robust, MDPO-Robust-Lag and MDPO-Robust-Augmented-Lag under every "
+        "alpha schedule ticking per epoch and per batch (one compiled program); replaces --algos",
+    )
+    p.add_argument("--budget", default="short", help="short|long: the SPEC §3 number of policy steps")
+    p.add_argument("--steps", type=int, default=None, help="policy steps per run (overrides --budget)")
+    p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
+    p.add_argument(
+        "--vmap", dest="vmap", action="store_true", default=True, help="all seeds in one vmapped call (default)"
+    )
+    p.add_argument("--no-vmap", dest="vmap", action="store_false", help="a Python loop over seeds (for comparison)")
+
+
+def _how_to_run(p) -> None:
+    """Output, testing, resuming, devices, processes, cache."""
+    p.add_argument("--out", default=None, help="run folder (default runs/<timestamp>); never overwritten")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any Config/HParams field, e.g. --set eta_xi=1e-6 (repeatable)",
+    )
+    p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default SPEC §4)")
+    p.add_argument("--worst-case", action="store_true",
+                   help="after the grid, search the uncertainty box for each seed's worst kernel by projected "
+                        "gradient steps (rcmdp_jax.worst_case); adds a grid-vs-search table")  # fmt: skip
+    p.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished algorithms")
+    p.add_argument(
+        "--eval-only", metavar="RUN_DIR", default=None, help="re-run the sweep of RUN_DIR from its checkpoints"
+    )
+    p.add_argument(
+        "--devices",
+        default="auto",
+        help="'auto' (default: on a CPU one XLA device per core, else all devices), 'all' or N: "
+        "shard the seeds across them",
+    )
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="one of several processes (jax.distributed): each trains its share of the seeds, process 0 "
+        "writes the run folder; under SLURM or Open MPI the next three options are found automatically",
+    )
+    p.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                   help="--distributed: the coordinator (process 0) address (default: JAX_COORDINATOR_ADDRESS or "
+                        "the cluster's)")  # fmt: skip
+    p.add_argument("--num-processes", type=int, default=None, help="--distributed: how many processes")
+    p.add_argument("--process-id", type=int, default=None, help="--distributed: this process's index, 0 .. N-1")
+    p.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR|off",
+        help="persistent XLA compilation cache: a re-run compiles nothing (default: JAX's own setting "
+        "(JAX_COMPILATION_CACHE_DIR) if it has one, else ~/.cache/rcmdp_jax/xla)",
+    )
+
+
+# the options --eval-only does not use (it takes the run folder's plan as it is)
+EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "algos", "schedules", "budget", "steps", "seeds", "seed", "vmap", "out",
+                    "sets", "resume")  # fmt: skip
+
+
+def plan_and_folder(args, first: bool) -> tuple[dict, RunFolder]:
+    """The plan this command runs and its run folder: a saved one (``--eval-only``,
+    ``--resume``, checked against this command) or a new one (not written yet)."""
+    if args.eval_only:
+        defaults = parse_args([])
+        unused = [f"--{k.replace('_', '-')}" for k in EVAL_ONLY_UNUSED if getattr(args, k) != getattr(defaults, k)]
+        if unused:
+            raise UsageError(f"--eval-only reruns the sweep of a run folder as it was trained; it does not use "
+                             f"{', '.join(unused).replace('--sets', '--set')}: drop it, or train into a new --out")  # fmt: skip
+        folder = RunFolder(args.eval_only)
+        plan = folder.read_plan("--eval-only")
+        folder.check_seeds(plan, "--eval-only")
+        if args.n_test is not None and args.n_test != plan["n_test"]:
+            raise UsageError(
+                f"--eval-only reruns the sweep of {folder.root} as it was run (--n-test {plan['n_test'] or 'default'}); "
+                "to test with another --n-test, train into a new --out"
+            )
+        return plan, folder
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
+    runtime.check_compile_cache(args.compile_cache)
+    plan = build_plan(args)
+    folder = RunFolder(args.out if args.out else Path("runs") / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    if args.resume:
+        saved = folder.read_plan("--resume")
+        folder.check_seeds(saved, "--resume")
+        if differ := resume_differences(saved, plan):
+            raise UsageError(
+                f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use the same options"
+            )
+        return saved, folder
+    if folder.root.exists() and first:
+        raise UsageError(
+            f"output folder {folder.root} already exists; use --resume to continue it or choose another --out"
+        )
+    return plan, folder
+
+
+def main(argv=None) -> int:
+    from rcmdp_jax.study import Study
+
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        first = runtime.start_processes(args)  # the process that checks and writes the run folder
+        plan, folder = plan_and_folder(args, first)
+        mesh = runtime.mesh_of(args)
+        if not args.eval_only and not args.resume and first:
+            folder.create(plan)
+        release = folder.lock() if first else (lambda: None)
+    except UsageError as err:
+        print(f"run.py: error: {err}", file=sys.stderr)
+        return 2
+    runtime.speed_up(args.compile_cache)
+    n_runs = len(plan["envs"]) * len(plan["algos"])
+    where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
+    if args.distributed:
+        import jax
+
+        where += f"; process {jax.process_index()} of {jax.process_count()}"
+    print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
+          f"({'vmapped' if plan['vmap'] else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
+    try:
+        with runtime.ctrl_c_exits(folder.root):
+            return Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case).run()
+    finally:
+        release()

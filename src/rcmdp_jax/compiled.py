@@ -1,0 +1,198 @@
+"""A family of algorithms compiled ahead of time and trained in chunks with progress:
+the lane layout over devices (``Prepared``) and the chunked loop (``train_prepared``)."""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+
+def fmt(seconds: float) -> str:
+    return f"{seconds:5.1f}s" if seconds < 120 else f"{seconds / 60:5.1f}min"
+
+
+def chunk_size(n_iter: int, target_chunks: int = 10) -> int:
+    """Largest divisor of ``n_iter`` not above ``n_iter / target_chunks`` (at least 1)."""
+    limit = max(1, n_iter // target_chunks)
+    return max(d for d in range(1, limit + 1) if n_iter % d == 0)
+
+
+class Prepared:
+    """A family of algorithms (``rcmdp_jax.family``) compiled and ready to train. With
+    ``--vmap`` all members x seeds run in one vmapped program; with ``--no-vmap`` each
+    algorithm and seed runs alone.
+
+    It is built in a background thread while the previous family trains, so building
+    only traces, lowers and compiles (from abstract shapes): it executes nothing and
+    moves no data (device work from two threads at once was one of the places the
+    init program's LAPACK deadlock showed: docs/known_issues.md); ``start`` (main
+    thread) makes the arrays and the initial state.
+
+    ``per_device``: on a mesh, each device runs the program on its own lanes
+    (``shard_map``), so a device whose lanes all hit PPO's KL stop moves on; else one
+    SPMD program over all lanes (``jit`` with shardings; they wait for each other).
+    ``skip_idle_lanes``: see ``train.Step``. Both off: the program before they existed
+    (``experiments/bench_families.py`` times all three)."""
+
+    def __init__(self, cfgs, keys: np.ndarray, use_vmap: bool, mesh=None, per_device: bool = True,
+                 skip_idle_lanes: bool = True):  # fmt: skip
+        t0 = time.perf_counter()
+        self.cfgs, self.keys, self.use_vmap, self.mesh = cfgs, np.asarray(keys), use_vmap, mesh
+        self.skip_idle_lanes = skip_idle_lanes
+        self.n_iter = cfgs[0].num_iterations
+        self.chunk = chunk_size(self.n_iter)
+        if use_vmap:
+            self._compile_vmapped(per_device)
+        else:
+            self._compile_loop()
+        self.compile_s = time.perf_counter() - t0
+
+    def _spec(self, x, sharded: bool, padded: bool = True):
+        """Abstract value of a host array: with a mesh, its leading axis padded to the
+        mesh size, and split across the mesh when ``sharded``."""
+        import jax
+
+        from rcmdp_jax.sharding import batch_sharding
+
+        if x is None:
+            return None
+        shape, mesh = x.shape, self.mesh
+        if mesh is None or not padded:
+            return jax.ShapeDtypeStruct(shape, x.dtype)
+        shape = (-(-shape[0] // mesh.size) * mesh.size,) + shape[1:]
+        return jax.ShapeDtypeStruct(shape, x.dtype, sharding=batch_sharding(mesh) if sharded else None)
+
+    def _compile_vmapped(self, per_device: bool) -> None:
+        """All members x seeds in one vmapped program (sharded over the mesh if any)."""
+        import jax
+        from jax.sharding import PartitionSpec
+
+        from rcmdp_jax import make_train
+        from rcmdp_jax.family import make_family
+        from rcmdp_jax.sharding import AXIS, batch_sharding
+
+        cfgs, keys, mesh, chunk, spec = self.cfgs, self.keys, self.mesh, self.chunk, self._spec
+        # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
+        split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}
+        if len(cfgs) > 1:
+            family = make_family(cfgs, self.skip_idle_lanes)
+            members = np.repeat(np.arange(len(cfgs), dtype=np.int32), keys.shape[0])
+            init_fn = jax.vmap(family.init)
+            step = jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None))
+        else:
+            train = make_train(cfgs[0])
+            members = None
+            init_fn = jax.vmap(lambda k, m: train.init(k), in_axes=(0, None))
+            step = jax.vmap(lambda s, m, start: train.run(s, None, start, chunk), in_axes=(0, None, None))
+        batch_keys = np.tile(keys, (len(cfgs), 1)) if members is not None else keys
+        self.batches = [(batch_keys, members)]
+        # the initial state is computed unsharded, then split across the mesh: a sharded
+        # init program (orthogonal init = LAPACK QR) also deadlocks XLA CPU on several devices
+        self.init = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False)).compile()
+        state = jax.eval_shape(init_fn, spec(batch_keys, False), spec(members, False))
+        if mesh is not None:
+            state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=batch_sharding(mesh)), state)
+        if mesh is not None and per_device:
+            # each device runs its own lanes: a device whose lanes all hit PPO's KL stop
+            # moves on, and only_where (LTMA) sorts the device's own lanes
+            lanes, whole = PartitionSpec(AXIS), PartitionSpec()
+            step = jax.shard_map(step, mesh=mesh, in_specs=(lanes, lanes, whole), out_specs=lanes, check_vma=False)
+        start_spec = jax.ShapeDtypeStruct((), np.int32)
+        self.step = jax.jit(step, **split).lower(state, spec(members, True), start_spec).compile()
+
+    def _compile_loop(self) -> None:
+        """A Python loop over algorithms and seeds; the step is compiled per algorithm."""
+        import jax
+
+        from rcmdp_jax import make_train
+
+        keys, chunk, spec = self.keys, self.chunk, self._spec
+        trains = [make_train(c) for c in self.cfgs]
+        self.batches = [(keys[i], m) for m in range(len(self.cfgs)) for i in range(keys.shape[0])]
+        inits = [jax.jit(t.init).lower(spec(keys[0], False)).compile() for t in trains]
+        self.init = lambda k, m: inits[m](k)
+        start_spec = jax.ShapeDtypeStruct((), np.int32)
+        compiled = [
+            jax.jit(lambda s, start, t=t: t.run(s, None, start, chunk))
+            .lower(jax.eval_shape(t.init, spec(keys[0], False)), start_spec).compile()
+            for t in trains
+        ]  # fmt: skip
+        self.step = lambda state, m, start: compiled[m](state, start)
+
+    def start(self, keys, members):
+        """(main thread) The initial state of one batch and the members argument of the step."""
+        import jax
+
+        from rcmdp_jax.sharding import batch_sharding, pad_leading
+
+        if not self.use_vmap or self.mesh is None:
+            return self.init(keys, members), members
+        pad = lambda x: None if x is None else pad_leading(x, self.mesh.size)[self.order]  # noqa: E731
+        # through the host: the init program finishes, then host memory is split across the
+        # devices (the init program used to hang XLA CPU: docs/known_issues.md)
+        state = jax.tree.map(np.asarray, self.init(pad(keys), pad(members)))
+        state = jax.device_put(state, batch_sharding(self.mesh))
+        placed = None if members is None else jax.device_put(pad(members), batch_sharding(self.mesh))
+        return state, placed
+
+    @functools.cached_property
+    def order(self) -> np.ndarray:
+        """The lanes (members x seeds, padded to the mesh) in the order the devices take
+        them in blocks: with ``skip_idle_lanes``, dealt out in turn (device ``d`` gets
+        lanes ``d, d + D, ...``), so every device gets its share of each member and of
+        the robust lanes' LTMA work; else in order."""
+        n = len(self.batches[0][0]) if self.use_vmap else 1
+        d = 1 if self.mesh is None else self.mesh.size
+        n = -(-n // d) * d
+        if not self.skip_idle_lanes or d == 1:
+            return np.arange(n)
+        return np.concatenate([np.arange(i, n, d) for i in range(d)])
+
+
+def train_prepared(prep: Prepared, label: str):
+    """Train all members and seeds, printing progress per chunk.
+
+    Returns ``([TrainResult per member, leading axis = seed], train seconds)``."""
+    import jax
+    import jax.numpy as jnp
+
+    from rcmdp_jax import TrainResult
+    from rcmdp_jax.sharding import unshard
+
+    n_iter, chunk = prep.n_iter, prep.chunk
+    print(f"{label} compiled in {fmt(prep.compile_s)} ({n_iter} iterations, {chunk} per chunk)", flush=True)
+    results, t_train = [], time.perf_counter()
+    total_chunks = n_iter // chunk * len(prep.batches)
+    done, next_report = 0, 0.0
+    for keys, members in prep.batches:
+        state, members = prep.start(keys, members)
+        chunks = []
+        for start in range(0, n_iter, chunk):
+            state, metrics = prep.step(state, members, jnp.int32(start))
+            chunks.append(metrics)
+            done += 1
+            frac = done / total_chunks
+            if frac >= next_report or done == total_chunks:
+                jax.block_until_ready(state)
+                elapsed = time.perf_counter() - t_train
+                eta = elapsed / frac - elapsed
+                print(f"{label} {100 * frac:5.1f}%  elapsed {fmt(elapsed)}  ETA {fmt(eta)}", flush=True)
+                next_report = frac + 0.2
+        axis = 1 if prep.use_vmap else 0
+        metrics = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=axis), *chunks)
+        results.append(TrainResult(state=state, metrics=metrics))
+    n_seeds, n_members = prep.keys.shape[0], len(prep.cfgs)
+    if prep.use_vmap:
+        result = results[0]
+        if prep.mesh is not None:  # back from the devices' order (Prepared.order), then trimmed
+            back = np.argsort(prep.order)
+            result = unshard(jax.tree.map(lambda x: x[back], result), n_seeds * n_members)
+        per_member = [jax.tree.map(lambda x, i=i: x[i * n_seeds : (i + 1) * n_seeds], result) for i in range(n_members)]
+    else:
+        per_member = [
+            jax.tree.map(lambda *xs: jnp.stack(xs), *results[i * n_seeds : (i + 1) * n_seeds]) for i in range(n_members)
+        ]
+    jax.block_until_ready(per_member)
+    return per_member, time.perf_counter() - t_train

@@ -1,0 +1,86 @@
+"""MCPMD / RMCPMD, the reference REINFORCE code (SPEC §2b): one whole episode of one
+environment per iteration, acting with dropout, returns-to-go of the Lagrangian reward,
+one optimizer step."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rcmdp_jax import losses
+from rcmdp_jax.advantages import discounted_returns
+from rcmdp_jax.rollout import collect_episode
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeLearner:
+    """MCPMD of one configuration: ``actor``, ``critic`` (not trained), ``cfg``, ``env``."""
+
+    actor: Any
+    critic: Any
+    cfg: Any  # rcmdp_jax.Config
+    env: Any
+    optimizer: Callable  # lr -> optax.GradientTransformation
+    budgeted = True  # an iteration is an episode: the train scan has idle slots past the budget
+
+    def learn_keys(self, key):
+        """``(rollout key, update key)``: the update replays the episode's own dropout keys."""
+        return key, key
+
+    def collect(self, key, state, hp):
+        """1. One whole episode of one env under the current kernel, acting with dropout."""
+        env = self.env
+        ep = collect_episode(key, env, state.env_params, self.actor, state.params["actor"], env.episode_length,
+                             self.cfg.act_dropout)  # fmt: skip
+        disc = hp.gamma ** jnp.arange(env.episode_length, dtype=jnp.float32) * ep.alive
+        stats = dict(
+            episode_return=jnp.sum(ep.reward * ep.alive),
+            episode_disc_return=jnp.sum(ep.reward * disc),
+            episode_costs=disc @ ep.costs,
+            episodes_completed=jnp.float32(1.0),
+        )
+        return ep, state, stats
+
+    def signal(self, data, params, lam_tilde, hp):
+        """2. The episode's returns-to-go of the Lagrangian reward ``[T]``."""
+        lagr_reward = (data.reward - data.costs @ lam_tilde) * data.alive
+        return discounted_returns(lagr_reward, jnp.zeros_like(data.alive), hp.gamma)
+
+    def update(self, key, state, data, signal, hp, schedule):
+        """3. One REINFORCE step. Returns ``(state, policy steps, metrics)``."""
+        params, opt_state, upd = self.reinforce(state.params, state.opt_state, data, signal, hp)
+        upd = upd | {"alpha": jnp.asarray(hp.alpha, jnp.float32)}  # no KL penalty: reported as set
+        return state.replace(params=params, opt_state=opt_state), data.alive.sum(), upd
+
+    def reinforce(self, params, opt_state, episode, returns: jax.Array, hp):
+        """MCPMD's step (SPEC §2b): one optimizer step of ``reinforce_loss`` on one whole
+        episode. The log-probabilities are recomputed with each step's own dropout key,
+        so they (and their gradients) are those of the dropout-perturbed policy that
+        acted. ``episode``: ``rollout.Episode`` (leaves ``[T, ...]``); ``returns`` ``[T]``
+        the Lagrangian returns-to-go. Returns ``(params, opt_state, metrics)``."""
+        actor = self.actor
+        g = losses.normalise_episode(returns, episode.alive)
+
+        def loss(actor_params):
+            def log_prob(obs, action, k):
+                return actor.apply(actor_params, obs, train=True, rngs={"dropout": k}).log_prob(action)
+
+            lp = jax.vmap(log_prob)(episode.obs, episode.action, episode.dropout_key)
+            return losses.reinforce_loss(lp, g, episode.alive)
+
+        pl, grads = jax.value_and_grad(loss)(params["actor"])
+        grads = {"actor": grads, "critic": jax.tree.map(jnp.zeros_like, params["critic"])}
+        updates, opt_state = self.optimizer(hp.lr).update(grads, opt_state, params)
+        deterministic_lp = lambda p: jax.vmap(lambda o, a: actor.apply(p, o).log_prob(a))(episode.obs, episode.action)  # noqa: E731
+        old_lp = deterministic_lp(params["actor"])
+        params = optax.apply_updates(params, updates)
+        n = jnp.maximum(episode.alive.sum(), 1.0)
+        kl = jnp.sum(episode.alive * losses.reference_kl(deterministic_lp(params["actor"]) - old_lp)) / n
+        metrics = dict(policy_loss=pl, critic_loss=jnp.float32(0.0), n_updates=jnp.float32(1.0),
+                       policy_epochs=jnp.float32(1.0), approx_kl=kl)  # fmt: skip
+        return params, opt_state, metrics

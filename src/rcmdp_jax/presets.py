@@ -1,0 +1,187 @@
+"""The study's presets (SPEC §3): the 14 algorithm names and what they mean, the
+per-domain learner tables, the schedules study's variants, ``ALGO@FIELD=VALUE``
+hyperparameter lanes, and ``preset`` (a validated ``Config`` of one algorithm on one
+environment)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any
+
+from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, BUDGETS, Config, HParams, _check_env, _choice
+from rcmdp_jax.envs import env_class, learner_settings
+
+# The reference grid of SPEC §2, in its order.
+ALGORITHMS = (
+    "MCPMD", "PPO", "MDPO",
+    "RMCPMD", "PPO-Robust", "MDPO-Robust",
+    "MCPMD-Lag", "PPO-Lag", "MDPO-Lag",
+    "MDPO-Augmented-Lag",
+    "RMCPMD-Lag", "PPO-Robust-Lag", "MDPO-Robust-Lag",
+    "MDPO-Robust-Augmented-Lag",
+)  # fmt: skip
+
+_NAME_RE = re.compile(r"^(R?)(MCPMD|PPO|MDPO)(-Robust)?(-Augmented)?(-Lag)?$")
+
+
+def parse_algorithm(name: str) -> tuple[str, str, bool]:
+    """``"MDPO-Robust-Augmented-Lag"`` -> ``("mdpo", "augmented", True)``."""
+    m = _NAME_RE.match(name)
+    valid = m is not None
+    if valid:
+        r_prefix, learner, robust_suffix, augmented, lag = m.groups()
+        # RMCPMD is the robust Monte-Carlo learner's name; the others use "-Robust"
+        valid = (learner == "MCPMD" and not robust_suffix) or (learner != "MCPMD" and not r_prefix)
+        valid = valid and not (augmented and not lag)
+    if not valid:
+        raise ValueError(
+            f"unknown algorithm {name!r}; valid names: {', '.join(ALGORITHMS)} "
+            "(and the -Augmented-Lag variant of any learner)"
+        )
+    robust = bool(r_prefix or robust_suffix)
+    constraint = "augmented" if augmented else ("lagrangian" if lag else "none")
+    return learner.lower(), constraint, robust
+
+
+# SPEC §3, per environment (the discount and the episode length are the environment's own).
+_ENV_PRESETS: dict[str, dict[str, Any]] = {
+    "cartpole": dict(
+        policy_hidden=(128,), critic_hidden=(128,), optimizer="adam",
+        ppo_epochs=50, ppo_target_kl=0.01, ppo_dual_epochs_from_policy=True, ltma_per_100=10.0, ltma_horizon=10,
+        mcpmd_ltma=10,
+        budgets={"short": 20_000, "long": 200_000},
+        hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-7),
+    ),
+    "inventory": dict(
+        policy_hidden=(64,), critic_hidden=(128,), optimizer="adam",
+        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=25.0, ltma_horizon=40,
+        mcpmd_ltma=20,
+        budgets={"short": 16_000, "long": 400_000},
+        hp=dict(lr=1e-3, gae_lambda=0.5, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
+    ),
+    "inventory3d": dict(
+        policy_hidden=(128, 128), critic_hidden=(128,), optimizer="sgd",
+        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=20.0, ltma_horizon=40,
+        mcpmd_ltma=20,
+        budgets={"short": 40_000, "long": 400_000},
+        hp=dict(lr=1e-3, gae_lambda=0.5, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
+    ),
+}  # fmt: skip
+
+# An environment outside the study (a gymnax: preset or a registered one) brings its own
+# table (``envs.learner_settings``); missing keys come from this one.
+DEFAULT_LEARNER: dict[str, Any] = dict(
+    policy_hidden=(64, 64), critic_hidden=(64, 64), optimizer="adam", dropout=0.0,
+    ppo_epochs=10, ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=20,
+    mcpmd_ltma=10,
+    budgets={"short": 20_000, "long": 200_000},
+    hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4),
+)  # fmt: skip
+
+
+def domain_table(env: str) -> dict[str, Any]:
+    """The per-domain learner table of ``env``: SPEC §3 for the study's domains, else the
+    environment's own settings over ``DEFAULT_LEARNER``."""
+    if env in _ENV_PRESETS:
+        return _ENV_PRESETS[env]
+    own = learner_settings(env) or {}
+    return {**DEFAULT_LEARNER, **own, "hp": {**DEFAULT_LEARNER["hp"], **own.get("hp", {})}}
+
+
+# The schedules study (the reference study's appendix): MDPO's robust algorithms under
+# every alpha schedule, ticking per epoch and per batch (fixed alpha does not tick).
+SCHEDULE_STUDY_ALGORITHMS = ("MDPO-Robust", "MDPO-Robust-Lag", "MDPO-Robust-Augmented-Lag")
+
+
+def schedule_variants(algorithms=SCHEDULE_STUDY_ALGORITHMS) -> tuple[str, ...]:
+    """Names ``ALGO:SCHEDULE-TICK`` (``ALGO:fixed`` once) of the schedules study."""
+    kinds = ["fixed"] + [f"{s}-{t}" for s in ALPHA_SCHEDULES if s != "fixed" for t in ALPHA_TICKS]
+    return tuple(f"{a}:{k}" for a in algorithms for k in kinds)
+
+
+def split_variant(name: str) -> tuple[str, dict[str, Any]]:
+    """An algorithm name with variants -> ``(algorithm, Config/HParams overrides)``:
+    ``"MDPO-Robust-Lag:restart-batch"`` -> ``("MDPO-Robust-Lag", {"alpha_schedule":
+    "restart", "alpha_tick": "batch"})``; ``"MDPO-Lag@lam_init=0@eta_lam=1e-4"`` -> its
+    hyperparameters (``HParams`` fields only, so the variant shares its family's compiled
+    program: a sweep of lanes); a plain algorithm name -> ``(name, {})``."""
+    name, *hp_items = name.split("@")
+    overrides: dict[str, Any] = {}
+    hp_fields = {f.name for f in dataclasses.fields(HParams)}
+    for item in hp_items:
+        key, eq, raw = item.partition("=")
+        try:
+            value = float(raw)
+        except ValueError:
+            value = None
+        if not eq or key not in hp_fields or value is None:
+            raise ValueError(f"unknown hyperparameter variant {item!r} in {name!r}: write ALGO@FIELD=NUMBER with FIELD "
+                             f"one of {', '.join(sorted(hp_fields))}")  # fmt: skip
+        overrides[key] = value
+    if ":" not in name:
+        return name, overrides
+    algo, _, variant = name.partition(":")
+    schedule, _, tick = variant.partition("-")
+    if schedule not in ALPHA_SCHEDULES or (tick and tick not in ALPHA_TICKS) or (schedule != "fixed" and not tick):
+        raise ValueError(
+            f"unknown schedule variant {name!r}: write ALGO:SCHEDULE-TICK with SCHEDULE one of "
+            f"{', '.join(ALPHA_SCHEDULES)} and TICK one of {', '.join(ALPHA_TICKS)} (ALGO:fixed for fixed alpha)"
+        )
+    return algo, {"alpha_schedule": schedule, "alpha_tick": tick or "epoch", **overrides}
+
+
+def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) -> Config:
+    """The SPEC §3 configuration of ``algorithm`` on ``env`` at ``budget``.
+
+    ``algorithm`` is a name of the grid, optionally with an alpha schedule variant
+    (``"MDPO-Robust-Lag:restart-batch"``, see ``split_variant``). ``overrides`` are any
+    Config or HParams fields (validated).
+    """
+    _check_env(env)
+    _choice("budget", budget, BUDGETS)
+    base_name, variant = split_variant(algorithm)
+    overrides = {**overrides, **variant}  # a variant in the name is what names it
+    learner, constraint, robust = parse_algorithm(base_name)
+    p = domain_table(env)
+    domain = env_class(env)
+    hp = HParams(
+        target_kl=p["ppo_target_kl"] if learner == "ppo" else math.inf,
+        lam_init=5.0,
+        alpha=2.0,
+        gamma=domain.gamma,
+        alpha_decay=domain.gamma,  # SPEC §2d: geometric alpha decays by the domain's gamma
+        **p["hp"],
+    )
+    common = dict(
+        env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
+        total_timesteps=p["budgets"][budget], policy_hidden=p["policy_hidden"],
+        critic_hidden=p["critic_hidden"], optimizer=p["optimizer"], ltma_horizon=p["ltma_horizon"], hparams=hp,
+        dropout=p.get("dropout", Config.dropout),
+    )  # fmt: skip
+    if learner == "mcpmd":
+        # the reference REINFORCE code: one whole episode of one env per iteration, acting in
+        # training mode, PyTorch's default init and Adam (on every domain: SPEC §2b), no
+        # clipping; one dual step
+        ep = domain.episode_length
+        cfg = Config(
+            **{**common, "optimizer": "adam"}, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, ltma_iterations=p["mcpmd_ltma"],
+            init="torch", adam_eps=1e-8, max_grad_norm=math.inf, act_dropout=True,
+            n_dual_episodes=1, dual_epochs=1, dual_batch=ep, dual_minibatch=ep, eval_every=10,
+        )  # fmt: skip
+    else:
+        # Stable-Baselines3 conventions (SPEC §3): the Config defaults (orthogonal init,
+        # Adam eps 1e-5, gradient-norm clip 0.5); 5 x 13 = 65 dual steps per iteration
+        ppo = learner == "ppo"
+        n_envs, n_steps = 4, 400
+        cfg = Config(
+            **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p["ppo_epochs"] if ppo else 5,
+            ltma_iterations=max(1, round(n_envs * n_steps * p["ltma_per_100"] / 100)),
+            dual_epochs=p["ppo_epochs"] if ppo and p["ppo_dual_epochs_from_policy"] else 5,
+            dual_epochs_from_policy=ppo and p["ppo_dual_epochs_from_policy"],
+        )  # fmt: skip
+    if overrides.get("alpha_schedule") == "geometric" and "alpha" not in overrides:
+        # SPEC §2d: alpha_0 = 5 when ticking per epoch, 2 per batch
+        overrides = {**overrides, "alpha": 5.0 if overrides.get("alpha_tick", "epoch") == "epoch" else 2.0}
+    return cfg.replace(**overrides).validate()

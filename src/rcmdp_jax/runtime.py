@@ -1,0 +1,93 @@
+"""The process's runtime switches for the main job: several processes
+(``jax.distributed``), the device mesh, the persistent compilation cache, the faster CPU
+random numbers, and Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from rcmdp_jax.plan import UsageError
+
+
+def start_processes(args) -> bool:
+    """``--distributed``: join the other processes (before anything starts JAX's
+    backends). Returns whether this is the first process (the one that writes)."""
+    if not args.distributed and any(x is not None for x in (args.coordinator, args.num_processes, args.process_id)):
+        raise UsageError("--coordinator, --num-processes and --process-id need --distributed")
+    if not args.distributed:
+        return True
+    import jax
+
+    from rcmdp_jax.sharding import init_distributed
+
+    try:
+        init_distributed(args.coordinator, args.num_processes, args.process_id)
+    except (ValueError, RuntimeError) as err:
+        raise UsageError(f"--distributed: {err}") from None
+    return jax.process_index() == 0
+
+
+def mesh_of(args):
+    """The device mesh the seeds are sharded over, or None for one device."""
+    if not (args.distributed or args.devices != "1"):
+        return None
+    from rcmdp_jax.sharding import setup_devices
+
+    try:
+        mesh = setup_devices(args.devices, args.distributed)
+    except ValueError as err:
+        raise UsageError(f"--devices: {err}") from None
+    return None if mesh.size == 1 and not args.distributed else mesh  # one device: nothing to split
+
+
+def check_compile_cache(cache: str | None) -> None:
+    if cache in (None, "off"):
+        return
+    try:  # the cache folder itself (not the run folder) may be made now
+        Path(cache).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--compile-cache {cache}: cannot use it as a folder ({err.strerror or err}); "
+                         "name a folder or 'off'") from None  # fmt: skip
+
+
+def speed_up(cache: str | None) -> None:
+    """Same random bits, faster CPU code (``rcmdp_jax.cpu_prng``); the persistent XLA
+    compilation cache (``cache``: a folder, ``off``, or None for JAX's own setting, else
+    ``~/.cache/rcmdp_jax/xla``)."""
+    from rcmdp_jax import cpu_prng
+
+    cpu_prng.apply_default()
+    if cache == "off":
+        return
+    import jax
+
+    if cache is not None or not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", cache or str(Path.home() / ".cache" / "rcmdp_jax" / "xla"))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+@contextlib.contextmanager
+def ctrl_c_exits(out: Path):
+    """Ctrl-C prints one line and exits 130 at once. A handler rather than ``except
+    KeyboardInterrupt``: a library that catches the exception (or checks signals inside a
+    long XLA call) cannot swallow it."""
+
+    def interrupted(*_):
+        print(f"\ninterrupted: finished algorithms are saved; continue with --resume --out {out}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(130)  # now: don't wait for a background compile
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, interrupted) if main_thread else None
+    try:
+        yield
+    except KeyboardInterrupt:
+        interrupted()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)

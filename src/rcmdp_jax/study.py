@@ -1,0 +1,262 @@
+"""The study as named steps: for each environment and family, train (or restore) every
+algorithm, test it on the robustness grid, optionally search the box for its worst
+kernel, then write the environment's report. ``Study(plan, folder, ...).run()`` returns
+the exit status."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from rcmdp_jax.compiled import Prepared, fmt, train_prepared
+from rcmdp_jax.config import config_from_dict
+from rcmdp_jax.report import write_env_report
+from rcmdp_jax.run_folder import RunFolder, readable
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What went wrong, for the end of the run: ``env/algo`` names."""
+
+    diverged: dict = dataclasses.field(default_factory=dict)  # {name: (seeds diverged, seeds)}
+    missing: list = dataclasses.field(default_factory=list)  # no checkpoint (--eval-only)
+    damaged: list = dataclasses.field(default_factory=list)  # a checkpoint that could not be read
+
+
+class Study:
+    def __init__(self, plan: dict, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
+                 worst_case: bool = False):  # fmt: skip
+        import jax
+
+        from rcmdp_jax import family
+        from rcmdp_jax.sharding import process_block
+
+        self.plan, self.folder, self.resume, self.eval_only = plan, folder, resume, eval_only
+        self.mesh, self.worst_case = mesh, worst_case
+        self.all_keys = jax.random.split(jax.random.PRNGKey(plan["seed"]), plan["seeds"])
+        self.block = process_block(plan["seeds"])  # this process's seeds (all of them on one host)
+        self.keys = np.asarray(self.all_keys[self.block])  # host data: the compile thread must not touch devices
+        self.writer = jax.process_index() == 0
+        self.cfgs = {e: {a: config_from_dict(plan["configs"][e][a]) for a in plan["algos"]} for e in plan["envs"]}
+        self.groups = {e: family.group(self.cfgs[e]) for e in plan["envs"]}
+        self.outcome = Outcome()
+        self.sweeps: dict = {}
+        self.finders: dict = {}
+        # a family is trained (as a whole, so resumed runs give identical numbers) while any
+        # member lacks a checkpoint; the next family compiles in a background thread
+        self.todo = [
+            (e, tuple(g)) for e in plan["envs"] for g in self.groups[e]
+            if not eval_only and not all(self._has_ckpt(e, a) for a in g)
+        ]  # fmt: skip
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pending: dict = {}
+
+    def _has_ckpt(self, env: str, algo: str) -> bool:
+        from rcmdp_jax import checkpoint
+
+        return checkpoint.exists(self.folder.ckpt_dir(env, algo))
+
+    def _label(self, env: str, algos) -> str:
+        numbers = "+".join(str(self.plan["algos"].index(a) + 1) for a in algos)
+        return f"[{env} {numbers}/{len(self.plan['algos'])}] {', '.join(algos)}:"
+
+    # ------------------------------------------------------------------ steps
+    def prepare(self, i: int) -> None:
+        """Compile family ``i`` of ``todo`` in the background thread."""
+        if i < len(self.todo) and self.todo[i] not in self.pending:
+            e, g = self.todo[i]
+            self.pending[self.todo[i]] = self.pool.submit(
+                Prepared, [self.cfgs[e][a] for a in g], self.keys, self.plan["vmap"], self.mesh
+            )
+
+    def train(self, env: str, group: list[str], missing: list[str]) -> dict:
+        """Train a family whose members ``missing`` lack a checkpoint; save those."""
+        import jax
+
+        from rcmdp_jax import checkpoint
+        from rcmdp_jax.sharding import gather_blocks
+
+        label = self._label(env, group)
+        idx = self.todo.index((env, tuple(group)))
+        self.prepare(idx)
+        prepared = self.pending.pop((env, tuple(group))).result()
+        self.prepare(idx + 1)
+        compile_s = prepared.compile_s
+        per_member, train_s = train_prepared(prepared, label)
+        del prepared
+        trained = {}
+        for algo, result in zip(group, per_member):
+            if algo not in missing:  # trained again only to keep the family whole
+                continue
+            result = trained[algo] = gather_blocks(result, self.plan["seeds"])
+            ckpt = self.folder.ckpt_dir(env, algo)
+            if self.writer:
+                timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group)}
+                self.folder.save_training(env, algo, jax.tree.map(np.asarray, result.metrics), timing)
+                if ckpt.exists():  # incomplete (no metadata): keep it aside
+                    print(f"{label} incomplete checkpoint of {algo} moved to {checkpoint.set_aside(ckpt)}", flush=True)
+            # every process: orbax writes from process 0 and keeps the others in step
+            checkpoint.save(ckpt, jax.tree.map(np.asarray, result))
+        return trained
+
+    def restore(self, env: str, algo: str):
+        """A finished algorithm's trained state from its checkpoint, or None (already
+        tested before, no checkpoint, or a damaged one: each said and recorded)."""
+        import jax
+
+        from rcmdp_jax import checkpoint, make_train
+
+        label, ckpt = self._label(env, [algo]), self.folder.ckpt_dir(env, algo)
+        if not checkpoint.exists(ckpt):
+            print(f"{label} no checkpoint in {self.folder.algo_dir(env, algo)}; skipped", flush=True)
+            self.outcome.missing.append(f"{env}/{algo}")
+            return None
+        if not (self.resume or self.eval_only):
+            raise RuntimeError(f"{ckpt} exists")  # guarded earlier; never overwrite
+        if not self.eval_only and self.folder.tested(env, algo):
+            return None  # finished before: nothing to load
+        abstract = checkpoint.abstract_result(make_train(self.cfgs[env][algo]), self.all_keys)
+        try:
+            result = checkpoint.restore(ckpt, abstract)
+        except Exception as err:  # a truncated or foreign checkpoint
+            print(f"{label} damaged checkpoint ({type(err).__name__}); moved to {checkpoint.set_aside(ckpt)}; "
+                  f"run again with --resume to retrain {algo}", flush=True)  # fmt: skip
+            self.outcome.damaged.append(f"{env}/{algo}")
+            return None
+        print(f"{label} restored from {ckpt}", flush=True)
+        metrics = self.folder.algo_dir(env, algo) / "train_metrics.npz"
+        if self.writer and not self.eval_only and metrics.exists() and not readable(metrics):
+            self.folder.save_training(env, algo, jax.tree.map(np.asarray, result.metrics))
+            print(f"{label} {metrics.name} could not be read: re-created from the checkpoint", flush=True)
+        return result
+
+    def _sweep(self, env: str, cfg):
+        """The compiled robustness sweep of ``cfg``'s policy shape (shared by algorithms)."""
+        import jax
+
+        from rcmdp_jax.evaluate import make_eval
+        from rcmdp_jax.sharding import sharded_blocks
+
+        key = (env, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, self.plan["n_test"])
+        if key not in self.sweeps:
+            sweep = make_eval(cfg, self.plan["n_test"])
+            fn = sharded_blocks(sweep.from_keys, self.mesh) if self.mesh is not None else jax.jit(sweep.from_keys)
+            self.sweeps[key] = (fn, sweep)
+        return self.sweeps[key]
+
+    def test(self, env: str, algo: str, result):
+        """The robustness test (one vmapped call per algorithm): ``(V, diverged seeds,
+        levels)``, or None when every seed diverged."""
+        import jax
+
+        from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
+        from rcmdp_jax.sharding import gather_blocks
+
+        label, plan = self._label(env, [algo]), self.plan
+        sweep_fn, sweep = self._sweep(env, self.cfgs[env][algo])
+        t0 = time.perf_counter()
+        seed_keys = jax.random.split(jax.random.PRNGKey(plan["seed"] + 1), plan["seeds"])[self.block]
+        local = jax.tree.map(lambda x: x[self.block], result)
+        res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys), plan["seeds"])
+        V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
+        bad = diverged_seeds(result) | nonfinite_episodes(V, C)  # a diverged seed is never a result
+        if self.writer:
+            test_xi = np.asarray(sweep.kernels.xi)
+            self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi)
+        if bad.any():
+            self.outcome.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
+        if bad.all():
+            print(f"{label} DIVERGED: every seed has non-finite numbers; no result", flush=True)
+            return None
+        if bad.any():
+            print(f"{label} WARNING: seed(s) {np.flatnonzero(bad).tolist()} diverged (non-finite "
+                  f"numbers); left out of the statistics", flush=True)  # fmt: skip
+        at_bound = f", {100 * bound.mean():.1f}% of episodes at the state bound" if bound.any() else ""
+        print(f"{label} sweep {V.shape} in {fmt(time.perf_counter() - t0)}: "
+              f"mean test return {V[~bad].mean():.2f}{at_bound}", flush=True)  # fmt: skip
+        return V, bad, sweep.levels
+
+    def search(self, env: str, algo: str, result, V, bad, levels) -> None:
+        """``--worst-case``: each seed's worst kernel by projected gradient steps, from the
+        centre and the corners the grid found worst (level 1)."""
+        import jax
+
+        from rcmdp_jax import envs
+        from rcmdp_jax.worst_case import corner_starts, make_worst_case
+
+        cfg, label = self.cfgs[env][algo], self._label(env, [algo])
+        key = (env, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma)
+        if key not in self.finders:
+            self.finders[key] = jax.jit(make_worst_case(cfg))
+        t0 = time.perf_counter()
+        robust_env, params = envs.make(env)
+        starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
+        found = self.finders[key](result.state.params["actor"], starts, jax.random.PRNGKey(self.plan["seed"] + 2))
+        found = jax.tree.map(np.asarray, found)
+        if self.writer:
+            self.folder.save_worst_case(env, algo, found)
+        ret = found["return"]["episodes"][..., 0].mean(-1).min(1)[~bad]  # each seed's lowest return
+        grid = V.mean(-1).reshape(V.shape[0], -1).min(1)[~bad]
+        print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: lowest return per seed "
+              f"{grid.mean():.2f} on the grid, {ret.mean():.2f} by the search "
+              f"(lower in {int((ret < grid).sum())}/{ret.size} seeds)", flush=True)  # fmt: skip
+
+    def environment(self, env: str) -> str | None:
+        """Every family of ``env``: train or restore, test, search; then its report."""
+        from rcmdp_jax import envs
+
+        if self.writer:
+            self.folder.env_dir(env).mkdir(parents=True, exist_ok=True)
+        for group in self.groups[env]:
+            missing = [a for a in group if not self._has_ckpt(env, a)]
+            trained = self.train(env, group, missing) if missing and not self.eval_only else {}
+            for algo in group:
+                result = trained[algo] if algo in trained else self.restore(env, algo)
+                if result is None:
+                    continue
+                tested = self.test(env, algo, result)
+                if tested is not None and self.worst_case:
+                    self.search(env, algo, result, *tested)
+        if not self.writer:
+            return None
+        robust_env, params = envs.make(env)
+        o = self.outcome
+        stale = {a.split("/", 1)[1] for a in o.missing + o.damaged if a.startswith(env + "/")}
+        algos = [a for a in self.plan["algos"] if a not in stale]
+        return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa)
+
+    def run(self) -> int:
+        self.prepare(0)
+        t_start = time.perf_counter()
+        tables = {}
+        for env in self.plan["envs"]:
+            md = self.environment(env)
+            if md is not None:
+                tables[env] = md
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        print(f"\nfinished in {fmt(time.perf_counter() - t_start)}; results in {self.folder.root}\n")
+        for env, md in tables.items():
+            print(f"## {env}\n\n{md}")
+        return self.exit_status()
+
+    def exit_status(self) -> int:
+        """0; 5 when a checkpoint was missing or damaged; 4 when an algorithm has no seed left."""
+        o = self.outcome
+        if o.damaged:
+            print(f"run.py: error: damaged checkpoint(s) of {', '.join(o.damaged)} set aside; --resume retrains them",
+                  file=sys.stderr)  # fmt: skip
+            return 5
+        if o.missing:
+            print(f"run.py: error: no checkpoint for {', '.join(o.missing)}: their sweep was not run and they are "
+                  "left out of the tables", file=sys.stderr)  # fmt: skip
+            return 5
+        if o.diverged:
+            print("DIVERGED seeds (left out of every statistic): "
+                  + ", ".join(f"{k} {n}/{t}" for k, (n, t) in o.diverged.items()), flush=True)  # fmt: skip
+            if any(n == t for n, t in o.diverged.values()):
+                return 4  # an algorithm has no result at all
+        return 0
