@@ -83,6 +83,7 @@ class RobustEnvironment(environment.Environment):
         the kernel-parameter shapes so a wrong ``xi`` fails before tracing."""
         params = self.default_params if params is None else params
         self.validate_params(params)
+        self.check_action(action)
         return super().step(key, state, action, params)
 
     def reset(self, key, params=None):
@@ -96,15 +97,43 @@ class RobustEnvironment(environment.Environment):
         return self.get_obs(state), state
 
     def step_env(self, key, state, action, params):
-        """Sample ``s'`` from ``next_state_distribution`` and score the transition."""
+        """Sample ``s'`` from ``next_state_distribution`` and score the transition. Under
+        ``jit`` an action outside the action space, or a non-finite state or kernel, gives
+        a NaN next state, reward and costs and ends the episode: visible (the divergence
+        check catches it), never a valid-looking step."""
         s, a = state.s, jnp.asarray(action)
         s_next = self.next_state_distribution(params, s, a).sample(seed=key)
-        reward = self.reward(params, s, a, s_next)
-        costs = self.constraint_costs(params, s, a, s_next)
+        bad = jnp.logical_not(self.action_valid(a) & jnp.all(jnp.isfinite(s_next)))
+        s_next = jnp.where(bad, jnp.nan, s_next)
+        reward = jnp.where(bad, jnp.nan, self.reward(params, s, a, s_next))
+        costs = jnp.where(bad, jnp.nan, self.constraint_costs(params, s, a, s_next))
         new_state = RobustState(s=s_next, time=state.time + 1)
-        terminated = self.is_terminated_vec(params, s_next)
+        terminated = self.is_terminated_vec(params, s_next) | bad
         info = {"costs": costs, "saturated": self.kernel_saturated(params, s, a)}
         return self.get_obs(new_state), new_state, reward, terminated, info
+
+    def action_valid(self, action: jax.Array) -> jax.Array:
+        """Whether ``action`` is in the action space (traced): a whole number in
+        ``[0, action_dim)`` for discrete actions; finite entries for continuous ones
+        (clipped to the box by the dynamics)."""
+        a = jnp.asarray(action)
+        if self.discrete:
+            return (a >= 0) & (a < self.action_dim) & (a == jnp.floor(a))
+        return jnp.all(jnp.isfinite(a))
+
+    def check_action(self, action) -> None:
+        """Outside ``jit``: ``ValueError`` naming the action and the allowed ones."""
+        if isinstance(action, jax.core.Tracer):
+            return
+        a = np.asarray(action)
+        if self.discrete:
+            ok = a.shape == () and np.isfinite(a) and a == np.floor(a) and 0 <= a < self.action_dim
+            allowed = f"an integer in 0 .. {self.action_dim - 1}"
+        else:
+            ok = a.shape == (self.action_dim,) and bool(np.all(np.isfinite(a)))
+            allowed = f"a finite vector of shape ({self.action_dim},)"
+        if not ok:
+            raise ValueError(f"{self.name}: action {a.tolist()!r} is not in the action space; expected {allowed}")
 
     def get_obs(self, state: RobustState, params=None, key=None) -> jax.Array:
         return state.s
@@ -172,6 +201,11 @@ class RobustEnvironment(environment.Environment):
                 f"|xi - xi_c| <= kappa (xi_c={xi_c.tolist()}, kappa={kappa.tolist()})"
             )
 
+    def kernel_ok(self, params: Any) -> jax.Array:
+        """Traced: whether ``xi`` is finite and inside the box (``validate_kernel``'s rule)."""
+        xi, xi_c, kappa = params.xi, params.xi_c, params.kappa
+        return jnp.all(jnp.isfinite(xi)) & jnp.all(jnp.abs(xi - xi_c) <= kappa * (1 + 1e-6) + 1e-9)
+
     # -------------------------------------------------------- test kernels
     @property
     def num_kernel_params(self) -> int:
@@ -188,6 +222,11 @@ class RobustEnvironment(environment.Environment):
         ``(len(levels), 2^n)``, ready for a double ``jax.vmap``."""
         params = self.default_params if params is None else params
         self.validate_params(params)
+        if not isinstance(levels, jax.core.Tracer):
+            lv = np.asarray(levels, np.float64)
+            if lv.ndim != 1 or not np.all(np.isfinite(lv)) or np.any(lv < 0) or np.any(lv > 1):
+                raise ValueError(f"{self.name}: test kernel levels must be a 1-D array of numbers in [0, 1] (inside "
+                                 f"the uncertainty box), got {lv.tolist()}")  # fmt: skip
         levels = jnp.asarray(levels, dtype=jnp.float32)
         dirs = jnp.asarray(self.sign_directions())
         shape = jnp.shape(params.xi_c)

@@ -121,7 +121,7 @@ class InventoryManagement(_Inventory):
         return "RobustInventory1D"
 
     def order(self, params, action):
-        return params.action_values[action][None]
+        return params.action_values[jnp.asarray(action).astype(jnp.int32)][None]  # an invalid action: NaN step
 
     def reward(self, params, s, action, s_next):
         return self.order(params, action)[0] - s[0] - s_next[0]

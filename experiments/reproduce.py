@@ -76,8 +76,8 @@ def run_all(out: Path, seeds: int, schedules: bool, extra: list[str]) -> int:
         start = time.perf_counter()
         with open(out / f"{name}.log", "a") as log:
             proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        if proc.returncode == 4:
-            print(f"[{i + 1}/{len(todo)}] {name}: an algorithm diverged on every seed (see the table)", flush=True)
+        if proc.returncode in (3, 4):
+            print(f"[{i + 1}/{len(todo)}] {name}: seeds diverged (see the table)", flush=True)
         elif proc.returncode != 0:
             print(f"[{i + 1}/{len(todo)}] {name}: run.py exited {proc.returncode}; see {out / name}.log", flush=True)
             return proc.returncode

@@ -36,3 +36,29 @@ def test_a_family_member_index_outside_the_family_is_refused(member):
     family = make_family([preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)])
     with pytest.raises(ValueError, match=r"member must index the family's 1 config\(s\) \(0 .. 0\)"):
         family.init(jax.random.PRNGKey(0), member)
+
+
+def test_vmapped_values_out_of_range_are_flagged_per_lane():
+    """Under ``jax.vmap(train, in_axes=(None, 0))`` the hyperparameters are traced: the
+    program flags each lane whose values are out of range (``valid_input``), and the
+    divergence check leaves it out; concrete batched values are refused before tracing."""
+    import jax.numpy as jnp
+
+    from rcmdp_jax.divergence import diverged_seeds
+
+    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=64, n_steps=16, minibatch_size=16, epochs=1, eval_every=100)
+    train = make_train(cfg)
+    hp = cfg.hparams
+    lanes = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), hp)
+    lanes = lanes.replace(gamma=jnp.array([0.99, 2.0, 0.99]), lr=jnp.array([1e-3, 1e-3, jnp.nan]))
+    result = jax.jit(jax.vmap(train, in_axes=(None, 0)))(jax.random.PRNGKey(0), lanes)
+    np.testing.assert_array_equal(np.asarray(result.metrics["valid_input"])[:, 0], [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(diverged_seeds(result), [False, True, True])
+    # kernels: a vmapped xi outside the box (or NaN) is flagged the same way
+    env, params = train.env, train.step.default_env_params
+    xi = jnp.stack([params.xi, params.xi * 1e6, params.xi * jnp.nan])
+    kernels = jax.tree.map(lambda x: jnp.broadcast_to(x, (3,) + jnp.shape(x)), params).replace(xi=xi)
+    out = jax.jit(jax.vmap(lambda k: train(jax.random.PRNGKey(0), None, k)))(kernels)
+    np.testing.assert_array_equal(np.asarray(out.metrics["valid_input"])[:, 0], [1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="gamma must be in \\[0, 1\\]"):
+        train(jax.random.PRNGKey(0), hp.replace(gamma=np.array([0.99, 2.0])))  # concrete: before tracing

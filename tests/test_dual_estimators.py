@@ -124,3 +124,23 @@ def test_hyperparameter_lanes_in_algorithm_names():
     for bad in ("MDPO-Lag@epochs=3", "MDPO-Lag@lam_init", "MDPO-Lag@lam_init=zero", "MDPO-Lag@=1"):
         with pytest.raises(ValueError, match="ALGO@FIELD=NUMBER"):
             preset("cartpole", bad)
+
+
+def test_finite_blow_ups_count_as_divergence_and_the_exit_status_says_so():
+    import types
+
+    from rcmdp_jax.divergence import BLOW_UP, diverged_seeds
+    from rcmdp_jax.study import Outcome, Study
+
+    cfg = preset("inventory", "MDPO-Augmented-Lag", total_timesteps=2 * 64, n_steps=16, minibatch_size=16, epochs=1,
+                 eval_every=100)  # fmt: skip
+    result = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(KEY, 3))
+    assert not diverged_seeds(result).any()
+    for key, seed, value in (("critic_loss", 1, 1e31), ("lam", 2, 10 * BLOW_UP)):
+        m = dict(result.metrics)
+        m[key] = np.asarray(m[key]).copy()
+        m[key][seed, -1] = value  # finite, far beyond any domain's scale
+        bad = diverged_seeds(result.replace(metrics=m))
+        np.testing.assert_array_equal(bad, np.arange(3) == seed)
+    status = lambda d: Study.exit_status(types.SimpleNamespace(outcome=Outcome(diverged=d)))  # noqa: E731
+    assert status({}) == 0 and status({"inventory/MDPO-Lag": (1, 3)}) == 3 and status({"inventory/MDPO-Lag": (3, 3)}) == 4

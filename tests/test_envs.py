@@ -236,3 +236,27 @@ def test_wrong_xi_shape_is_a_clear_error():
         env.step(jax.random.PRNGKey(0), state, 0, bad)
     with pytest.raises(ValueError, match="xi"):
         env.test_kernels([0.0], bad)
+
+
+@pytest.mark.parametrize(
+    "name,bad",
+    [("cartpole", [7, -1, 1.7, float("nan")]), ("inventory", [7, -1, 2.5]),
+     ("inventory3d", [np.array([np.nan, 0.0, 0.0], np.float32), np.zeros(2, np.float32)])],
+)  # fmt: skip
+def test_actions_outside_the_action_space_are_refused_or_visible(name, bad):
+    """Outside jit: a ValueError naming the action; inside: a NaN step that ends the
+    episode (the divergence check sees it), never a valid-looking step."""
+    env, params = envs.make(name)
+    _, state = env.reset(jax.random.PRNGKey(0), params)
+    for action in bad:
+        with pytest.raises(ValueError, match="is not in the action space; expected"):
+            env.step(jax.random.PRNGKey(1), state, action, params)
+        if np.shape(action) == np.shape(env.action_space(params).sample(jax.random.PRNGKey(0))):
+            obs, _, reward, terminated, _, info = jax.jit(env.step)(jax.random.PRNGKey(1), state, action, params)
+            assert np.isnan(float(reward)) and bool(terminated) and np.all(np.isnan(np.asarray(info["costs"])))
+    good = env.action_space(params).sample(jax.random.PRNGKey(2))
+    _, _, reward, _, _, _ = env.step(jax.random.PRNGKey(1), state, good, params)
+    assert np.isfinite(float(reward))
+    for levels in ([2.0], [float("nan")], [-0.5]):
+        with pytest.raises(ValueError, match="levels must be a 1-D array of numbers in \\[0, 1\\]"):
+            env.test_kernels(levels, params)

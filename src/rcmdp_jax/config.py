@@ -13,9 +13,8 @@ import dataclasses
 import math
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from flax import struct
-
 from rcmdp_jax.envs import ENV_NAMES, check_name, env_class  # noqa: F401  (ENV_NAMES: re-exported)
+from rcmdp_jax.hparams import HParams, hparams_ok, validate_hparams  # noqa: F401  (re-exported)
 from rcmdp_jax.lagrange import DUAL_ESTIMATORS
 
 # The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples.
@@ -35,25 +34,7 @@ KL_ESTIMATORS, LTMA_ESTIMATORS, KL_CHECKS, INITS = map(get_args, (KlEstimator, L
 OPTIMIZERS, DROPOUT_RNGS = get_args(Optimizer), get_args(DropoutRng)
 assert get_args(DualEstimator) == DUAL_ESTIMATORS
 BUDGETS = ("short", "long")
-
-
-@struct.dataclass
-class HParams:
-    """Numeric hyperparameters; every leaf may be an array (vmap = sweep)."""
-
-    lr: float = 3e-4
-    alpha: float = 2.0  # MDPO KL penalty alpha_0
-    alpha_decay: float = 0.99  # geometric schedule factor (the domain's gamma, SPEC §2d)
-    eta_lam: float = 1e-3  # dual step size
-    lam_init: float = 5.0
-    lam_clip: float = 50.0  # upper clip of lam in lagrangian mode
-    eta_xi: float = 1e-7  # LTMA step size
-    clip_eps: float = 0.2  # PPO clip
-    gae_lambda: float = 0.95
-    gamma: float = 0.99
-    target_kl: float = math.inf  # PPO early stop at 1.5 * target_kl; inf = off
-    vf_coef: float = 0.5
-    ent_coef: float = 0.0
+INT32_MAX = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +166,10 @@ class Config:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{f} must be a positive integer, got {v!r}")
+            if v > INT32_MAX:
+                raise ValueError(f"{f}={v} is beyond the int32 counters of the train step (at most {INT32_MAX})")
+        if self.batch_size > INT32_MAX:
+            raise ValueError(f"n_envs*n_steps={self.batch_size} (the batch) is beyond int32 (at most {INT32_MAX})")
         if self.dual_estimator != "start_value" and self.dual_batch % self.n_dual_episodes:
             raise ValueError(f"dual_estimator={self.dual_estimator!r} reads a multiplier batch of n_dual_episodes envs "
                              f"x dual_batch/n_dual_episodes steps: n_dual_episodes={self.n_dual_episodes} must divide "
@@ -245,41 +230,6 @@ def _check_env(env: str) -> None:
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"{field}={value!r} is not allowed; choose one of: {', '.join(allowed)}")
-
-
-def validate_hparams(hp: HParams) -> None:
-    """Range checks on concrete hyperparameters (arrays are checked element-wise)."""
-    import numpy as np
-
-    def check(field, ok, what):
-        v = getattr(hp, field)
-        if isinstance(v, (bool, str, list, tuple, dict)) or v is None:
-            raise ValueError(f"{field} must be a number, got {v!r}")
-        if np.iscomplexobj(v):
-            raise ValueError(f"{field} must be a real number, got {v!r}")
-        try:
-            arr = np.asarray(v, dtype=float)
-        except Exception:  # traced values: nothing to check here
-            return
-        if not np.all(ok(arr)):
-            raise ValueError(f"{field} must be {what}, got {v!r}")
-
-    def finite(x):  # and representable in float32, the dtype training uses
-        return np.isfinite(x) & (np.abs(x) <= np.finfo(np.float32).max)
-
-    check("lr", lambda x: finite(x) & (x.astype(np.float32) > 0), "finite and > 0 in float32 (at least ~1.4e-45)")
-    check("alpha", lambda x: finite(x) & (x >= 0), "finite and >= 0")
-    check("alpha_decay", lambda x: finite(x) & (x > 0), "finite and > 0")
-    check("eta_lam", lambda x: finite(x) & (x >= 0), "finite and >= 0")
-    check("lam_init", lambda x: finite(x) & (x >= 0), "finite and >= 0")
-    check("lam_clip", lambda x: x >= 0, ">= 0 (inf: no clip)")
-    check("eta_xi", lambda x: finite(x) & (x >= 0), "finite and >= 0")
-    check("clip_eps", lambda x: finite(x) & (x > 0), "finite and > 0")
-    check("gae_lambda", lambda x: (x >= 0) & (x <= 1), "in [0, 1]")
-    check("gamma", lambda x: (x >= 0) & (x <= 1), "in [0, 1]")
-    check("target_kl", lambda x: x > 0, "> 0 (inf disables early stopping)")
-    check("vf_coef", lambda x: finite(x) & (x >= 0), "finite and >= 0")
-    check("ent_coef", finite, "finite")
 
 
 def config_to_dict(cfg: Config) -> dict[str, Any]:

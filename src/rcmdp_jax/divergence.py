@@ -9,6 +9,10 @@ import numpy as np
 
 # per-iteration metrics that must be finite on every iteration that ran
 CHECKED_METRICS = ("policy_loss", "critic_loss", "lam", "xi", "c_hat")
+# A finite blow-up counts as divergence too: a loss, multiplier or constraint estimate
+# beyond this magnitude. The domains' returns and costs are at most ~1e4 per episode (so
+# losses ~1e8); lr=1e6 gives critic losses ~1e31, eta_lam=1e30 multipliers ~1e32.
+BLOW_UP = 1e12
 
 
 def _all_finite_per_seed(tree, n_seeds: int) -> np.ndarray:
@@ -23,7 +27,8 @@ def _all_finite_per_seed(tree, n_seeds: int) -> np.ndarray:
 def diverged_seeds(result) -> np.ndarray:
     """``(seeds,)`` bool: True where a seed of a vmapped ``TrainResult`` has a non-finite
     parameter, optimizer state, multiplier or kernel, or a non-finite loss, ``lam``,
-    ``xi`` or ``C^`` on an iteration that ran (MCPMD's idle slots are NaN by design)."""
+    ``xi`` or ``C^`` on an iteration that ran (MCPMD's idle slots are NaN by design), or
+    one beyond ``BLOW_UP`` in magnitude."""
     n = np.asarray(result.metrics["lam"]).shape[0]
     state = result.state
     ok = _all_finite_per_seed((state.params, state.opt_state, state.dual, state.env_params.xi), n)
@@ -31,10 +36,12 @@ def diverged_seeds(result) -> np.ndarray:
     for key in CHECKED_METRICS:
         x = np.asarray(result.metrics[key])
         x = x.reshape(n, x.shape[1], -1)
-        finite = np.isfinite(x).all(axis=2)
+        finite = (np.isfinite(x) & (np.abs(x) <= BLOW_UP)).all(axis=2)
         if active is not None:
             finite |= ~active
         ok &= finite.all(axis=1)
+    if "valid_input" in result.metrics:  # hyperparameters or kernel out of range (traced values)
+        ok &= (np.asarray(result.metrics["valid_input"]).reshape(n, -1) > 0).all(axis=1)
     return ~ok
 
 

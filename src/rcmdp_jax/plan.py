@@ -109,6 +109,42 @@ def check_numbers(args) -> None:
             raise UsageError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
 
 
+def memory_estimate(cfg) -> dict[str, float]:
+    """Bytes one lane (a seed of an algorithm) of ``cfg`` needs, by the field that sets
+    each part: rough upper figures (a step record and its intermediates <= 48 floats, one
+    forward pass of the whole batch, parameters with gradients and optimizer state five
+    times over)."""
+    widths = lambda hidden: [16, *hidden, 16]  # noqa: E731  (observations and outputs: at most 16 wide)
+    n_params = sum(a * b for h in (cfg.policy_hidden, cfg.critic_hidden) for a, b in zip(widths(h), widths(h)[1:]))
+    act = 4 * sum(cfg.policy_hidden + cfg.critic_hidden)
+    return {
+        "n_envs*n_steps": cfg.batch_size * (192.0 + act),
+        "eval_episodes": cfg.eval_episodes * (1024.0 + act),
+        "policy_hidden/critic_hidden": 20.0 * n_params + 3.0 * cfg.minibatch_size * act,
+    }
+
+
+def check_memory(configs: dict, seeds: int) -> None:
+    """Refuse a run whose largest family (lanes = seeds x its algorithms, trained at
+    once) would not fit in this machine's memory, naming the field that makes it large."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on a POSIX system: no check
+        return
+    for env, cfgs in configs.items():
+        families: dict = {}
+        for cfg in cfgs.values():
+            families.setdefault(cfg.learner, []).append(cfg)
+        for members in families.values():
+            parts = memory_estimate(members[0])
+            need = seeds * len(members) * sum(parts.values())
+            if need > 0.9 * total:
+                field = max(parts, key=parts.get)
+                raise UsageError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "
+                                 f"GiB of this machine's {total / 2**30:,.1f} GiB, mostly for {field}; make it "
+                                 "smaller or use fewer seeds")  # fmt: skip
+
+
 def build_plan(args) -> dict:
     """Validate every input and build all configs; raises ``UsageError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
@@ -118,12 +154,12 @@ def build_plan(args) -> dict:
         if "total_timesteps" in overrides:
             raise UsageError("--steps and --set total_timesteps=... both set the budget; give one")
         overrides["total_timesteps"] = args.steps
-    configs, will_run = {}, {}
+    configs, will_run, built = {}, {}, {}
     for e in envs_:
-        configs[e], will_run[e] = {}, {}
+        configs[e], will_run[e], built[e] = {}, {}, {}
         for a in algos:
             try:
-                cfg = preset(e, a, args.budget, **overrides)
+                cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
                 raise UsageError(f"--set: {err}") from None
             if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
@@ -133,6 +169,7 @@ def build_plan(args) -> dict:
             # what will run, recorded in run.json: MCPMD stops once its episodes have spent the budget
             steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
             will_run[e][a] = {"iterations": cfg.num_iterations, "policy_steps": steps}
+    check_memory(built, args.seeds)
     return dict(envs=envs_, algos=algos, seeds=args.seeds, seed=args.seed, vmap=args.vmap, n_test=args.n_test,
                 worst_case=args.worst_case, devices=args.devices, configs=configs, will_run=will_run)  # fmt: skip
 

@@ -244,7 +244,8 @@ class Study:
         return self.exit_status()
 
     def exit_status(self) -> int:
-        """0; 5 when a checkpoint was missing or damaged; 4 when an algorithm has no seed left."""
+        """0; 5 when a checkpoint was missing or damaged; 4 when an algorithm has no seed
+        left; 3 when some seeds diverged (left out of the statistics)."""
         o = self.outcome
         if o.damaged:
             print(f"run.py: error: damaged checkpoint(s) of {', '.join(o.damaged)} set aside; --resume retrains them",
@@ -257,6 +258,5 @@ class Study:
         if o.diverged:
             print("DIVERGED seeds (left out of every statistic): "
                   + ", ".join(f"{k} {n}/{t}" for k, (n, t) in o.diverged.items()), flush=True)  # fmt: skip
-            if any(n == t for n, t in o.diverged.values()):
-                return 4  # an algorithm has no result at all
+            return 4 if any(n == t for n, t in o.diverged.values()) else 3
         return 0

@@ -1,11 +1,9 @@
 """``make_train``: one whole training run (SPEC §2a) as a pure, jit-able function.
 
-The train step has one traced path: the constraint mode, robustness and the alpha
-schedule of an algorithm are arrays (a ``Variant``), selected inside the program by
-``lax.switch`` / ``lax.cond`` (one branch runs unbatched; under ``vmap`` over
-members with different variants, both run and each member keeps its own). So one
-algorithm (``make_train``) is a family of one, and a family (``rcmdp_jax.family``)
-is the same program vmapped over members.
+The constraint mode, robustness and alpha schedule of an algorithm are arrays (a
+``Variant``) selected inside the program by ``lax.switch`` / ``lax.cond``, so a family
+(``rcmdp_jax.family``) is the same program vmapped over members, and one algorithm
+(``make_train``) is a family of one.
 """
 
 from __future__ import annotations
@@ -19,7 +17,8 @@ from flax import struct
 
 from rcmdp_jax import envs, lagrange, schedules
 from rcmdp_jax.batching import only_where
-from rcmdp_jax.config import Config, HParams, validate_hparams
+from rcmdp_jax.config import Config
+from rcmdp_jax.hparams import HParams, hparams_ok, validate_hparams
 from rcmdp_jax.learners import make_learner
 from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.networks import Actor, Critic
@@ -119,8 +118,7 @@ class Step:
         )
 
     # ------------------------------------------------------------------ phases
-    # 1-3: the learner's ``collect`` (experience under the current kernel), ``signal``
-    # (the Lagrangian learning signal) and ``update`` (rcmdp_jax.learners)
+    # 1-3 are the learner's: ``collect``, ``signal``, ``update`` (rcmdp_jax.learners)
     def adversary(self, key, state: TrainState, lam_tilde, hp, robust):
         """4. LTMA on ``xi`` (robust algorithms): ``(kernel, LTMA steps)``. Vmapped over a
         family's members, only the robust lanes run it (``batching.only_where``)."""
@@ -241,9 +239,13 @@ class Step:
         return state, metrics
 
     def run(self, state: TrainState, hp, variant: Variant, start, n: int):
-        """Iterations ``start .. start + n - 1`` (``n`` static): ``(state, metrics)``."""
+        """Iterations ``start .. start + n - 1`` (``n`` static): ``(state, metrics)``.
+        ``metrics["valid_input"]`` is 0 where the hyperparameters or the kernel are out of
+        range: values traced under ``vmap`` that no host check saw (a divergence)."""
         step = self.budgeted_iteration if self.learner.budgeted else self.iteration
-        return jax.lax.scan(lambda s, it: step(s, it, hp, variant), state, start + jnp.arange(n))
+        ok = hparams_ok(hp) & self.env.kernel_ok(state.env_params)  # traced values: flagged per lane
+        state, metrics = jax.lax.scan(lambda s, it: step(s, it, hp, variant), state, start + jnp.arange(n))
+        return state, metrics | {"valid_input": jnp.full((n,), ok, jnp.float32)}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,0 +1,79 @@
+"""Numeric, vmappable hyperparameters (``HParams``) and their ranges, written once and
+checked on concrete values (``validate_hparams``) and on traced ones (``hparams_ok``)."""
+
+from __future__ import annotations
+
+import math
+
+from flax import struct
+
+
+@struct.dataclass
+class HParams:
+    """Numeric hyperparameters; every leaf may be an array (vmap = sweep)."""
+
+    lr: float = 3e-4
+    alpha: float = 2.0  # MDPO KL penalty alpha_0
+    alpha_decay: float = 0.99  # geometric schedule factor (the domain's gamma, SPEC §2d)
+    eta_lam: float = 1e-3  # dual step size
+    lam_init: float = 5.0
+    lam_clip: float = 50.0  # upper clip of lam in lagrangian mode
+    eta_xi: float = 1e-7  # LTMA step size
+    clip_eps: float = 0.2  # PPO clip
+    gae_lambda: float = 0.95
+    gamma: float = 0.99
+    target_kl: float = math.inf  # PPO early stop at 1.5 * target_kl; inf = off
+    vf_coef: float = 0.5
+    ent_coef: float = 0.0
+
+
+def _finite(x, xp):  # and representable in float32, the dtype training uses
+    return xp.isfinite(x) & (xp.abs(x) <= 3.4028235e38)
+
+
+# The range of every hyperparameter, once: ``(rule(x, xp), words)``; ``xp`` is NumPy for
+# concrete values (``validate_hparams``) or jax.numpy for traced ones (``hparams_ok``).
+HPARAM_RULES = {
+    "lr": (lambda x, xp: _finite(x, xp) & (x.astype(xp.float32) > 0), "finite and > 0 in float32 (at least ~1.4e-45)"),
+    "alpha": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
+    "alpha_decay": (lambda x, xp: _finite(x, xp) & (x > 0), "finite and > 0"),
+    "eta_lam": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
+    "lam_init": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
+    "lam_clip": (lambda x, xp: x >= 0, ">= 0 (inf: no clip)"),
+    "eta_xi": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
+    "clip_eps": (lambda x, xp: _finite(x, xp) & (x > 0), "finite and > 0"),
+    "gae_lambda": (lambda x, xp: (x >= 0) & (x <= 1), "in [0, 1]"),
+    "gamma": (lambda x, xp: (x >= 0) & (x <= 1), "in [0, 1]"),
+    "target_kl": (lambda x, xp: x > 0, "> 0 (inf disables early stopping)"),
+    "vf_coef": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
+    "ent_coef": (lambda x, xp: _finite(x, xp), "finite"),
+}
+
+
+def validate_hparams(hp: HParams) -> None:
+    """Range checks on concrete hyperparameters (arrays are checked element-wise)."""
+    import numpy as np
+
+    for field, (rule, what) in HPARAM_RULES.items():
+        v = getattr(hp, field)
+        if isinstance(v, (bool, str, list, tuple, dict)) or v is None:
+            raise ValueError(f"{field} must be a number, got {v!r}")
+        if np.iscomplexobj(v):
+            raise ValueError(f"{field} must be a real number, got {v!r}")
+        try:
+            arr = np.asarray(v, dtype=float)
+        except Exception:  # traced values: ``hparams_ok`` flags them inside the program
+            continue
+        if not np.all(rule(arr, np)):
+            raise ValueError(f"{field} must be {what}, got {v!r}")
+
+
+def hparams_ok(hp: HParams):
+    """Traced: whether every hyperparameter is in range (a bool array; under ``vmap``, one
+    per lane): what ``validate_hparams`` checks on concrete values."""
+    import jax.numpy as jnp
+
+    ok = jnp.bool_(True)
+    for field, (rule, _) in HPARAM_RULES.items():
+        ok = ok & jnp.all(rule(jnp.asarray(getattr(hp, field), jnp.float32), jnp))
+    return ok
