@@ -36,7 +36,9 @@ def points() -> list[dict]:
             out.append(dict(kind="train", env="cartpole", algos=["PPO-Lag"], seeds=seeds, devices=devices,
                             steps=TWO_ITERATIONS))  # fmt: skip
     for seeds in (1, 10, 100):
-        out.append(dict(kind="train", env="inventory3d", algos=MDPO_3D, seeds=seeds, devices="all", steps=TWO_ITERATIONS))
+        out.append(
+            dict(kind="train", env="inventory3d", algos=MDPO_3D, seeds=seeds, devices="all", steps=TWO_ITERATIONS)
+        )
     for algo in ("MDPO-Robust-Lag", "PPO-Lag"):
         for steps in (20_000, 200_000):
             out.append(dict(kind="train", env="cartpole", algos=[algo], seeds=10, devices="all", steps=steps))
@@ -151,7 +153,18 @@ def grid(seeds: int) -> dict:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        argv = ["--seeds", str(seeds), "--steps", "1600", "--n-test", "2", "--out", f"{tmp}/run", "--compile-cache", "off"]
+        argv = [
+            "--seeds",
+            str(seeds),
+            "--steps",
+            "1600",
+            "--n-test",
+            "2",
+            "--out",
+            f"{tmp}/run",
+            "--compile-cache",
+            "off",
+        ]
         code = ("import json,resource,sys; from rcmdp_jax import sharding; sharding.split_cpu(sharding.available_cores());"
                 "from rcmdp_jax.runner import main; rc = main(sys.argv[1:]);"
                 "print(json.dumps({'rc': rc, 'peak_rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")  # fmt: skip

@@ -143,4 +143,6 @@ def test_finite_blow_ups_count_as_divergence_and_the_exit_status_says_so():
         bad = diverged_seeds(result.replace(metrics=m))
         np.testing.assert_array_equal(bad, np.arange(3) == seed)
     status = lambda d: Study.exit_status(types.SimpleNamespace(outcome=Outcome(diverged=d)))  # noqa: E731
-    assert status({}) == 0 and status({"inventory/MDPO-Lag": (1, 3)}) == 3 and status({"inventory/MDPO-Lag": (3, 3)}) == 4
+    assert (
+        status({}) == 0 and status({"inventory/MDPO-Lag": (1, 3)}) == 3 and status({"inventory/MDPO-Lag": (3, 3)}) == 4
+    )

@@ -42,7 +42,7 @@ class Prepared:
         self.cfgs, self.keys, self.use_vmap, self.mesh = cfgs, np.asarray(keys), use_vmap, mesh
         self.skip_idle_lanes = skip_idle_lanes
         self.n_iter = cfgs[0].num_iterations
-        self.chunk = chunk_size(self.n_iter)
+        self.chunk = chunk_size(self.n_iter, max(10, -(-self.n_iter // 1000)))  # progress at least every 1,000
         if use_vmap:
             self._compile_vmapped(per_device)
         else:
