@@ -551,7 +551,7 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
     capsys.readouterr()
     assert report.main([str(out)]) == 2
     err = capsys.readouterr().err
-    assert "cannot read" in err and "--resume re-creates it" in err and err.count("\n") == 1, err
+    assert "cannot be read" in err and "--resume re-creates it" in err and err.count("\n") == 1, err
     assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
     assert "train_metrics.npz could not be read: re-created from the checkpoint" in capsys.readouterr().out
     for got, want in ((_load(out, "PPO-Lag", "train_metrics.npz"), want_metrics),
