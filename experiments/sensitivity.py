@@ -35,11 +35,12 @@ ALL = UNCONSTRAINED[:3] + UNCONSTRAINED[3:] + CONSTRAINED
 MCPMD_LAG = ["MCPMD-Lag", "RMCPMD-Lag"]
 # the readings of C^ (rcmdp_jax.lagrange.DUAL_ESTIMATORS) and the dropout switch: (--set values, algorithms)
 READINGS = {
-    "start_value": ([], None),  # the default: the runs hold every algorithm and the hyperparameter lanes
+    # the start state's value: the runs hold every algorithm and the hyperparameter lanes
+    "start_value": (["dual_estimator=start_value"], None),
     "step_cost": (["dual_estimator=step_cost"], CONSTRAINED),
     "cost_to_go": (["dual_estimator=cost_to_go"], CONSTRAINED),
     "gae": (["dual_estimator=gae"], [a for a in CONSTRAINED if a not in MCPMD_LAG]),  # MCPMD trains no critic
-    "start_value+dropout": (["dual_dropout=True"], CONSTRAINED),
+    "start_value+dropout": (["dual_estimator=start_value", "dual_dropout=True"], CONSTRAINED),
 }
 SHORT = [("cartpole", "short"), ("inventory", "short"), ("inventory3d", "short")]
 SETTINGS = {  # which settings each reading runs (budget of the whole run: < 45 min on a 2-core CPU)

@@ -55,7 +55,7 @@ def test_vmapped_values_out_of_range_are_flagged_per_lane():
     np.testing.assert_array_equal(np.asarray(result.metrics["valid_input"])[:, 0], [1.0, 0.0, 0.0])
     np.testing.assert_array_equal(diverged_seeds(result), [False, True, True])
     # kernels: a vmapped xi outside the box (or NaN) is flagged the same way
-    env, params = train.env, train.step.default_env_params
+    params = train.step.default_env_params
     xi = jnp.stack([params.xi, params.xi * 1e6, params.xi * jnp.nan])
     kernels = jax.tree.map(lambda x: jnp.broadcast_to(x, (3,) + jnp.shape(x)), params).replace(xi=xi)
     out = jax.jit(jax.vmap(lambda k: train(jax.random.PRNGKey(0), None, k)))(kernels)

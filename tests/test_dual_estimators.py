@@ -95,11 +95,22 @@ def test_minibatch_readings_in_training(estimator):
 
 
 def test_dual_dropout_collects_the_estimate_with_dropout_on():
+    from rcmdp_jax.rollout import collect_rollout, init_accumulator
+
     cfg = preset("cartpole", "MDPO-Lag", total_timesteps=2 * 64, n_steps=16, minibatch_size=16, epochs=1,
-                 eval_every=100)  # fmt: skip
+                 eval_every=100, dual_estimator="start_value")  # fmt: skip
     plain = np.asarray(jax.jit(make_train(cfg))(KEY).metrics["c_hat"])
     on = np.asarray(jax.jit(make_train(cfg.replace(dual_dropout=True)))(KEY).metrics["c_hat"])
     assert np.all(np.isfinite(on)) and not np.allclose(plain, on)
+    # the multiplier batch's rollout: the same actions (the same keys), the log-probabilities
+    # of the dropout-perturbed network
+    train = make_train(cfg)
+    state = train.init(KEY)
+    env, params = train.env, state.env_params
+    obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(KEY, 4), params)
+    runs = [collect_rollout(KEY, env, params, train.step.actor, state.params["actor"], env_state, obs,
+                            init_accumulator(4, 1), 20, 0.99, d)[0] for d in (False, True)]  # fmt: skip
+    assert not np.allclose(np.asarray(runs[0].log_prob), np.asarray(runs[1].log_prob))
 
 
 def test_bad_dual_estimator_input():

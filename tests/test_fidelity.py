@@ -65,7 +65,7 @@ def test_dual_phase_in_training_matches_a_hand_computation(env_name, algo, expec
     assert cfg.dual_steps_per_epoch == (1 if cfg.episodic else math.ceil(400 / 32))
     small = {} if cfg.episodic else dict(SMALL, minibatch_size=32, n_steps=32, epochs=4)
     small["total_timesteps"] = 4 * (cfg.batch_size if cfg.episodic else 128)
-    cfg = preset(env_name, algo, **small, eval_every=100)
+    cfg = preset(env_name, algo, **small, eval_every=100, dual_estimator="start_value")
     m = jax.jit(make_train(cfg))(KEY).metrics
     active = np.asarray(m["active"]) > 0
     lam, c_hat, k = (np.asarray(m[x])[active] for x in ("lam", "c_hat", "dual_updates"))

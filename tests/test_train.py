@@ -19,10 +19,11 @@ def tiny(env="cartpole", algo="MDPO-Robust-Lag", iterations=3, **kw):
     """A few iterations (3 by default: enough for state carried between them) on a tiny batch;
     MCPMD keeps its one-episode batch and gets a budget of about ``iterations`` episodes."""
     base = dict(total_timesteps=64 * iterations, n_steps=16, minibatch_size=16, epochs=2,
-                ltma_iterations=3, eval_episodes=2)  # fmt: skip
+                ltma_iterations=3, eval_episodes=2, dual_estimator="start_value")  # fmt: skip
     if "MCPMD" in algo:
         episode = envs.REGISTRY[env].episode_length
-        base = dict(total_timesteps=episode * iterations, ltma_iterations=3, eval_episodes=2, eval_every=1)
+        base = dict(total_timesteps=episode * iterations, ltma_iterations=3, eval_episodes=2, eval_every=1,
+                    dual_estimator="start_value")  # fmt: skip
     base.update(kw)
     return preset(env, algo, **base)
 
