@@ -48,7 +48,8 @@ def max_diff(xs, ys):
     for a, b in zip(jax.tree.leaves(xs), jax.tree.leaves(ys)):
         a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
         both = np.isnan(a) & np.isnan(b)
-        d = np.where(both, 0.0, np.abs(a - b))
+        # float rounding is relative: differences are measured against max(1, |value|)
+        d = np.where(both, 0.0, np.abs(a - b) / np.maximum(1.0, np.abs(b)))
         worst = max(worst, float(np.max(np.where(np.isnan(d), np.inf, d), initial=0.0)))
     return worst
 
@@ -84,8 +85,10 @@ with contextlib.redirect_stdout(printed):
 algo_dir = tmp / "four" / "cartpole" / "MDPO-Robust-Lag"
 out["runner_sharded"] = "sharded over 4 CPU devices" in printed.getvalue()
 out["runner_shape"] = list(np.load(algo_dir / "test_results.npz")["V"].shape)
+out["runner_diffs"] = {k: max_diff(v, single.metrics[k]) for k, v in np.load(algo_dir / "train_metrics.npz").items()
+                       if k in single.metrics}  # fmt: skip
 out["runner_max_diff"] = max(
-    float(np.max(np.abs(np.load(algo_dir / "test_results.npz")["V"] - np.asarray(s_single["V"])))),
+    max_diff(np.load(algo_dir / "test_results.npz")["V"], np.asarray(s_single["V"])),
     max_diff(dict(np.load(algo_dir / "train_metrics.npz")), {k: single.metrics[k] for k in single.metrics}),
 )
 print("RESULT " + json.dumps(out))
