@@ -180,12 +180,11 @@ class Study:
               f"mean test return {V[~bad].mean():.2f}{at_bound}", flush=True)  # fmt: skip
         return V, bad, sweep.levels
 
-    def search(self, env: str, algo: str, result, V, bad, levels) -> None:
+    def search(self, env: str, algo: str, result, made, V, bad, levels) -> None:
         """``--worst-case``: each seed's worst kernel by projected gradient steps, from the
         centre and the corners the grid found worst (level 1)."""
         import jax
 
-        from rcmdp_jax import envs
         from rcmdp_jax.worst_case import corner_starts, make_worst_case
 
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
@@ -193,7 +192,7 @@ class Study:
         if key not in self.finders:
             self.finders[key] = jax.jit(make_worst_case(cfg))
         t0 = time.perf_counter()
-        robust_env, params = envs.make(env)
+        robust_env, params = made  # envs.make(env), once per environment
         starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
         found = self.finders[key](result.state.params["actor"], starts, jax.random.PRNGKey(self.plan["seed"] + 2))
         found = jax.tree.map(np.asarray, found)
@@ -209,6 +208,7 @@ class Study:
         """Every family of ``env``: train or restore, test, search; then its report."""
         from rcmdp_jax import envs
 
+        made = envs.make(env)
         if self.writer:
             self.folder.env_dir(env).mkdir(parents=True, exist_ok=True)
         for group in self.groups[env]:
@@ -220,10 +220,10 @@ class Study:
                     continue
                 tested = self.test(env, algo, result)
                 if tested is not None and self.worst_case:
-                    self.search(env, algo, result, *tested)
+                    self.search(env, algo, result, made, *tested)
         if not self.writer:
             return None
-        robust_env, params = envs.make(env)
+        robust_env, params = made
         o = self.outcome
         stale = {a.split("/", 1)[1] for a in o.missing + o.damaged if a.startswith(env + "/")}
         algos = [a for a in self.plan["algos"] if a not in stale]
