@@ -165,14 +165,15 @@ def grid(seeds: int) -> dict:
             "--compile-cache",
             "off",
         ]
+        result = Path(tmp) / "result.json"
         code = ("import json,resource,sys; from rcmdp_jax import sharding; sharding.split_cpu(sharding.available_cores());"
-                "from rcmdp_jax.runner import main; rc = main(sys.argv[1:]);"
-                "print(json.dumps({'rc': rc, 'peak_rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")  # fmt: skip
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT)
+                "from rcmdp_jax.runner import main; rc = main(sys.argv[2:]); open(sys.argv[1], 'w').write("
+                "json.dumps({'rc': rc, 'peak_rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")  # fmt: skip
+        t0 = time.perf_counter()  # the runner's progress goes to this process's output as it comes
+        proc = subprocess.run([sys.executable, "-c", code, str(result), *argv], cwd=ROOT)
         wall = time.perf_counter() - t0
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
-    return {"seeds": seeds, "wall_s": wall, **(json.loads(lines[-1]) if lines else {"error": proc.stderr[-500:]})}
+        done = json.loads(result.read_text()) if result.exists() else {"error": f"exited {proc.returncode}"}
+    return {"seeds": seeds, "wall_s": wall, **done}
 
 
 def plot(report: dict, path: Path) -> None:

@@ -9,7 +9,8 @@ the lambda and C^ trajectories on CartPole at 200k steps.
 
 Every run is one ``run.py`` run in ``OUT/<choice>/<setting>/``; lambda_init = 0 and
 eta_xi x 0.1 are lanes of the start_value runs' programs (``ALGO@lam_init=0``: the same compiled
-family, vmapped over the hyperparameters).
+family, vmapped over the hyperparameters). The runs share one XLA compilation cache,
+``OUT/xla``, empty when the first run starts: its stated wall time is a cold start's.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def run_all(out: Path, seeds: int) -> int:
             continue
         sets = [x for s in READINGS[reading][0] for x in ("--set", s)]
         cmd = [sys.executable, str(HERE / "run.py"), "--env", env, "--budget", budget, "--seeds", str(seeds),
-               "--algos", ",".join(algos_of(reading, env, budget)), "--out", str(run_dir), *sets]  # fmt: skip
+               "--algos", ",".join(algos_of(reading, env, budget)), "--out", str(run_dir), *sets,
+               "--compile-cache", str(out / "xla")]  # fmt: skip
         if (run_dir / "run.json").exists():
             cmd.append("--resume")
         run_dir.parent.mkdir(parents=True, exist_ok=True)
