@@ -74,9 +74,8 @@ class Config:
     dual_minibatch: int = 32  # one ascent step per minibatch of the multiplier batch
     dual_epochs_from_policy: bool = False  # PPO on CartPole: dual epochs = policy epochs run before the KL stop
     # what each ascent step reads as C^: a shuffled minibatch's mean discounted cost-to-go
-    # of the multiplier batch (default: of the readings it reproduces the most of the study,
-    # docs/sensitivity.md), per-step cost, GAE cost return, or the start state's value
-    # from fresh episodes (``rcmdp_jax.lagrange.DUAL_ESTIMATORS``)
+    # of the multiplier batch (default; why: docs/sensitivity.md), per-step cost, GAE cost
+    # return, or the start state's value from fresh episodes (``rcmdp_jax.lagrange.DUAL_ESTIMATORS``)
     dual_estimator: DualEstimator = "cost_to_go"
     dual_dropout: bool = False  # collect the dual phase's episodes with dropout on (always on with act_dropout)
     ltma_iterations: int = 160
