@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     phases = {
         "rollout": data_of,
         "signal + update": jax.jit(jax.vmap(lambda s, m, d: _update(step, fam, k_upd, s, m, d))),
-        "adversary (LTMA)": lane(lambda s, hp, v, lt: step.adversary(key, s, lt, hp, v.robust)),
+        "adversary (LTMA)": lane(lambda s, hp, v, lt: step.adversary(key, s, lt, hp, v.adversary)),
         "dual phase": lane(lambda s, hp, v, lt: step.dual_phase(key, s, s.env_params, hp, v.constraint, 5.0)),
         "evaluation": lane(lambda s, hp, v, lt: step.evaluation(key, 0, s.params, s.env_params, hp)),
         "whole iteration": jax.jit(jax.vmap(lambda s, m: fam.run(s, m, args.warm, 1))),

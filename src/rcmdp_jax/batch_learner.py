@@ -62,13 +62,18 @@ class BatchLearner:
         """``(rollout key, update key)``."""
         return tuple(jax.random.split(key))
 
-    def collect(self, key, state, hp):
-        """1. ``n_envs x n_steps`` auto-resetting steps under the current kernel.
-        Returns ``(transitions [T, B], state, episode metrics)``."""
-        traj, env_state, obs, episodes, ep = collect_rollout(
+    def collect(self, key, state, hp, per_env: bool = False, redraw=None):
+        """1. ``n_envs x n_steps`` auto-resetting steps under the current kernel (``per_env``:
+        each env under its own, ``state.env_xi``, which ``redraw`` may change at episode
+        ends). Returns ``(transitions [T, B], state, episode metrics)``."""
+        out = collect_rollout(
             key, self.env, state.env_params, self.actor, state.params["actor"], state.env_state,
             state.obs, state.episodes, self.cfg.n_steps, hp.gamma,
+            env_xi=state.env_xi if per_env else None, redraw=redraw if per_env else None,
         )  # fmt: skip
+        traj, env_state, obs, episodes, ep = out[:5]
+        if len(out) == 6:
+            state = state.replace(env_xi=out[5])
         n_ep = ep["episodes"]
         per_episode = lambda x: jnp.where(n_ep > 0, x / jnp.maximum(n_ep, 1.0), jnp.nan)  # noqa: E731
         stats = dict(

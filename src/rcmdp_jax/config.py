@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from rcmdp_jax.envs import ENV_NAMES, check_name, env_class  # noqa: F401  (ENV_NAMES: re-exported)
 from rcmdp_jax.hparams import HParams, hparams_ok, validate_hparams  # noqa: F401  (re-exported)
+from rcmdp_jax.adversary import ADVERSARY_NAMES
 from rcmdp_jax.lagrange import DUAL_ESTIMATORS
 
 # The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples.
@@ -24,6 +25,8 @@ AlphaSchedule = Literal["fixed", "linear", "restart", "geometric"]
 AlphaTick = Literal["epoch", "batch"]
 KlEstimator = Literal["reference", "exact"]
 LtmaEstimator = Literal["score", "pathwise"]
+# the robust training methods of a robust algorithm (``rcmdp_jax.adversary``, one file each)
+Adversary = Literal[ADVERSARY_NAMES]
 KlCheck = Literal["sb3", "dropout_off"]
 Init = Literal["orthogonal", "torch", "lecun"]
 Optimizer = Literal["adam", "sgd"]
@@ -67,6 +70,13 @@ class Config:
     # LTMA's gradient of the Lagrangian cost in xi: the study's score function, or the
     # pathwise (reparameterised next states) gradient through the adversary's episodes
     ltma_estimator: LtmaEstimator = "score"
+    # how a robust algorithm picks its training kernels (``rcmdp_jax.adversary``): the study's
+    # LTMA, LTMA with the scale-free pathwise step, domain randomisation, worst-of-N, corners
+    adversary: Adversary = "ltma"
+    adversary_steps: int = 4  # ltma-norm: normalised steps on xi per iteration
+    adversary_episodes: int = 8  # ltma-norm: episodes per step; worst-of-n / corners: per kernel
+    adversary_candidates: int = 16  # worst-of-n: kernels drawn per iteration
+    adversary_fraction: float = 0.25  # worst-of-n: the worst fraction trained on
     normalize_advantages: bool = True
     n_dual_episodes: int = 4  # fresh episodes for the Monte-Carlo estimate C^
     dual_epochs: int = 5  # passes over the multiplier batch (SPEC §2a.4)
@@ -161,13 +171,17 @@ class Config:
         for f in (
             "total_timesteps", "n_envs", "n_steps", "minibatch_size", "epochs",
             "n_dual_episodes", "dual_epochs", "dual_batch", "dual_minibatch", "ltma_iterations", "ltma_episodes",
-            "ltma_horizon", "eval_every", "eval_episodes",
+            "ltma_horizon", "eval_every", "eval_episodes", "adversary_steps", "adversary_episodes",
+            "adversary_candidates",
         ):  # fmt: skip
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{f} must be a positive integer, got {v!r}")
             if v > INT32_MAX:
                 raise ValueError(f"{f}={v} is beyond the int32 counters of the train step (at most {INT32_MAX})")
+        f = self.adversary_fraction
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f <= 1.0:
+            raise ValueError(f"adversary_fraction must be in (0, 1] (the worst share of the candidates), got {f!r}")
         if self.batch_size > INT32_MAX:
             raise ValueError(f"n_envs*n_steps={self.batch_size} (the batch) is beyond int32 (at most {INT32_MAX})")
         if self.dual_estimator != "start_value" and self.dual_batch % self.n_dual_episodes:

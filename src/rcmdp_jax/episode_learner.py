@@ -32,10 +32,13 @@ class EpisodeLearner:
         """``(rollout key, update key)``: the update replays the episode's own dropout keys."""
         return key, key
 
-    def collect(self, key, state, hp):
-        """1. One whole episode of one env under the current kernel, acting with dropout."""
+    def collect(self, key, state, hp, per_env: bool = False, redraw=None):
+        """1. One whole episode of one env under the current kernel (``per_env``: the env's
+        own, ``state.env_xi[0]``; a method that redraws does so between iterations),
+        acting with dropout."""
         env = self.env
-        ep = collect_episode(key, env, state.env_params, self.actor, state.params["actor"], env.episode_length,
+        params = state.env_params.replace(xi=state.env_xi[0]) if per_env else state.env_params
+        ep = collect_episode(key, env, params, self.actor, state.params["actor"], env.episode_length,
                              self.cfg.act_dropout)  # fmt: skip
         disc = hp.gamma ** jnp.arange(env.episode_length, dtype=jnp.float32) * ep.alive
         stats = dict(

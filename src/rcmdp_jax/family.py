@@ -22,16 +22,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rcmdp_jax import adversary
 from rcmdp_jax.config import Config, HParams
 from rcmdp_jax.train import Step, TrainResult, TrainState, Variant, resolve_hparams
 
 
 def family_key(cfg: Config) -> Config:
     """The part of ``cfg`` a family shares: everything but name, constraint mode,
-    robustness, the alpha schedule and the numeric hyperparameters."""
+    robustness and robust method, the alpha schedule and the numeric hyperparameters."""
     return dataclasses.replace(
-        cfg, name="", constraint="none", robust=False, alpha_schedule="fixed", alpha_tick="epoch", hparams=HParams()
-    )
+        cfg, name="", constraint="none", robust=False, adversary="ltma", alpha_schedule="fixed", alpha_tick="epoch",
+        hparams=HParams(),
+    )  # fmt: skip
 
 
 def group(configs: dict[str, Config]) -> list[list[str]]:
@@ -65,8 +67,8 @@ class Family:
         return pick(self.hparams), pick(self.variants)
 
     def init(self, rng: jax.Array, member) -> TrainState:
-        hp, _ = self.member(member)
-        return self.step.init(rng, hp, self.step.default_env_params)
+        hp, variant = self.member(member)
+        return self.step.init(rng, hp, self.step.default_env_params, variant)
 
     def run(self, state: TrainState, member, start=0, n: int | None = None):
         n = self.configs[0].num_iterations if n is None else n
@@ -86,16 +88,17 @@ def make_family(configs: list[Config], skip_idle_lanes: bool = True) -> Family:
     keys = {family_key(c) for c in configs}
     if len(keys) != 1:
         raise ValueError(
-            "configs of one family may differ only in name, constraint, robust, alpha_schedule, alpha_tick "
+            "configs of one family may differ only in name, constraint, robust, adversary, alpha_schedule, alpha_tick "
             "and hparams; "
             f"got {len(keys)} different structures (use rcmdp_jax.family.group)"
         )
-    step = Step(configs[0], skip_idle_lanes)
+    methods = adversary.family_methods(configs)
+    step = Step(configs[0], skip_idle_lanes, methods)
     stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
     return Family(
         configs=configs,
         env=step.env,
         step=step,
         hparams=stack([resolve_hparams(c, None) for c in configs]),
-        variants=stack([Variant.of(c) for c in configs]),
+        variants=stack([Variant.of(c, methods) for c in configs]),
     )

@@ -19,6 +19,7 @@ class HParams:
     lam_init: float = 5.0
     lam_clip: float = 50.0  # upper clip of lam in lagrangian mode
     eta_xi: float = 1e-7  # LTMA step size
+    xi_step: float = 0.05  # ltma-norm: each step moves xi by this fraction of the box's half-width
     clip_eps: float = 0.2  # PPO clip
     gae_lambda: float = 0.95
     gamma: float = 0.99
@@ -41,6 +42,7 @@ HPARAM_RULES = {
     "lam_init": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
     "lam_clip": (lambda x, xp: x >= 0, ">= 0 (inf: no clip)"),
     "eta_xi": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
+    "xi_step": (lambda x, xp: _finite(x, xp) & (x >= 0) & (x <= 1), "in [0, 1] (a fraction of the half-width)"),
     "clip_eps": (lambda x, xp: _finite(x, xp) & (x > 0), "finite and > 0"),
     "gae_lambda": (lambda x, xp: (x >= 0) & (x <= 1), "in [0, 1]"),
     "gamma": (lambda x, xp: (x >= 0) & (x <= 1), "in [0, 1]"),

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rcmdp_jax.advantages import discounted_returns, gae
-from rcmdp_jax.rollout import collect_rollout, init_accumulator
+from rcmdp_jax.rollout import collect_rollout, init_accumulator, per_env_params
 
 
 @struct.dataclass
@@ -134,15 +134,22 @@ def minibatch_means(key: jax.Array, values: jax.Array, n_epochs: int, minibatch:
     return jax.vmap(epoch)(jax.random.split(key, n_epochs)).reshape(n_epochs * per_epoch, values.shape[1])
 
 
-def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropout: bool) -> jax.Array:
+def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropout: bool, env_xi=None) -> jax.Array:
     """The multiplier batch's per-time-step readings of the constraint values (``cfg.
     dual_estimator``), ``[dual_batch, m]``: ``n_dual_episodes`` auto-resetting envs from
-    fresh starts, ``dual_batch / n_dual_episodes`` steps each (SPEC §2a.4: 4 x 100)."""
+    fresh starts, ``dual_batch / n_dual_episodes`` steps each (SPEC §2a.4: 4 x 100);
+    given ``env_xi`` (``[B, ...]``), env ``i`` runs kernel ``env_xi[i mod B]``."""
     n = cfg.n_dual_episodes
     k_reset, k_run = jax.random.split(key)
-    obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, n), env_params)
+    if env_xi is None:
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, n), env_params)
+    else:
+        env_xi = env_xi[jnp.arange(n) % env_xi.shape[0]]
+        per_env = per_env_params(env_params, env_xi)
+        obs, env_state = jax.vmap(env.reset)(jax.random.split(k_reset, n), per_env)
     traj = collect_rollout(k_run, env, env_params, actor, params["actor"], env_state, obs,
-                           init_accumulator(n, env.num_constraints), cfg.dual_batch // n, hp.gamma, dropout)[0]  # fmt: skip
+                           init_accumulator(n, env.num_constraints), cfg.dual_batch // n, hp.gamma, dropout,
+                           env_xi=env_xi)[0]  # fmt: skip
     v = v_next = None
     if cfg.dual_estimator == "gae":  # the critic's cost heads
         v = critic.apply(params["critic"], traj.obs)[..., 1:]

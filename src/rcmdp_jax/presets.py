@@ -10,6 +10,7 @@ import math
 import re
 from typing import Any
 
+from rcmdp_jax.adversary import ADVERSARY_NAMES, NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, BUDGETS, Config, HParams, _check_env, _choice
 from rcmdp_jax.envs import env_class, learner_settings
 
@@ -75,7 +76,7 @@ _ENV_PRESETS: dict[str, dict[str, Any]] = {
 DEFAULT_LEARNER: dict[str, Any] = dict(
     policy_hidden=(64, 64), critic_hidden=(64, 64), optimizer="adam", dropout=0.0,
     ppo_epochs=10, ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=20,
-    mcpmd_ltma=10,
+    mcpmd_ltma=10, adversary="ltma-norm",
     budgets={"short": 20_000, "long": 200_000},
     hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4),
 )  # fmt: skip
@@ -104,11 +105,18 @@ def schedule_variants(algorithms=SCHEDULE_STUDY_ALGORITHMS) -> tuple[str, ...]:
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:
     """An algorithm name with variants -> ``(algorithm, Config/HParams overrides)``:
     ``"MDPO-Robust-Lag:restart-batch"`` -> ``("MDPO-Robust-Lag", {"alpha_schedule":
-    "restart", "alpha_tick": "batch"})``; ``"MDPO-Lag@lam_init=0@eta_lam=1e-4"`` -> its
-    hyperparameters (``HParams`` fields only, so the variant shares its family's compiled
-    program: a sweep of lanes); a plain algorithm name -> ``(name, {})``."""
+    "restart", "alpha_tick": "batch"})``; ``"PPO-Lag+dr"`` -> the robust method
+    (``{"robust": True, "adversary": "dr"}``, ``+none``: not robust); ``"MDPO-Lag@lam_init=0@eta_lam=1e-4"``
+    -> its hyperparameters (``HParams`` fields only). Every variant shares its family's
+    compiled program (lanes); a plain algorithm name -> ``(name, {})``."""
     name, *hp_items = name.split("@")
     overrides: dict[str, Any] = {}
+    name, plus, method = name.partition("+")
+    if plus:
+        if method not in (NONE, *ADVERSARY_NAMES):
+            raise ValueError(f"unknown robust method {method!r} in {name}+{method}: write ALGO+METHOD with METHOD one "
+                             f"of {', '.join((NONE, *ADVERSARY_NAMES))}")  # fmt: skip
+        overrides = {"robust": False} if method == NONE else {"robust": True, "adversary": method}
     hp_fields = {f.name for f in dataclasses.fields(HParams)}
     for item in hp_items:
         key, eq, raw = item.partition("=")
@@ -144,6 +152,8 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     base_name, variant = split_variant(algorithm)
     overrides = {**overrides, **variant}  # a variant in the name is what names it
     learner, constraint, robust = parse_algorithm(base_name)
+    if "robust" in variant and robust and not variant["robust"]:
+        raise ValueError(f"{algorithm!r}: a -Robust algorithm with +none; drop -Robust for the non-robust one")
     p = domain_table(env)
     domain = env_class(env)
     hp = HParams(
@@ -158,7 +168,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
         total_timesteps=p["budgets"][budget], policy_hidden=p["policy_hidden"],
         critic_hidden=p["critic_hidden"], optimizer=p["optimizer"], ltma_horizon=p["ltma_horizon"], hparams=hp,
-        dropout=p.get("dropout", Config.dropout),
+        dropout=p.get("dropout", Config.dropout), adversary=p.get("adversary", Config.adversary),
     )  # fmt: skip
     if learner == "mcpmd":
         # the reference REINFORCE code: one whole episode of one env per iteration, acting in

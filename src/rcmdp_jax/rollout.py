@@ -167,30 +167,43 @@ def collect_episode(key, env, env_params, actor, actor_params, horizon: int, dro
     return scan_episode(key, env, env_params, policy, horizon, emit=emit, replay_dropout=True)[1]
 
 
+def per_env_params(env_params, env_xi: jax.Array):
+    """``env_params`` with a leading env axis, env ``i`` on kernel ``env_xi[i]``."""
+    n = env_xi.shape[0]
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + jnp.shape(x)), env_params).replace(xi=env_xi)
+
+
 def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, acc, n_steps, gamma,
-                    dropout: bool = False):  # fmt: skip
+                    dropout: bool = False, env_xi=None, redraw=None):  # fmt: skip
     """``n_steps`` steps of ``B`` auto-resetting envs with the stochastic policy (in
     training mode when ``dropout``).
 
     Returns ``(transitions [T, B], env_state, obs, acc, episode_stats)`` where
-    ``episode_stats`` sums the returns/costs of the episodes completed here.
+    ``episode_stats`` sums the returns/costs of the episodes completed here. Given
+    ``env_xi`` (``[B, ...]``), env ``i`` runs kernel ``env_xi[i]``, and ``redraw(key,
+    env_xi, done) -> env_xi`` (optional) changes the kernels after each step; the
+    final ``env_xi`` is then returned as a sixth element.
     """
     n_envs = obs.shape[0]
     policy = Policy(actor, actor_params, dropout=dropout)
-    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    per_env = env_xi is not None
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, 0 if per_env else None))
 
     def body(carry, key):
-        env_state, obs, acc = carry
+        env_state, obs, acc, xi = carry
+        params = per_env_params(env_params, xi) if per_env else env_params
+        if redraw is not None:
+            key, k_redraw = jax.random.split(key)
         if dropout:
             k_act, k_step, k_drop = jax.random.split(key, 3)
             action, log_prob = policy.act(obs, k_act, k_drop)
         else:
             k_act, k_step = jax.random.split(key)
             action, log_prob = policy.act(obs, k_act)
-        next_obs, env_state, reward, term, trunc, info = step(
-            jax.random.split(k_step, n_envs), env_state, action, env_params
-        )
+        next_obs, env_state, reward, term, trunc, info = step(jax.random.split(k_step, n_envs), env_state, action, params)
         done = jnp.logical_or(term, trunc)
+        if redraw is not None:
+            xi = redraw(k_redraw, xi, done)
         ret = acc.ret + reward
         disc_ret = acc.disc_ret + acc.discount * reward
         disc_costs = acc.disc_costs + acc.discount[:, None] * info["costs"]
@@ -209,10 +222,13 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
             discount=jnp.where(done, 1.0, acc.discount * gamma),
         )
         tr = Transition(obs, action, log_prob, reward, info["costs"], term, done, info["final_observation"])
-        return (env_state, next_obs, acc), (tr, stats)
+        return (env_state, next_obs, acc, xi), (tr, stats)
 
-    (env_state, obs, acc), (traj, stats) = jax.lax.scan(body, (env_state, obs, acc), jax.random.split(key, n_steps))
+    init = (env_state, obs, acc, env_xi)
+    (env_state, obs, acc, env_xi), (traj, stats) = jax.lax.scan(body, init, jax.random.split(key, n_steps))
     stats = jax.tree.map(lambda x: x.sum(axis=(0, 1)), stats)
+    if redraw is not None:
+        return traj, env_state, obs, acc, stats, env_xi
     return traj, env_state, obs, acc, stats
 
 

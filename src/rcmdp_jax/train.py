@@ -9,18 +9,20 @@ The constraint mode, robustness and alpha schedule of an algorithm are arrays (a
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rcmdp_jax import envs, lagrange, schedules
+from rcmdp_jax import adversary, envs, lagrange, schedules
+from rcmdp_jax.adversary.base import Context, broadcast, uniform_kernels
+from rcmdp_jax.adversary.corners import MAX_PARAMS
 from rcmdp_jax.batching import only_where
 from rcmdp_jax.config import Config
 from rcmdp_jax.hparams import HParams, hparams_ok, validate_hparams
 from rcmdp_jax.learners import make_learner
-from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.networks import Actor, Critic
 from rcmdp_jax.rollout import EpisodeAccumulator, init_accumulator, run_episodes
 
@@ -31,6 +33,7 @@ class TrainState:
     opt_state: Any
     dual: lagrange.DualState
     env_params: Any  # the current kernel (xi): the adversary's state
+    env_xi: jax.Array  # [n_envs, *xi.shape] each rollout env's kernel (the adversary's unless per-env)
     schedule: schedules.ScheduleState
     env_state: Any  # the parallel rollout envs
     obs: jax.Array
@@ -48,18 +51,19 @@ class TrainResult:
 @struct.dataclass
 class Variant:
     """What may differ between the algorithms of one family, as arrays: the constraint
-    mode (a ``lagrange.MODE_CODES`` code), robustness (a bool) and the alpha schedule
-    (``schedules.Schedule`` codes)."""
+    mode (a ``lagrange.MODE_CODES`` code), the robust method (an index into the family's
+    ``methods``, ``rcmdp_jax.adversary``) and the alpha schedule (``schedules.Schedule`` codes)."""
 
     constraint: jax.Array
-    robust: jax.Array
+    adversary: jax.Array
     schedule: schedules.Schedule
 
     @classmethod
-    def of(cls, cfg: Config) -> Variant:
+    def of(cls, cfg: Config, methods: tuple[str, ...] | None = None) -> Variant:
+        methods = adversary.family_methods([cfg]) if methods is None else methods
         return cls(
             constraint=jnp.int32(lagrange.MODE_CODES[cfg.constraint]),
-            robust=jnp.bool_(cfg.robust),
+            adversary=jnp.int32(methods.index(adversary.method_of(cfg))),
             schedule=schedules.Schedule.of(cfg.alpha_schedule, cfg.alpha_tick),
         )
 
@@ -80,27 +84,42 @@ def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
 
 class Step:
     """The train step of one program shape (a config; its name, constraint mode,
-    robustness, schedule and hyperparameters are not read here: they come as
+    robust method, schedule and hyperparameters are not read here: they come as
     ``hp`` and ``variant``). Each phase of SPEC §2a is one method.
-    ``robust``: the algorithm's robustness when the program is one algorithm's (then the
-    program holds LTMA or not); None for a family, whose lanes choose by the traced
-    ``variant.robust``. ``skip_idle_lanes=False`` runs LTMA on every lane of a family and
-    discards it where not robust (the plain ``lax.cond``; for benchmarks)."""
+    ``methods``: the robust methods the program holds (``adversary.family_methods``; one
+    algorithm's program holds its own only), chosen per lane by ``variant.adversary``.
+    ``skip_idle_lanes=False`` runs every method on every lane of a family and discards
+    what a lane does not use (the plain ``lax.cond``; for benchmarks)."""
 
-    def __init__(self, cfg: Config, skip_idle_lanes: bool = True, robust: bool | None = None):
+    def __init__(self, cfg: Config, skip_idle_lanes: bool = True, methods: tuple[str, ...] | None = None):
         self.cfg = cfg
         self.skip_idle_lanes = skip_idle_lanes
-        self.robust = robust
+        self.methods = adversary.family_methods([cfg]) if methods is None else tuple(methods)
+        self.adversaries = tuple(adversary.get(m) for m in self.methods)
+        self.per_env = any(a.per_env for a in self.adversaries)  # rollout envs with kernels of their own
         self.env, self.default_env_params = envs.make(cfg.env)
-        if cfg.robust:
+        if "ltma" in self.methods:
             self.env.check_estimator(self.default_env_params, cfg.ltma_estimator)
+        if "ltma-norm" in self.methods:
+            self.env.check_estimator(self.default_env_params, "pathwise")
+        if "corners" in self.methods and self.env.num_kernel_params > MAX_PARAMS:
+            raise ValueError(f"adversary='corners' runs 2^n kernels an iteration: {self.env.name} has n="
+                             f"{self.env.num_kernel_params} kernel parameters (at most {MAX_PARAMS}); choose "
+                             f"worst-of-n or ltma-norm")  # fmt: skip
         self.actor, self.critic = build_networks(cfg, self.env)
         self.learner = make_learner(cfg, self.env, self.actor, self.critic)
+        self.context = Context(self.env, self.actor, cfg, self.learner.budgeted)
 
     # ------------------------------------------------------------------ state
-    def init(self, rng, hp: HParams, env_params) -> TrainState:
+    def init(self, rng, hp: HParams, env_params, variant: Variant | None = None) -> TrainState:
         cfg, env = self.cfg, self.env
         rng, k_a, k_c, k_env = jax.random.split(rng, 4)
+        env_xi = broadcast(env_params.xi, cfg.n_envs)
+        if self.per_env and variant is not None:  # e.g. domain randomisation's first kernels
+            k_xi = jax.random.fold_in(k_env, 1)
+            for i, a in enumerate(self.adversaries):
+                if a.per_env:
+                    env_xi = jnp.where(variant.adversary == i, a.init_env_xi(k_xi, env_params, cfg.n_envs), env_xi)
         obs0 = jnp.zeros((env.obs_dim,), jnp.float32)
         params = {"actor": self.actor.init(k_a, obs0), "critic": self.critic.init(k_c, obs0)}
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_env, cfg.n_envs), env_params)
@@ -109,6 +128,7 @@ class Step:
             opt_state=self.learner.optimizer(hp.lr).init(params),
             dual=lagrange.init_dual(env.num_constraints, hp.lam_init),
             env_params=env_params,
+            env_xi=env_xi,
             schedule=schedules.init_schedule(),
             env_state=env_state,
             obs=obs,
@@ -119,26 +139,54 @@ class Step:
 
     # ------------------------------------------------------------------ phases
     # 1-3 are the learner's: ``collect``, ``signal``, ``update`` (rcmdp_jax.learners)
-    def adversary(self, key, state: TrainState, lam_tilde, hp, robust):
-        """4. LTMA on ``xi`` (robust algorithms): ``(kernel, LTMA steps)``. Vmapped over a
-        family's members, only the robust lanes run it (``batching.only_where``)."""
+    def adversary(self, key, state: TrainState, lam_tilde, hp, which):
+        """4. The lane's robust method (``rcmdp_jax.adversary``) moves the kernels:
+        ``(kernel, rollout envs' kernels, environment steps)``. Vmapped over a family's
+        members, each method runs only on its own lanes (``batching.only_where``)."""
+        args = (key, state.env_params, state.env_xi, state.params["actor"], lam_tilde, hp)
+        if len(self.adversaries) == 1:  # one method: known while tracing
+            return self.adversaries[0].step(self.context, *args)
 
-        def attack(key, env_params, actor_params, lam_tilde, hp):
-            return ltma_phase(key, self.env, env_params, self.actor, actor_params, lam_tilde, hp, self.cfg)
+        def keep(key, params, env_xi, actor_params, lam_tilde, hp):
+            return params, env_xi, jnp.float32(0.0)
 
-        def keep(key, env_params, actor_params, lam_tilde, hp):
-            return env_params, jnp.float32(0.0)
+        params, env_xi, samples = state.env_params, state.env_xi, jnp.float32(0.0)
+        for i, method in enumerate(self.adversaries):
+            if method.name == adversary.NONE:
+                continue
+            fn = functools.partial(method.step, self.context)
+            if self.skip_idle_lanes:
+                params, env_xi, n = only_where(fn, keep)(which == i, *args)
+            else:  # every lane runs the method and discards it where it is not the lane's
+                params, env_xi, n = jax.lax.cond(which == i, fn, keep, *args)
+            args = (key, params, env_xi, *args[3:])
+            samples = samples + n
+        own = self.lanes_where(which, lambda a: a.per_env)  # other lanes' envs run the adversary's kernel
+        env_xi = jnp.where(own, env_xi, broadcast(params.xi, env_xi.shape[0]))
+        return params, env_xi, samples
 
-        args = (key, state.env_params, state.params["actor"], lam_tilde, hp)
-        if self.robust is not None:  # one algorithm: known while tracing
-            return attack(*args) if self.robust else keep(*args)
-        if not self.skip_idle_lanes:  # every lane runs LTMA, the non-robust ones discard it
-            return jax.lax.cond(robust, attack, keep, *args)
-        return only_where(attack, keep)(robust, *args)
+    def lanes_where(self, which, test) -> jax.Array:
+        """Whether the lane's method (``which``) passes ``test`` (False when none does)."""
+        return functools.reduce(jnp.logical_or, [which == i for i, a in enumerate(self.adversaries) if test(a)],
+                                jnp.bool_(False))  # fmt: skip
 
-    def dual_phase(self, key, state: TrainState, env_params, hp, mode, policy_epochs):
+    def redraw(self, which, env_params):
+        """``(key, env_xi, done) -> env_xi``: envs whose episode ended draw a new kernel
+        uniformly from the box on the lanes whose method redraws (domain randomisation)."""
+        flag = self.lanes_where(which, lambda a: a.redraw)
+
+        def fn(key, env_xi, done):
+            new = uniform_kernels(key, env_params, env_xi.shape[0])
+            hit = jnp.reshape(done & flag, (-1,) + (1,) * (env_xi.ndim - 1))
+            return jnp.where(hit, new, env_xi)
+
+        return fn
+
+    def dual_phase(self, key, state: TrainState, env_params, hp, mode, policy_epochs, env_xi=None):
         """5. ``K`` ascent steps on ``lam`` under the current kernel (no step, and no steps
-        counted, without constraints): ``(dual state, dual steps, K)``. Each step reads
+        counted, without constraints): ``(dual state, dual steps, K)``. ``env_xi``: the
+        rollout envs' kernels, which the multiplier batch's envs take in turn (methods
+        with per-env kernels). Each step reads
         ``C^`` as ``cfg.dual_estimator`` says (``lagrange.DUAL_ESTIMATORS``). The samples
         are drawn for every mode: under a ``lax.cond`` whose predicate is batched (a
         family), XLA's simplifier loops on the PPO program."""
@@ -157,7 +205,7 @@ class Step:
             return dual, jnp.where(active, n_dual, 0.0), n_ascent
         k_batch, k_shuffle = jax.random.split(key)
         values = lagrange.multiplier_batch(k_batch, self.env, env_params, self.actor, self.critic, state.params,
-                                           cfg, hp, dropout)  # fmt: skip
+                                           cfg, hp, dropout, env_xi)  # fmt: skip
         estimates = lagrange.minibatch_means(k_shuffle, values, cfg.dual_epochs, cfg.dual_minibatch)
         dual = lagrange.dual_step(mode, state.dual, values.mean(0), hp, n_ascent, estimates)
         return dual, jnp.where(active, jnp.float32(cfg.dual_batch), 0.0), n_ascent
@@ -183,12 +231,13 @@ class Step:
         k_roll, k_upd = self.learner.learn_keys(k_learn)
         lam_tilde = lagrange.effective_multiplier(variant.constraint, state.dual, hp.eta_lam)
 
-        data, state, metrics = self.learner.collect(k_roll, state, hp)
+        redraw = self.redraw(variant.adversary, state.env_params) if self.per_env else None
+        data, state, metrics = self.learner.collect(k_roll, state, hp, self.per_env, redraw)
         signal = self.learner.signal(data, state.params, lam_tilde, hp)
         state, policy_steps, upd = self.learner.update(k_upd, state, data, signal, hp, variant.schedule)
-        env_params, ltma_steps = self.adversary(k_ltma, state, lam_tilde, hp, variant.robust)
+        env_params, env_xi, ltma_steps = self.adversary(k_ltma, state, lam_tilde, hp, variant.adversary)
         dual, dual_steps, n_ascent = self.dual_phase(k_dual, state, env_params, hp, variant.constraint,
-                                                     upd["policy_epochs"])  # fmt: skip
+                                                     upd["policy_epochs"], env_xi if self.per_env else None)  # fmt: skip
         eval_v, eval_c = self.evaluation(k_eval, it, state.params, env_params, hp)
 
         moved = schedules.restart_trigger(state.env_params.xi, env_params.xi, env_params.kappa)
@@ -212,7 +261,8 @@ class Step:
                 active=jnp.float32(1.0),
             )
         )
-        new_state = state.replace(dual=dual, env_params=env_params, schedule=sched, samples=samples, rng=rng)
+        new_state = state.replace(dual=dual, env_params=env_params, env_xi=env_xi, schedule=sched, samples=samples,
+                                  rng=rng)  # fmt: skip
         return new_state, metrics
 
     def budgeted_iteration(self, state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
@@ -271,7 +321,7 @@ class Trainer:
                             f"or its .replace(xi=...)), got {type(env_params).__name__}")  # fmt: skip
         self.env.validate_params(env_params)
         self.env.validate_kernel(env_params)
-        return self.step.init(rng, resolve_hparams(self.config, hparams), env_params)
+        return self.step.init(rng, resolve_hparams(self.config, hparams), env_params, Variant.of(self.config))
 
     def run(self, state: TrainState, hparams: HParams | None = None, start=0, n: int | None = None):
         """Iterations ``start .. start + n - 1`` (``n`` static, default all): ``(state, metrics)``."""
@@ -295,5 +345,5 @@ def make_train(config: Config) -> Trainer:
         raise TypeError(f"make_train needs an rcmdp_jax.Config (e.g. preset('cartpole', 'PPO')), got "
                         f"{type(config).__name__}")  # fmt: skip
     cfg = config.validate()
-    step = Step(cfg, robust=cfg.robust)
+    step = Step(cfg)
     return Trainer(config=cfg, env=step.env, step=step)

@@ -1,0 +1,72 @@
+"""The ``Adversary`` protocol and what several methods share: kernels drawn uniformly
+from the box, and the Lagrangian cost of the policy on a batch of kernels."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from rcmdp_jax.rollout import Policy, episode_values
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What a method reads, fixed while tracing: the environment, the actor module, the
+    config and whether the learner collects one whole episode an iteration (MCPMD)."""
+
+    env: Any
+    actor: Any
+    cfg: Any
+    episodic: bool
+
+
+class Adversary:
+    """A robust training method. ``step`` moves the kernels after the policy update:
+    ``(params, env_xi) -> (params, env_xi, environment steps spent)``, where ``params`` is
+    the one kernel of the adversary (the dual phase, evaluation and the ``xi`` metric use
+    it) and ``env_xi`` ``[n_envs, *xi.shape]`` the kernel of each rollout environment.
+    ``per_env``: the method gives the rollout envs kernels of their own (else every env
+    runs ``params.xi``); ``redraw``: an env's kernel is drawn anew when its episode ends."""
+
+    name = "none"
+    per_env = False
+    redraw = False
+
+    def init_env_xi(self, key, params, n_envs: int) -> jax.Array:
+        return broadcast(params.xi, n_envs)
+
+    def step(self, ctx: Context, key, params, env_xi, actor_params, lam_tilde, hp):
+        return params, broadcast(params.xi, env_xi.shape[0]), jnp.float32(0.0)
+
+
+class Nominal(Adversary):
+    """No adversary: the nominal kernel throughout (a non-robust algorithm)."""
+
+
+def broadcast(xi: jax.Array, n: int) -> jax.Array:
+    return jnp.broadcast_to(xi, (n,) + jnp.shape(xi))
+
+
+def uniform_kernels(key, params, n: int) -> jax.Array:
+    """``n`` kernels drawn uniformly from the box ``|xi - xi_c| <= kappa``: ``[n, *xi.shape]``."""
+    u = jax.random.uniform(key, (n,) + jnp.shape(params.xi_c), minval=-1.0, maxval=1.0)
+    return params.xi_c + params.kappa * u
+
+
+def lagrangian_costs(ctx: Context, key, params, xis: jax.Array, actor_params, lam_tilde, hp):
+    """The policy's Lagrangian cost ``lam~ . C - V`` on each kernel of ``xis`` (``[K, ...]``;
+    higher is worse for the learner), each the mean of ``adversary_episodes`` whole episodes
+    with the same keys on every kernel (common random numbers): ``(costs [K], steps)``."""
+    policy = Policy(ctx.actor, actor_params, dropout=ctx.cfg.act_dropout)
+    keys = jax.random.split(key, ctx.cfg.adversary_episodes)
+
+    def on(xi):
+        one = lambda k: episode_values(k, ctx.env, params.replace(xi=xi), policy, hp.gamma, ctx.env.episode_length)
+        v, c, n, _ = jax.vmap(one)(keys)
+        return jnp.mean(c @ lam_tilde - v), n.sum()
+
+    costs, steps = jax.vmap(on)(xis)
+    return costs, steps.sum()

@@ -1,0 +1,27 @@
+"""``corners``: run the current policy on every corner ``xi_c + kappa * d``,
+``d in {-1, +1}^n``, of the box and train against the one with the highest Lagrangian
+cost. ``n`` up to ``MAX_PARAMS`` (``2^n`` kernels an iteration)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from rcmdp_jax.adversary.base import Adversary, broadcast, lagrangian_costs
+
+MAX_PARAMS = 8
+
+
+def corner_kernels(env, params) -> jnp.ndarray:
+    """The ``2^n`` corners of the box, ``[2^n, *xi.shape]``."""
+    d = jnp.asarray(env.sign_directions()).reshape((-1,) + jnp.shape(params.xi_c))
+    return params.xi_c + params.kappa * d
+
+
+class Corners(Adversary):
+    name = "corners"
+
+    def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
+        xis = corner_kernels(ctx.env, params)
+        costs, steps = lagrangian_costs(ctx, key, params, xis, actor_params, lam_tilde, hp)
+        params = params.replace(xi=xis[jnp.argmax(costs)])
+        return params, broadcast(params.xi, env_xi.shape[0]), steps

@@ -1,0 +1,40 @@
+"""``ltma-norm``: LTMA whose step does not depend on the gradient's scale. Each of
+``adversary_steps`` steps takes the pathwise gradient ``g`` of the Lagrangian cost
+(``rcmdp_jax.ltma.pathwise_direction``, ``adversary_episodes`` episodes) and moves every
+coordinate of ``xi`` by ``xi_step`` of its half-width along ``sign(g)``: steepest ascent
+in the box's own norm (``max g . d`` over ``|d_i| <= xi_step * kappa_i``), then the
+projection on the box."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rcmdp_jax.adversary.base import Adversary, broadcast
+from rcmdp_jax.ltma import pathwise_direction
+from rcmdp_jax.rollout import Policy
+
+
+def normalised_step(xi, direction, kappa, fraction):
+    """``xi + fraction * kappa * sign(direction)``: each coordinate moves by ``fraction`` of
+    its half-width (none where the gradient is zero)."""
+    return xi + fraction * kappa * jnp.sign(direction)
+
+
+class NormalisedLTMA(Adversary):
+    name = "ltma-norm"
+
+    def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
+        cfg = ctx.cfg
+        policy = Policy(ctx.actor, actor_params, dropout=cfg.act_dropout)
+
+        def body(carry, k):
+            p, samples = carry
+            keys = jax.random.split(k, cfg.adversary_episodes)
+            g, traj = pathwise_direction(ctx.env, p, policy, keys, lam_tilde, hp.gamma, cfg.ltma_horizon)
+            p = ctx.env.project(p.replace(xi=normalised_step(p.xi, g, p.kappa, hp.xi_step)))
+            return (p, samples + traj.alive.sum()), None
+
+        init = (params, jnp.float32(0.0))
+        (params, samples), _ = jax.lax.scan(body, init, jax.random.split(key, cfg.adversary_steps))
+        return params, broadcast(params.xi, env_xi.shape[0]), samples
