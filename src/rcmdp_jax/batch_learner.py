@@ -62,14 +62,14 @@ class BatchLearner:
         """``(rollout key, update key)``."""
         return tuple(jax.random.split(key))
 
-    def collect(self, key, state, hp, per_env: bool = False, redraw=None):
+    def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):
         """1. ``n_envs x n_steps`` auto-resetting steps under the current kernel (``per_env``:
-        each env under its own, ``state.env_xi``, which ``redraw`` may change at episode
-        ends). Returns ``(transitions [T, B], state, episode metrics)``."""
+        each env under its own, ``state.env_xi``, which becomes ``fresh_xi[t]`` where an
+        episode ends at step ``t``). Returns ``(transitions [T, B], state, episode metrics)``."""
         out = collect_rollout(
             key, self.env, state.env_params, self.actor, state.params["actor"], state.env_state,
             state.obs, state.episodes, self.cfg.n_steps, hp.gamma,
-            env_xi=state.env_xi if per_env else None, redraw=redraw if per_env else None,
+            env_xi=state.env_xi if per_env else None, fresh_xi=fresh_xi if per_env else None,
         )  # fmt: skip
         traj, env_state, obs, episodes, ep = out[:5]
         if len(out) == 6:

@@ -32,7 +32,7 @@ class EpisodeLearner:
         """``(rollout key, update key)``: the update replays the episode's own dropout keys."""
         return key, key
 
-    def collect(self, key, state, hp, per_env: bool = False, redraw=None):
+    def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):
         """1. One whole episode of one env under the current kernel (``per_env``: the env's
         own, ``state.env_xi[0]``; a method that redraws does so between iterations),
         acting with dropout."""

@@ -174,26 +174,25 @@ def per_env_params(env_params, env_xi: jax.Array):
 
 
 def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, acc, n_steps, gamma,
-                    dropout: bool = False, env_xi=None, redraw=None):  # fmt: skip
+                    dropout: bool = False, env_xi=None, fresh_xi=None):  # fmt: skip
     """``n_steps`` steps of ``B`` auto-resetting envs with the stochastic policy (in
     training mode when ``dropout``).
 
     Returns ``(transitions [T, B], env_state, obs, acc, episode_stats)`` where
     ``episode_stats`` sums the returns/costs of the episodes completed here. Given
-    ``env_xi`` (``[B, ...]``), env ``i`` runs kernel ``env_xi[i]``, and ``redraw(key,
-    env_xi, done) -> env_xi`` (optional) changes the kernels after each step; the
-    final ``env_xi`` is then returned as a sixth element.
+    ``env_xi`` (``[B, ...]``), env ``i`` runs kernel ``env_xi[i]``; given also
+    ``fresh_xi`` (``[T, B, ...]``), an env whose episode ends at step ``t`` runs
+    ``fresh_xi[t, i]`` from then on, and the final ``env_xi`` is returned as a sixth element.
     """
     n_envs = obs.shape[0]
     policy = Policy(actor, actor_params, dropout=dropout)
     per_env = env_xi is not None
     step = jax.vmap(env.step, in_axes=(0, 0, 0, 0 if per_env else None))
 
-    def body(carry, key):
+    def body(carry, xs):
         env_state, obs, acc, xi = carry
+        key, fresh = xs
         params = per_env_params(env_params, xi) if per_env else env_params
-        if redraw is not None:
-            key, k_redraw = jax.random.split(key)
         if dropout:
             k_act, k_step, k_drop = jax.random.split(key, 3)
             action, log_prob = policy.act(obs, k_act, k_drop)
@@ -202,8 +201,8 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
             action, log_prob = policy.act(obs, k_act)
         next_obs, env_state, reward, term, trunc, info = step(jax.random.split(k_step, n_envs), env_state, action, params)
         done = jnp.logical_or(term, trunc)
-        if redraw is not None:
-            xi = redraw(k_redraw, xi, done)
+        if fresh is not None:
+            xi = jnp.where(jnp.reshape(done, (-1,) + (1,) * (xi.ndim - 1)), fresh, xi)
         ret = acc.ret + reward
         disc_ret = acc.disc_ret + acc.discount * reward
         disc_costs = acc.disc_costs + acc.discount[:, None] * info["costs"]
@@ -225,9 +224,9 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
         return (env_state, next_obs, acc, xi), (tr, stats)
 
     init = (env_state, obs, acc, env_xi)
-    (env_state, obs, acc, env_xi), (traj, stats) = jax.lax.scan(body, init, jax.random.split(key, n_steps))
+    (env_state, obs, acc, env_xi), (traj, stats) = jax.lax.scan(body, init, (jax.random.split(key, n_steps), fresh_xi))
     stats = jax.tree.map(lambda x: x.sum(axis=(0, 1)), stats)
-    if redraw is not None:
+    if fresh_xi is not None:
         return traj, env_state, obs, acc, stats, env_xi
     return traj, env_state, obs, acc, stats
 

@@ -74,6 +74,14 @@ def build_networks(cfg: Config, env) -> tuple[Actor, Critic]:
     return actor, critic
 
 
+def _has_density(env) -> bool:
+    try:
+        env.check_estimator(env.default_params, "score")
+    except ValueError:
+        return False
+    return True
+
+
 def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
     hp = cfg.hparams if hparams is None else hparams
     if not isinstance(hp, HParams):
@@ -108,7 +116,7 @@ class Step:
                              f"worst-of-n or ltma-norm")  # fmt: skip
         self.actor, self.critic = build_networks(cfg, self.env)
         self.learner = make_learner(cfg, self.env, self.actor, self.critic)
-        self.context = Context(self.env, self.actor, cfg, self.learner.budgeted)
+        self.context = Context(self.env, self.actor, cfg, self.learner.budgeted, score_ok=_has_density(self.env))
 
     # ------------------------------------------------------------------ state
     def init(self, rng, hp: HParams, env_params, variant: Variant | None = None) -> TrainState:
@@ -170,17 +178,16 @@ class Step:
         return functools.reduce(jnp.logical_or, [which == i for i, a in enumerate(self.adversaries) if test(a)],
                                 jnp.bool_(False))  # fmt: skip
 
-    def redraw(self, which, env_params):
-        """``(key, env_xi, done) -> env_xi``: envs whose episode ended draw a new kernel
-        uniformly from the box on the lanes whose method redraws (domain randomisation)."""
-        flag = self.lanes_where(which, lambda a: a.redraw)
-
-        def fn(key, env_xi, done):
-            new = uniform_kernels(key, env_params, env_xi.shape[0])
-            hit = jnp.reshape(done & flag, (-1,) + (1,) * (env_xi.ndim - 1))
-            return jnp.where(hit, new, env_xi)
-
-        return fn
+    def fresh_kernels(self, key, state: TrainState, which) -> jax.Array | None:
+        """The kernels rollout envs take when an episode ends, ``[n_steps, n_envs, ...]``:
+        drawn uniformly from the box on the lanes whose method redraws (domain
+        randomisation), the env's own kernel on the others; None without redrawing methods
+        or for a learner that collects whole episodes (they draw between iterations)."""
+        if not any(a.redraw for a in self.adversaries) or self.learner.budgeted:
+            return None
+        cfg, xi = self.cfg, state.env_xi
+        draws = uniform_kernels(key, state.env_params, cfg.n_steps * cfg.n_envs).reshape((cfg.n_steps,) + xi.shape)
+        return jnp.where(self.lanes_where(which, lambda a: a.redraw), draws, jnp.broadcast_to(xi, draws.shape))
 
     def dual_phase(self, key, state: TrainState, env_params, hp, mode, policy_epochs, env_xi=None):
         """5. ``K`` ascent steps on ``lam`` under the current kernel (no step, and no steps
@@ -231,8 +238,8 @@ class Step:
         k_roll, k_upd = self.learner.learn_keys(k_learn)
         lam_tilde = lagrange.effective_multiplier(variant.constraint, state.dual, hp.eta_lam)
 
-        redraw = self.redraw(variant.adversary, state.env_params) if self.per_env else None
-        data, state, metrics = self.learner.collect(k_roll, state, hp, self.per_env, redraw)
+        fresh = self.fresh_kernels(jax.random.fold_in(k_roll, 1), state, variant.adversary) if self.per_env else None
+        data, state, metrics = self.learner.collect(k_roll, state, hp, self.per_env, fresh)
         signal = self.learner.signal(data, state.params, lam_tilde, hp)
         state, policy_steps, upd = self.learner.update(k_upd, state, data, signal, hp, variant.schedule)
         env_params, env_xi, ltma_steps = self.adversary(k_ltma, state, lam_tilde, hp, variant.adversary)

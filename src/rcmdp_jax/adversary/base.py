@@ -15,12 +15,14 @@ from rcmdp_jax.rollout import Policy, episode_values
 @dataclasses.dataclass(frozen=True)
 class Context:
     """What a method reads, fixed while tracing: the environment, the actor module, the
-    config and whether the learner collects one whole episode an iteration (MCPMD)."""
+    config, whether the learner collects one whole episode an iteration (MCPMD) and
+    whether the kernel has a density."""
 
     env: Any
     actor: Any
     cfg: Any
     episodic: bool
+    score_ok: bool = True  # the kernel has a density (the score-function gradient exists)
 
 
 class Adversary:

@@ -3,7 +3,10 @@
 (``rcmdp_jax.ltma.pathwise_direction``, ``adversary_episodes`` episodes) and moves every
 coordinate of ``xi`` by ``xi_step`` of its half-width along ``sign(g)``: steepest ascent
 in the box's own norm (``max g . d`` over ``|d_i| <= xi_step * kappa_i``), then the
-projection on the box."""
+projection on the box. Where the pathwise gradient is zero (the cost reaches ``xi`` only
+through discrete actions or termination, e.g. Acrobot's torque cost) the step follows the
+score-function gradient of the same episodes (``rcmdp_jax.ltma.ltma_direction``), if the
+kernel has a density."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax.adversary.base import Adversary, broadcast
-from rcmdp_jax.ltma import pathwise_direction
+from rcmdp_jax.ltma import ltma_direction, pathwise_direction
 from rcmdp_jax.rollout import Policy
 
 
@@ -32,6 +35,10 @@ class NormalisedLTMA(Adversary):
             p, samples = carry
             keys = jax.random.split(k, cfg.adversary_episodes)
             g, traj = pathwise_direction(ctx.env, p, policy, keys, lam_tilde, hp.gamma, cfg.ltma_horizon)
+            # where the cost reaches xi only through discrete actions or termination the
+            # pathwise gradient is zero: the score function of the same episodes instead
+            score = ltma_direction(ctx.env, p, traj, lam_tilde, hp.gamma) if ctx.score_ok else jnp.zeros_like(g)
+            g = jnp.where(jnp.any(g != 0), g, score)
             p = ctx.env.project(p.replace(xi=normalised_step(p.xi, g, p.kappa, hp.xi_step)))
             return (p, samples + traj.alive.sum()), None
 

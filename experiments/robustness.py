@@ -1,0 +1,205 @@
+"""Which robust training method keeps the constraint on the worst kernel?
+
+    python experiments/robustness.py --out DIR            # train, test, search, report (resumable)
+    python experiments/robustness.py --out DIR --report   # the report from what DIR holds
+
+For each setting (the study's CartPole and Inventory 1-D, gymnax CartPole-v1, Pendulum-v1
+and Acrobot-v1, short budgets) it trains PPO-Lag and MDPO-Lag under every robust method
+(``none``, ``ltma``, ``ltma-norm``, ``dr``, ``worst-of-n``, ``corners``; one family program
+per learner) with ``experiments/run.py --worst-case``, then reads each seed's constraint
+value at the nominal kernel, on its worst kernel of the test grid and on the worst kernel
+the gradient search finds, and writes ``docs/robustness.md`` and ``docs/robustness.json``.
+A second pass times each method trained alone (PPO-Lag, compile excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTINGS = ("cartpole", "inventory", "gymnax:CartPole-v1", "gymnax:Pendulum-v1", "gymnax:Acrobot-v1")
+OUTSIDE = SETTINGS[2:]  # the environments outside the study: where the default is chosen
+LEARNERS = ("PPO-Lag", "MDPO-Lag")
+METHODS = ("none", "ltma", "ltma-norm", "dr", "worst-of-n", "corners")
+TIMED = ("gymnax:CartPole-v1", "gymnax:Pendulum-v1")  # the timing pass: PPO-Lag under each method alone
+
+
+def algo_name(learner: str, method: str) -> str:
+    return learner if method == "none" else f"{learner}+{method}"
+
+
+def slug(env: str) -> str:
+    return env.replace("gymnax:", "gymnax-")
+
+
+def train_setting(out: Path, env: str, seeds: int, log) -> float:
+    """Run the runner on one setting (``--resume`` when a folder is there); its wall time."""
+    run_dir = out / "runs" / slug(env)
+    algos = ",".join(algo_name(learner, m) for learner in LEARNERS for m in METHODS)
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "--env", env, "--algos", algos, "--seeds",
+           str(seeds), "--budget", "short", "--worst-case", "--out", str(run_dir)]  # fmt: skip
+    if (run_dir / "run.json").exists():
+        cmd.append("--resume")
+    t0 = time.time()
+    log(" ".join(cmd[1:]))
+    proc = subprocess.run(cmd, cwd=ROOT)
+    if proc.returncode not in (0, 3):  # 3: some seeds diverged (named in the report)
+        raise SystemExit(f"{env}: the runner exited with status {proc.returncode}")
+    return time.time() - t0
+
+
+def time_methods(env: str, seeds: int) -> dict:
+    """PPO-Lag under each method alone on ``env``: seconds to train ``seeds`` seeds (the
+    compiled program, compile excluded; the best of two calls)."""
+    import jax
+
+    from rcmdp_jax import make_train, preset
+
+    keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+    out = {}
+    for method in METHODS:
+        train = make_train(preset(env, algo_name("PPO-Lag", method)))
+        compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
+        best = np.inf
+        for _ in range(2):
+            t0 = time.perf_counter()
+            jax.block_until_ready(compiled(keys))
+            best = min(best, time.perf_counter() - t0)
+        out[method] = best
+        print(f"  {env} PPO-Lag+{method}: {best:.2f} s", flush=True)
+    return out
+
+
+def code_version() -> str:
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()  # fmt: skip
+    return rev.strip() + ("+uncommitted" if dirty else "")
+
+
+def machine() -> str:
+    import os
+    import platform
+
+    cpu = platform.processor() or "CPU"
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()}-core {cpu}"
+
+
+# ------------------------------------------------------------------ the evidence
+def seed_table(run_dir: Path, env: str, algo: str) -> dict:
+    """Per kept seed: C at the nominal kernel, the worst C on the grid and from the search
+    (the worst of the constraints), and R_pen at the nominal and the grid's worst kernel."""
+    from rcmdp_jax import envs, stats
+    from rcmdp_jax.run_folder import RunFolder, kept_seeds, load_npz
+    from rcmdp_jax.worst_case import compare_with_grid
+
+    folder = RunFolder(run_dir)
+    z = load_npz(folder.algo_dir(env, algo) / "test_results.npz")
+    keep = kept_seeds(z)
+    V, C = z["V"][keep], z["C"][keep]
+    lmax = envs.env_class(env).lambda_max
+    found, grid_xi = folder.load_worst_case(env, algo)
+    cmp = compare_with_grid(V, C, found, lmax, grid_xi)
+    m = C.shape[-1]
+    grid = np.max([cmp[f"C{j}"]["grid"] for j in range(m)], axis=0)
+    search = np.max([cmp[f"C{j}"]["search"] for j in range(m)], axis=0)
+    r_pen = stats.penalised_returns(V, C, lmax)["R_pen"].mean(-1)  # [S, L, D]
+    return {
+        "seeds": int(keep.sum()),
+        "trained": int(keep.size),
+        "C_nominal": C[:, 0, 0].mean(-2).max(-1),  # level 0: every direction is the nominal kernel
+        "C_grid": grid,
+        "C_search": search,
+        "C_worst": np.maximum(grid, search),
+        "R_pen_nominal": r_pen[:, 0, 0],
+        "R_pen_worst": r_pen.reshape(r_pen.shape[0], -1).min(1),
+    }
+
+
+def poi_vs_none(rows: dict, learner: str, reps: int = 2000) -> dict:
+    """rliable's probability that a seed of each method keeps a lower worst-kernel C than a
+    seed of *none* (scores ``-C_worst``), with its 95 % stratified-bootstrap interval."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    base = -rows[algo_name(learner, "none")]["C_worst"][:, None]
+    pairs = {m: (-rows[algo_name(learner, m)]["C_worst"][:, None], base) for m in METHODS[1:]}
+    point, interval = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps)
+    return {m: (float(point[m]), float(interval[m][0]), float(interval[m][1])) for m in pairs}
+
+
+def evidence(out: Path) -> dict:
+    table = {}
+    for env in SETTINGS:
+        run_dir = out / "runs" / slug(env)
+        if not (run_dir / "run.json").exists():
+            continue
+        rows = {algo_name(lr, m): seed_table(run_dir, env, algo_name(lr, m)) for lr in LEARNERS for m in METHODS}
+        poi = {lr: poi_vs_none(rows, lr) for lr in LEARNERS}
+        table[env] = {"rows": rows, "poi": poi}
+    return table
+
+
+def write_report(out: Path, table: dict, meta: dict) -> None:
+    from robustness_report import render  # experiments/robustness_report.py
+
+    md, js = render(table, meta, LEARNERS, METHODS, algo_name)
+    (ROOT / "docs" / "robustness.md").write_text(md)
+    (ROOT / "docs" / "robustness.json").write_text(json.dumps(js, indent=1))
+    print(f"wrote docs/robustness.md and docs/robustness.json from {out}")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="the benchmark's folder (resumable)")
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of " + ",".join(SETTINGS))
+    p.add_argument("--report", action="store_true", help="only write the report from what --out holds")
+    p.add_argument("--time-only", default=None, help=argparse.SUPPRESS)  # one timing pass (a subprocess)
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.time_only:
+        (out / f"timing-{slug(args.time_only)}.json").write_text(json.dumps(time_methods(args.time_only, args.seeds)))
+        return
+    meta_path = out / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"wall_s": {}, "timing": {}}
+    if not args.report:
+        meta.setdefault("code_version", code_version())
+        meta.setdefault("machine", machine())
+    log = lambda s: print(f"[robustness] {s}", flush=True)  # noqa: E731
+    if not args.report:
+        for env in args.settings.split(","):
+            if env not in SETTINGS:
+                raise SystemExit(f"--settings: {env!r} is not one of {', '.join(SETTINGS)}")
+            if env in meta["wall_s"]:
+                continue
+            meta["wall_s"][env] = train_setting(out, env, args.seeds, log)
+            meta_path.write_text(json.dumps(meta, indent=1))
+        for env in TIMED:
+            if env in meta["timing"]:
+                continue
+            t0 = time.time()
+            subprocess.run([sys.executable, __file__, "--out", str(out), "--seeds", str(args.seeds),
+                            "--time-only", env], check=True)  # fmt: skip
+            meta["timing"][env] = json.loads((out / f"timing-{slug(env)}.json").read_text())
+            meta["timing_wall_s"] = meta.get("timing_wall_s", 0.0) + time.time() - t0
+            meta_path.write_text(json.dumps(meta, indent=1))
+    meta["seeds"] = args.seeds
+    write_report(out, evidence(out), meta)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    main()

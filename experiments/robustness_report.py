@@ -1,0 +1,86 @@
+"""The Markdown and JSON of ``experiments/robustness.py`` from its per-seed evidence."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _mean_se(x) -> str:
+    x = np.asarray(x, np.float64)
+    se = x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else 0.0
+    return f"{x.mean():+.2f} ± {se:.2f}"
+
+
+def _broken(x) -> int:
+    return int(np.sum(np.asarray(x) > 0))
+
+
+def render(table: dict, meta: dict, learners, methods, algo_name) -> tuple[str, dict]:
+    seeds = meta.get("seeds", 10)
+    lines = [
+        "# Robust training methods: who keeps the constraint on the worst kernel",
+        "",
+        "Made by `python experiments/robustness.py --out DIR` "
+        f"(code version `{meta.get('code_version', '?')}`, {seeds} seeds, short budgets) on "
+        f"{meta.get('machine', 'the machine named below')}. Hand-written findings: "
+        "[robustness_findings.md](robustness_findings.md).",
+        "",
+        "Each learner trains under every robust method (`ALGO+METHOD`, one family program per learner): "
+        "`none` (nominal kernel), `ltma` (the study's LTMA: score function, raw step `eta_xi`), `ltma-norm` "
+        "(pathwise gradient, each step moves `xi` by `xi_step` of the half-width), `dr` (a uniform kernel per "
+        "training episode), `worst-of-n` (16 uniform kernels, train on the worst quarter) and `corners` "
+        "(train on the worst of the box's corners). Then the robustness test (every kernel of the grid) and "
+        "the gradient search for each seed's worst kernel (`--worst-case`).",
+        "",
+        "Columns: `C nom` the constraint value at the nominal kernel (mean ± SE over seeds; > 0 breaks it); "
+        "`C grid` / `C search` the worst constraint value on the test grid / found by the gradient search; "
+        "`broken` how many seeds break the constraint at the nominal kernel / on their worst kernel "
+        "(the worse of grid and search); `R_pen nom` / `R_pen worst` the penalised return at the nominal and "
+        "the grid's worst kernel; `PoI` rliable's probability that a seed of the method has a lower worst-kernel "
+        "C than a seed of `none`, with its 95 % bootstrap interval (**bold**: lower end above 0.5); `time` "
+        "training time of the method alone (PPO-Lag, compile excluded) where timed.",
+        "",
+    ]
+    js: dict = {"meta": meta, "settings": {}}
+    wins: dict = {}
+    for env, block in table.items():
+        rows, poi = block["rows"], block["poi"]
+        timing = meta.get("timing", {}).get(env, {})
+        lines += [f"## `{env}`", ""]
+        if env in meta.get("wall_s", {}):
+            lines += [f"Wall time of the setting (train, test, search): {meta['wall_s'][env] / 60:.1f} min.", ""]
+        lines += ["| algorithm | seeds | C nom | C grid | C search | broken nom / worst | R_pen nom | R_pen worst "
+                  "| PoI vs none | time |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        js["settings"][env] = {}
+        for learner in learners:
+            for m in methods:
+                a = algo_name(learner, m)
+                r = rows[a]
+                p = poi[learner].get(m)
+                if p is None:
+                    poi_s = "—"
+                else:
+                    poi_s = f"{p[0]:.2f} [{p[1]:.2f}, {p[2]:.2f}]"
+                    if p[1] > 0.5:
+                        poi_s = f"**{poi_s}**"
+                        wins.setdefault(env, []).append(a)
+                t = timing.get(m) if learner == "PPO-Lag" else None
+                t_s = "" if t is None else f"{t:.1f} s ({t / timing['none']:.2f}×)"
+                lines.append(
+                    f"| {a} | {r['seeds']}/{r['trained']} | {_mean_se(r['C_nominal'])} | {_mean_se(r['C_grid'])} | "
+                    f"{_mean_se(r['C_search'])} | {_broken(r['C_nominal'])} / {_broken(r['C_worst'])} | "
+                    f"{_mean_se(r['R_pen_nominal'])} | {_mean_se(r['R_pen_worst'])} | {poi_s} | {t_s} |"
+                )
+                js["settings"][env][a] = {k: (np.asarray(v).tolist() if not isinstance(v, int) else v)
+                                          for k, v in r.items()} | {"poi_vs_none": p}  # fmt: skip
+        lines.append("")
+    lines += ["## Where a robust method beats *none*", ""]
+    lines += [f"* `{env}`: {', '.join(wins.get(env, [])) or 'no method'} (PoI's lower end > 0.5)" for env in table]
+    lines.append("")
+    if meta.get("wall_s"):
+        total = sum(meta["wall_s"].values()) + meta.get("timing_wall_s", 0.0)
+        lines += [f"Whole benchmark: {total / 60:.1f} min (settings {sum(meta['wall_s'].values()) / 60:.1f} min, "
+                  f"timing pass {meta.get('timing_wall_s', 0.0) / 60:.1f} min).", ""]  # fmt: skip
+    js["wins"] = wins
+    return "\n".join(lines), js
