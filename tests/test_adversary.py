@@ -199,3 +199,28 @@ def test_a_family_checks_every_robust_members_estimator():
     robust = preset("noiseless-pendulum", "PPO-Lag+ltma", ltma_estimator="score")
     with pytest.raises(ValueError, match="score-function estimator needs noise"):
         make_family([first, robust])
+
+
+def test_default_adversary_moves_xi_towards_kernels_where_the_constraint_is_worse():
+    """A short training with a preset's default robust method (ltma-norm): ``xi`` moves by
+    at least a tenth of the box's half-width, to a kernel where the trained policy's
+    constraint value is higher than at the nominal kernel."""
+    from rcmdp_jax.rollout import run_episodes
+
+    cfg = preset("gymnax:CartPole-v1", "PPO-Robust-Lag", total_timesteps=3200)
+    assert cfg.adversary == "ltma-norm"
+    train = make_train(cfg)
+    result = jax.jit(train)(jax.random.PRNGKey(0))
+    params = train.step.default_env_params
+    moved = np.abs(np.asarray(result.state.env_params.xi - params.xi_c)) / np.asarray(params.kappa)
+    assert moved.max() >= 0.1, moved
+
+    @jax.jit
+    def constraint(env_params, actor_params):  # the same 400 episodes' keys on both kernels
+        _, c, _ = run_episodes(jax.random.PRNGKey(9), train.env, env_params, train.step.actor, actor_params, 400,
+                               cfg.hparams.gamma, False)  # fmt: skip
+        return c.mean()
+
+    actor_params = result.state.params["actor"]
+    nominal, attacked = constraint(params, actor_params), constraint(result.state.env_params, actor_params)
+    assert float(attacked) > float(nominal), (float(attacked), float(nominal), moved)

@@ -115,11 +115,6 @@ class Config:
         return self.batch_size // self.minibatch_size
 
     @property
-    def alpha_ticks_total(self) -> int:
-        per = self.epochs if self.alpha_tick == "epoch" else 1
-        return self.num_iterations * per
-
-    @property
     def dual_steps_per_epoch(self) -> int:
         """Ascent steps on ``lam`` per dual epoch: ``ceil(dual_batch / dual_minibatch)``."""
         return math.ceil(self.dual_batch / self.dual_minibatch)
@@ -134,10 +129,6 @@ class Config:
     def episodic(self) -> bool:
         """MCPMD's batch: one whole episode of one environment per iteration (SPEC §2b)."""
         return self.learner == "mcpmd"
-
-    @property
-    def constrained(self) -> bool:
-        return self.constraint != "none"
 
     def replace(self, **changes: Any) -> Config:
         """A new config with ``changes`` (fields of Config or of HParams) applied."""
