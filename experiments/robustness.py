@@ -136,7 +136,7 @@ def poi_vs_none(rows: dict, learner: str, reps: int = 2000) -> dict:
     base = -rows[algo_name(learner, "none")]["C_worst"][:, None]
     pairs = {m: (-rows[algo_name(learner, m)]["C_worst"][:, None], base) for m in METHODS[1:]}
     point, interval = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps)
-    return {m: (float(point[m]), float(interval[m][0]), float(interval[m][1])) for m in pairs}
+    return {m: tuple(float(x) for x in np.ravel([point[m], *np.ravel(interval[m])])) for m in pairs}
 
 
 def evidence(out: Path) -> dict:
