@@ -160,6 +160,9 @@ def main(argv=None) -> int:
     from rcmdp_jax.study import Study
 
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    from rcmdp_jax.console import split_in_process
+
+    split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
     try:
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
         plan, folder = plan_and_folder(args, first)
@@ -171,6 +174,8 @@ def main(argv=None) -> int:
         print(f"run.py: error: {err}", file=sys.stderr)
         return 2
     runtime.speed_up(args.compile_cache)
+    if split_note:
+        print(split_note, flush=True)
     n_runs = len(plan["envs"]) * len(plan["algos"])
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     if args.distributed:

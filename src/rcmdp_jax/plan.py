@@ -10,6 +10,7 @@ import sys
 
 from rcmdp_jax.config import BUDGETS, ENV_NAMES, config_from_dict, config_to_dict
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
+from rcmdp_jax.user_env import check_folder_names
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
@@ -41,8 +42,10 @@ def parse_sets(sets) -> dict:
 
 def plan_envs(args) -> list[str]:
     """The environments of ``--env`` (with a gymnax preset's ``--uncertain``/``--costs``)."""
-    from rcmdp_jax import envs
+    from rcmdp_jax import envs, user_env
 
+    if user_env.is_source(args.env):
+        return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
     gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
     if (args.uncertain is not None or args.costs is not None) and not gymnax_env:
@@ -51,13 +54,17 @@ def plan_envs(args) -> list[str]:
         raise UsageError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
     for e in envs_:
         try:
-            envs.check_name(e)
-        except ValueError:
+            if not (gymnax_env and "@" not in e):  # gymnax:ID is checked with its --uncertain/--costs below
+                envs.check_name(e)
+        except ValueError as err:
+            if gymnax_env:
+                raise UsageError(f"--env {e}: {err}") from None
             from rcmdp_jax.envs.gymnax_presets import PRESETS
 
             presets = ", ".join(envs.GYMNAX_PREFIX + k for k in PRESETS)
             raise UsageError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
-                             f"{presets}") from None  # fmt: skip
+                             f"{presets}, gymnax:ID (any gymnax id, with --uncertain), PACKAGE.MODULE:NAME or "
+                             "FILE.py:NAME (your own environment)") from None  # fmt: skip
     if gymnax_env and "@" not in args.env:
         from rcmdp_jax.envs.gymnax_presets import gymnax_name
 
@@ -66,6 +73,41 @@ def plan_envs(args) -> list[str]:
         except ValueError as err:
             raise UsageError(f"--env {args.env}: {err}") from None
     return envs_
+
+
+def load_user_env(args) -> str:
+    """``--env PACKAGE.MODULE:NAME`` / ``FILE.py:NAME``: the user's environment, loaded and
+    registered (its source goes into run.json)."""
+    from rcmdp_jax import user_env
+
+    if args.uncertain is not None or args.costs is not None:
+        raise UsageError(f"--uncertain and --costs apply to a gymnax preset (--env gymnax:ID); {args.env} "
+                         "brings its own box and costs")  # fmt: skip
+    try:
+        return user_env.load_spec(args.env)[0]
+    except ValueError as err:
+        raise UsageError(f"--env {args.env}: {err}") from None
+
+
+def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
+    """An environment without constraint costs (a gymnax id named without --costs) runs
+    the unconstrained algorithms only: ``--algos all`` is cut to them, a named
+    constrained algorithm is refused."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.presets import parse_algorithm, split_variant
+
+    bare = [e for e in envs_ if e.startswith(envs.GYMNAX_PREFIX) and not envs.gymnax_has_costs(e)]
+    if not bare:
+        return algos
+    constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
+    if constrained and args.algos != "all":
+        raise UsageError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
+                         "--costs FIELD:LIMIT,... or choose unconstrained algorithms (MCPMD, PPO, MDPO, RMCPMD, "
+                         "PPO-Robust, MDPO-Robust)")  # fmt: skip
+    if constrained:
+        print(f"note: --env {args.env} has no constraint costs (--costs): the {len(algos) - len(constrained)} "
+              "unconstrained algorithms run", file=sys.stderr)  # fmt: skip
+    return [a for a in algos if a not in constrained]
 
 
 def plan_algos(args) -> list[str]:
@@ -150,6 +192,11 @@ def check_memory(configs: dict, seeds: int) -> None:
 def build_plan(args) -> dict:
     """Validate every input and build all configs; raises ``UsageError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
+    algos = keep_constrained(args, envs_, algos)
+    try:
+        check_folder_names(algos)
+    except ValueError as err:
+        raise UsageError(f"--algos: {err}") from None
     check_numbers(args)
     overrides = parse_sets(args.sets)
     if args.steps is not None:
@@ -176,8 +223,11 @@ def build_plan(args) -> dict:
     if steps > LONG_RUN:
         print(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core CPU "
               f"that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)", file=sys.stderr)  # fmt: skip
+    from rcmdp_jax.user_env import sources
+
+    extra = {"env_sources": sources(envs_)} if sources(envs_) else {}  # how a fresh process rebuilds them
     return dict(envs=envs_, algos=algos, seeds=args.seeds, seed=args.seed, vmap=args.vmap, n_test=args.n_test,
-                worst_case=args.worst_case, devices=args.devices, configs=configs, will_run=will_run)  # fmt: skip
+                worst_case=args.worst_case, devices=args.devices, configs=configs, will_run=will_run, **extra)  # fmt: skip
 
 
 def config_differences(saved: dict, current: dict) -> str:
