@@ -142,6 +142,8 @@ class Config:
         out = dataclasses.replace(self, **cfg_changes)
         if hp_changes:
             out = dataclasses.replace(out, hparams=out.hparams.replace(**hp_changes))
+        if "total_timesteps" in changes:
+            _say_rounding(out)
         return out
 
     def validate(self) -> Config:
@@ -196,6 +198,22 @@ class Config:
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
         return self
+
+
+class BudgetRounded(UserWarning):
+    """A ``total_timesteps`` that whole batches round up (the CLI says it as a note)."""
+
+
+def _say_rounding(cfg: Config) -> None:
+    """Warn when PPO/MDPO's whole batches run more policy steps than ``total_timesteps``."""
+    import warnings
+
+    ints = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (cfg.total_timesteps, cfg.n_envs, cfg.n_steps))
+    if not ints or cfg.episodic or cfg.num_iterations * cfg.batch_size == cfg.total_timesteps:
+        return
+    warnings.warn(f"total_timesteps={cfg.total_timesteps}: {cfg.name or cfg.learner} runs {cfg.num_iterations} "
+                  f"iteration(s) of {cfg.batch_size} policy steps (n_envs*n_steps) = "
+                  f"{cfg.num_iterations * cfg.batch_size} steps", BudgetRounded, stacklevel=4)  # fmt: skip
 
 
 # Every ``Literal`` field of ``Config`` and what it may be: the one table ``validate`` checks.

@@ -7,8 +7,9 @@ import ast
 import json
 import os
 import sys
+import warnings
 
-from rcmdp_jax.config import BUDGETS, ENV_NAMES, config_from_dict, config_to_dict
+from rcmdp_jax.config import BUDGETS, ENV_NAMES, BudgetRounded, config_from_dict, config_to_dict
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
 from rcmdp_jax.user_env import check_folder_names
 
@@ -208,7 +209,9 @@ def build_plan(args) -> dict:
         configs[e], will_run[e], built[e] = {}, {}, {}
         for a in algos:
             try:
-                cfg = built[e][a] = preset(e, a, args.budget, **overrides)
+                with warnings.catch_warnings():  # --steps: the note below says it
+                    warnings.simplefilter("ignore" if args.steps is not None else "default", BudgetRounded)
+                    cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
                 raise UsageError(f"--set: {err}") from None
             if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
