@@ -80,7 +80,7 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
     look = styles(results)
     paths = []
     for i, (label, fn) in enumerate(panels):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig, ax = plt.subplots(figsize=(6, 4))
         for algo, (V, C) in results.items():
             mean, se = stats.per_level(fn(V, C))
             ax.plot(levels, mean, ms=3, label=algo, **look[algo])
@@ -102,13 +102,23 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
 
 def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str,
                   cost_names=None) -> Path:  # fmt: skip
-    """Training curves (mean over seeds): evaluation return, the first constraint's value,
-    its multiplier lambda (constrained algorithms only) and the kernel's distortion."""
+    """Training curves (mean over seeds), saved as ``train_curves.png``: ``training_figure``."""
+    plt = _pyplot()
+    fig = training_figure(metrics, xi_c, kappa, env_name, cost_names)
+    path = out_dir / "train_curves.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str, cost_names=None):
+    """Evaluation return, the first constraint's value, its multiplier lambda (constrained
+    algorithms only) and the kernel's distortion, against policy steps."""
     plt = _pyplot()
 
     cost = (cost_names or ["C_1"])[0]
     look = styles(metrics)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     for algo, m in metrics.items():
         steps = np.asarray(m["policy_steps"]).mean(0)
         with warnings.catch_warnings():  # iterations without an evaluation are NaN for every seed
@@ -134,7 +144,4 @@ def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndar
     axes[0, 0].legend(fontsize=6, ncol=2)
     fig.suptitle(f"{env_name}: training curves (mean over seeds)")
     fig.tight_layout()
-    path = out_dir / "train_curves.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
