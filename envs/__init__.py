@@ -154,7 +154,7 @@ def learner_settings(name: str) -> dict | None:
 
 
 def test_episodes(name: str) -> int | None:
-    """Episodes per test kernel of a non-study environment (study domains: SPEC §4)."""
+    """Episodes per test kernel of a non-study environment (study domains: docs/method.md §4)."""
     if name in _REGISTERED:
         return _REGISTERED[name][2]
     if name.startswith(GYMNAX_PREFIX):

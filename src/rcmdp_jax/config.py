@@ -69,7 +69,7 @@ class Config:
     ltma_estimator: LtmaEstimator = "score"
     normalize_advantages: bool = True
     n_dual_episodes: int = 4  # fresh episodes for the Monte-Carlo estimate C^
-    dual_epochs: int = 5  # passes over the multiplier batch (SPEC §2a.4)
+    dual_epochs: int = 5  # passes over the multiplier batch (docs/method.md §2a.4)
     dual_batch: int = 400  # the multiplier batch, in steps (100 steps x 4 envs)
     dual_minibatch: int = 32  # one ascent step per minibatch of the multiplier batch
     dual_epochs_from_policy: bool = False  # PPO on CartPole: dual epochs = policy epochs run before the KL stop
@@ -93,7 +93,7 @@ class Config:
     @property
     def num_iterations(self) -> int:
         """Iterations of the train scan. PPO/MDPO: ``ceil(total_timesteps / batch_size)``.
-        MCPMD (one whole episode an iteration, SPEC §2b): enough iteration slots for the
+        MCPMD (one whole episode an iteration, docs/method.md §2b): enough iteration slots for the
         shortest possible episodes; the slots past the step budget do nothing."""
         if self.episodic:
             slots = math.ceil(self.total_timesteps / env_class(self.env).min_episode_length)
@@ -122,7 +122,7 @@ class Config:
 
     @property
     def episodic(self) -> bool:
-        """MCPMD's batch: one whole episode of one environment per iteration (SPEC §2b)."""
+        """MCPMD's batch: one whole episode of one environment per iteration (docs/method.md §2b)."""
         return self.learner == "mcpmd"
 
     @property
