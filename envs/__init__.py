@@ -115,7 +115,9 @@ def check_learner(learner: dict | None) -> None:
     top, hp = sorted(DEFAULT_LEARNER), sorted(f.name for f in dataclasses.fields(HParams))
     for key in learner:
         if key in hp:
-            raise ValueError(f"register: learner[{key!r}] is a hyperparameter: write learner={{'hp': {{{key!r}: ...}}}}")
+            raise ValueError(
+                f"register: learner[{key!r}] is a hyperparameter: write learner={{'hp': {{{key!r}: ...}}}}"
+            )
         if key not in top:
             raise ValueError(f"register: unknown learner key {key!r}; allowed: {', '.join(top)}")
     inner = learner.get("hp", {})
@@ -123,14 +125,20 @@ def check_learner(learner: dict | None) -> None:
         raise ValueError(f"register: learner['hp'] must be a dict of HParams fields, got {type(inner).__name__}")
     for key in inner:
         if key in top:
-            raise ValueError(f"register: learner['hp'][{key!r}] is not a hyperparameter: write learner={{{key!r}: ...}}")
+            raise ValueError(
+                f"register: learner['hp'][{key!r}] is not a hyperparameter: write learner={{{key!r}: ...}}"
+            )
         if key not in hp:
             raise ValueError(f"register: unknown hyperparameter learner['hp'][{key!r}]; allowed: {', '.join(hp)}")
     budgets = learner.get("budgets", DEFAULT_LEARNER["budgets"])
-    if not isinstance(budgets, dict) or set(budgets) != {"short", "long"} or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in budgets.values()
+    if (
+        not isinstance(budgets, dict)
+        or set(budgets) != {"short", "long"}
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in budgets.values())
     ):
-        raise ValueError(f"register: learner['budgets'] must be {{'short': N, 'long': N}} (policy steps), got {budgets!r}")
+        raise ValueError(
+            f"register: learner['budgets'] must be {{'short': N, 'long': N}} (policy steps), got {budgets!r}"
+        )
 
 
 def registered() -> tuple[str, ...]:

@@ -76,12 +76,11 @@ def zero_cost(state, action, next_state, params):
     return jnp.zeros((1,), jnp.float32)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def generic_preset(env_id: str):
     """The ``GymnaxPreset`` of a gymnax id without one: gymnax's own episode length, no
     box, no costs, the default learner settings (``presets.DEFAULT_LEARNER``)."""
     import gymnax
-
     from rcmdp_jax.envs.gymnax_presets import PRESETS, GymnaxPreset
 
     if env_id not in gymnax.registered_envs:
@@ -109,7 +108,6 @@ def check_box(name: str, pre, uncertain: dict) -> None:
     if uncertain:
         return
     import gymnax
-
     from rcmdp_jax.envs.gymnax_wrapper import float_fields
 
     fields = float_fields(gymnax.make(pre.env_id)[1])

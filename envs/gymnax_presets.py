@@ -246,9 +246,8 @@ def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = N
 
 def _build(name: str, noise: float | None = None):
     import gymnax
-    from rcmdp_jax.envs.gymnax_wrapper import robustify
-
     from rcmdp_jax.envs import gymnax_any
+    from rcmdp_jax.envs.gymnax_wrapper import robustify
 
     pre, uncertain, costs = parse_gymnax_name(name)
     env, params = gymnax.make(pre.env_id)

@@ -20,7 +20,7 @@ from rcmdp_jax import envs, make_train, preset, runner, sweep
 from rcmdp_jax.config import BudgetRounded
 
 BIN = Path(sys.executable).parent
-POINTMASS = textwrap.dedent('''
+POINTMASS = textwrap.dedent("""
     import jax, jax.numpy as jnp
     from flax import struct
     from gymnax.environments import environment, spaces
@@ -71,7 +71,7 @@ POINTMASS = textwrap.dedent('''
         speed = lambda s, a, n, p: jnp.abs(n.v)[None] - 0.02
         env = envs.robustify(PointMass(), uncertain={"mass": 0.3, "friction": 0.5}, costs={"speed": speed}, noise=1e-2)
         return {"env": env, "learner": {"hp": {"eta_xi": 1e-4}}, "n_test": 2}
-''')
+""")
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 

@@ -208,7 +208,9 @@ def _say_rounding(cfg: Config) -> None:
     """Warn when PPO/MDPO's whole batches run more policy steps than ``total_timesteps``."""
     import warnings
 
-    ints = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (cfg.total_timesteps, cfg.n_envs, cfg.n_steps))
+    ints = all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (cfg.total_timesteps, cfg.n_envs, cfg.n_steps)
+    )
     if not ints or cfg.episodic or cfg.num_iterations * cfg.batch_size == cfg.total_timesteps:
         return
     warnings.warn(f"total_timesteps={cfg.total_timesteps}: {cfg.name or cfg.learner} runs {cfg.num_iterations} "

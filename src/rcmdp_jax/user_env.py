@@ -125,7 +125,9 @@ def check_folder_names(names) -> None:
     seen: dict[str, str] = {}
     for n in names:
         if folder_name(n) in seen:
-            raise ValueError(f"{seen[folder_name(n)]!r} and {n!r} would share the folder {folder_name(n)!r}; rename one")
+            raise ValueError(
+                f"{seen[folder_name(n)]!r} and {n!r} would share the folder {folder_name(n)!r}; rename one"
+            )
         seen[folder_name(n)] = n
 
 
