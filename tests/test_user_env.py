@@ -241,3 +241,18 @@ def test_console_commands_are_installed():
         assert shutil.which(cmd, path=str(BIN)), f"{cmd} is not installed: pip install -e ."
     out = subprocess.run([str(BIN / "rcmdp"), "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "gymnax:ID" in out.stdout and "FILE.py:NAME" in out.stdout
+
+
+def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user_run, tmp_path, capsys):
+    from rcmdp_jax.report_cli import main as report
+
+    out = tmp_path / "copy"
+    shutil.copytree(user_run, out)
+    plan = json.loads((out / "run.json").read_text())
+    plan["envs"] = ["pointmass-of-a-script"]  # registered by a script, no env_sources
+    plan["configs"] = {"pointmass-of-a-script": plan["configs"]["usermass:make"]}
+    (out / "run.json").write_text(json.dumps({**plan, "env_sources": {}}))
+    assert report([str(out)]) == 2
+    assert runner.main(["--eval-only", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("'pointmass-of-a-script' was registered by the script" in e for e in err), err
