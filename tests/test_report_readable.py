@@ -34,7 +34,7 @@ def test_the_constraint_section_by_hand():
 def test_the_legend_defines_every_column_and_mark():
     text = report_text.legend(50.0)
     for word in ("R_pen = Return - lambda_max * sum_j max(0, C_j)", "R_pen± = Return - lambda_max * sum_j C_j",
-                 "lambda_max = 50", "min:", "**Bold**", "pooled standard error", "kept when C_j <= 0"):  # fmt: skip
+                 "lambda_max = 50", "min:", "Bold: the best mean", "pooled standard error", "kept when C_j <= 0"):  # fmt: skip
         assert word in text, word
 
 

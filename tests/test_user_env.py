@@ -121,7 +121,12 @@ def test_summary_says_whether_the_constraint_is_kept_by_hand(user_run):
     row = f"| PPO-Lag | speed | {nominal:.3f} ({broken_nominal}/2) | {kernels[lvl, d]:.3f} ({broken}/2) |"
     summary = (user_run / "usermass_make" / "summary.md").read_text()
     assert row in summary, summary
-    for word in ("R_pen = Return - lambda_max", "R_pen± = Return - lambda_max * sum_j C_j", "min:", "**Bold**"):
+    for word in (
+        "R_pen = Return - lambda_max",
+        "R_pen± = Return - lambda_max * sum_j C_j",
+        "min:",
+        "Bold: the best mean",
+    ):
         assert word in summary
     js = json.loads((user_run / "usermass_make" / "summary.json").read_text())["PPO-Lag"]["constraints"]["speed"]
     assert js["worst_seeds_broken"] == broken and np.isclose(js["worst"], kernels[lvl, d])

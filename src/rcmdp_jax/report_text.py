@@ -30,12 +30,12 @@ def cost_names(env_name: str, m: int) -> tuple[str, ...]:
 
 def legend(lambda_max: float) -> str:
     return (
-        "\n**How to read it.** Return: the discounted return of the trained (deterministic) policy. "
+        "\nHow to read it. Return: the discounted return of the trained (deterministic) policy. "
         "C_j: the discounted sum of constraint cost j; the constraint is kept when C_j <= 0. "
         f"R_pen = Return - lambda_max * sum_j max(0, C_j): only broken constraints cost (lambda_max = {lambda_max:g}). "
         "R_pen± = Return - lambda_max * sum_j C_j: slack under a limit earns as much as a breach costs. "
         "Each cell: mean over every test kernel (distortion level x direction), seed and episode ± the standard "
-        "error across test kernels; min: the worst test kernel's mean. **Bold**: the best mean and every "
+        "error across test kernels; min: the worst test kernel's mean. Bold: the best mean and every "
         "algorithm within one pooled standard error of it. The method: docs/method.md.\n"
     )
 
