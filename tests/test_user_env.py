@@ -261,3 +261,16 @@ def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user
     assert runner.main(["--eval-only", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("'pointmass-of-a-script' was registered by the script" in e for e in err), err
+
+
+def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, capsys):
+    (tmp_path / "fileenv.py").write_text(POINTMASS)
+    monkeypatch.chdir(tmp_path)
+    plan = runner.build_plan(runner.parse_args(["--env", "fileenv.py:make", "--algos", "PPO", "--seeds", "1"]))
+    assert plan["envs"] == ["fileenv.py:make"]
+    assert plan["env_sources"]["fileenv.py:make"] == {"file": str(tmp_path / "fileenv.py"), "attr": "make"}
+    env, params = envs.make("fileenv.py:make")
+    assert env.cost_names == ("speed",) and env.fields == ("mass", "friction")
+    # a budget that whole batches round up is a note on the command line too
+    runner.build_plan(runner.parse_args(["--algos", "PPO", "--seeds", "1", "--set", "total_timesteps=1000"]))
+    assert "note: --set total_timesteps=1000: PPO runs 1 iteration(s) of 1600" in capsys.readouterr().err

@@ -46,6 +46,8 @@ def plan_envs(args) -> list[str]:
     from rcmdp_jax import envs, user_env
 
     if user_env.is_source(args.env):
+        from rcmdp_jax.plan_user import load_user_env
+
         return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
     gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
@@ -74,41 +76,6 @@ def plan_envs(args) -> list[str]:
         except ValueError as err:
             raise UsageError(f"--env {args.env}: {err}") from None
     return envs_
-
-
-def load_user_env(args) -> str:
-    """``--env PACKAGE.MODULE:NAME`` / ``FILE.py:NAME``: the user's environment, loaded and
-    registered (its source goes into run.json)."""
-    from rcmdp_jax import user_env
-
-    if args.uncertain is not None or args.costs is not None:
-        raise UsageError(f"--uncertain and --costs apply to a gymnax preset (--env gymnax:ID); {args.env} "
-                         "brings its own box and costs")  # fmt: skip
-    try:
-        return user_env.load_spec(args.env)[0]
-    except ValueError as err:
-        raise UsageError(f"--env {args.env}: {err}") from None
-
-
-def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
-    """An environment without constraint costs (a gymnax id named without --costs) runs
-    the unconstrained algorithms only: ``--algos all`` is cut to them, a named
-    constrained algorithm is refused."""
-    from rcmdp_jax import envs
-    from rcmdp_jax.presets import parse_algorithm, split_variant
-
-    bare = [e for e in envs_ if e.startswith(envs.GYMNAX_PREFIX) and not envs.gymnax_has_costs(e)]
-    if not bare:
-        return algos
-    constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
-    if constrained and args.algos != "all":
-        raise UsageError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
-                         "--costs FIELD:LIMIT,... or choose unconstrained algorithms (MCPMD, PPO, MDPO, RMCPMD, "
-                         "PPO-Robust, MDPO-Robust)")  # fmt: skip
-    if constrained:
-        print(f"note: --env {args.env} has no constraint costs (--costs): the {len(algos) - len(constrained)} "
-              "unconstrained algorithms run", file=sys.stderr)  # fmt: skip
-    return [a for a in algos if a not in constrained]
 
 
 def plan_algos(args) -> list[str]:
@@ -193,6 +160,8 @@ def check_memory(configs: dict, seeds: int) -> None:
 def build_plan(args) -> dict:
     """Validate every input and build all configs; raises ``UsageError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
+    from rcmdp_jax.plan_user import keep_constrained
+
     algos = keep_constrained(args, envs_, algos)
     try:
         check_folder_names(algos)
@@ -209,11 +178,17 @@ def build_plan(args) -> dict:
         configs[e], will_run[e], built[e] = {}, {}, {}
         for a in algos:
             try:
-                with warnings.catch_warnings():  # --steps: the note below says it
-                    warnings.simplefilter("ignore" if args.steps is not None else "default", BudgetRounded)
+                with warnings.catch_warnings(record=True) as caught:  # a rounded budget: said below as a note
+                    warnings.simplefilter("always", BudgetRounded)
                     cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
                 raise UsageError(f"--set: {err}") from None
+            rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
+            for w in caught:  # any other warning as it was
+                if w not in rounded:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            if args.steps is None and rounded:
+                print(f"note: --set {rounded[0].message} on {e}", file=sys.stderr)
             if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
                 print(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
                       f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps", file=sys.stderr)  # fmt: skip
