@@ -39,7 +39,8 @@ def test_the_legend_defines_every_column_and_mark():
 
 
 def test_costs_are_named():
-    assert report_text.cost_names("cartpole", 1) == ("|cart velocity|<=0.15",)
+    assert report_text.cost_names("cartpole", 1) == ("|x_dot|-0.15",)
+    assert report_text.cost_names("inventory3d", 3)[2] == "a_3-0.5s_3"
     assert report_text.cost_names("gymnax:Pendulum-v1@costs=speed,torque", 2) == ("speed", "torque")
     assert report_text.cost_names("nowhere", 2) == ("C_1", "C_2")
 

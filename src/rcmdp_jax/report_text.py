@@ -9,9 +9,9 @@ import numpy as np
 
 # the study's domains: what each constraint bounds (docs/method.md §1)
 STUDY_COSTS = {
-    "cartpole": ("|cart velocity|<=0.15",),
-    "inventory": ("order cost<=0",),
-    "inventory3d": ("item 1 orders", "item 2 orders", "item 3 orders"),
+    "cartpole": ("|x_dot|-0.15",),
+    "inventory": ("0.01(a^2-s)",),
+    "inventory3d": ("a_1-0.5s_1", "a_2-0.5s_2", "a_3-0.5s_3"),
 }
 
 
