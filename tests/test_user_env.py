@@ -84,6 +84,7 @@ def _run(args, cwd):
 @pytest.fixture(scope="module")
 def user_run(tmp_path_factory):
     """``rcmdp --env usermass:make`` from the module's folder: PPO-Lag, 1 seed, 2 batches."""
+    assert (BIN / "rcmdp").exists(), "the console command rcmdp is not installed here: pip install -e ."
     home = tmp_path_factory.mktemp("user")
     (home / "usermass.py").write_text(POINTMASS)
     out = home / "run"
