@@ -166,7 +166,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
     found = load_worst_case(folder, env_name, results, lambda_max, levels)
     if found:
-        wc_text, wc_json = worst_case_section(found, env_name)
+        wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)})
         text += wc_text
         (env_dir / "worst_case.json").write_text(json.dumps(wc_json, indent=2))
     for algo, b in bounds.items():
@@ -189,7 +189,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     return md
 
 
-def worst_case_section(found: dict, env_name: str) -> tuple[str, dict]:
+def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -> tuple[str, dict]:
     """The grid-vs-search table (Markdown) and its JSON: ``found`` is
     ``{algo: worst_case.compare_with_grid(...)}`` over the seeds that did not diverge.
     Per algorithm and quantity: the mean over seeds of each seed's worst value on the
@@ -199,9 +199,10 @@ def worst_case_section(found: dict, env_name: str) -> tuple[str, dict]:
     if not found:
         return "", {}
     metrics = list(next(iter(found.values())))
+    label = (labels or {}).get  # a cost's name for its metric C<j>
     head = (
         "| Algorithm | "
-        + " | ".join(f"{m}: grid | {m}: search" for m in metrics)
+        + " | ".join(f"{label(m, m)}: grid | {label(m, m)}: search" for m in metrics)
         + " | xi of the lowest return (search) |"
     )
     lines = [head, "|" + "---|" * (2 * len(metrics) + 2)]
