@@ -84,7 +84,8 @@ def make(name: str):
 def register(name: str, env, learner: dict | None = None, n_test: int = 20) -> str:
     """Make ``env`` (a ``RobustEnvironment``, e.g. from ``robustify``) trainable by name in
     this process: ``preset(name, "PPO-Lag")``, ``make_train``, ``make_eval``. ``learner``
-    overrides the default learner settings (keys of ``config.DEFAULT_LEARNER``)."""
+    overrides the default learner settings: keys of ``presets.DEFAULT_LEARNER``, its
+    hyperparameters under ``"hp"`` (``HParams`` fields); other keys are refused."""
     from rcmdp_jax.envs.base import RobustEnvironment
 
     if not isinstance(env, RobustEnvironment):
@@ -94,8 +95,60 @@ def register(name: str, env, learner: dict | None = None, n_test: int = 20) -> s
         raise ValueError(f"register: {name!r} must be a new non-empty name (not a study domain or gymnax:...)")
     if isinstance(n_test, bool) or not isinstance(n_test, int) or n_test < 1:
         raise ValueError(f"register: n_test must be a positive integer, got {n_test!r}")
+    check_learner(learner)
     _REGISTERED[name] = (env, None if learner is None else dict(learner), n_test)
     return name
+
+
+def check_learner(learner: dict | None) -> None:
+    """``ValueError`` naming the allowed keys unless ``learner`` holds only keys of
+    ``presets.DEFAULT_LEARNER`` (hyperparameters, ``HParams`` fields, under ``"hp"``)."""
+    if learner is None:
+        return
+    import dataclasses
+
+    from rcmdp_jax.hparams import HParams
+    from rcmdp_jax.presets import DEFAULT_LEARNER
+
+    if not isinstance(learner, dict):
+        raise ValueError(f"register: learner must be a dict, got {type(learner).__name__}")
+    top, hp = sorted(DEFAULT_LEARNER), sorted(f.name for f in dataclasses.fields(HParams))
+    for key in learner:
+        if key in hp:
+            raise ValueError(
+                f"register: learner[{key!r}] is a hyperparameter: write learner={{'hp': {{{key!r}: ...}}}}"
+            )
+        if key not in top:
+            raise ValueError(f"register: unknown learner key {key!r}; allowed: {', '.join(top)}")
+    inner = learner.get("hp", {})
+    if not isinstance(inner, dict):
+        raise ValueError(f"register: learner['hp'] must be a dict of HParams fields, got {type(inner).__name__}")
+    for key in inner:
+        if key in top:
+            raise ValueError(
+                f"register: learner['hp'][{key!r}] is not a hyperparameter: write learner={{{key!r}: ...}}"
+            )
+        if key not in hp:
+            raise ValueError(f"register: unknown hyperparameter learner['hp'][{key!r}]; allowed: {', '.join(hp)}")
+    budgets = learner.get("budgets", DEFAULT_LEARNER["budgets"])
+    if (
+        not isinstance(budgets, dict)
+        or set(budgets) != {"short", "long"}
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in budgets.values())
+    ):
+        raise ValueError(
+            f"register: learner['budgets'] must be {{'short': N, 'long': N}} (policy steps), got {budgets!r}"
+        )
+
+
+def registered() -> tuple[str, ...]:
+    """The names ``register`` made in this process."""
+    return tuple(_REGISTERED)
+
+
+def gymnax_has_costs(name: str) -> bool:
+    """Whether a ``gymnax:`` name carries constraint costs (see ``gymnax_any``)."""
+    return import_module("rcmdp_jax.envs.gymnax_presets").has_costs(name)
 
 
 def learner_settings(name: str) -> dict | None:
@@ -109,7 +162,7 @@ def learner_settings(name: str) -> dict | None:
 
 
 def test_episodes(name: str) -> int | None:
-    """Episodes per test kernel of a non-study environment (study domains: SPEC §4)."""
+    """Episodes per test kernel of a non-study environment (study domains: docs/method.md §4)."""
     if name in _REGISTERED:
         return _REGISTERED[name][2]
     if name.startswith(GYMNAX_PREFIX):
@@ -125,5 +178,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'rcmdp_jax.envs' has no attribute {name!r}")
 
 
-__all__ = ["ENV_NAMES", "GYMNAX_PREFIX", "REGISTRY", "check_name", "env_class", "learner_settings",
-           "make", "register", "test_episodes", *_PUBLIC]  # fmt: skip
+__all__ = ["ENV_NAMES", "GYMNAX_PREFIX", "REGISTRY", "check_name", "env_class", "gymnax_has_costs", "learner_settings",
+           "make", "register", "registered", "test_episodes", *_PUBLIC]  # fmt: skip

@@ -8,7 +8,7 @@ half-widths ``kappa`` of the uncertainty set ``U = {xi : |xi - xi_c| <= kappa}``
 Subclasses write four small pure functions -- ``next_state_distribution``,
 ``reward``, ``constraint_costs`` and ``is_terminated_vec`` -- plus ``reset_env``;
 this base owns sampling (``step_env`` samples from exactly the distribution the
-adversary differentiates), the box projection and the test kernels of SPEC §1.
+adversary differentiates), the box projection and the test kernels of docs/method.md §1.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ class RobustEnvironment(environment.Environment):
         return np.array(list(itertools.product((-1.0, 1.0), repeat=n)), dtype=np.float32)
 
     def test_kernels(self, levels, params: Any | None = None) -> Any:
-        """Batched ``EnvParams`` over ``levels x directions`` (SPEC §1):
+        """Batched ``EnvParams`` over ``levels x directions`` (docs/method.md §1):
         ``xi = xi_c + level^2 * kappa * d``.  Every leaf gets leading axes
         ``(len(levels), 2^n)``, ready for a double ``jax.vmap``."""
         params = self.default_params if params is None else params

@@ -1,4 +1,4 @@
-"""Robust-constrained CartPole (SPEC §1a).
+"""Robust-constrained CartPole (docs/method.md §1a).
 
 The classic explicit-Euler cart-pole gives the deterministic next state
 ``mu(s, a)``; the kernel is ``s' ~ Normal(xi * mu(s, a), sigma2 * I)`` with

@@ -164,9 +164,9 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
     if not name.startswith(PREFIX):
         raise ValueError(f"{name!r} is not a gymnax name (gymnax:ID)")
     base, *options = name[len(PREFIX) :].split("@")
-    if base not in PRESETS:
-        raise ValueError(f"unknown gymnax preset {base!r}; presets: {', '.join(PREFIX + k for k in PRESETS)}")
-    pre = PRESETS[base]
+    from rcmdp_jax.envs import gymnax_any
+
+    pre = PRESETS[base] if base in PRESETS else gymnax_any.generic_preset(base)  # any gymnax id
     uncertain, costs = dict(pre.uncertain), pre.default_costs
     seen = set()
     for opt in options:
@@ -176,10 +176,11 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
         seen.add(key)
         items = [v.strip() for v in value.split(",")]
         if key == "costs":
-            unknown = [c for c in items if c not in pre.costs]
+            unknown = [c for c in items if c not in pre.costs and not gymnax_any.is_limit(c)]
             if unknown or len(set(items)) != len(items):
-                raise ValueError(f"costs: {','.join(items)} — choose distinct ones of {', '.join(pre.costs)} "
-                                 f"for {PREFIX}{base}")  # fmt: skip
+                named = f"distinct ones of {', '.join(pre.costs)} or " if pre.costs else ""
+                raise ValueError(f"costs: {','.join(items)} — choose {named}FIELD:LIMIT (|next state's FIELD| <= "
+                                 f"LIMIT, e.g. velocity:0.04) for {PREFIX}{base}")  # fmt: skip
             costs = tuple(items)
         else:
             uncertain = {}
@@ -190,7 +191,14 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
                 if field in uncertain:
                     raise ValueError(f"uncertain: field {field!r} named twice")
                 uncertain[field] = _parse_width(field, raw)
+    gymnax_any.check_box(name, pre, uncertain)
     return pre, uncertain, costs
+
+
+def has_costs(name: str) -> bool:
+    """Whether a ``gymnax:`` name carries constraint costs (an id without a preset
+    named without costs does not: only unconstrained algorithms run on it)."""
+    return bool(parse_gymnax_name(name)[2])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,13 +246,18 @@ def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = N
 
 def _build(name: str, noise: float | None = None):
     import gymnax
+    from rcmdp_jax.envs import gymnax_any
     from rcmdp_jax.envs.gymnax_wrapper import robustify
 
     pre, uncertain, costs = parse_gymnax_name(name)
     env, params = gymnax.make(pre.env_id)
     params = params.replace(**pre.params)
+    state_fields = gymnax_any.float_state_fields(env, params)
+    fns = {c: pre.costs[c].fn if c in pre.costs else gymnax_any.limit_cost(c, state_fields, pre.env_id)
+           for c in costs}  # fmt: skip
+    fns = {(c if c in pre.costs else gymnax_any.limit_name(c)): fn for c, fn in fns.items()}
     return robustify(
-        env, uncertain, {c: pre.costs[c].fn for c in costs}, noise=pre.noise if noise is None else noise, params=params,
+        env, uncertain, fns or {gymnax_any.NO_COSTS: gymnax_any.zero_cost}, noise=pre.noise if noise is None else noise, params=params,
         derive=pre.derive, gamma=pre.gamma, lambda_max=pre.lambda_max,
         min_episode_length=pre.min_episode_length, name=f"Robust{pre.env_id}",
     )  # fmt: skip
@@ -267,5 +280,5 @@ def preset_of(name: str) -> GymnaxPreset:
     return parse_gymnax_name(name)[0]
 
 
-__all__ = ["PRESETS", "PREFIX", "CostSpec", "EnvInfo", "GymnaxPreset", "check", "info", "gymnax_name", "make_gymnax",
+__all__ = ["PRESETS", "PREFIX", "CostSpec", "EnvInfo", "GymnaxPreset", "check", "info", "gymnax_name", "has_costs", "make_gymnax",
            "parse_gymnax_name", "preset_of"]  # fmt: skip

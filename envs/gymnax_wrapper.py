@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
+from importlib import import_module
 from typing import Any
 
 import distrax
@@ -286,8 +287,8 @@ def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs:
     functions). ``noise``: the kernel's std, a number or one per state entry (0 keeps the
     kernel deterministic: pathwise LTMA only). ``params``: the nominal ``EnvParams``
     (default ``env.default_params``; its ``max_steps_in_episode`` is the episode length).
-    ``derive(params) -> params`` recomputes stored derived fields after ``xi`` is applied.
-    ``options``: ``gamma``, ``lambda_max``, ``min_episode_length``, ``name``."""
+    ``derive(params) -> params`` recomputes stored derived fields after ``xi`` is applied
+    (gymnax's own envs get theirs by default: ``gymnax_any.KNOWN_DERIVE``). ``options``: ``gamma``, ``lambda_max``, ``min_episode_length``, ``name``."""
     if not isinstance(env, environment.Environment):
         raise TypeError(f"robustify needs a gymnax Environment, got {type(env).__name__}")
     if not isinstance(uncertain, Mapping):
@@ -295,4 +296,5 @@ def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs:
     if not isinstance(costs, Mapping):
         costs = {getattr(c, "__name__", f"cost{i}"): c for i, c in enumerate(costs)}
     params = env.default_params if params is None else params
+    derive = derive if derive is not None else import_module("rcmdp_jax.envs.gymnax_any").known_derive(env, uncertain)
     return RobustGymnax(env, params, uncertain, costs, noise, derive, **options)

@@ -1,4 +1,4 @@
-"""Robust-constrained Inventory Management, 1-D and 3-D (SPEC §1b, §1c).
+"""Robust-constrained Inventory Management, 1-D and 3-D (docs/method.md §1b, §1c).
 
 Features are *negative scaled squared distances* (no exponential), as in the
 reference implementation: ``zeta_i(s, a) = -K ||(s, a) - mu_i||^2 / (2 sigma_i^2)``

@@ -28,7 +28,7 @@ from bench_train import bench_family, bench_sweep, bench_train, machine  # noqa:
 
 
 def bench_sb3(repeats: int = 3, steps: int = 20_000, eval_episodes: int = 50) -> dict | None:
-    """Stable-Baselines3 PPO on Gymnasium CartPole-v1 (100-step limit), SPEC §3 settings, CPU."""
+    """Stable-Baselines3 PPO on Gymnasium CartPole-v1 (100-step limit), docs/method.md §3 settings, CPU."""
     try:
         import gymnasium as gym
         import torch

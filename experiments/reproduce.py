@@ -130,7 +130,7 @@ def write_report(out: Path, docs: Path, schedules: bool) -> Path:
         "are that run's; the verdicts are computed from its summary numbers by `experiments/claims.py`; "
         "the findings are written by hand; each section says which run it quotes).\n",
         "Tables: mean ± standard error across test environments (min in brackets), **bold** = best "
-        "or within one pooled SE of it (SPEC §4).\n",
+        "or within one pooled SE of it ([method.md §4](method.md)).\n",
         f"Total wall time of the settings' runs: {sum(timings.values()) / 60:.1f} min on the machine "
         "named in the findings.\n",
         "## Verdicts on the study's claims\n",

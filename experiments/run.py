@@ -1,4 +1,4 @@
-"""The main job (the logic is ``rcmdp_jax.runner``):
+"""The main job (the logic is ``rcmdp_jax.runner``; installed, the same command is ``rcmdp``):
 
     python experiments/run.py --seeds 10 --vmap
 
@@ -9,14 +9,8 @@ the robustness test and write a run folder with tables and plots;
 
 import sys
 
-from rcmdp_jax import sharding
-
 if __name__ == "__main__":
-    # One XLA device per core on a CPU host, before anything starts JAX's backends
-    # (importing gymnax does): --devices auto then shards the seeds over all cores.
-    # No effect on accelerators, or where XLA_FLAGS already sets the count. (Called
-    # in-process, rcmdp_jax.runner.main uses the devices JAX already has.)
-    sharding.split_cpu(sharding.available_cores())
-    from rcmdp_jax.runner import main
+    # one XLA device per core on a CPU host before JAX starts (rcmdp_jax.console.split_cpu)
+    from rcmdp_jax.console import train
 
-    sys.exit(main())
+    sys.exit(train())

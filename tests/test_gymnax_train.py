@@ -2,6 +2,7 @@
 from ``test_gymnax.py`` so the two xdist workers share the compile work)."""
 
 import dataclasses
+import json
 
 import gymnax
 import jax
@@ -51,13 +52,15 @@ def test_the_cli_trains_every_algorithm_on_a_gymnax_preset_with_a_chosen_box_and
             "--set", "eval_episodes=2", "--out", str(out)]  # fmt: skip
     assert runner.main(args) == 0
     name = "gymnax:Pendulum-v1@uncertain=g:0.1,m:abs:0.2@costs=torque,speed"
-    summary = (out / name / "summary.md").read_text()
+    folder = out / "gymnax_Pendulum-v1_uncertain_g_0.1_m_abs_0.2_costs_torque_speed"  # run.json keeps the name
+    assert json.loads((out / "run.json").read_text())["envs"] == [name]
+    summary = (folder / "summary.md").read_text()
     for algo in ALGORITHMS:
-        res = np.load(out / name / algo / "test_results.npz")
+        res = np.load(folder / algo / "test_results.npz")
         assert res["V"].shape == (2, 11, 4, 2) and res["C"].shape == (2, 11, 4, 2, 2), algo
         assert np.all(np.isfinite(res["V"])) and np.all(np.isfinite(res["C"])), algo
         assert f"| {algo} |" in summary, algo
-        xi = np.load(out / name / algo / "train_metrics.npz")["xi"]
+        xi = np.load(folder / algo / "train_metrics.npz")["xi"]
         assert np.all(np.abs(xi - [10.0, 1.0]) <= np.array([1.0, 0.2]) * (1 + 1e-5)), algo
     assert dataclasses.is_dataclass(envs.make(name)[0].inner_params)
     assert gymnax.make("Pendulum-v1")[0].name == "Pendulum-v1"

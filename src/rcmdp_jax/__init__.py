@@ -19,6 +19,7 @@ _PUBLIC = {
     "TrainState": "rcmdp_jax.train",
     "make_train": "rcmdp_jax.train",
     "make_family": "rcmdp_jax.family",
+    "sweep": "rcmdp_jax.sweeps",
 }
 
 __all__ = sorted(_PUBLIC)

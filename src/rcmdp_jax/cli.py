@@ -33,22 +33,25 @@ def _what_to_run(p) -> None:
     p.add_argument(
         "--env",
         default="cartpole",
-        help=f"one of {', '.join(ENV_NAMES)}, 'all' (the three; default cartpole), or a gymnax preset "
-        "gymnax:ID (CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCarContinuous-v0)",
+        help=f"one of {', '.join(ENV_NAMES)}, 'all' (the three; default cartpole); gymnax:ID, a gymnax preset "
+        "(CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCarContinuous-v0) or any other gymnax id with --uncertain; "
+        "or your own environment, PACKAGE.MODULE:NAME or FILE.py:NAME (docs/custom_envs.md)",
     )
     p.add_argument(
         "--uncertain",
         default=None,
         metavar="FIELD=WIDTH,...",
-        help="gymnax presets: the uncertain EnvParams fields and their box half-widths, relative "
+        help="gymnax:ID: the uncertain EnvParams fields and their box half-widths, relative "
         "(g=0.2: ±20%%) or absolute (g=abs:1.5); replaces the preset's box",
     )
     p.add_argument("--costs", default=None, metavar="NAME,...",
-                   help="gymnax presets: which of the preset's constraint costs to keep (default: its first)")  # fmt: skip
+                   help="gymnax:ID: the preset's costs to keep (default: its first) and/or FIELD:LIMIT, the "
+                        "constraint |next state's FIELD| <= LIMIT; an id without a preset and without --costs runs "
+                        "the unconstrained algorithms only")  # fmt: skip
     p.add_argument(
         "--algos",
         default="all",
-        help="comma-separated algorithm names (SPEC §2), or 'all' (default); a name may carry hyperparameters, "
+        help="comma-separated algorithm names (docs/method.md §2), or 'all' (default); a name may carry hyperparameters, "
         "e.g. MDPO-Lag@lam_init=0 (lanes of the same compiled program), or an alpha "
         "schedule variant, e.g. MDPO-Robust-Lag:restart-batch",
     )
@@ -58,7 +61,7 @@ def _what_to_run(p) -> None:
         help="the schedules study: MDPO-Robust, MDPO-Robust-Lag and MDPO-Robust-Augmented-Lag under every "
         "alpha schedule ticking per epoch and per batch (one compiled program); replaces --algos",
     )
-    p.add_argument("--budget", default="short", help="short|long: the SPEC §3 number of policy steps")
+    p.add_argument("--budget", default="short", help="short|long: the docs/method.md §3 number of policy steps")
     p.add_argument("--steps", type=int, default=None, help="policy steps per run (overrides --budget)")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
     p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
@@ -79,7 +82,7 @@ def _how_to_run(p) -> None:
         metavar="KEY=VALUE",
         help="override any Config/HParams field, e.g. --set eta_xi=1e-6 (repeatable)",
     )
-    p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default SPEC §4)")
+    p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default docs/method.md §4)")
     p.add_argument("--worst-case", action="store_true",
                    help="after the grid, search the uncertainty box for each seed's worst kernel by projected "
                         "gradient steps (rcmdp_jax.worst_case); adds a grid-vs-search table")  # fmt: skip
@@ -160,6 +163,9 @@ def main(argv=None) -> int:
     from rcmdp_jax.study import Study
 
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    from rcmdp_jax.console import split_in_process
+
+    split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
     try:
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
         plan, folder = plan_and_folder(args, first)
@@ -171,6 +177,8 @@ def main(argv=None) -> int:
         print(f"run.py: error: {err}", file=sys.stderr)
         return 2
     runtime.speed_up(args.compile_cache)
+    if split_note:
+        print(split_note, flush=True)
     n_runs = len(plan["envs"]) * len(plan["algos"])
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     if args.distributed:

@@ -79,7 +79,7 @@ class Config:
     adversary_fraction: float = 0.25  # worst-of-n: the worst fraction trained on
     normalize_advantages: bool = True
     n_dual_episodes: int = 4  # fresh episodes for the Monte-Carlo estimate C^
-    dual_epochs: int = 5  # passes over the multiplier batch (SPEC §2a.4)
+    dual_epochs: int = 5  # passes over the multiplier batch (docs/method.md §2a.4)
     dual_batch: int = 400  # the multiplier batch, in steps (100 steps x 4 envs)
     dual_minibatch: int = 32  # one ascent step per minibatch of the multiplier batch
     dual_epochs_from_policy: bool = False  # PPO on CartPole: dual epochs = policy epochs run before the KL stop
@@ -103,7 +103,7 @@ class Config:
     @property
     def num_iterations(self) -> int:
         """Iterations of the train scan. PPO/MDPO: ``ceil(total_timesteps / batch_size)``.
-        MCPMD (one whole episode an iteration, SPEC §2b): enough iteration slots for the
+        MCPMD (one whole episode an iteration, docs/method.md §2b): enough iteration slots for the
         shortest possible episodes; the slots past the step budget do nothing."""
         if self.episodic:
             slots = math.ceil(self.total_timesteps / env_class(self.env).min_episode_length)
@@ -127,7 +127,7 @@ class Config:
 
     @property
     def episodic(self) -> bool:
-        """MCPMD's batch: one whole episode of one environment per iteration (SPEC §2b)."""
+        """MCPMD's batch: one whole episode of one environment per iteration (docs/method.md §2b)."""
         return self.learner == "mcpmd"
 
     def replace(self, **changes: Any) -> Config:
@@ -143,6 +143,8 @@ class Config:
         out = dataclasses.replace(self, **cfg_changes)
         if hp_changes:
             out = dataclasses.replace(out, hparams=out.hparams.replace(**hp_changes))
+        if "total_timesteps" in changes:
+            _say_rounding(out)
         return out
 
     def validate(self) -> Config:
@@ -201,6 +203,24 @@ class Config:
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
         return self
+
+
+class BudgetRounded(UserWarning):
+    """A ``total_timesteps`` that whole batches round up (the CLI says it as a note)."""
+
+
+def _say_rounding(cfg: Config) -> None:
+    """Warn when PPO/MDPO's whole batches run more policy steps than ``total_timesteps``."""
+    import warnings
+
+    ints = all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (cfg.total_timesteps, cfg.n_envs, cfg.n_steps)
+    )
+    if not ints or cfg.episodic or cfg.num_iterations * cfg.batch_size == cfg.total_timesteps:
+        return
+    warnings.warn(f"total_timesteps={cfg.total_timesteps}: {cfg.name or cfg.learner} runs {cfg.num_iterations} "
+                  f"iteration(s) of {cfg.batch_size} policy steps (n_envs*n_steps) = "
+                  f"{cfg.num_iterations * cfg.batch_size} steps", BudgetRounded, stacklevel=4)  # fmt: skip
 
 
 # Every ``Literal`` field of ``Config`` and what it may be: the one table ``validate`` checks.

@@ -1,4 +1,4 @@
-"""The robustness test (SPEC §4): every trained seed's deterministic policy on
+"""The robustness test (docs/method.md §4): every trained seed's deterministic policy on
 every test kernel (levels x all 2^n sign directions), ``n_test`` episodes each,
 as one vmapped, jit-compiled call."""
 

@@ -14,7 +14,7 @@ class HParams:
 
     lr: float = 3e-4
     alpha: float = 2.0  # MDPO KL penalty alpha_0
-    alpha_decay: float = 0.99  # geometric schedule factor (the domain's gamma, SPEC §2d)
+    alpha_decay: float = 0.99  # geometric schedule factor (the domain's gamma, docs/method.md §2d)
     eta_lam: float = 1e-3  # dual step size
     lam_init: float = 5.0
     lam_clip: float = 50.0  # upper clip of lam in lagrangian mode

@@ -1,4 +1,4 @@
-"""The learners (SPEC §2b), one type per way of learning, each with ``collect`` (the
+"""The learners (docs/method.md §2b), one type per way of learning, each with ``collect`` (the
 iteration's experience), ``signal`` (the Lagrangian learning signal) and ``update``:
 ``BatchLearner`` (PPO, MDPO: ``rcmdp_jax.batch_learner``) and ``EpisodeLearner`` (MCPMD:
 ``rcmdp_jax.episode_learner``). ``make_learner`` is the one place a config's learner

@@ -1,4 +1,4 @@
-"""The learners' math (SPEC §2b), each a short pure function: the PPO, MDPO and
+"""The learners' math (docs/method.md §2b), each a short pure function: the PPO, MDPO and
 REINFORCE losses, the critic loss and the KL estimators. Shapes: ``N`` samples of a
 minibatch, ``T`` steps of one episode, ``m`` constraints. The loops that apply them
 are in ``rcmdp_jax.learners``."""

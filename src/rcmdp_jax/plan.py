@@ -7,9 +7,11 @@ import ast
 import json
 import os
 import sys
+import warnings
 
-from rcmdp_jax.config import BUDGETS, ENV_NAMES, config_from_dict, config_to_dict
+from rcmdp_jax.config import BUDGETS, ENV_NAMES, BudgetRounded, config_from_dict, config_to_dict
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
+from rcmdp_jax.user_env import check_folder_names
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
@@ -41,8 +43,12 @@ def parse_sets(sets) -> dict:
 
 def plan_envs(args) -> list[str]:
     """The environments of ``--env`` (with a gymnax preset's ``--uncertain``/``--costs``)."""
-    from rcmdp_jax import envs
+    from rcmdp_jax import envs, user_env
 
+    if user_env.is_source(args.env):
+        from rcmdp_jax.plan_user import load_user_env
+
+        return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
     gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
     if (args.uncertain is not None or args.costs is not None) and not gymnax_env:
@@ -51,13 +57,17 @@ def plan_envs(args) -> list[str]:
         raise UsageError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
     for e in envs_:
         try:
-            envs.check_name(e)
-        except ValueError:
+            if not (gymnax_env and "@" not in e):  # gymnax:ID is checked with its --uncertain/--costs below
+                envs.check_name(e)
+        except ValueError as err:
+            if gymnax_env:
+                raise UsageError(f"--env {e}: {err}") from None
             from rcmdp_jax.envs.gymnax_presets import PRESETS
 
             presets = ", ".join(envs.GYMNAX_PREFIX + k for k in PRESETS)
             raise UsageError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
-                             f"{presets}") from None  # fmt: skip
+                             f"{presets}, gymnax:ID (any gymnax id, with --uncertain), PACKAGE.MODULE:NAME or "
+                             "FILE.py:NAME (your own environment)") from None  # fmt: skip
     if gymnax_env and "@" not in args.env:
         from rcmdp_jax.envs.gymnax_presets import gymnax_name
 
@@ -150,6 +160,13 @@ def check_memory(configs: dict, seeds: int) -> None:
 def build_plan(args) -> dict:
     """Validate every input and build all configs; raises ``UsageError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
+    from rcmdp_jax.plan_user import keep_constrained
+
+    algos = keep_constrained(args, envs_, algos)
+    try:
+        check_folder_names(algos)
+    except ValueError as err:
+        raise UsageError(f"--algos: {err}") from None
     check_numbers(args)
     overrides = parse_sets(args.sets)
     if args.steps is not None:
@@ -161,9 +178,17 @@ def build_plan(args) -> dict:
         configs[e], will_run[e], built[e] = {}, {}, {}
         for a in algos:
             try:
-                cfg = built[e][a] = preset(e, a, args.budget, **overrides)
+                with warnings.catch_warnings(record=True) as caught:  # a rounded budget: said below as a note
+                    warnings.simplefilter("always", BudgetRounded)
+                    cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
                 raise UsageError(f"--set: {err}") from None
+            rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
+            for w in caught:  # any other warning as it was
+                if w not in rounded:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            if args.steps is None and rounded:
+                print(f"note: --set {rounded[0].message} on {e}", file=sys.stderr)
             if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
                 print(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
                       f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps", file=sys.stderr)  # fmt: skip
@@ -176,8 +201,11 @@ def build_plan(args) -> dict:
     if steps > LONG_RUN:
         print(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core CPU "
               f"that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)", file=sys.stderr)  # fmt: skip
+    from rcmdp_jax.user_env import sources
+
+    extra = {"env_sources": sources(envs_)} if sources(envs_) else {}  # how a fresh process rebuilds them
     return dict(envs=envs_, algos=algos, seeds=args.seeds, seed=args.seed, vmap=args.vmap, n_test=args.n_test,
-                worst_case=args.worst_case, devices=args.devices, configs=configs, will_run=will_run)  # fmt: skip
+                worst_case=args.worst_case, devices=args.devices, configs=configs, will_run=will_run, **extra)  # fmt: skip
 
 
 def config_differences(saved: dict, current: dict) -> str:

@@ -1,5 +1,7 @@
 """The run's plots: test return and constraint values against the distortion level,
-and the training curves."""
+and the training curves. One colour per learner and one line style (and marker) per
+variant, so the 14 algorithms are told apart; costs by name; the multiplier panel
+shows the constrained algorithms only."""
 
 from __future__ import annotations
 
@@ -10,6 +12,52 @@ import numpy as np
 
 from rcmdp_jax import stats
 
+LEARNER_COLOURS = {"mcpmd": "tab:green", "ppo": "tab:blue", "mdpo": "tab:red"}
+# (robust, constraint) -> (line style, marker)
+VARIANT_STYLES = {
+    (False, "none"): ("-", "o"),
+    (True, "none"): ("--", "s"),
+    (False, "lagrangian"): (":", "^"),
+    (False, "augmented"): ((0, (3, 1, 1, 1, 1, 1)), "D"),
+    (True, "lagrangian"): ("-.", "v"),
+    (True, "augmented"): ((0, (6, 2)), "P"),
+}
+EXTRA_COLOURS = ("tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:pink", "tab:gray", "tab:orange")
+
+
+def parsed(algo: str) -> tuple[str, str, bool] | None:
+    """``(learner, constraint, robust)`` of an algorithm name (variants too), or None."""
+    from rcmdp_jax.presets import parse_algorithm, split_variant
+
+    try:
+        return parse_algorithm(split_variant(algo)[0])
+    except ValueError:
+        return None
+
+
+def styles(algos) -> dict[str, dict]:
+    """Matplotlib keywords per algorithm: the learner's colour, the variant's line style
+    and marker; names sharing both (schedule or hyperparameter variants) get other
+    colours in turn."""
+    out, used, extra = {}, set(), iter(EXTRA_COLOURS * 4)
+    for algo in algos:
+        p = parsed(algo)
+        learner, constraint, robust = p if p else ("?", "none", False)
+        colour = LEARNER_COLOURS.get(learner, "black")
+        line, marker = VARIANT_STYLES[(robust, constraint)]
+        key = (colour, str(line))
+        if key in used:
+            colour = next(extra)
+            key = (colour, str(line))
+        used.add(key)
+        out[algo] = dict(color=colour, linestyle=line, marker=marker)
+    return out
+
+
+def constrained(algo: str) -> bool:
+    p = parsed(algo)
+    return p is not None and p[1] != "none"
+
 
 def _pyplot():
     import matplotlib
@@ -17,27 +65,30 @@ def _pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams["axes.prop_cycle"] = plt.cycler(color=plt.get_cmap("tab20").colors)
     return plt
 
 
-def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str) -> list[Path]:
+def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str, cost_names=None) -> list[Path]:
     """Test Return and each constraint value vs distortion level, SE bands across directions."""
     plt = _pyplot()
 
     m = next(iter(results.values()))[1].shape[-1]
+    names = list(cost_names) if cost_names and len(cost_names) == m else [f"C_{j + 1}" for j in range(m)]
     panels = [("Return", lambda V, C: V)] + [
-        (f"constraint value C_{j + 1}", (lambda j: lambda V, C: C[..., j])(j)) for j in range(m)
+        (f"constraint value {names[j]}", (lambda j: lambda V, C: C[..., j])(j)) for j in range(m)
     ]
+    look = styles(results)
     paths = []
     for i, (label, fn) in enumerate(panels):
         fig, ax = plt.subplots(figsize=(6, 4))
         for algo, (V, C) in results.items():
             mean, se = stats.per_level(fn(V, C))
-            ax.plot(levels, mean, marker="o", ms=3, label=algo)
-            ax.fill_between(levels, mean - se, mean + se, alpha=0.2)
+            ax.plot(levels, mean, ms=3, label=algo, **look[algo])
+            ax.fill_between(levels, mean - se, mean + se, alpha=0.12, color=look[algo]["color"])
+        if i > 0:
+            ax.axhline(0.0, color="black", lw=0.8)  # the limit: kept below it
         ax.set_xlabel("distortion level")
-        ax.set_ylabel(label)
+        ax.set_ylabel(label + (" (kept when <= 0)" if i > 0 else ""))
         ax.set_title(f"{env_name}: test {label}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
@@ -49,27 +100,43 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
     return paths
 
 
-def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str) -> Path:
-    """Training curves (mean over seeds): evaluation return, constraint value, lam and xi distortion."""
+def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str,
+                  cost_names=None) -> Path:  # fmt: skip
+    """Training curves (mean over seeds), saved as ``train_curves.png``: ``training_figure``."""
+    plt = _pyplot()
+    fig = training_figure(metrics, xi_c, kappa, env_name, cost_names)
+    path = out_dir / "train_curves.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str, cost_names=None):
+    """Evaluation return, the first constraint's value, its multiplier lambda (constrained
+    algorithms only) and the kernel's distortion, against policy steps."""
     plt = _pyplot()
 
+    cost = (cost_names or ["C_1"])[0]
+    look = styles(metrics)
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     for algo, m in metrics.items():
         steps = np.asarray(m["policy_steps"]).mean(0)
         with warnings.catch_warnings():  # iterations without an evaluation are NaN for every seed
             warnings.simplefilter("ignore", RuntimeWarning)
             ret = np.nanmean(np.asarray(m["eval_return"]), axis=0)
-            cost = np.nanmean(np.asarray(m["eval_costs"])[..., 0], axis=0)
-        lam = np.asarray(m["lam"])[..., 0].mean(0)
+            value = np.nanmean(np.asarray(m["eval_costs"])[..., 0], axis=0)
         xi = np.asarray(m["xi"])
         dist = np.abs(xi - xi_c) / np.maximum(kappa, 1e-12)
         dist = dist.reshape(dist.shape[:2] + (-1,)).max(-1).mean(0)
         ok = np.isfinite(ret)
-        axes[0, 0].plot(steps[ok], ret[ok], label=algo)
-        axes[0, 1].plot(steps[ok], cost[ok], label=algo)
-        axes[1, 0].plot(steps, lam, label=algo)
-        axes[1, 1].plot(steps, dist, label=algo)
-    titles = ["evaluation return", "evaluation constraint value C_1", "lambda_1", "max_i |xi_i - xi_c,i| / kappa_i"]
+        kw = dict(look[algo], markevery=max(1, len(steps) // 8), ms=3)
+        axes[0, 0].plot(steps[ok], ret[ok], label=algo, **kw)
+        axes[0, 1].plot(steps[ok], value[ok], label=algo, **kw)
+        if constrained(algo):  # an unconstrained learner's lambda is a constant it never reads
+            axes[1, 0].plot(steps, np.asarray(m["lam"])[..., 0].mean(0), label=algo, **kw)
+        axes[1, 1].plot(steps, dist, label=algo, **kw)
+    titles = ["evaluation return", f"evaluation constraint value {cost} (kept when <= 0)",
+              f"lambda of {cost} (constrained algorithms)", "max_i |xi_i - xi_c,i| / kappa_i"]  # fmt: skip
     for ax, t in zip(axes.ravel(), titles):
         ax.set_title(t, fontsize=10)
         ax.set_xlabel("policy steps")
@@ -77,7 +144,4 @@ def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndar
     axes[0, 0].legend(fontsize=6, ncol=2)
     fig.suptitle(f"{env_name}: training curves (mean over seeds)")
     fig.tight_layout()
-    path = out_dir / "train_curves.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig

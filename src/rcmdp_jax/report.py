@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcmdp_jax import aggregate, stats
+from rcmdp_jax import aggregate, report_text, stats
 from rcmdp_jax.plots import plot_robustness, plot_training
 from rcmdp_jax.run_folder import RunFolder
 
@@ -136,7 +136,10 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         return ""
     rows = summary_rows(results, lambda_max, seeds)
     md = markdown_table(rows)
-    text = f"# {env_name}: robustness test\n\n{md}"
+    kept = {a: r for a, r in results.items() if r is not None}
+    names = report_text.cost_names(env_name, next(iter(kept.values()))[1].shape[-1]) if kept else ()
+    kept_text, kept_json = report_text.constraint_section(results, names, levels)
+    text = f"# {env_name}: robustness test\n\n{md}{report_text.legend(lambda_max)}{kept_text}"
     diverged = {a: t - u for a, (u, t) in seeds.items() if u < t}
     if diverged:
         text += (
@@ -146,13 +149,14 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
             + ".\n"
         )
     summary = summary_json(rows, seeds)
+    for algo, entry in kept_json.items():
+        summary[algo]["constraints"] = entry
     if any(np.any(b) for b in bounds.values()):
         text += (
             "\n## Test episodes that reached the state bound (%), per distortion level\n\n"
             "The kernel mean is clipped at the state bound (docs/fidelity.md, choices): these episodes' "
             "returns and costs are those of the clipped dynamics.\n\n" + state_bound_table(bounds, levels)
         )
-    kept = {a: r for a, r in results.items() if r is not None}
     if kept and aggregate.available():
         plots = env_dir if _has_matplotlib() else None
         agg_text, agg_json = aggregate.section(kept, lambda_max, env_name, plots)
@@ -162,7 +166,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
     found = load_worst_case(folder, env_name, results, lambda_max, levels)
     if found:
-        wc_text, wc_json = worst_case_section(found, env_name)
+        wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)})
         text += wc_text
         (env_dir / "worst_case.json").write_text(json.dumps(wc_json, indent=2))
     for algo, b in bounds.items():
@@ -178,15 +182,14 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     except ImportError:
         print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")
         return md
-    finite = {a: r for a, r in results.items() if r is not None}
-    if finite:
-        plot_robustness(env_dir, finite, levels, env_name)
+    if kept:
+        plot_robustness(env_dir, kept, levels, env_name, names)
     if metrics:
-        plot_training(env_dir, metrics, np.asarray(xi_c), np.asarray(kappa), env_name)
+        plot_training(env_dir, metrics, np.asarray(xi_c), np.asarray(kappa), env_name, names or None)
     return md
 
 
-def worst_case_section(found: dict, env_name: str) -> tuple[str, dict]:
+def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -> tuple[str, dict]:
     """The grid-vs-search table (Markdown) and its JSON: ``found`` is
     ``{algo: worst_case.compare_with_grid(...)}`` over the seeds that did not diverge.
     Per algorithm and quantity: the mean over seeds of each seed's worst value on the
@@ -196,9 +199,10 @@ def worst_case_section(found: dict, env_name: str) -> tuple[str, dict]:
     if not found:
         return "", {}
     metrics = list(next(iter(found.values())))
+    label = (labels or {}).get  # a cost's name for its metric C<j>
     head = (
         "| Algorithm | "
-        + " | ".join(f"{m}: grid | {m}: search" for m in metrics)
+        + " | ".join(f"{label(m, m)}: grid | {label(m, m)}: search" for m in metrics)
         + " | xi of the lowest return (search) |"
     )
     lines = [head, "|" + "---|" * (2 * len(metrics) + 2)]

@@ -83,6 +83,26 @@ def plan_problem(plan: dict) -> str:
     return ""
 
 
+def restore_envs(plan: dict, flag: str) -> None:
+    """A user environment of the plan registered again in this process (``user_env.restore``)."""
+    from rcmdp_jax.user_env import restore
+
+    try:
+        restore(plan)
+    except ValueError as err:
+        raise UsageError(f"{flag}: {err}") from None
+
+
+def _named_dir(parent: Path, name: str) -> Path:
+    """The folder of an environment or algorithm: its name in letters, digits, ``-``,
+    ``_`` and ``.`` (``user_env.folder_name``; run.json keeps the full name), or the
+    full name where a run folder written before that has it."""
+    from rcmdp_jax.user_env import folder_name
+
+    safe, legacy = parent / folder_name(name), parent / name
+    return legacy if legacy != safe and legacy.exists() and not safe.exists() else safe
+
+
 class RunFolder:
     """Paths, readers and writers of one run folder."""
 
@@ -91,10 +111,10 @@ class RunFolder:
 
     # ---------------------------------------------------------------- paths
     def env_dir(self, env: str) -> Path:
-        return self.root / env
+        return _named_dir(self.root, env)
 
     def algo_dir(self, env: str, algo: str) -> Path:
-        return self.root / env / algo
+        return _named_dir(self.env_dir(env), algo)
 
     def ckpt_dir(self, env: str, algo: str) -> Path:
         return self.algo_dir(env, algo) / "checkpoint"
@@ -120,6 +140,7 @@ class RunFolder:
             raise UsageError(f"{flag}: {path} is not a run.json of this runner (missing {', '.join(missing)})")
         if problem := plan_problem(plan):
             raise UsageError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
+        restore_envs(plan, flag)
         return plan
 
     def check_seeds(self, plan: dict, flag: str) -> None:

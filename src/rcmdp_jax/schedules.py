@@ -1,4 +1,4 @@
-"""MDPO penalty schedules for ``alpha`` (SPEC §2d).
+"""MDPO penalty schedules for ``alpha`` (docs/method.md §2d).
 
 The schedule and its tick are integer codes (``SCHEDULE_CODES``, ``TICK_CODES``), so
 they may be traced: algorithm families (and the schedules study) vmap members with
@@ -77,7 +77,7 @@ def advance(state: ScheduleState, by=1) -> ScheduleState:
 
 
 def restart_trigger(old_xi: jax.Array, new_xi: jax.Array, kappa: jax.Array) -> jax.Array:
-    """SPEC §2d's restart condition: the adversary moved some ``xi`` coordinate by more
+    """docs/method.md §2d's restart condition: the adversary moved some ``xi`` coordinate by more
     than half its box half-width ``kappa`` in one LTMA phase."""
     return jnp.any(jnp.abs(new_xi - old_xi) > 0.5 * kappa)
 

@@ -1,4 +1,4 @@
-"""Statistics of the robustness test (SPEC §4), in plain NumPy.
+"""Statistics of the robustness test (docs/method.md §4), in plain NumPy.
 
 Inputs are per-episode results with axes ``(seed, level, direction, episode)``:
 ``V`` the discounted return and ``C`` (trailing axis ``m``) the discounted

@@ -9,7 +9,7 @@ episodes with common random numbers (the same keys at every step). Objectives:
 
 * ``"return"``: minimise the discounted return ``V``;
 * ``"cost<j>"``: maximise the discounted constraint value ``C_j``;
-* ``"r_pen"``: minimise ``R_pen = V - lambda_max sum_j max(0, C_j)`` (SPEC §4).
+* ``"r_pen"``: minimise ``R_pen = V - lambda_max sum_j max(0, C_j)`` (docs/method.md §4).
 
 Two gradient estimators of ``d[V, C]/d xi``, both from the kernel's distrax
 distribution (no hand-written gradient):

@@ -1,0 +1,115 @@
+"""Any gymnax id made robust-constrained by name, beyond the four presets.
+
+``gymnax:MountainCar-v0@uncertain=force:0.2,gravity:0.2@costs=velocity:0.04`` names
+gymnax's ``MountainCar-v0`` with ``force`` and ``gravity`` uncertain (±20 %) and one
+constraint, ``|velocity| <= 0.04`` on the next state. An id without a preset has no box
+and no costs of its own: the box must be named; without costs the environment carries
+one zero cost (``none``) and only the unconstrained algorithms may run on it.
+
+Also here: the derived fields gymnax *stores* in its own ``EnvParams`` (CartPole-v1's
+``total_mass`` and ``polemass_length``), which ``robustify`` recomputes by itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import jax.numpy as jnp
+
+NO_COSTS = "none"  # the zero cost of an environment named without costs
+
+
+def _cartpole_derive(p):
+    """gymnax stores CartPole's ``total_mass`` and ``polemass_length``: recompute them."""
+    return p.replace(total_mass=p.masscart + p.masspole, polemass_length=p.masspole * p.length)
+
+
+# gymnax env class -> (the stored fields, the function that recomputes them)
+KNOWN_DERIVE: dict[str, tuple[tuple[str, ...], Callable]] = {
+    "CartPole": (("total_mass", "polemass_length"), _cartpole_derive),
+}
+
+
+def known_derive(env, uncertain) -> Callable | None:
+    """The ``derive`` of one of gymnax's own environments (``None`` if it stores no
+    derived field); ``ValueError`` if a stored derived field itself is made uncertain."""
+    fields, fn = KNOWN_DERIVE.get(type(env).__name__, ((), None))
+    stored = [f for f in uncertain if f in fields]
+    if stored:
+        raise ValueError(f"uncertain: {type(env).__name__}'s EnvParams.{stored[0]} is computed by gymnax from other "
+                         f"fields ({', '.join(fields)} are stored, not free); make the fields it is made of "
+                         "uncertain instead")  # fmt: skip
+    return fn
+
+
+def is_limit(item: str) -> bool:
+    """Whether a cost item is the generic ``FIELD:LIMIT`` (``|next_state.FIELD| <= LIMIT``)."""
+    return ":" in item
+
+
+def limit_name(item: str) -> str:
+    """The cost's name in tables and plots: ``velocity:0.04`` -> ``|velocity|<=0.04``."""
+    field, _, limit = item.partition(":")
+    return f"|{field}|<={limit}"
+
+
+def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callable:
+    """``c(s, a, s', p) = |s'.FIELD| - LIMIT`` of the item ``FIELD:LIMIT`` (checked)."""
+    field, _, raw = item.partition(":")
+    try:
+        limit = float(raw)
+    except ValueError:
+        raise ValueError(f"costs: {item!r} — write FIELD:LIMIT with a number, e.g. velocity:0.04") from None
+    if field not in state_fields:
+        raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r}; write FIELD:LIMIT with FIELD "
+                         f"one of {', '.join(state_fields)}")  # fmt: skip
+
+    def cost(state, action, next_state, params):
+        return jnp.reshape(jnp.abs(getattr(next_state, field)), (-1,))[:1] - limit
+
+    return cost
+
+
+def zero_cost(state, action, next_state, params):
+    """The placeholder cost of an environment without constraints (always 0: kept)."""
+    return jnp.zeros((1,), jnp.float32)
+
+
+@functools.cache
+def generic_preset(env_id: str):
+    """The ``GymnaxPreset`` of a gymnax id without one: gymnax's own episode length, no
+    box, no costs, the default learner settings (``presets.DEFAULT_LEARNER``)."""
+    import gymnax
+    from rcmdp_jax.envs.gymnax_presets import PRESETS, GymnaxPreset
+
+    if env_id not in gymnax.registered_envs:
+        raise ValueError(f"unknown gymnax id {env_id!r}; presets: {', '.join('gymnax:' + k for k in PRESETS)}; "
+                         f"other gymnax ids (with --uncertain): {', '.join(sorted(set(gymnax.registered_envs) - set(PRESETS)))}")  # fmt: skip
+    env, params = gymnax.make(env_id)
+    return GymnaxPreset(env_id=env_id, uncertain={}, costs={}, default_costs=(), noise=1e-3,
+                        params=dict(max_steps_in_episode=int(params.max_steps_in_episode)), gamma=0.99,
+                        lambda_max=50.0, learner={}, derive=known_derive(env, {}))  # fmt: skip
+
+
+def float_state_fields(env, params) -> tuple[str, ...]:
+    """The float fields of ``env``'s ``EnvState`` (``time`` apart): what a cost may bound."""
+    import dataclasses
+
+    import jax
+
+    _, shape = jax.eval_shape(env.reset_env, jax.random.key(0), params)
+    return tuple(f.name for f in dataclasses.fields(shape)
+                 if f.name != "time" and jnp.issubdtype(getattr(shape, f.name).dtype, jnp.floating))  # fmt: skip
+
+
+def check_box(name: str, pre, uncertain: dict) -> None:
+    """An id without a preset needs its box named."""
+    if uncertain:
+        return
+    import gymnax
+    from rcmdp_jax.envs.gymnax_wrapper import float_fields
+
+    fields = float_fields(gymnax.make(pre.env_id)[1])
+    raise ValueError(f"gymnax:{pre.env_id} has no preset box: name its uncertain EnvParams fields with --uncertain "
+                     f"FIELD=WIDTH,... (in a name: @uncertain=FIELD:WIDTH,...); float fields: {', '.join(fields)}")  # fmt: skip

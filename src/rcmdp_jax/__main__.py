@@ -1,0 +1,8 @@
+"""``python -m rcmdp_jax [options]`` is ``rcmdp [options]``; ``python -m rcmdp_jax report RUN_DIR``."""
+
+import sys
+
+from rcmdp_jax.console import main
+
+if __name__ == "__main__":
+    sys.exit(main())

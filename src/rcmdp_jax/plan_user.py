@@ -1,0 +1,44 @@
+"""The plan's part for environments outside the study: ``--env PACKAGE.MODULE:NAME`` /
+``FILE.py:NAME`` loaded (``rcmdp_jax.user_env``), and the algorithms an environment
+without constraint costs can run."""
+
+from __future__ import annotations
+
+import sys
+
+from rcmdp_jax.plan import UsageError
+
+
+def load_user_env(args) -> str:
+    """``--env PACKAGE.MODULE:NAME`` / ``FILE.py:NAME``: the user's environment, loaded and
+    registered (its source goes into run.json)."""
+    from rcmdp_jax import user_env
+
+    if args.uncertain is not None or args.costs is not None:
+        raise UsageError(f"--uncertain and --costs apply to a gymnax preset (--env gymnax:ID); {args.env} "
+                         "brings its own box and costs")  # fmt: skip
+    try:
+        return user_env.load_spec(args.env)[0]
+    except ValueError as err:
+        raise UsageError(f"--env {args.env}: {err}") from None
+
+
+def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
+    """An environment without constraint costs (a gymnax id named without --costs) runs
+    the unconstrained algorithms only: ``--algos all`` is cut to them, a named
+    constrained algorithm is refused."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.presets import parse_algorithm, split_variant
+
+    bare = [e for e in envs_ if e.startswith(envs.GYMNAX_PREFIX) and not envs.gymnax_has_costs(e)]
+    if not bare:
+        return algos
+    constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
+    if constrained and args.algos != "all":
+        raise UsageError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
+                         "--costs FIELD:LIMIT,... or choose unconstrained algorithms (MCPMD, PPO, MDPO, RMCPMD, "
+                         "PPO-Robust, MDPO-Robust)")  # fmt: skip
+    if constrained:
+        print(f"note: --env {args.env} has no constraint costs (--costs): the {len(algos) - len(constrained)} "
+              "unconstrained algorithms run", file=sys.stderr)  # fmt: skip
+    return [a for a in algos if a not in constrained]

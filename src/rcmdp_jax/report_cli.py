@@ -1,0 +1,44 @@
+"""``rcmdp report RUN_DIR`` (also ``rcmdp-report`` and ``python experiments/report.py``):
+rewrite a run folder's tables and plots from its saved results, in a fresh process
+(a user environment is rebuilt from ``run.json``'s ``env_sources``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rcmdp_jax.plan import UsageError
+from rcmdp_jax.run_folder import DamagedFile, RunFolder
+
+USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)"
+
+
+def main(argv=None) -> int:
+    from rcmdp_jax import envs
+    from rcmdp_jax.report import write_env_report
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print(USAGE, file=sys.stderr)
+        return 0 if argv in (["-h"], ["--help"]) else 2
+    folder = RunFolder(Path(argv[0]))
+    try:
+        plan = folder.read_plan("report")
+    except UsageError as err:
+        print(f"report: error: {folder.root} is not a readable run folder ({err})", file=sys.stderr)
+        return 2
+    envs_, algos = plan["envs"], plan["algos"]
+    missing = [f"{e}/{a}" for e in envs_ for a in algos if not (folder.algo_dir(e, a) / "test_results.npz").exists()]
+    if missing:
+        print(f"report: error: no test results for {', '.join(missing)}; nothing was rewritten "
+              "(run.py --resume or --eval-only makes them)", file=sys.stderr)  # fmt: skip
+        return 2
+    for env_name in envs_:
+        env, params = envs.make(env_name)
+        try:
+            md = write_env_report(folder.env_dir(env_name), env_name, algos, env.lambda_max, params.xi_c, params.kappa)
+        except DamagedFile as err:
+            print(f"report: error: {err}", file=sys.stderr)
+            return 2
+        print(f"## {env_name}\n\n{md}")
+    return 0

@@ -1,0 +1,81 @@
+"""What a person reads first in ``summary.md``: a legend of the table, and whether each
+constraint is kept, at the nominal kernel and on the worst test kernel, with the
+number of seeds that break it there. Costs are named (the environment's
+``cost_names``; the study's domains below)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# the study's domains: what each constraint bounds (docs/method.md §1)
+STUDY_COSTS = {
+    "cartpole": ("|x_dot|-0.15",),
+    "inventory": ("0.01(a^2-s)",),
+    "inventory3d": ("a_1-0.5s_1", "a_2-0.5s_2", "a_3-0.5s_3"),
+}
+
+
+def cost_names(env_name: str, m: int) -> tuple[str, ...]:
+    """The names of the ``m`` constraint costs of ``env_name`` (``C_j`` where unknown)."""
+    names = STUDY_COSTS.get(env_name)
+    if names is None:
+        try:
+            from rcmdp_jax import envs
+
+            names = tuple(getattr(envs.make(env_name)[0], "cost_names", ()))
+        except (ValueError, TypeError):
+            names = ()
+    return tuple(names) if len(names) == m else tuple(f"C_{j + 1}" for j in range(m))
+
+
+def legend(lambda_max: float) -> str:
+    return (
+        "\nHow to read it. Return: the discounted return of the trained (deterministic) policy. "
+        "C_j: the discounted sum of constraint cost j; the constraint is kept when C_j <= 0. "
+        f"R_pen = Return - lambda_max * sum_j max(0, C_j): only broken constraints cost (lambda_max = {lambda_max:g}). "
+        "R_pen± = Return - lambda_max * sum_j C_j: slack under a limit earns as much as a breach costs. "
+        "Each cell: mean over every test kernel (distortion level x direction), seed and episode ± the standard "
+        "error across test kernels; min: the worst test kernel's mean. Bold: the best mean and every "
+        "algorithm within one pooled standard error of it. The method: docs/method.md.\n"
+    )
+
+
+def constraint_stats(C: np.ndarray) -> list[dict]:
+    """Per constraint of ``C`` (seed, level, direction, episode, m; level 0 first, the
+    nominal kernel): its mean at the nominal kernel and on the worst test kernel (the
+    one with the highest mean over seeds and episodes), and how many seeds break it
+    (their mean over episodes > 0) at each."""
+    C = np.asarray(C, np.float64)
+    out = []
+    for j in range(C.shape[-1]):
+        c = C[..., j]
+        per_kernel = c.mean(axis=(0, 3))  # (level, direction)
+        lvl, d = np.unravel_index(int(np.argmax(per_kernel)), per_kernel.shape)
+        nominal_seeds = c[:, 0].mean(axis=(1, 2))
+        worst_seeds = c[:, lvl, d].mean(axis=-1)
+        out.append({
+            "nominal": float(c[:, 0].mean()), "nominal_seeds_broken": int((nominal_seeds > 0).sum()),
+            "worst": float(per_kernel[lvl, d]), "worst_seeds_broken": int((worst_seeds > 0).sum()),
+            "worst_level_index": int(lvl), "worst_direction": int(d), "seeds": int(c.shape[0]),
+        })  # fmt: skip
+    return out
+
+
+def constraint_section(results: dict, names: tuple[str, ...], levels) -> tuple[str, dict]:
+    """Markdown (one row per algorithm and constraint) and JSON of ``constraint_stats``."""
+    lines = ["| Algorithm | constraint | C at the nominal kernel (seeds > 0) | C on the worst kernel (seeds > 0) "
+             "| worst kernel: level, direction |", "|---|---|---|---|---|"]  # fmt: skip
+    js: dict = {}
+    for algo, r in results.items():
+        if r is None:
+            continue
+        for name, s in zip(names, constraint_stats(r[1])):
+            n = s["seeds"]
+            lines.append(f"| {algo} | {name} | {s['nominal']:.3f} ({s['nominal_seeds_broken']}/{n}) | {s['worst']:.3f} "
+                         f"({s['worst_seeds_broken']}/{n}) | {float(levels[s['worst_level_index']]):g}, "
+                         f"{s['worst_direction']} |")  # fmt: skip
+            js.setdefault(algo, {})[name] = {**s, "worst_level": float(levels[s["worst_level_index"]])}
+    text = ("\n## Is the constraint kept?\n\nPer algorithm and constraint: the mean discounted constraint value C "
+            "(kept when <= 0) at the nominal kernel and on the test kernel where it is highest, and in brackets how "
+            "many seeds break it there (their mean over episodes > 0).\n\n" + "\n".join(lines) + "\n")  # fmt: skip
+    return text, js

@@ -1,0 +1,52 @@
+"""A hyperparameter sweep as one vmapped call: ``sweep`` builds the batched ``HParams``
+that ``jax.vmap(train, in_axes=(None, 0))`` takes, every leaf broadcast to the lanes.
+
+    from rcmdp_jax import make_train, preset, sweep
+
+    config = preset("cartpole", "MDPO-Lag")
+    lanes = sweep(config, lam_init=[0, 1, 5, 20])            # 4 lanes
+    result = jax.jit(jax.vmap(make_train(config), in_axes=(None, 0)))(rng, lanes)
+
+Several fields given together vary together (lane ``i`` takes the ``i``-th value of
+each); ``grid=True`` takes every combination instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+
+from rcmdp_jax.hparams import HParams, validate_hparams
+
+
+def sweep(base, grid: bool = False, **values) -> HParams:
+    """Batched ``HParams``: ``base`` (an ``HParams`` or a ``Config``, whose ``hparams``
+    are taken) with the named fields set lane by lane, and every other field repeated
+    on each lane (float32 arrays of shape ``(lanes,)``)."""
+    hp = getattr(base, "hparams", base)
+    if not isinstance(hp, HParams):
+        raise TypeError(f"sweep needs an HParams or a Config, got {type(base).__name__}")
+    fields = [f.name for f in dataclasses.fields(HParams)]
+    if not values:
+        raise ValueError(f"sweep: name at least one field with its values, e.g. lam_init=[0, 1, 5]; fields: "
+                         f"{', '.join(fields)}")  # fmt: skip
+    for name, vals in values.items():
+        if name not in fields:
+            raise ValueError(f"sweep: {name!r} is not a hyperparameter; fields: {', '.join(fields)}")
+        if np.ndim(vals) != 1 or len(vals) == 0:
+            raise ValueError(f"sweep: {name} must be a non-empty list of numbers, got {vals!r}")
+    names = list(values)
+    if grid:
+        lanes = list(itertools.product(*(values[n] for n in names)))
+    else:
+        sizes = {n: len(values[n]) for n in names}
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"sweep: the fields vary together, so their lists need one length (got {sizes}); "
+                             "pass grid=True for every combination")  # fmt: skip
+        lanes = list(zip(*(values[n] for n in names)))
+    columns = {n: np.asarray([lane[i] for lane in lanes], np.float32) for i, n in enumerate(names)}
+    out = HParams(**{f: columns.get(f, np.full(len(lanes), float(getattr(hp, f)), np.float32)) for f in fields})
+    validate_hparams(out)
+    return out

@@ -1,0 +1,136 @@
+"""A user's own environment on the command line: ``--env PACKAGE.MODULE:NAME`` or
+``--env PATH/TO/FILE.py:NAME``, and run folder names.
+
+``NAME`` is a ``RobustEnvironment`` (e.g. ``envs.robustify(...)``), a dict
+``{"env": ..., "learner": {...}, "n_test": N}`` (the arguments of ``envs.register``),
+or a function without arguments that returns either. The environment is registered
+under a name (``pkg.mod:NAME`` or ``FILE.py:NAME``), and ``run.json`` records where it
+came from (``env_sources``), so ``--resume``, ``--eval-only`` and the report rebuild it
+in a fresh process (``restore``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+
+from rcmdp_jax import envs
+
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_RECORDS: dict[str, dict] = {}  # registered name -> how it was loaded
+
+
+def is_source(spec: str) -> bool:
+    """Whether ``--env spec`` names a user's environment (``MODULE:NAME``, ``FILE.py:NAME``)."""
+    if not isinstance(spec, str) or spec.startswith(envs.GYMNAX_PREFIX) or ":" not in spec:
+        return False
+    target, _, attr = spec.rpartition(":")
+    return bool(attr.isidentifier() and (target.endswith(".py") or _MODULE.match(target)))
+
+
+def folder_name(name: str) -> str:
+    """A run folder's name for an environment or algorithm name: letters, digits, ``-``,
+    ``_`` and ``.`` (``gymnax:Pendulum-v1@uncertain=g:0.2`` -> ``gymnax_Pendulum-v1_uncertain_g_0.2``)."""
+    return _SAFE.sub("_", name).strip("_") or "_"
+
+
+def _source_record(spec: str) -> tuple[str, dict]:
+    """``(registered name, how to load it again)``: a file by its absolute path, a module
+    with the folder it was imported from."""
+    target, _, attr = spec.rpartition(":")
+    if target.endswith(".py"):
+        path = Path(target).expanduser().resolve()
+        return f"{path.name}:{attr}", {"file": str(path), "attr": attr}
+    return spec, {"module": target, "attr": attr, "path": os.getcwd()}
+
+
+def _import(record: dict):
+    if "file" in record:
+        path = Path(record["file"])
+        if not path.is_file():
+            raise ValueError(f"no file {path}")
+        mod_name = "rcmdp_user_" + re.sub(r"\W", "_", path.stem)
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+        return module
+    if record.get("path") and record["path"] not in sys.path:
+        sys.path.insert(0, record["path"])  # a module beside the command's folder, as `python -m` finds it
+    return importlib.import_module(record["module"])
+
+
+def _unpack(obj, where: str) -> tuple:
+    """``(env, learner, n_test)`` of what ``NAME`` is (or returns)."""
+    from rcmdp_jax.envs.base import RobustEnvironment
+
+    if callable(obj) and not isinstance(obj, RobustEnvironment):
+        obj = obj()
+    if isinstance(obj, RobustEnvironment):
+        return obj, None, 20
+    if isinstance(obj, dict) and isinstance(obj.get("env"), RobustEnvironment):
+        unknown = set(obj) - {"env", "learner", "n_test"}
+        if unknown:
+            raise ValueError(f"{where} returned the key(s) {', '.join(sorted(unknown))}; allowed: env, learner, n_test")
+        return obj["env"], obj.get("learner"), obj.get("n_test", 20)
+    raise ValueError(f"{where} is a {type(obj).__name__}; it must be a RobustEnvironment (e.g. envs.robustify(...)), "
+                     "a dict {'env': ..., 'learner': {...}, 'n_test': N}, or a function returning one")  # fmt: skip
+
+
+def load(record: dict, name: str) -> str:
+    """Import the environment of ``record`` and register it as ``name``; ``ValueError``
+    in one line if that fails."""
+    where = f"{record.get('file') or record.get('module')}:{record['attr']}"
+    try:
+        module = _import(record)
+        if not hasattr(module, record["attr"]):
+            raise ValueError(f"{where}: the module has no {record['attr']!r}")
+        env, learner, n_test = _unpack(getattr(module, record["attr"]), where)
+        envs.register(name, env, learner=learner, n_test=n_test)
+        _RECORDS[name] = record
+        return name
+    except Exception as err:  # the user's code: any error, said in one line
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ValueError(f"cannot load {where}: {type(err).__name__}: {msg}") from None
+
+
+def load_spec(spec: str) -> tuple[str, dict]:
+    """Load ``--env spec``: ``(registered name, its record for run.json)``."""
+    name, record = _source_record(spec)
+    return load(record, name), record
+
+
+def restore(plan: dict) -> None:
+    """Register the user environments a saved plan names (``env_sources``), once;
+    ``ValueError`` in one line for an environment this process cannot rebuild."""
+    saved = plan.get("env_sources") or {}
+    for name in plan.get("envs", []):
+        if name in saved and name not in envs.registered():
+            load(saved[name], name)
+        try:
+            envs.check_name(name)
+        except ValueError:
+            raise ValueError(f"environment {name!r} was registered by the script that trained it and cannot be "
+                             "rebuilt here: call this from that script after envs.register, or train with --env "
+                             "FILE.py:NAME or PACKAGE.MODULE:NAME") from None  # fmt: skip
+
+
+def check_folder_names(names) -> None:
+    """``ValueError`` if two names would share a run folder (``folder_name``)."""
+    seen: dict[str, str] = {}
+    for n in names:
+        if folder_name(n) in seen:
+            raise ValueError(
+                f"{seen[folder_name(n)]!r} and {n!r} would share the folder {folder_name(n)!r}; rename one"
+            )
+        seen[folder_name(n)] = n
+
+
+def sources(names) -> dict:
+    """``{name: record}`` of the user environments among ``names`` (for run.json)."""
+    return {n: _RECORDS[n] for n in names if n in _RECORDS}

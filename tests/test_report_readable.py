@@ -1,0 +1,64 @@
+"""Results a person reads: the constraint section of summary.md by hand on made-up
+results, the legend, named costs, and plots whose 14 lines are told apart."""
+
+import numpy as np
+
+from rcmdp_jax import plots, report_text
+from rcmdp_jax.presets import ALGORITHMS
+
+
+def _results(rng, seeds=3, levels=4, dirs=2, eps=5, m=2):
+    V = rng.normal(size=(seeds, levels, dirs, eps))
+    C = rng.normal(scale=0.5, size=(seeds, levels, dirs, eps, m))
+    return V, C
+
+
+def test_the_constraint_section_by_hand():
+    rng = np.random.default_rng(0)
+    V, C = _results(rng)
+    C[1, 2, 1, :, 0] += 5.0  # one seed breaks cost 0 badly on kernel (level 2, direction 1)
+    text, js = report_text.constraint_section({"PPO-Lag": (V, C), "MDPO": None}, ("speed", "torque"),
+                                              np.array([0.0, 0.3, 0.6, 1.0]))  # fmt: skip
+    c = C[..., 0]
+    nominal = np.mean([c[s, 0, d, e] for s in range(3) for d in range(2) for e in range(5)])
+    per_kernel = {(lv, d): c[:, lv, d].mean() for lv in range(4) for d in range(2)}
+    (lv, d), worst = max(per_kernel.items(), key=lambda kv: kv[1])
+    assert (lv, d) == (2, 1)
+    broken = sum(c[s, lv, d].mean() > 0 for s in range(3))
+    broken_nominal = sum(c[s, 0].mean() > 0 for s in range(3))
+    assert f"| PPO-Lag | speed | {nominal:.3f} ({broken_nominal}/3) | {worst:.3f} ({broken}/3) | 0.6, 1 |" in text
+    assert js["PPO-Lag"]["speed"]["worst_seeds_broken"] == broken and "MDPO" not in js
+    assert "torque" in js["PPO-Lag"]
+
+
+def test_the_legend_defines_every_column_and_mark():
+    text = report_text.legend(50.0)
+    for word in ("R_pen = Return - lambda_max * sum_j max(0, C_j)", "R_pen± = Return - lambda_max * sum_j C_j",
+                 "lambda_max = 50", "min:", "Bold: the best mean", "pooled standard error", "kept when C_j <= 0"):  # fmt: skip
+        assert word in text, word
+
+
+def test_costs_are_named():
+    assert report_text.cost_names("cartpole", 1) == ("|x_dot|-0.15",)
+    assert report_text.cost_names("inventory3d", 3)[2] == "a_3-0.5s_3"
+    assert report_text.cost_names("gymnax:Pendulum-v1@costs=speed,torque", 2) == ("speed", "torque")
+    assert report_text.cost_names("nowhere", 2) == ("C_1", "C_2")
+
+
+def test_fourteen_lines_are_told_apart_and_lambda_only_for_constrained():
+    look = plots.styles(ALGORITHMS)
+    pairs = {(s["color"], str(s["linestyle"])) for s in look.values()}
+    assert len(pairs) == 14
+    by_learner = {}
+    for algo, s in look.items():
+        by_learner.setdefault(plots.parsed(algo)[0], set()).add(s["color"])
+    assert all(len(c) == 1 for c in by_learner.values()) and len(set.union(*by_learner.values())) == 3
+    assert look["PPO-Robust-Lag"]["color"] != look["MDPO-Robust-Lag"]["color"]
+    assert look["PPO-Robust-Lag"]["linestyle"] == look["MDPO-Robust-Lag"]["linestyle"]
+    steps = np.tile(np.arange(3.0), (2, 1))
+    m = {"policy_steps": steps, "eval_return": steps, "eval_costs": steps[..., None], "lam": np.full((2, 3, 1), 5.0),
+         "xi": np.ones((2, 3, 1))}  # fmt: skip
+    fig = plots.training_figure({a: m for a in ALGORITHMS}, np.ones(1), np.ones(1), "x", ("speed",))
+    lam_lines = [line.get_label() for line in fig.axes[2].get_lines()]
+    assert lam_lines == [a for a in ALGORITHMS if "Lag" in a]
+    assert len(fig.axes[0].get_lines()) == 14 and "speed" in fig.axes[1].get_title()

@@ -1,0 +1,282 @@
+"""A user's own environment end to end through the console command, then the report
+and --eval-only in fresh processes; any gymnax id on the command line; the checks on
+registered settings; the sweep helper; run folder names."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import gymnax
+import jax
+import numpy as np
+import pytest
+
+from rcmdp_jax import envs, make_train, preset, runner, sweep
+from rcmdp_jax.config import BudgetRounded
+
+BIN = Path(sys.executable).parent
+POINTMASS = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    from flax import struct
+    from gymnax.environments import environment, spaces
+    from rcmdp_jax import envs
+
+    @struct.dataclass
+    class State(environment.EnvState):
+        x: jax.Array
+        v: jax.Array
+        time: int
+
+    @struct.dataclass
+    class Params(environment.EnvParams):
+        mass: float = 1.0
+        friction: float = 0.1
+        max_steps_in_episode: int = 20
+
+    class PointMass(environment.Environment):
+        @property
+        def default_params(self):
+            return Params()
+
+        def step_env(self, key, state, action, params):
+            v = state.v + 0.05 * (jnp.where(action == 1, 1.0, -1.0) - params.friction * state.v) / params.mass
+            new = State(x=state.x + 0.05 * v, v=v, time=state.time + 1)
+            return self.get_obs(new), new, -jnp.abs(new.x), self.is_terminal(new, params), {}
+
+        def reset_env(self, key, params):
+            s = State(x=jax.random.uniform(key, (), minval=-1.0, maxval=1.0), v=jnp.zeros(()), time=0)
+            return self.get_obs(s), s
+
+        def get_obs(self, state, params=None, key=None):
+            return jnp.stack([state.x, state.v])
+
+        def is_terminated(self, state, params):
+            return jnp.abs(state.x) > 3.0
+
+        def is_terminal(self, state, params):
+            return self.is_terminated(state, params) | (state.time >= params.max_steps_in_episode)
+
+        def action_space(self, params=None):
+            return spaces.Discrete(2)
+
+        def observation_space(self, params):
+            return spaces.Box(-jnp.inf, jnp.inf, (2,), jnp.float32)
+
+    def make():
+        speed = lambda s, a, n, p: jnp.abs(n.v)[None] - 0.02
+        env = envs.robustify(PointMass(), uncertain={"mass": 0.3, "friction": 0.5}, costs={"speed": speed}, noise=1e-2)
+        return {"env": env, "learner": {"hp": {"eta_xi": 1e-4}}, "n_test": 2}
+""")
+SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _run(args, cwd):
+    out = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def user_run(tmp_path_factory):
+    """``rcmdp --env usermass:make`` from the module's folder: PPO-Lag, 1 seed, 2 batches."""
+    assert (BIN / "rcmdp").exists(), "the console command rcmdp is not installed here: pip install -e ."
+    home = tmp_path_factory.mktemp("user")
+    (home / "usermass.py").write_text(POINTMASS)
+    out = home / "run"
+    _run([str(BIN / "rcmdp"), "--env", "usermass:make", "--algos", "PPO-Lag", "--seeds", "2", "--n-test", "2",
+          "--set", "total_timesteps=3200", "--out", str(out)], home)  # fmt: skip
+    return out
+
+
+def test_a_user_environment_trains_reports_and_evaluates_in_fresh_processes(user_run, tmp_path):
+    plan = json.loads((user_run / "run.json").read_text())
+    assert plan["envs"] == ["usermass:make"] and plan["env_sources"]["usermass:make"]["module"] == "usermass"
+    folders = [p.name for p in user_run.rglob("*") if p.is_dir()]
+    assert "usermass_make" in folders and all(SAFE.match(n) for n in folders), folders
+    results = user_run / "usermass_make" / "PPO-Lag" / "test_results.npz"
+    before = dict(np.load(results))
+    summary = (user_run / "usermass_make" / "summary.md").read_text()
+    results.unlink()
+    elsewhere = tmp_path  # a fresh process in another folder: the module is found from run.json
+    _run([sys.executable, "-m", "rcmdp_jax", "--eval-only", str(user_run)], elsewhere)
+    after = dict(np.load(results))
+    np.testing.assert_array_equal(after["V"], before["V"])
+    (user_run / "usermass_make" / "summary.md").unlink()
+    report = _run([str(BIN / "rcmdp"), "report", str(user_run)], elsewhere)
+    assert "PPO-Lag" in report.stdout and (user_run / "usermass_make" / "summary.md").read_text() == summary
+
+
+def test_summary_says_whether_the_constraint_is_kept_by_hand(user_run):
+    z = np.load(user_run / "usermass_make" / "PPO-Lag" / "test_results.npz")
+    C = z["C"][..., 0].astype(np.float64)  # seed, level, direction, episode
+    nominal = C[:, 0].mean()
+    kernels = C.mean(axis=(0, 3))
+    lvl, d = np.unravel_index(np.argmax(kernels), kernels.shape)
+    broken = int((C[:, lvl, d].mean(-1) > 0).sum())
+    broken_nominal = int((C[:, 0].mean(axis=(1, 2)) > 0).sum())
+    row = f"| PPO-Lag | speed | {nominal:.3f} ({broken_nominal}/2) | {kernels[lvl, d]:.3f} ({broken}/2) |"
+    summary = (user_run / "usermass_make" / "summary.md").read_text()
+    assert row in summary, summary
+    for word in (
+        "R_pen = Return - lambda_max",
+        "R_pen± = Return - lambda_max * sum_j C_j",
+        "min:",
+        "Bold: the best mean",
+    ):
+        assert word in summary
+    js = json.loads((user_run / "usermass_make" / "summary.json").read_text())["PPO-Lag"]["constraints"]["speed"]
+    assert js["worst_seeds_broken"] == broken and np.isclose(js["worst"], kernels[lvl, d])
+
+
+def test_any_gymnax_id_on_the_command_line(capsys):
+    args = runner.parse_args(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2,gravity=0.2",
+                              "--costs", "velocity:0.04", "--algos", "PPO-Robust-Lag", "--seeds", "1"])  # fmt: skip
+    plan = runner.build_plan(args)
+    (name,) = plan["envs"]
+    env, params = envs.make(name)
+    assert env.cost_names == ("|velocity|<=0.04",) and env.fields == ("force", "gravity")
+    np.testing.assert_allclose(params.kappa, [0.2 * 0.001, 0.2 * 0.0025], rtol=1e-6)
+    obs, state = env.reset(jax.random.key(0), params)
+    info = env.step(jax.random.key(1), state, 1, params)[-1]
+    assert info["costs"].shape == (1,)
+    # without costs: --algos all runs the unconstrained six; a named constrained one is refused in one line
+    bare = runner.parse_args(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2"])
+    assert runner.build_plan(bare)["algos"] == ["MCPMD", "PPO", "MDPO", "RMCPMD", "PPO-Robust", "MDPO-Robust"]
+    assert "the 6 unconstrained algorithms run" in capsys.readouterr().err
+    assert runner.main(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2", "--algos", "PPO,PPO-Lag"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no constraint costs, so PPO-Lag cannot run" in err[0], err
+    assert runner.main(["--env", "gymnax:MountainCar-v0", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no preset box" in err[0] and "force, gravity" in err[0], err
+
+
+def test_a_missing_user_module_is_one_line(tmp_path, capsys):
+    assert runner.main(["--env", "nosuchmodule_xyz:make", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot load nosuchmodule_xyz:make: ModuleNotFoundError" in err[0], err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("learner,message", [
+    ({"lr": 1e-3}, "learner['lr'] is a hyperparameter"),
+    ({"hp": {"lr": 1e-3, "eta_x": 1.0}}, "unknown hyperparameter learner['hp']['eta_x']; allowed: alpha"),
+    ({"ppo_epoch": 3}, "unknown learner key 'ppo_epoch'; allowed: budgets, critic_hidden"),
+    ({"hp": {"ppo_epochs": 3}}, "learner['hp']['ppo_epochs'] is not a hyperparameter"),
+    ({"budgets": {"short": 100}}, "learner['budgets'] must be"),
+])  # fmt: skip
+def test_registered_learner_settings_are_checked(learner, message):
+    env = envs.make("gymnax:Pendulum-v1")[0]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        envs.register("checked-pendulum", env, learner=learner)
+
+
+def test_robustify_recomputes_gymnax_cartpole_stored_fields():
+    env = envs.robustify(gymnax.make("CartPole-v1")[0], {"masspole": 0.5, "length": 0.2},
+                         {"x": lambda s, a, n, p: n.x[None]})  # fmt: skip
+    p = env.default_params
+    inner = env.apply_xi(p.replace(xi=p.xi * 1.4))
+    assert np.isclose(inner.total_mass, inner.masscart + 0.1 * 1.4)
+    assert np.isclose(inner.polemass_length, 0.1 * 1.4 * 0.5 * 1.4)
+    with pytest.raises(ValueError, match="total_mass is computed by gymnax"):
+        envs.robustify(gymnax.make("CartPole-v1")[0], {"total_mass": 0.1}, {"x": lambda s, a, n, p: n.x[None]})
+
+
+def test_a_budget_that_batches_round_up_is_said():
+    with pytest.warns(BudgetRounded, match="runs 1 iteration.* = 1600 steps"):
+        preset("cartpole", "PPO-Lag", total_timesteps=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BudgetRounded)
+        preset("cartpole", "PPO-Lag", total_timesteps=3200)  # whole batches: nothing to say
+
+
+def test_sweep_lanes_equal_separate_runs():
+    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=32, n_steps=8, minibatch_size=16, epochs=1,
+                 eval_episodes=1, dual_estimator="start_value")  # fmt: skip
+    lanes = sweep(cfg, lam_init=[0.0, 20.0])
+    assert all(np.shape(x) == (2,) for x in jax.tree.leaves(lanes))
+    train = make_train(cfg)
+    key = jax.random.PRNGKey(3)
+    both = jax.jit(jax.vmap(train, in_axes=(None, 0)))(key, lanes)
+    for i, lam in enumerate((0.0, 20.0)):
+        alone = jax.jit(train)(key, cfg.hparams.replace(lam_init=lam))
+        np.testing.assert_allclose(both.metrics["lam"][i], alone.metrics["lam"], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(both.metrics["lam"][0], both.metrics["lam"][1])
+    with pytest.raises(ValueError, match="one length"):
+        sweep(cfg, lam_init=[0, 1], lr=[1e-3])
+    assert np.shape(sweep(cfg, grid=True, lam_init=[0, 1], lr=[1e-3, 1e-4, 1e-2]).lr) == (6,)
+
+
+def test_folder_names_are_plain():
+    from rcmdp_jax.user_env import check_folder_names, folder_name
+
+    name = "gymnax:MountainCarContinuous-v0@uncertain=power:0.2,gravity:abs:0.001@costs=speed"
+    assert folder_name(name) == "gymnax_MountainCarContinuous-v0_uncertain_power_0.2_gravity_abs_0.001_costs_speed"
+    assert SAFE.match(folder_name("MDPO-Robust-Lag:restart-batch@lam_init=0"))
+    with pytest.raises(ValueError, match="would share the folder"):
+        check_folder_names(["A:b", "A@b"])
+
+
+def test_the_cpu_split_from_a_script_or_one_line_why_not():
+    """On a CPU host: a script that has not started JAX gets one device per core; one that
+    has is told in one line why not and how (the environment variable)."""
+    code = (
+        "import jax, jax.numpy as jnp; {before}from rcmdp_jax.console import split_in_process; "
+        "print(repr(split_in_process('auto', 4))); print(len(jax.devices('cpu'))); print(jax.default_backend())"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "XLA_FLAGS"}
+    from rcmdp_jax.sharding import available_cores
+
+    cores = available_cores()
+    fresh = subprocess.run([sys.executable, "-c", code.format(before="")], capture_output=True, text=True, env=env)
+    late = subprocess.run(
+        [sys.executable, "-c", code.format(before="jnp.zeros(1); ")], capture_output=True, text=True, env=env
+    )
+    assert fresh.stdout.split("\n")[:2] == ["''", str(cores)], fresh.stderr[-2000:]
+    said, count, backend = late.stdout.split("\n")[:3]
+    assert count == "1", late.stderr[-2000:]
+    if cores > 1 and backend == "cpu":
+        assert "JAX started in this process before rcmdp_jax could split the CPU" in said
+        assert f"xla_force_host_platform_device_count={cores}" in said
+    else:  # one core, or an accelerator: nothing to split, nothing to say
+        assert said == "''"
+
+
+def test_console_commands_are_installed():
+    for cmd in ("rcmdp", "rcmdp-report"):
+        assert shutil.which(cmd, path=str(BIN)), f"{cmd} is not installed: pip install -e ."
+    out = subprocess.run([str(BIN / "rcmdp"), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "gymnax:ID" in out.stdout and "FILE.py:NAME" in out.stdout
+
+
+def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user_run, tmp_path, capsys):
+    from rcmdp_jax.report_cli import main as report
+
+    out = tmp_path / "copy"
+    shutil.copytree(user_run, out)
+    plan = json.loads((out / "run.json").read_text())
+    plan["envs"] = ["pointmass-of-a-script"]  # registered by a script, no env_sources
+    plan["configs"] = {"pointmass-of-a-script": plan["configs"]["usermass:make"]}
+    (out / "run.json").write_text(json.dumps({**plan, "env_sources": {}}))
+    assert report([str(out)]) == 2
+    assert runner.main(["--eval-only", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("'pointmass-of-a-script' was registered by the script" in e for e in err), err
+
+
+def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, capsys):
+    (tmp_path / "fileenv.py").write_text(POINTMASS)
+    monkeypatch.chdir(tmp_path)
+    plan = runner.build_plan(runner.parse_args(["--env", "fileenv.py:make", "--algos", "PPO", "--seeds", "1"]))
+    assert plan["envs"] == ["fileenv.py:make"]
+    assert plan["env_sources"]["fileenv.py:make"] == {"file": str(tmp_path / "fileenv.py"), "attr": "make"}
+    env, params = envs.make("fileenv.py:make")
+    assert env.cost_names == ("speed",) and env.fields == ("mass", "friction")
+    # a budget that whole batches round up is a note on the command line too
+    runner.build_plan(runner.parse_args(["--algos", "PPO", "--seeds", "1", "--set", "total_timesteps=1000"]))
+    assert "note: --set total_timesteps=1000: PPO runs 1 iteration(s) of 1600" in capsys.readouterr().err
