@@ -76,7 +76,7 @@ def test_end_to_end_artifacts_and_table(full_run, capsys):
             assert summary[algo][metric]["min"] == pytest.approx(scores.min(), rel=1e-9)
             assert f"{x.mean():.2f} ± {scores.std(ddof=1) / np.sqrt(176):.2f}" in md
         assert algo in md and algo in tex
-    # the marks are SPEC §4's rule on the table's own numbers: the best, and every algorithm
+    # the marks are docs/method.md §4's rule on the table's own numbers: the best, and every algorithm
     # within one pooled standard error of it
     for metric in ("Return", "R_pen±", "R_pen"):
         best = max(summary, key=lambda a: summary[a][metric]["mean"])

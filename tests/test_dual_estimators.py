@@ -1,4 +1,4 @@
-"""The dual phase's readings of C^ (``Config.dual_estimator``, SPEC §2a.4): each reading
+"""The dual phase's readings of C^ (``Config.dual_estimator``, docs/method.md §2a.4): each reading
 against a NumPy re-derivation, the shuffled minibatches, the ascent over them, the
 wiring in training, bad input; and ``ALGO@FIELD=VALUE`` hyperparameter lanes."""
 

@@ -61,7 +61,7 @@ def test_step_samples_from_the_kernel_distribution(name):
     n = 40000
     keys = jax.random.split(jax.random.PRNGKey(3), n)
     samples = jax.vmap(lambda k: env.step_env(k, state, action, params)[1].s)(keys)
-    # the kernel written out independently (SPEC §1): its mean and variance
+    # the kernel written out independently (docs/method.md §1): its mean and variance
     s0 = np.asarray(state.s, np.float64)
     if name == "cartpole":
         mean, var = np.asarray(params.xi) * numpy_cartpole(s0, 1)[0], np.full(4, 1e-7)

@@ -1,4 +1,4 @@
-"""Fidelity to the study (SPEC §2a.4, §2b, §2d, §3): the dual phase's step count and
+"""Fidelity to the study (docs/method.md §2a.4, §2b, §2d, §3): the dual phase's step count and
 result, MCPMD's one-episode REINFORCE, SB3 initialisation and optimizer, the
 geometric schedule's factor, traced schedules in one family."""
 
@@ -201,5 +201,5 @@ def test_schedules_are_traced_in_one_family():
         np.testing.assert_allclose(out.metrics["lam"][i], alone.metrics["lam"], rtol=1e-4, atol=1e-5)
     alpha = np.asarray(out.metrics["alpha"])
     assert np.all(alpha[0] == 2.0) and np.all(np.diff(alpha[2]) > 0) and np.all(np.diff(alpha[6]) < 0)
-    # per-epoch ticks: alpha_0 = 5 and 2 ticks (epochs) per iteration (SPEC §2d)
+    # per-epoch ticks: alpha_0 = 5 and 2 ticks (epochs) per iteration (docs/method.md §2d)
     np.testing.assert_allclose(alpha[5], 5.0 * 0.95 ** (2 * np.arange(3)), rtol=1e-5)

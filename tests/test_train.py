@@ -193,7 +193,7 @@ def test_alpha_schedule_in_training_follows_its_formula():
     cfg = tiny(algo="MDPO", alpha_schedule="geometric", alpha_tick="epoch", alpha_decay=0.5,
                total_timesteps=16 * 4 * 3)  # fmt: skip
     result = jax.jit(make_train(cfg))(SEEDS[0])
-    # per-epoch ticks: iteration k starts at tick k * epochs; alpha_0 = 5 (SPEC §2d)
+    # per-epoch ticks: iteration k starts at tick k * epochs; alpha_0 = 5 (docs/method.md §2d)
     np.testing.assert_allclose(result.metrics["alpha"], [5.0 * 0.5 ** (2 * k) for k in range(3)], rtol=1e-5)
 
 
@@ -343,7 +343,7 @@ def test_presets_follow_the_spec_table():
     c = preset("inventory3d", "MDPO-Robust")
     assert (c.optimizer, c.ltma_iterations, c.policy_hidden, c.total_timesteps) == ("sgd", 320, (128, 128), 40_000)
     c = preset("inventory3d", "RMCPMD")
-    assert (c.ltma_iterations, c.num_iterations, c.optimizer) == (20, 400, "adam")  # SPEC §2b: Adam
+    assert (c.ltma_iterations, c.num_iterations, c.optimizer) == (20, 400, "adam")  # docs/method.md §2b: Adam
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""PPO and MDPO (SPEC §2b): a batch of ``n_envs x n_steps`` auto-resetting steps, the
+"""PPO and MDPO (docs/method.md §2b): a batch of ``n_envs x n_steps`` auto-resetting steps, the
 Lagrangian GAE signal, and epochs of shuffled minibatch steps with PPO's target-KL early
 stop (inside jit). ``BatchLearner`` is given its policy loss (``ppo_policy_loss``,
 ``mdpo_policy_loss``); the losses themselves are ``rcmdp_jax.losses``."""

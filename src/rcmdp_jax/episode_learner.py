@@ -1,4 +1,4 @@
-"""MCPMD / RMCPMD, the reference REINFORCE code (SPEC §2b): one whole episode of one
+"""MCPMD / RMCPMD, the reference REINFORCE code (docs/method.md §2b): one whole episode of one
 environment per iteration, acting with dropout, returns-to-go of the Lagrangian reward,
 one optimizer step."""
 
@@ -61,7 +61,7 @@ class EpisodeLearner:
         return state.replace(params=params, opt_state=opt_state), data.alive.sum(), upd
 
     def reinforce(self, params, opt_state, episode, returns: jax.Array, hp):
-        """MCPMD's step (SPEC §2b): one optimizer step of ``reinforce_loss`` on one whole
+        """MCPMD's step (docs/method.md §2b): one optimizer step of ``reinforce_loss`` on one whole
         episode. The log-probabilities are recomputed with each step's own dropout key,
         so they (and their gradients) are those of the dropout-perturbed policy that
         acted. ``episode``: ``rollout.Episode`` (leaves ``[T, ...]``); ``returns`` ``[T]``

@@ -1,4 +1,4 @@
-"""Constraint handling: the multiplier the learners see, and the dual updates (SPEC §2a.4)."""
+"""Constraint handling: the multiplier the learners see, and the dual updates (docs/method.md §2a.4)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def ascent(step, lam: jax.Array, n_steps, estimates: jax.Array | None = None) ->
 
 
 def dual_step(mode, dual: DualState, c_hat: jax.Array, hp, n_steps, estimates: jax.Array | None = None) -> DualState:
-    """The dual phase of one iteration (SPEC §2a.4): ``n_steps`` (``K = dual_epochs x
+    """The dual phase of one iteration (docs/method.md §2a.4): ``n_steps`` (``K = dual_epochs x
     ceil(dual_batch / dual_minibatch)``) ascent steps of the mode's rule, each with the
     batch estimate ``c_hat`` or, given ``estimates`` (``[K_max, m]``), step ``i`` with
     its minibatch's ``estimates[i]``; ``c_hat`` is stored for the next ``lam~``. Mode
@@ -89,7 +89,7 @@ def dual_step(mode, dual: DualState, c_hat: jax.Array, hp, n_steps, estimates: j
 
 
 # ----------------------------------------------------------------- the multiplier batch
-# How the dual phase estimates the constraint value C^ (SPEC §2a.4 leaves it open;
+# How the dual phase estimates the constraint value C^ (docs/method.md §2a.4 leaves it open;
 # ``docs/sensitivity.md`` compares the readings). "start_value": the start state's
 # discounted cost value V_c(rho) from fresh episodes, the same for every step. The
 # others read the multiplier batch (``n_dual_episodes`` auto-resetting envs x
@@ -137,7 +137,7 @@ def minibatch_means(key: jax.Array, values: jax.Array, n_epochs: int, minibatch:
 def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropout: bool, env_xi=None) -> jax.Array:
     """The multiplier batch's per-time-step readings of the constraint values (``cfg.
     dual_estimator``), ``[dual_batch, m]``: ``n_dual_episodes`` auto-resetting envs from
-    fresh starts, ``dual_batch / n_dual_episodes`` steps each (SPEC §2a.4: 4 x 100);
+    fresh starts, ``dual_batch / n_dual_episodes`` steps each (docs/method.md §2a.4: 4 x 100);
     given ``env_xi`` (``[B, ...]``), env ``i`` runs kernel ``env_xi[i mod B]``."""
     n = cfg.n_dual_episodes
     k_reset, k_run = jax.random.split(key)

@@ -1,4 +1,4 @@
-"""LTMA: Lagrangian transition mirror ascent on the kernel parameters ``xi`` (SPEC §2c)."""
+"""LTMA: Lagrangian transition mirror ascent on the kernel parameters ``xi`` (docs/method.md §2c)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The study's presets (SPEC §3): the 14 algorithm names and what they mean, the
+"""The study's presets (docs/method.md §3): the 14 algorithm names and what they mean, the
 per-domain learner tables, the schedules study's variants, ``ALGO@FIELD=VALUE``
 hyperparameter lanes, and ``preset`` (a validated ``Config`` of one algorithm on one
 environment)."""
@@ -14,7 +14,7 @@ from rcmdp_jax.adversary import ADVERSARY_NAMES, NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, BUDGETS, Config, HParams, _check_env, _choice
 from rcmdp_jax.envs import env_class, learner_settings
 
-# The reference grid of SPEC §2, in its order.
+# The reference grid of docs/method.md §2, in its order.
 ALGORITHMS = (
     "MCPMD", "PPO", "MDPO",
     "RMCPMD", "PPO-Robust", "MDPO-Robust",
@@ -46,7 +46,7 @@ def parse_algorithm(name: str) -> tuple[str, str, bool]:
     return learner.lower(), constraint, robust
 
 
-# SPEC §3, per environment (the discount and the episode length are the environment's own).
+# docs/method.md §3, per environment (the discount and the episode length are the environment's own).
 _ENV_PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": dict(
         policy_hidden=(128,), critic_hidden=(128,), optimizer="adam",
@@ -83,7 +83,7 @@ DEFAULT_LEARNER: dict[str, Any] = dict(
 
 
 def domain_table(env: str) -> dict[str, Any]:
-    """The per-domain learner table of ``env``: SPEC §3 for the study's domains, else the
+    """The per-domain learner table of ``env``: docs/method.md §3 for the study's domains, else the
     environment's own settings over ``DEFAULT_LEARNER``."""
     if env in _ENV_PRESETS:
         return _ENV_PRESETS[env]
@@ -141,7 +141,7 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
 
 
 def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) -> Config:
-    """The SPEC §3 configuration of ``algorithm`` on ``env`` at ``budget``.
+    """The docs/method.md §3 configuration of ``algorithm`` on ``env`` at ``budget``.
 
     ``algorithm`` is a name of the grid, optionally with an alpha schedule variant
     (``"MDPO-Robust-Lag:restart-batch"``, see ``split_variant``). ``overrides`` are any
@@ -161,7 +161,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         lam_init=5.0,
         alpha=2.0,
         gamma=domain.gamma,
-        alpha_decay=domain.gamma,  # SPEC §2d: geometric alpha decays by the domain's gamma
+        alpha_decay=domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
         **p["hp"],
     )
     common = dict(
@@ -172,7 +172,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     )  # fmt: skip
     if learner == "mcpmd":
         # the reference REINFORCE code: one whole episode of one env per iteration, acting in
-        # training mode, PyTorch's default init and Adam (on every domain: SPEC §2b), no
+        # training mode, PyTorch's default init and Adam (on every domain: docs/method.md §2b), no
         # clipping; one dual step
         ep = domain.episode_length
         cfg = Config(
@@ -181,7 +181,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
             n_dual_episodes=1, dual_epochs=1, dual_batch=ep, dual_minibatch=ep, eval_every=10,
         )  # fmt: skip
     else:
-        # Stable-Baselines3 conventions (SPEC §3): the Config defaults (orthogonal init,
+        # Stable-Baselines3 conventions (docs/method.md §3): the Config defaults (orthogonal init,
         # Adam eps 1e-5, gradient-norm clip 0.5); 5 x 13 = 65 dual steps per iteration
         ppo = learner == "ppo"
         n_envs, n_steps = 4, 400
@@ -192,6 +192,6 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
             dual_epochs_from_policy=ppo and p["ppo_dual_epochs_from_policy"],
         )  # fmt: skip
     if overrides.get("alpha_schedule") == "geometric" and "alpha" not in overrides:
-        # SPEC §2d: alpha_0 = 5 when ticking per epoch, 2 per batch
+        # docs/method.md §2d: alpha_0 = 5 when ticking per epoch, 2 per batch
         overrides = {**overrides, "alpha": 5.0 if overrides.get("alpha_tick", "epoch") == "epoch" else 2.0}
     return cfg.replace(**overrides).validate()

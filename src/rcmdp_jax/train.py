@@ -1,4 +1,4 @@
-"""``make_train``: one whole training run (SPEC §2a) as a pure, jit-able function.
+"""``make_train``: one whole training run (docs/method.md §2a) as a pure, jit-able function.
 
 The constraint mode, robustness and alpha schedule of an algorithm are arrays (a
 ``Variant``) selected inside the program by ``lax.switch`` / ``lax.cond``, so a family
@@ -93,7 +93,7 @@ def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
 class Step:
     """The train step of one program shape (a config; its name, constraint mode,
     robust method, schedule and hyperparameters are not read here: they come as
-    ``hp`` and ``variant``). Each phase of SPEC §2a is one method.
+    ``hp`` and ``variant``). Each phase of docs/method.md §2a is one method.
     ``methods``: the robust methods the program holds (``adversary.family_methods``; one
     algorithm's program holds its own only), chosen per lane by ``variant.adversary``.
     ``skip_idle_lanes=False`` runs every method on every lane of a family and discards
