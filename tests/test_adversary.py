@@ -175,6 +175,9 @@ def test_robust_names_and_errors():
     # -Robust means the environment's default method: the study's LTMA on its domains
     assert preset("cartpole", "PPO-Robust-Lag").adversary == "ltma"
     assert preset("gymnax:Pendulum-v1", "PPO-Robust-Lag").adversary == "ltma-norm"
+    # outside the study the dual phase reads the start state's value (docs/robustness.md)
+    assert (preset("gymnax:Pendulum-v1", "PPO-Lag").dual_estimator, preset("cartpole", "PPO-Lag").dual_estimator) == (
+        "start_value", "cost_to_go")
     assert family_methods([preset("cartpole", a) for a in ("PPO", "PPO-Lag+dr", "PPO-Robust")]) == ("none", "ltma",
                                                                                                      "dr")
     with pytest.raises(ValueError, match="unknown robust method 'bogus'.*worst-of-n"):

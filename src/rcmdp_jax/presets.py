@@ -77,6 +77,10 @@ DEFAULT_LEARNER: dict[str, Any] = dict(
     policy_hidden=(64, 64), critic_hidden=(64, 64), optimizer="adam", dropout=0.0,
     ppo_epochs=10, ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=20,
     mcpmd_ltma=10, adversary="ltma-norm",
+    # the start state's value: the reading under which the constrained learners keep their
+    # constraint at the nominal kernel on every gymnax preset (the multiplier batch's
+    # cost-to-go, the study domains' reading, breaks it on Pendulum: docs/robustness.md)
+    dual_estimator="start_value",
     budgets={"short": 20_000, "long": 200_000},
     hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4),
 )  # fmt: skip
@@ -169,6 +173,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         total_timesteps=p["budgets"][budget], policy_hidden=p["policy_hidden"],
         critic_hidden=p["critic_hidden"], optimizer=p["optimizer"], ltma_horizon=p["ltma_horizon"], hparams=hp,
         dropout=p.get("dropout", Config.dropout), adversary=p.get("adversary", Config.adversary),
+        dual_estimator=p.get("dual_estimator", Config.dual_estimator),
     )  # fmt: skip
     if learner == "mcpmd":
         # the reference REINFORCE code: one whole episode of one env per iteration, acting in
