@@ -8,7 +8,9 @@ Restoring needs the *shape* of that result, which ``abstract_result`` gets from
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +28,24 @@ def save(path: str | os.PathLike, tree: Any) -> None:
         multihost_utils.sync_global_devices(f"rcmdp_jax checkpoint {path}")
     if jax.process_index() == 0 and path.exists():
         raise FileExistsError(f"checkpoint {path} already exists; refusing to overwrite it")
-    ckpt = ocp.StandardCheckpointer()
-    ckpt.save(path, tree)
-    ckpt.wait_until_finished()
+    try:
+        with ocp.StandardCheckpointer() as ckpt:
+            ckpt.save(path, tree)
+            ckpt.wait_until_finished()
+    except Exception as err:  # a full disk, a folder that is not ours: nothing half-written stays
+        if jax.process_index() == 0:
+            remove_partial(path)
+        if isinstance(err, OSError):
+            raise
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
+        raise OSError(errno.EIO, f"cannot write the checkpoint ({cause})", str(path)) from None
+
+
+def remove_partial(path: Path) -> None:
+    """Remove what an unfinished save left at ``path`` (orbax's temporary folders too)."""
+    for p in [path, *path.parent.glob(f"{path.name}.orbax-checkpoint-tmp*")]:
+        if p.exists() and not exists(p):
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
@@ -36,7 +53,22 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
     path = Path(path).absolute()
     if not exists(path):
         raise FileNotFoundError(f"no complete checkpoint at {path}")
-    return ocp.StandardCheckpointer().restore(path, abstract_tree)
+    with ocp.StandardCheckpointer() as ckpt:  # closed here, not by the garbage collector after exit
+        return ckpt.restore(path, abstract_tree)
+
+
+def matches(path: str | os.PathLike, abstract_tree: Any) -> bool | None:
+    """Whether the checkpoint's arrays have the shapes and dtypes of ``abstract_tree``
+    (None: its metadata cannot be read, a damaged checkpoint)."""
+    try:
+        with ocp.StandardCheckpointer() as ckpt:
+            saved = ckpt.metadata(Path(path).absolute())
+        saved = getattr(saved, "item_metadata", saved)
+        have = sorted((tuple(m.shape), str(m.dtype)) for m in jax.tree.leaves(saved))
+    except Exception:
+        return None
+    want = sorted((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(abstract_tree))
+    return have == want
 
 
 def exists(path: str | os.PathLike) -> bool:

@@ -8,8 +8,11 @@ import json
 import os
 import sys
 
+import numpy as np
+
 from rcmdp_jax.config import BUDGETS, ENV_NAMES, config_from_dict, config_to_dict
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
+from rcmdp_jax.sizes import check_counts, check_memory
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
@@ -35,6 +38,8 @@ def parse_sets(sets) -> dict:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
             value = float(raw) if raw.lower() in ("inf", "+inf", "-inf") else raw
+        if key in out:  # else the last would win without the first being checked
+            raise UsageError(f"--set {key}=... is given more than once; give it once")
         out[key] = value
     return out
 
@@ -47,6 +52,9 @@ def plan_envs(args) -> list[str]:
     gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
     if (args.uncertain is not None or args.costs is not None) and not gymnax_env:
         raise UsageError("--uncertain and --costs apply to a gymnax preset (--env gymnax:ID)")
+    for flag, value in (("--uncertain", args.uncertain), ("--costs", args.costs)):
+        if value is not None and not value.replace(",", "").strip():
+            raise UsageError(f"{flag} is empty; name at least one, or leave {flag} out for the preset's default")
     if "@" in args.env and (args.uncertain is not None or args.costs is not None):
         raise UsageError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
     for e in envs_:
@@ -58,11 +66,14 @@ def plan_envs(args) -> list[str]:
             presets = ", ".join(envs.GYMNAX_PREFIX + k for k in PRESETS)
             raise UsageError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
                              f"{presets}") from None  # fmt: skip
-    if gymnax_env and "@" not in args.env:
-        from rcmdp_jax.envs.gymnax_presets import gymnax_name
+    if gymnax_env:  # every spelling built abstractly: each field, width and cost checked
+        from rcmdp_jax.envs.gymnax_presets import check, gymnax_name
 
         try:
-            envs_ = [gymnax_name(args.env, args.uncertain, args.costs)]
+            if "@" in args.env:
+                check(args.env)
+            else:
+                envs_ = [gymnax_name(args.env, args.uncertain, args.costs)]
         except ValueError as err:
             raise UsageError(f"--env {args.env}: {err}") from None
     return envs_
@@ -101,6 +112,11 @@ def check_numbers(args) -> None:
         raise UsageError(f"--steps must be a positive integer, got {args.steps}")
     if args.n_test is not None and args.n_test < 1:
         raise UsageError(f"--n-test must be a positive integer, got {args.n_test}")
+    check_devices(args)
+
+
+def check_devices(args) -> None:
+    """``--devices``: 'auto', 'all' or N, at most this host's cores."""
     if args.devices not in ("all", "auto") and not (args.devices.isdigit() and int(args.devices) >= 1):
         raise UsageError(f"--devices must be 'auto', 'all' or a positive integer, got {args.devices!r}")
     if args.devices.isdigit() and not args.distributed:
@@ -111,40 +127,15 @@ def check_numbers(args) -> None:
             raise UsageError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
 
 
-def memory_estimate(cfg) -> dict[str, float]:
-    """Bytes one lane (a seed of an algorithm) of ``cfg`` needs, by the field that sets
-    each part: rough upper figures (a step record and its intermediates <= 48 floats, one
-    forward pass of the whole batch, parameters with gradients and optimizer state five
-    times over)."""
-    widths = lambda hidden: [16, *hidden, 16]  # noqa: E731  (observations and outputs: at most 16 wide)
-    n_params = sum(a * b for h in (cfg.policy_hidden, cfg.critic_hidden) for a, b in zip(widths(h), widths(h)[1:]))
-    act = 4 * sum(cfg.policy_hidden + cfg.critic_hidden)
-    return {
-        "n_envs*n_steps": cfg.batch_size * (192.0 + act),
-        "eval_episodes": cfg.eval_episodes * (1024.0 + act),
-        "policy_hidden/critic_hidden": 20.0 * n_params + 3.0 * cfg.minibatch_size * act,
-    }
-
-
-def check_memory(configs: dict, seeds: int) -> None:
-    """Refuse a run whose largest family (lanes = seeds x its algorithms, trained at
-    once) would not fit in this machine's memory, naming the field that makes it large."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # not on a POSIX system: no check
-        return
-    for env, cfgs in configs.items():
-        families: dict = {}
-        for cfg in cfgs.values():
-            families.setdefault(cfg.learner, []).append(cfg)
-        for members in families.values():
-            parts = memory_estimate(members[0])
-            need = seeds * len(members) * sum(parts.values())
-            if need > 0.9 * total:
-                field = max(parts, key=parts.get)
-                raise UsageError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "
-                                 f"GiB of this machine's {total / 2**30:,.1f} GiB, mostly for {field}; make it "
-                                 "smaller or use fewer seeds")  # fmt: skip
+def check_distinct(configs: dict) -> None:
+    """Two names of ``--algos`` for one configuration (``MDPO-Lag@lr=1e-3`` and
+    ``MDPO-Lag@lr=0.001``) would train the same lanes twice."""
+    seen: dict = {}
+    for algo, cfg in configs.items():
+        key = json.dumps({k: v for k, v in cfg.items() if k != "name"}, sort_keys=True)
+        if key in seen:
+            raise UsageError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
+        seen[key] = algo
 
 
 def build_plan(args) -> dict:
@@ -156,26 +147,31 @@ def build_plan(args) -> dict:
         if "total_timesteps" in overrides:
             raise UsageError("--steps and --set total_timesteps=... both set the budget; give one")
         overrides["total_timesteps"] = args.steps
-    configs, will_run, built = {}, {}, {}
+    configs, will_run, built, notes = {}, {}, {}, []
     for e in envs_:
         configs[e], will_run[e], built[e] = {}, {}, {}
         for a in algos:
             try:
-                cfg = built[e][a] = preset(e, a, args.budget, **overrides)
+                with np.errstate(all="ignore"):  # a value beyond float32 is refused in words, not warned about
+                    cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
                 raise UsageError(f"--set: {err}") from None
+            check_counts(cfg, f"{a} on {e}")
             if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
-                print(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
-                      f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps", file=sys.stderr)  # fmt: skip
+                notes.append(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
+                             f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps")  # fmt: skip
             configs[e][a] = config_to_dict(cfg)
             # what will run, recorded in run.json: MCPMD stops once its episodes have spent the budget
             steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
             will_run[e][a] = {"iterations": cfg.num_iterations, "policy_steps": steps}
-    check_memory(built, args.seeds)
+        check_distinct(configs[e])
+    check_memory(built, args.seeds, args.n_test)
     steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())
     if steps > LONG_RUN:
-        print(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core CPU "
-              f"that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)", file=sys.stderr)  # fmt: skip
+        notes.append(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core "
+                     f"CPU that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)")  # fmt: skip
+    for note in notes:  # after every check: a refusal is one line
+        print(note, file=sys.stderr)
     return dict(envs=envs_, algos=algos, seeds=args.seeds, seed=args.seed, vmap=args.vmap, n_test=args.n_test,
                 worst_case=args.worst_case, devices=args.devices, configs=configs, will_run=will_run)  # fmt: skip
 

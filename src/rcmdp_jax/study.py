@@ -229,7 +229,26 @@ class Study:
         algos = [a for a in self.plan["algos"] if a not in stale]
         return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa)
 
+    def check_checkpoints(self) -> None:
+        """Every finished checkpoint must hold arrays of the shapes its run.json config
+        trains (one trace a family): an edited run.json is refused (``UsageError``) before
+        anything is restored or rewritten, never taken for a damaged checkpoint."""
+        from rcmdp_jax import checkpoint, make_train
+        from rcmdp_jax.plan import UsageError
+
+        for env in self.plan["envs"]:
+            for group in self.groups[env]:
+                done = [a for a in group if self._has_ckpt(env, a)]
+                if not done:
+                    continue
+                abstract = checkpoint.abstract_result(make_train(self.cfgs[env][done[0]]), self.all_keys)
+                for algo in done:
+                    if checkpoint.matches(self.folder.ckpt_dir(env, algo), abstract) is False:
+                        raise UsageError(f"{self.folder.root / 'run.json'}: the config of {env}/{algo} does not match "
+                                         "its checkpoint (other array shapes); it was edited: restore it")  # fmt: skip
+
     def run(self) -> int:
+        self.check_checkpoints()
         self.prepare(0)
         t_start = time.perf_counter()
         tables = {}
