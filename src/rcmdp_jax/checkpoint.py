@@ -9,8 +9,10 @@ Restoring needs the *shape* of that result, which ``abstract_result`` gets from
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -53,19 +55,59 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
     path = Path(path).absolute()
     if not exists(path):
         raise FileNotFoundError(f"no complete checkpoint at {path}")
-    with ocp.StandardCheckpointer() as ckpt:  # closed here, not by the garbage collector after exit
-        return ckpt.restore(path, abstract_tree)
+    try:
+        with ocp.StandardCheckpointer() as ckpt:
+            return ckpt.restore(path, abstract_tree)
+    except Exception:
+        # the reads still in flight finish on orbax's closed event loop, each printing an
+        # "Event loop is closed" traceback from tensorstore's threads: noise, kept off stderr
+        if not isinstance(sys.stderr, _LoopClosedFilter):
+            sys.stderr = _LoopClosedFilter(sys.stderr)
+        raise
+
+
+class _LoopClosedFilter:
+    """``sys.stderr`` without the tracebacks that end in ``RuntimeError: Event loop is
+    closed``; everything else passes through, a line at a time."""
+
+    def __init__(self, stream):
+        self.stream, self.line, self.block = stream, "", []
+
+    def write(self, text: str) -> int:
+        self.line += text
+        while "\n" in self.line:
+            line, self.line = self.line.split("\n", 1)
+            if line.startswith("Traceback (most recent call last)") or (self.block and line.startswith(" ")):
+                self.block.append(line)
+                continue
+            if not (self.block and line == "RuntimeError: Event loop is closed"):
+                self.stream.write("".join(x + "\n" for x in [*self.block, line]))
+            self.block = []
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 def matches(path: str | os.PathLike, abstract_tree: Any) -> bool | None:
     """Whether the checkpoint's arrays have the shapes and dtypes of ``abstract_tree``
     (None: its metadata cannot be read, a damaged checkpoint)."""
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)  # its warning about missing metadata: the caller says what it means
     try:
         with ocp.StandardCheckpointer() as ckpt:
             saved = ckpt.metadata(Path(path).absolute())
         saved = getattr(saved, "item_metadata", saved)
         have = sorted((tuple(m.shape), str(m.dtype)) for m in jax.tree.leaves(saved))
     except Exception:
+        return None
+    finally:
+        absl.setLevel(level)
+    if not have:
         return None
     want = sorted((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(abstract_tree))
     return have == want

@@ -52,9 +52,6 @@ def plan_envs(args) -> list[str]:
     gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
     if (args.uncertain is not None or args.costs is not None) and not gymnax_env:
         raise UsageError("--uncertain and --costs apply to a gymnax preset (--env gymnax:ID)")
-    for flag, value in (("--uncertain", args.uncertain), ("--costs", args.costs)):
-        if value is not None and not value.replace(",", "").strip():
-            raise UsageError(f"{flag} is empty; name at least one, or leave {flag} out for the preset's default")
     if "@" in args.env and (args.uncertain is not None or args.costs is not None):
         raise UsageError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
     for e in envs_:
