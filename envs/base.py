@@ -126,14 +126,16 @@ class RobustEnvironment(environment.Environment):
         if isinstance(action, jax.core.Tracer):
             return
         a = np.asarray(action)
+        if self.discrete:
+            allowed = f"an integer in 0 .. {self.action_dim - 1}"
+        else:
+            allowed = f"a finite vector of shape ({self.action_dim},)"
         if a.dtype.kind not in "iuf":  # a string, None, a bool: not a number of the action space
             ok = False
         elif self.discrete:
             ok = a.shape == () and np.isfinite(a) and a == np.floor(a) and 0 <= a < self.action_dim
-            allowed = f"an integer in 0 .. {self.action_dim - 1}"
         else:
             ok = a.shape == (self.action_dim,) and bool(np.all(np.isfinite(a)))
-            allowed = f"a finite vector of shape ({self.action_dim},)"
         if not ok:
             shown = a.tolist() if a.dtype.kind in "biuf" else action
             raise ValueError(f"{self.name}: action {shown!r} is not in the action space; expected {allowed}")

@@ -58,6 +58,9 @@ def write_atomic(path: Path, write) -> None:
         with open(tmp, "wb") as f:
             write(f)
         os.replace(tmp, path)
+    except OSError as err:  # named by the file it was for
+        tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(path)) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -22,11 +22,10 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
     it = cfg.num_iterations
     per_batch = 1 if cfg.episodic else max(cfg.num_minibatches, 1)  # MCPMD: one episode an iteration
     return [
-        ("total_timesteps", "num_iterations x n_envs x n_steps policy steps", 0 if cfg.episodic else it * cfg.batch_size),
-        ("epochs", "num_iterations x epochs x minibatches gradient steps", it * cfg.epochs * per_batch),
+        ("total_timesteps", "num_iterations x n_envs x n_steps policy steps", (not cfg.episodic) * it * cfg.batch_size),
         ("epochs", "the alpha schedule's num_iterations x epochs ticks", cfg.alpha_ticks_total),
-        ("dual_epochs", "num_iterations x dual_epochs x dual_batch/dual_minibatch ascent steps", it * cfg.dual_steps),
-        ("ltma_iterations", "num_iterations x ltma_iterations adversary steps", it * cfg.ltma_iterations),
+        ("epochs", "epochs x minibatches gradient steps an iteration", cfg.epochs * per_batch),
+        ("dual_epochs", "dual_epochs x dual_batch/dual_minibatch ascent steps an iteration", cfg.dual_steps),
         ("ltma_horizon", "ltma_episodes x ltma_horizon adversary steps", cfg.ltma_episodes * cfg.ltma_horizon),
     ]
 
