@@ -525,16 +525,19 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
     assert "options differ" in capsys.readouterr().err
     plan = json.loads((out / "run.json").read_text())
     for edit, message in (({"seeds": 3}, "run.json says 3 seed(s) but cartpole/MDPO-Lag was trained with 2"),
-                          ({"algos": "MDPO-Lag"}, "envs and algos must be lists of names")):  # fmt: skip
+                          ({"algos": "MDPO-Lag"}, "envs and algos must be lists of distinct names")):  # fmt: skip
         (out / "run.json").write_text(json.dumps({**plan, **edit}))
         assert runner.main(["--eval-only", str(out)]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
     (out / "run.json").write_text(json.dumps(plan))
-    # the lock: a running process holds it; a dead one's is taken over
-    holder = subprocess.Popen(["sleep", "60"])
+    # the lock: a running process holds it (flock); a dead one's is taken over
+    hold = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode()); print(1, flush=True); "
+            "time.sleep(60)")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(out / ".lock")], stdout=subprocess.PIPE, text=True)
     try:
-        (out / ".lock").write_text(str(holder.pid))
+        holder.stdout.readline()  # held
         assert runner.main(["--eval-only", str(out)]) == 2
         assert f"in use by another run (PID {holder.pid})" in capsys.readouterr().err
     finally:
