@@ -438,3 +438,15 @@ def test_sigterm_is_handled_like_ctrl_c_and_frees_the_lock(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "interrupted" in err and "--resume" in err and "Traceback" not in err
     assert not (out / ".lock").exists()
+
+
+def test_a_multiplier_step_that_blows_up_behind_the_clip_is_divergence(tmp_path, capsys):
+    """``eta_lam=1e30`` on MDPO-Lag: ``lam`` stays within [0, lam_clip] (the clip), but its
+    ascent step ``eta_lam * C^`` is beyond ``BLOW_UP``: diverged, never bold."""
+    out = tmp_path / "dual"
+    assert runner.main(TINY + ["--set", "eta_lam=1e30", "--out", str(out)]) == 4
+    lam = np.load(out / "cartpole" / "MDPO-Lag" / "train_metrics.npz")["lam"]
+    assert np.all(np.isfinite(lam)) and lam.max() <= 50.0  # what the 1e12 rule on lam alone would pass
+    assert "DIVERGED" in capsys.readouterr().out
+    md = (out / "cartpole" / "summary.md").read_text()
+    assert "MDPO-Lag (0/2 seeds; 2 diverged) | diverged: no seed left" in md and "**" not in md
