@@ -109,4 +109,3 @@ def plan_problem(plan: dict) -> str:
             if problem := config_problem(e, a, configs[e][a]):
                 return f"configs.{e}.{a}: {problem}"
     return ""
-
