@@ -450,3 +450,36 @@ def test_a_multiplier_step_that_blows_up_behind_the_clip_is_divergence(tmp_path,
     assert "DIVERGED" in capsys.readouterr().out
     md = (out / "cartpole" / "summary.md").read_text()
     assert "MDPO-Lag (0/2 seeds; 2 diverged) | diverged: no seed left" in md and "**" not in md
+
+
+def test_a_truncated_checkpoint_is_set_aside_without_event_loop_noise(trained, tmp_path):
+    """orbax's reads still in flight when a restore fails finish on a closed event loop;
+    their tracebacks, printed from tensorstore's threads as the process goes on, are kept
+    off. The command itself: the noise belongs to the process, not to one call."""
+    out = _copy(trained, tmp_path)
+    ckpt = out / "cartpole" / "MDPO-Lag" / "checkpoint"
+    for f in ckpt.iterdir():
+        if f.name not in ("_CHECKPOINT_METADATA", "_METADATA"):
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+    proc = subprocess.run([sys.executable, str(RUN_PY), "--eval-only", str(out)], capture_output=True, text=True,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)  # fmt: skip
+    assert proc.returncode == 5, proc.stderr
+    assert "Event loop is closed" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().endswith("damaged checkpoint(s) of cartpole/MDPO-Lag set aside; --resume retrains them")
+    assert (out / "cartpole" / "MDPO-Lag" / "checkpoint.damaged").is_dir()
+
+
+def test_the_event_loop_noise_filter_drops_only_that_noise():
+    import io
+
+    from rcmdp_jax.checkpoint import _LoopClosedFilter
+
+    buf = io.StringIO()
+    f = _LoopClosedFilter(buf)
+    noise = ('Traceback (most recent call last):\n  File "base_events.py", line 806, in call_soon_threadsafe\n'
+             "    self._check_closed()\nRuntimeError: Event loop is closed\n")  # fmt: skip
+    other = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: kept\n'
+    for piece in ("run.py: error: ", "one line\n", noise, noise[:40], noise[40:], other, "partial"):
+        f.write(piece)
+    f.flush()
+    assert buf.getvalue() == "run.py: error: one line\n" + other + "partial"

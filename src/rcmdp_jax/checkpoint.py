@@ -35,6 +35,7 @@ def save(path: str | os.PathLike, tree: Any) -> None:
             ckpt.save(path, tree)
             ckpt.wait_until_finished()
     except Exception as err:  # a full disk, a folder that is not ours: nothing half-written stays
+        quiet_loop_noise()
         if jax.process_index() == 0:
             remove_partial(path)
         if isinstance(err, OSError):
@@ -59,11 +60,16 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
         with ocp.StandardCheckpointer() as ckpt:
             return ckpt.restore(path, abstract_tree)
     except Exception:
-        # the reads still in flight finish on orbax's closed event loop, each printing an
-        # "Event loop is closed" traceback from tensorstore's threads: noise, kept off stderr
-        if not isinstance(sys.stderr, _LoopClosedFilter):
-            sys.stderr = _LoopClosedFilter(sys.stderr)
+        quiet_loop_noise()
         raise
+
+
+def quiet_loop_noise() -> None:
+    """After a failed save or restore, the reads and writes still in flight finish on
+    orbax's closed event loop, each printing an "Event loop is closed" traceback from
+    tensorstore's threads: noise, kept off stderr from now on."""
+    if not isinstance(sys.stderr, _LoopClosedFilter):
+        sys.stderr = _LoopClosedFilter(sys.stderr)
 
 
 class _LoopClosedFilter:
@@ -86,6 +92,9 @@ class _LoopClosedFilter:
         return len(text)
 
     def flush(self) -> None:
+        if self.line and not self.block:
+            self.stream.write(self.line)
+            self.line = ""
         self.stream.flush()
 
     def __getattr__(self, name):
