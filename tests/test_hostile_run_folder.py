@@ -1,8 +1,7 @@
-"""Issue 31, a hostile user's cases: an edited run.json, sizes the memory estimate must
-see, a full disk, another user's folder, odd names, gymnax boxes, the API's gaps, the
-lock under a race, and the small ones. Each refused command is one line (exit 2) and
-changes nothing already written. CLI cases run in process through the entry point; the
-SIGTERM case runs the command itself."""
+"""Issue 31, the run folder as a hostile user meets it: an edited run.json, a full disk,
+another user's folder, odd names, a truncated checkpoint, SIGTERM. Each refused command
+is one line (exit 2) and changes nothing already written. In process through the entry
+point; the SIGTERM and event-loop cases run the command itself."""
 
 import errno
 import json
@@ -11,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -97,42 +95,6 @@ def test_an_edited_run_json_is_refused_and_nothing_changes(trained, tmp_path, ca
         assert report.main([str(out)]) == 2
         _one_line(capsys, EDITS[what])
     assert _snapshot(out) == before
-
-
-# ------------------------------------------------------------------ 2. sizes
-@pytest.mark.parametrize(
-    "args,message",
-    [
-        (["--n-test", "100000000"], "mostly for --n-test"),
-        (["--set", "dual_batch=1000000000"], "mostly for dual_batch"),
-        (["--set", "ltma_episodes=100000000"], "mostly for ltma_episodes"),
-        (["--set", "ltma_horizon=100000000"], "mostly for ltma_horizon"),
-        (["--set", "n_dual_episodes=400000000", "--set", "dual_estimator=start_value"], "mostly for n_dual_episodes"),
-        (["--set", "epochs=2000000000", "--set", "alpha_schedule=linear"], "--set epochs: "),
-        (["--set", "dual_epochs=100000000", "--set", "dual_minibatch=1"], "--set dual_epochs: "),
-    ],
-)
-def test_sizes_beyond_memory_or_int32_are_refused_before_writing(tmp_path, capsys, args, message):
-    out = tmp_path / "never"
-    assert runner.main([*args, "--out", str(out)]) == 2
-    _one_line(capsys, message)
-    assert not out.exists()
-
-
-def test_the_memory_estimate_counts_every_buffer():
-    from rcmdp_jax import preset
-    from rcmdp_jax.sizes import kernel_count, lane_bytes, sweep_bytes
-
-    cfg = preset("cartpole", "MDPO-Robust-Lag")
-    base = lane_bytes(cfg)
-    for field in ("dual_batch", "n_dual_episodes", "ltma_episodes", "ltma_horizon", "eval_episodes", "n_steps"):
-        bigger = cfg.replace(**{field: getattr(cfg, field) * 8}) if field != "dual_batch" else cfg.replace(
-            dual_batch=cfg.dual_batch * 8, dual_minibatch=cfg.dual_minibatch)  # fmt: skip
-        assert lane_bytes(bigger) > base, field
-    assert lane_bytes(preset("cartpole", "MDPO").replace(ltma_horizon=10**6)) == lane_bytes(preset("cartpole", "MDPO"))
-    assert kernel_count("cartpole") == 11 * 16 and kernel_count("inventory3d") == 11 * 64
-    assert kernel_count("gymnax:Pendulum-v1@uncertain=g:0.2") == 11 * 2
-    assert sweep_bytes(cfg, 200, 10, 176) > 1.9 * sweep_bytes(cfg, 100, 10, 176)
 
 
 # ------------------------------------------------------------------ 3. disk, permissions, names
@@ -257,160 +219,6 @@ def test_odd_names_a_long_out_and_a_lock_that_is_a_folder(trained, tmp_path, cap
     assert _snapshot(out) == before and (out / ".lock").is_dir()
 
 
-# ------------------------------------------------------------------ 4. gymnax boxes
-@pytest.mark.parametrize(
-    "args,message",
-    [
-        (["--env", "gymnax:Pendulum-v1@uncertain=g:nan"], "the box must be non-empty and finite in float32"),
-        (["--env", "gymnax:Pendulum-v1@uncertain=g:abs:1e40"], "the box must be non-empty and finite in float32"),
-        (["--env", "gymnax:Pendulum-v1", "--uncertain", "g=abs:1e40"], "finite in float32"),
-        (["--env", "gymnax:Pendulum-v1", "--uncertain", "g=1e-50"], "the box must be non-empty"),
-        (["--env", "gymnax:Pendulum-v1", "--uncertain", ""], "--uncertain is empty"),
-        (["--env", "gymnax:Pendulum-v1", "--costs", ""], "--costs is empty"),
-        (["--env", "gymnax:Pendulum-v1", "--costs", " , "], "--costs is empty"),
-    ],
-)
-def test_gymnax_boxes_are_checked_in_float32_in_every_spelling(tmp_path, capsys, args, message):
-    out = tmp_path / "never"
-    assert runner.main([*args, "--algos", "PPO", "--out", str(out)]) == 2
-    _one_line(capsys, message)
-    assert not out.exists()
-
-
-# ------------------------------------------------------------------ 5. the API's gaps
-def test_a_family_member_outside_the_family_is_flagged_per_lane_under_vmap():
-    import jax
-
-    from rcmdp_jax import make_family, preset
-    from rcmdp_jax.divergence import diverged_seeds
-    from rcmdp_jax.train import TrainResult
-
-    cfgs = [preset("cartpole", a, total_timesteps=64, n_steps=16, minibatch_size=16, eval_episodes=2,
-                   ltma_iterations=2) for a in ("MDPO", "MDPO-Lag")]  # fmt: skip
-    fam = make_family(cfgs)
-    with pytest.raises(ValueError, match="member must index the family's 2 config"):
-        fam(jax.random.PRNGKey(0), np.array([1, 7]))
-    members = np.array([1, 7, 0])
-    res = jax.jit(jax.vmap(fam))(jax.random.split(jax.random.PRNGKey(0), 3), members)
-    valid = np.asarray(res.metrics["valid_input"]).reshape(3, -1)
-    assert valid[0].all() and not valid[1].any() and valid[2].all()
-    np.testing.assert_array_equal(diverged_seeds(TrainResult(res.state, res.metrics)), [False, True, False])
-
-
-def test_an_infinite_kappa_is_refused_and_flagged_when_traced():
-    import jax
-    import jax.numpy as jnp
-
-    from rcmdp_jax import envs, make_train, preset
-
-    env, params = envs.make("cartpole")
-    inf = params.replace(kappa=jnp.array([np.inf, 0.05, 0.005, 0.05]))
-    with pytest.raises(ValueError, match="kappa must be finite"):
-        env.validate_params(inf)
-    cfg = preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)
-    with pytest.raises(ValueError, match="kappa must be finite"):
-        make_train(cfg)(jax.random.PRNGKey(0), None, inf)
-    assert not bool(jax.jit(env.kernel_ok)(inf)) and bool(jax.jit(env.kernel_ok)(params))
-
-
-@pytest.mark.parametrize("name,action", [("gymnax:CartPole-v1", 7), ("gymnax:CartPole-v1", -1),
-                                         ("gymnax:Pendulum-v1", [np.nan]), ("gymnax:Acrobot-v1", 3)])  # fmt: skip
-def test_the_gymnax_wrapper_under_jit_makes_a_bad_action_nan_and_ends_the_episode(name, action):
-    import jax
-    import jax.numpy as jnp
-
-    from rcmdp_jax import envs
-
-    env, params = envs.make(name)
-    _, state = env.reset(jax.random.PRNGKey(0), params)
-    good = jnp.zeros((), jnp.int32) if env.discrete else jnp.zeros((env.action_dim,), jnp.float32)
-    step = jax.jit(env.step_env)
-    _, s, r, done, info = step(jax.random.PRNGKey(1), state, good, params)
-    assert np.isfinite(r) and np.all(np.isfinite(s.s)) and not done
-    bad = jnp.asarray(action, good.dtype)
-    _, s, r, done, info = step(jax.random.PRNGKey(1), state, bad, params)
-    assert np.isnan(r) and np.all(np.isnan(s.s)) and np.all(np.isnan(info["costs"])) and bool(done)
-
-
-@pytest.mark.parametrize("action", ["1", None, True, 7, np.nan])
-def test_cartpole_step_names_an_action_that_is_not_one(action):
-    import jax
-
-    from rcmdp_jax import envs
-
-    env, params = envs.make("cartpole")
-    _, state = env.reset(jax.random.PRNGKey(0), params)
-    with pytest.raises(ValueError, match=r"RobustCartPole: action .* is not in the action space; expected an integer"):
-        env.step(jax.random.PRNGKey(1), state, action, params)
-
-
-# ------------------------------------------------------------------ 6. the lock
-def test_the_lock_is_taken_by_exactly_one_of_racing_takers(tmp_path):
-    """Eight takers at once on a stale lock (a killed run's), fifteen times: one holds it.
-    ``flock`` locks are per open file, so threads race like processes do."""
-    from rcmdp_jax.plan import UsageError
-    from rcmdp_jax.run_folder import RunFolder
-
-    folder = RunFolder(tmp_path)
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    for _ in range(15):
-        (tmp_path / ".lock").write_text(str(dead.pid))
-        barrier, held, refused = threading.Barrier(8), [], []
-
-        def take():
-            barrier.wait()
-            try:
-                held.append(folder.lock())
-            except UsageError as err:
-                refused.append(str(err))
-
-        threads = [threading.Thread(target=take) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(held) == 1 and len(refused) == 7, (len(held), refused)
-        assert all("is in use by another run (PID" in r for r in refused)
-        held[0]()
-        assert not (tmp_path / ".lock").exists()
-    release = folder.lock()  # released: free again
-    release()
-
-
-# ------------------------------------------------------------------ 7. the small ones
-@pytest.mark.parametrize(
-    "args,message",
-    [
-        (["--set", "lr=nan", "--set", "lr=1e-3"], "--set lr=... is given more than once"),
-        (["--compile-cache", ""], "--compile-cache is empty"),
-        (["--seeds", "abc"], "argument --seeds: invalid int value: 'abc'"),
-        (["--nope"], "unrecognized arguments: --nope"),
-        (["--algos", "MDPO-Lag@lr=1e-3,MDPO-Lag@lr=0.001"], "MDPO-Lag@lr=1e-3 and MDPO-Lag@lr=0.001 are the same"),
-        (["--algos", "MDPO-Lag,MDPO-Lag@lr=3e-4"], "MDPO-Lag and MDPO-Lag@lr=3e-4 are the same configuration"),
-        (["--set", "lr=1e39"], "lr must be finite and > 0 in float32"),
-    ],
-)
-def test_small_bad_inputs_are_one_line(tmp_path, capsys, recwarn, args, message):
-    out = tmp_path / "never"
-    assert runner.main([*args, "--out", str(out)]) == 2
-    _one_line(capsys, "run.py: error: ", message)
-    assert not out.exists()
-    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]  # no NumPy warning first
-
-
-def test_distributed_input_is_checked_before_the_handshake(tmp_path, capsys, monkeypatch):
-    from rcmdp_jax import runtime
-
-    def handshake(args):
-        raise AssertionError("joined the other processes before checking the input")
-
-    monkeypatch.setattr(runtime, "start_processes", handshake)
-    args = ["--distributed", "--coordinator", "localhost:1", "--num-processes", "2", "--process-id", "0"]
-    assert runner.main([*args, "--set", "lr=nan", "--out", str(tmp_path / "never")]) == 2
-    _one_line(capsys, "lr must be a number, got 'nan'")
-
-
 def test_eval_only_checks_the_compile_cache_and_devices(trained, tmp_path, capsys):
     out = _copy(trained, tmp_path)
     before = _snapshot(out)
@@ -440,18 +248,6 @@ def test_sigterm_is_handled_like_ctrl_c_and_frees_the_lock(tmp_path):
     assert not (out / ".lock").exists()
 
 
-def test_a_multiplier_step_that_blows_up_behind_the_clip_is_divergence(tmp_path, capsys):
-    """``eta_lam=1e30`` on MDPO-Lag: ``lam`` stays within [0, lam_clip] (the clip), but its
-    ascent step ``eta_lam * C^`` is beyond ``BLOW_UP``: diverged, never bold."""
-    out = tmp_path / "dual"
-    assert runner.main(TINY + ["--set", "eta_lam=1e30", "--out", str(out)]) == 4
-    lam = np.load(out / "cartpole" / "MDPO-Lag" / "train_metrics.npz")["lam"]
-    assert np.all(np.isfinite(lam)) and lam.max() <= 50.0  # what the 1e12 rule on lam alone would pass
-    assert "DIVERGED" in capsys.readouterr().out
-    md = (out / "cartpole" / "summary.md").read_text()
-    assert "MDPO-Lag (0/2 seeds; 2 diverged) | diverged: no seed left" in md and "**" not in md
-
-
 def test_a_truncated_checkpoint_is_set_aside_without_event_loop_noise(trained, tmp_path):
     """orbax's reads still in flight when a restore fails finish on a closed event loop;
     their tracebacks, printed from tensorstore's threads as the process goes on, are kept
@@ -467,19 +263,3 @@ def test_a_truncated_checkpoint_is_set_aside_without_event_loop_noise(trained, t
     assert "Event loop is closed" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().endswith("damaged checkpoint(s) of cartpole/MDPO-Lag set aside; --resume retrains them")
     assert (out / "cartpole" / "MDPO-Lag" / "checkpoint.damaged").is_dir()
-
-
-def test_the_event_loop_noise_filter_drops_only_that_noise():
-    import io
-
-    from rcmdp_jax.checkpoint import _LoopClosedFilter
-
-    buf = io.StringIO()
-    f = _LoopClosedFilter(buf)
-    noise = ('Traceback (most recent call last):\n  File "base_events.py", line 806, in call_soon_threadsafe\n'
-             "    self._check_closed()\nRuntimeError: Event loop is closed\n")  # fmt: skip
-    other = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: kept\n'
-    for piece in ("run.py: error: ", "one line\n", noise, noise[:40], noise[40:], other, "partial"):
-        f.write(piece)
-    f.flush()
-    assert buf.getvalue() == "run.py: error: one line\n" + other + "partial"
