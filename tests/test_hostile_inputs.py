@@ -28,6 +28,7 @@ def _one_line(capsys, *words) -> str:
         (["--set", "ltma_episodes=100000000"], "mostly for ltma_episodes"),
         (["--set", "ltma_horizon=100000000"], "mostly for ltma_horizon"),
         (["--set", "n_dual_episodes=400000000", "--set", "dual_estimator=start_value"], "mostly for n_dual_episodes"),
+        (["--set", "n_dual_episodes=400000000"], "n_dual_episodes=400000000 must divide"),
         (["--set", "epochs=2000000000", "--set", "alpha_schedule=linear"], "--set epochs: "),
         (["--set", "dual_epochs=100000000", "--set", "dual_minibatch=1"], "--set dual_epochs: "),
     ],

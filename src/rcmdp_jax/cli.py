@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rcmdp_jax import runtime
 from rcmdp_jax.config import ENV_NAMES
-from rcmdp_jax.plan import UsageError, build_plan, check_devices, resume_differences
+from rcmdp_jax.plan import UsageError, build_plan, check_before_processes, check_devices, resume_differences
 from rcmdp_jax.run_folder import RunFolder
 
 
@@ -132,6 +132,9 @@ def new_plan(args) -> dict | None:
         return None
     if args.out is not None and not args.out.strip():
         raise UsageError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
+    if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
+        check_before_processes(args)
+        return None
     return build_plan(args)
 
 
@@ -153,6 +156,7 @@ def plan_and_folder(args, plan: dict | None, first: bool) -> tuple[dict, RunFold
                 "to test with another --n-test, train into a new --out"
             )
         return plan, folder
+    plan = plan or build_plan(args)
     folder = RunFolder(args.out if args.out else Path("runs") / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     if args.resume:
         saved = folder.read_plan("--resume")

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from rcmdp_jax.config import BUDGETS, ENV_NAMES, config_from_dict, config_to_dict
+from rcmdp_jax.config import BUDGETS, ENV_NAMES, Config, config_from_dict, config_to_dict, validate_hparams
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
 from rcmdp_jax.sizes import check_counts, check_memory
 
@@ -122,6 +122,20 @@ def check_devices(args) -> None:
         limit = max(available_cores(), 1)
         if int(args.devices) > limit and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
             raise UsageError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
+
+
+def check_before_processes(args) -> None:
+    """``--distributed``: what can be checked before joining the other processes (importing
+    gymnax starts JAX's backend, which must wait for the handshake): the numbers, the
+    algorithm names, the ``--set`` fields and every hyperparameter. The rest follows."""
+    plan_algos(args)
+    check_numbers(args)
+    overrides = {k: v for k, v in parse_sets(args.sets).items() if k not in ALGORITHM_FIELDS}
+    try:
+        with np.errstate(all="ignore"):
+            validate_hparams(Config().replace(**overrides).hparams)
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"--set: {err}") from None
 
 
 def check_distinct(configs: dict) -> None:
