@@ -204,8 +204,9 @@ def main(argv=None) -> int:
         print(f"run.py: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a full disk, a folder that is not ours: one line, nothing half-written kept
-        print(f"run.py: error: {runtime.os_error(err)}; finished algorithms are saved, continue with --resume "
-              f"--out {folder.root}", file=sys.stderr)  # fmt: skip
+        again = f"--eval-only {folder.root} again" if args.eval_only else f"--resume --out {folder.root}"
+        print(f"run.py: error: {runtime.os_error(err)}; finished algorithms are saved, continue with {again}",
+              file=sys.stderr)  # fmt: skip
         return 2
     finally:
         release()
