@@ -47,7 +47,7 @@ def main(argv=None) -> int:
             print(f"report.py: error: {err}", file=sys.stderr)
             return 2
         except OSError as err:  # a full disk: one line naming the file
-            print(f"report.py: error: {os_error(err)}", file=sys.stderr)
+            print(f"report.py: error: {os_error(err, run_dir / env_name)}", file=sys.stderr)
             return 2
         print(f"## {env_name}\n\n{md}")
     return 0

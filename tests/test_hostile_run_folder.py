@@ -136,13 +136,17 @@ def test_a_full_disk_while_saving_is_one_line_and_resume_finishes(trained, tmp_p
     real = ocp.StandardCheckpointer.save
 
     def save_then_fail(self, path, *args, **kwargs):
-        (Path(path).parent / f"{Path(path).name}.orbax-checkpoint-tmp-1").mkdir()  # what orbax leaves
-        raise ValueError("OUT_OF_RANGE: Error writing file: No space left on device")
+        tmp = Path(path).parent / f"{Path(path).name}.orbax-checkpoint-tmp"  # what orbax leaves, metadata too
+        (tmp / "d").mkdir(parents=True)
+        (tmp / "_CHECKPOINT_METADATA").write_text("{}")
+        raise ValueError(
+            f'RESOURCE_EXHAUSTED: Error writing "x" in OCDBT database at local file "{path}": Failed '
+            "to write 875 bytes to file 5: No space left on device [os_error_code='28']"
+        )
 
     monkeypatch.setattr(ocp.StandardCheckpointer, "save", save_then_fail)
     assert runner.main(TINY + ["--out", str(out)]) == 2
-    _one_line(capsys, "checkpoint: cannot write the checkpoint (OUT_OF_RANGE: Error writing file: No space left on "
-                      "device)", "--resume")  # fmt: skip
+    _one_line(capsys, "MDPO-Lag/checkpoint: No space left on device (writing the checkpoint)", "--resume")
     algo = out / "cartpole" / "MDPO-Lag"
     assert sorted(p.name for p in algo.iterdir()) == ["timing.json", "train_metrics.npz"]  # no partial checkpoint
     monkeypatch.setattr(ocp.StandardCheckpointer, "save", real)

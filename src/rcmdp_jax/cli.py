@@ -205,7 +205,7 @@ def main(argv=None) -> int:
         return 2
     except OSError as err:  # a full disk, a folder that is not ours: one line, nothing half-written kept
         again = f"--eval-only {folder.root} again" if args.eval_only else f"--resume --out {folder.root}"
-        print(f"run.py: error: {runtime.os_error(err)}; finished algorithms are saved, continue with {again}",
+        print(f"run.py: error: {runtime.os_error(err, folder.root)}; finished algorithms are saved, continue with {again}",
               file=sys.stderr)  # fmt: skip
         return 2
     finally:

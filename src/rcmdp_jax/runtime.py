@@ -45,10 +45,11 @@ def mesh_of(args):
     return None if mesh.size == 1 and not args.distributed else mesh  # one device: nothing to split
 
 
-def os_error(err: OSError) -> str:
-    """An OS error in one line: the path and the cause (``No space left on device``)."""
-    path = err.filename if err.filename is not None else "?"
-    return f"{path}: {err.strerror or type(err).__name__}"
+def os_error(err: OSError, where: Path | str) -> str:
+    """An OS error in one line: the path (``where`` when the error names none, as
+    matplotlib's) and the cause (``No space left on device``)."""
+    path = err.filename if err.filename is not None else f"a file in {where}"
+    return f"{path}: {err.strerror or err}"
 
 
 def check_compile_cache(cache: str | None) -> None:
