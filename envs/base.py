@@ -127,13 +127,18 @@ class RobustEnvironment(environment.Environment):
             return
         a = np.asarray(action)
         if self.discrete:
-            ok = a.shape == () and np.isfinite(a) and a == np.floor(a) and 0 <= a < self.action_dim
             allowed = f"an integer in 0 .. {self.action_dim - 1}"
         else:
-            ok = a.shape == (self.action_dim,) and bool(np.all(np.isfinite(a)))
             allowed = f"a finite vector of shape ({self.action_dim},)"
+        if a.dtype.kind not in "iuf":  # a string, None, a bool: not a number of the action space
+            ok = False
+        elif self.discrete:
+            ok = a.shape == () and np.isfinite(a) and a == np.floor(a) and 0 <= a < self.action_dim
+        else:
+            ok = a.shape == (self.action_dim,) and bool(np.all(np.isfinite(a)))
         if not ok:
-            raise ValueError(f"{self.name}: action {a.tolist()!r} is not in the action space; expected {allowed}")
+            shown = a.tolist() if a.dtype.kind in "biuf" else action
+            raise ValueError(f"{self.name}: action {shown!r} is not in the action space; expected {allowed}")
 
     def get_obs(self, state: RobustState, params=None, key=None) -> jax.Array:
         return state.s
@@ -184,8 +189,11 @@ class RobustEnvironment(environment.Environment):
                     f"{self.name}: EnvParams.{field} has shape {shape}; expected {want} "
                     f"(optionally with leading batch axes)"
                 )
-        if not isinstance(params.kappa, jax.core.Tracer) and np.any(np.asarray(params.kappa) < 0):
-            raise ValueError(f"{self.name}: EnvParams.kappa must be >= 0")
+        if not isinstance(params.kappa, jax.core.Tracer):
+            kappa = np.asarray(params.kappa, np.float32)  # as training holds it: 1e39 is inf there
+            if not (np.all(np.isfinite(kappa)) and np.all(kappa >= 0)):
+                raise ValueError(f"{self.name}: EnvParams.kappa must be finite (in float32) and >= 0, got "
+                                 f"{np.asarray(params.kappa).tolist()}")  # fmt: skip
 
     def validate_kernel(self, params: Any) -> None:
         """Raise ``ValueError`` if a concrete ``xi`` is not finite or lies outside the
@@ -204,7 +212,8 @@ class RobustEnvironment(environment.Environment):
     def kernel_ok(self, params: Any) -> jax.Array:
         """Traced: whether ``xi`` is finite and inside the box (``validate_kernel``'s rule)."""
         xi, xi_c, kappa = params.xi, params.xi_c, params.kappa
-        return jnp.all(jnp.isfinite(xi)) & jnp.all(jnp.abs(xi - xi_c) <= kappa * (1 + 1e-6) + 1e-9)
+        finite = jnp.all(jnp.isfinite(xi)) & jnp.all(jnp.isfinite(kappa)) & jnp.all(kappa >= 0)
+        return finite & jnp.all(jnp.abs(xi - xi_c) <= kappa * (1 + 1e-6) + 1e-9)
 
     # -------------------------------------------------------- test kernels
     @property

@@ -230,6 +230,9 @@ def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = N
     """The canonical name of preset ``env_id`` with the CLI's ``--uncertain FIELD=WIDTH,...``
     and ``--costs NAME,...`` (validated; ``ValueError`` names what is wrong)."""
     name = env_id if env_id.startswith(PREFIX) else PREFIX + env_id
+    for flag, value in (("--uncertain", uncertain), ("--costs", costs)):
+        if value is not None and not value.replace(",", "").strip():  # never silently the defaults
+            raise ValueError(f"{flag} is empty; name at least one, or leave it out for the preset's default")
     if uncertain:
         items = []
         for item in uncertain.split(","):

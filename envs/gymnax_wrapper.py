@@ -12,7 +12,8 @@ test, the worst-case search, checkpoints and the runner work on it unchanged).
   equations, so ``grad_xi log p`` and pathwise gradients reach the physics. An inner env's
   own randomness (Acrobot's torque noise) gets a fixed key: the Normal is the whole density.
 * Rewards, observations, termination and truncation are gymnax's (the noiseless step's
-  reward; ``get_obs`` and ``is_terminated`` on the sampled state).
+  reward; ``get_obs`` and ``is_terminated`` on the sampled state); under ``jit`` an action
+  outside the action space (or a non-finite step) gives NaN and ends the episode.
 * Costs ``c(state, action, next_state, params) -> (k,)`` on gymnax ``EnvState``s and the
   perturbed ``EnvParams``, concatenated into the ``m`` constraint-costs (a constraint
   holds when its discounted sum is <= 0).
@@ -52,8 +53,7 @@ class WrappedParams(environment.EnvParams):
 
 
 def relative(fraction: float) -> tuple[str, float]:
-    """A half-width of ``fraction`` x the nominal value (``uncertain={"g": relative(0.2)}``;
-    a plain number means the same)."""
+    """A half-width of ``fraction`` x the nominal value (a plain number means the same)."""
     return ("rel", fraction)
 
 
@@ -67,12 +67,13 @@ def _half_width(field: str, spec, nominal: float) -> float:
     if kind not in ("rel", "abs") or isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
         raise ValueError(f"uncertain[{field!r}]: give a relative fraction (a number, e.g. 0.2 for ±20%) or "
                          f"absolute(half_width); got {spec!r}")  # fmt: skip
-    value = float(value)
-    width = abs(nominal) * value if kind == "rel" else value
-    if not (math.isfinite(width) and width > 0):
-        raise ValueError(f"uncertain[{field!r}]: the box must be non-empty (half-width > 0, finite); "
-                         f"{spec!r} around nominal {nominal} gives {width}")  # fmt: skip
-    return width
+    with np.errstate(all="ignore"):  # in float32, as training holds it: 1e40 is inf there, 1e-50 is 0
+        width = np.float32(abs(nominal) * float(value) if kind == "rel" else float(value))
+        edges = np.float32(nominal) + np.array([-width, width], np.float32)
+    if not (np.isfinite(width) and width > 0 and np.all(np.isfinite(edges))):
+        raise ValueError(f"uncertain[{field!r}]: the box must be non-empty and finite in float32 (half-width > 0); "
+                         f"{spec!r} around nominal {nominal} gives {float(width)}")  # fmt: skip
+    return float(width)
 
 
 def float_fields(params) -> list[str]:
@@ -80,9 +81,8 @@ def float_fields(params) -> list[str]:
     out = []
     for f in dataclasses.fields(params):
         v = getattr(params, f.name)
-        if isinstance(v, bool):
-            continue
-        if isinstance(v, float) or (np.ndim(v) == 0 and np.issubdtype(np.asarray(v).dtype, np.floating)):
+        scalar_float = np.ndim(v) == 0 and np.issubdtype(np.asarray(v).dtype, np.floating)
+        if not isinstance(v, bool) and (isinstance(v, float) or scalar_float):
             out.append(f.name)
     return out
 
@@ -246,10 +246,12 @@ class RobustGymnax(RobustEnvironment):
             s_next = mean.at[idx].add(params.noise[idx] * jax.random.normal(key, (len(self.noisy),)))
         else:  # a deterministic kernel draws nothing
             s_next = mean
+        bad = jnp.logical_not(self.action_valid(action) & jnp.all(jnp.isfinite(s_next)))
+        s_next, reward = jnp.where(bad, jnp.nan, s_next), jnp.where(bad, jnp.nan, reward)
         new_state = RobustState(s=s_next, time=state.time + 1)
         before, after = self.unflatten(state.s, state.time), self.unflatten(s_next, new_state.time)
-        costs = self._costs(before, action, after, inner)
-        terminated = jnp.asarray(self.inner.is_terminated(after, inner)).reshape(())
+        costs = jnp.where(bad, jnp.nan, self._costs(before, action, after, inner))
+        terminated = jnp.asarray(self.inner.is_terminated(after, inner)).reshape(()) | bad
         info = {"costs": costs, "saturated": jnp.zeros((), bool)}
         return self._obs(after, inner), new_state, reward, terminated, info
 

@@ -201,7 +201,7 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
         (["--set", "n_steps=1000000000"], "n_envs*n_steps=4000000000 (the batch) is beyond int32"),
         (["--steps", "10000000000"], "total_timesteps=10000000000 is beyond the int32 counters"),
         (["--set", "eval_episodes=100000000"], "GiB of this machine's"),
-        (["--set", "policy_hidden=(100000000,)"], "mostly for policy_hidden/critic_hidden"),
+        (["--set", "policy_hidden=(100000000,)"], "mostly for policy_hidden;"),
         (["--seed", "99999999999999999999"], "--seed must be an integer in [0, 2**32)"),
         (["--set", "lr=1j"], "lr must be a real number, got 1j"),
         (["--set", "lr=1e-300"], "lr must be finite and > 0 in float32"),
@@ -343,7 +343,7 @@ def test_bad_run_folders_are_one_line_errors(tmp_path, capsys):
     assert report.main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert "is not a run folder" in err and "not a run.json of this runner (missing" in err
-    assert "cannot read" in err and "not a readable run folder" in err
+    assert "cannot read" in err and f"report.py: error: RUN_DIR: {tmp_path / 'nowhere'} is not a run folder" in err
     assert "Traceback" not in err
 
 
@@ -525,16 +525,19 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
     assert "options differ" in capsys.readouterr().err
     plan = json.loads((out / "run.json").read_text())
     for edit, message in (({"seeds": 3}, "run.json says 3 seed(s) but cartpole/MDPO-Lag was trained with 2"),
-                          ({"algos": "MDPO-Lag"}, "envs and algos must be lists of names")):  # fmt: skip
+                          ({"algos": "MDPO-Lag"}, "envs and algos must be lists of distinct names")):  # fmt: skip
         (out / "run.json").write_text(json.dumps({**plan, **edit}))
         assert runner.main(["--eval-only", str(out)]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
     (out / "run.json").write_text(json.dumps(plan))
-    # the lock: a running process holds it; a dead one's is taken over
-    holder = subprocess.Popen(["sleep", "60"])
+    # the lock: a running process holds it (flock); a dead one's is taken over
+    hold = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode()); print(1, flush=True); "
+            "time.sleep(60)")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(out / ".lock")], stdout=subprocess.PIPE, text=True)
     try:
-        (out / ".lock").write_text(str(holder.pid))
+        holder.stdout.readline()  # held
         assert runner.main(["--eval-only", str(out)]) == 2
         assert f"in use by another run (PID {holder.pid})" in capsys.readouterr().err
     finally:

@@ -8,7 +8,15 @@ Restoring needs the *shape* of that result, which ``abstract_result`` gets from
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import os
+import re
+import shutil
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +34,44 @@ def save(path: str | os.PathLike, tree: Any) -> None:
         multihost_utils.sync_global_devices(f"rcmdp_jax checkpoint {path}")
     if jax.process_index() == 0 and path.exists():
         raise FileExistsError(f"checkpoint {path} already exists; refusing to overwrite it")
-    ckpt = ocp.StandardCheckpointer()
-    ckpt.save(path, tree)
-    ckpt.wait_until_finished()
+    if jax.process_index() == 0:
+        remove_partial(path)  # a killed save's leftovers
+    try:  # orbax's threads' own error logs and event-loop noise: said below in one line
+        with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
+            ckpt.save(path, tree)
+            ckpt.wait_until_finished()
+    except Exception as err:  # a full disk, a folder that is not ours: nothing half-written stays
+        if jax.process_index() == 0:
+            for _ in range(3):  # orbax's threads may still finish a file or two
+                time.sleep(0.2)
+                remove_partial(path)
+        if isinstance(err, OSError):
+            raise
+        if code := re.search(r"os_error_code='(\d+)'", str(err)):  # tensorstore's OS error, by number
+            raise OSError(int(code[1]), f"{os.strerror(int(code[1]))} (writing the checkpoint)", str(path)) from None
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
+        raise OSError(errno.EIO, f"cannot write the checkpoint ({cause})", str(path)) from None
+
+
+@contextlib.contextmanager
+def quiet_absl():
+    """orbax's absl log records (errors of its background threads, a missing metadata
+    warning) off stderr: the caller says in one line what they mean."""
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        absl.setLevel(level)
+
+
+def remove_partial(path: Path) -> None:
+    """Remove what an unfinished save left at ``path`` (orbax's temporary folders too)."""
+    for p in path.parent.glob(f"{path.name}.orbax-checkpoint-tmp*"):  # never finished, whatever is in it
+        shutil.rmtree(p, ignore_errors=True)
+    if path.exists() and not exists(path):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
@@ -36,7 +79,72 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
     path = Path(path).absolute()
     if not exists(path):
         raise FileNotFoundError(f"no complete checkpoint at {path}")
-    return ocp.StandardCheckpointer().restore(path, abstract_tree)
+    with loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
+        return ckpt.restore(path, abstract_tree)
+
+
+@contextlib.contextmanager
+def loop_noise_off():
+    """When a save or restore fails, the reads and writes still in flight finish on orbax's
+    closed event loop, each printing an "Event loop is closed" traceback from tensorstore's
+    threads, during the call and after it: noise, kept off stderr (from then on, after a
+    failure)."""
+    previous = sys.stderr
+    if not isinstance(previous, _LoopClosedFilter):
+        sys.stderr = _LoopClosedFilter(previous)
+    yield
+    if isinstance(sys.stderr, _LoopClosedFilter) and sys.stderr.stream is previous:  # it went well
+        sys.stderr.flush()
+        sys.stderr = previous
+
+
+class _LoopClosedFilter:
+    """``sys.stderr`` without the tracebacks that end in ``RuntimeError: Event loop is
+    closed``; everything else passes through, a line at a time."""
+
+    NOISE = ("Event loop is closed", "asyncio/base_events.py", "self._check_closed()")
+
+    def __init__(self, stream):
+        self.stream, self.line, self.block, self.lock = stream, "", [], threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self.lock:  # tensorstore's threads write at once
+            self.line += text
+            while "\n" in self.line:
+                line, self.line = self.line.split("\n", 1)
+                if line.startswith("Traceback (most recent call last)") or (self.block and line.startswith(" ")):
+                    self.block.append(line)
+                    continue
+                if not any(n in x for x in [*self.block, line] for n in self.NOISE):
+                    self.stream.write("".join(x + "\n" for x in [*self.block, line]))
+                self.block = []
+        return len(text)
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.line and not self.block:
+                self.stream.write(self.line)
+                self.line = ""
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def matches(path: str | os.PathLike, abstract_tree: Any) -> bool | None:
+    """Whether the checkpoint's arrays have the shapes and dtypes of ``abstract_tree``
+    (None: its metadata cannot be read, a damaged checkpoint)."""
+    try:
+        with quiet_absl(), ocp.StandardCheckpointer() as ckpt:
+            saved = ckpt.metadata(Path(path).absolute())
+        saved = getattr(saved, "item_metadata", saved)
+        have = sorted((tuple(m.shape), str(m.dtype)) for m in jax.tree.leaves(saved))
+    except Exception:
+        return None
+    if not have:
+        return None
+    want = sorted((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(abstract_tree))
+    return have == want
 
 
 def exists(path: str | os.PathLike) -> bool:

@@ -14,12 +14,17 @@ from pathlib import Path
 
 from rcmdp_jax import runtime
 from rcmdp_jax.config import ENV_NAMES
-from rcmdp_jax.plan import UsageError, build_plan, resume_differences
+from rcmdp_jax.plan import UsageError, build_plan, check_before_processes, check_devices, resume_differences
 from rcmdp_jax.run_folder import RunFolder
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line (no usage block), exit 2 like every bad input
+        raise UsageError(f"{message} (see --help)")
+
+
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="run.py",
         description="Train robust-constrained RL algorithms and run the robustness test.",
     )
@@ -121,7 +126,22 @@ EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "algos", "schedules", "budget",
                     "sets", "resume")  # fmt: skip
 
 
-def plan_and_folder(args, first: bool) -> tuple[dict, RunFolder]:
+def new_plan(args) -> dict | None:
+    """Every input of a training command checked and its plan built (nothing started
+    yet, not even the other processes of ``--distributed``); None for ``--eval-only``."""
+    runtime.check_compile_cache(args.compile_cache)
+    if args.eval_only:
+        check_devices(args)
+        return None
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
+    if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
+        check_before_processes(args)
+        return None
+    return build_plan(args)
+
+
+def plan_and_folder(args, plan: dict | None, first: bool) -> tuple[dict, RunFolder]:
     """The plan this command runs and its run folder: a saved one (``--eval-only``,
     ``--resume``, checked against this command) or a new one (not written yet)."""
     if args.eval_only:
@@ -139,10 +159,7 @@ def plan_and_folder(args, first: bool) -> tuple[dict, RunFolder]:
                 "to test with another --n-test, train into a new --out"
             )
         return plan, folder
-    if args.out is not None and not args.out.strip():
-        raise UsageError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
-    runtime.check_compile_cache(args.compile_cache)
-    plan = build_plan(args)
+    plan = plan or build_plan(args)
     folder = RunFolder(args.out if args.out else Path("runs") / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     if args.resume:
         saved = folder.read_plan("--resume")
@@ -152,7 +169,7 @@ def plan_and_folder(args, first: bool) -> tuple[dict, RunFolder]:
                 f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use the same options"
             )
         return saved, folder
-    if folder.root.exists() and first:
+    if first and folder.exists("--out"):
         raise UsageError(
             f"output folder {folder.root} already exists; use --resume to continue it or choose another --out"
         )
@@ -162,13 +179,15 @@ def plan_and_folder(args, first: bool) -> tuple[dict, RunFolder]:
 def main(argv=None) -> int:
     from rcmdp_jax.study import Study
 
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    from rcmdp_jax.console import split_in_process
-
-    split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
+    split_note = ""
     try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        from rcmdp_jax.console import split_in_process
+
+        split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
+        plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
-        plan, folder = plan_and_folder(args, first)
+        plan, folder = plan_and_folder(args, plan, first)
         mesh = runtime.mesh_of(args)
         if not args.eval_only and not args.resume and first:
             folder.create(plan)
@@ -188,7 +207,15 @@ def main(argv=None) -> int:
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
           f"({'vmapped' if plan['vmap'] else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
     try:
-        with runtime.ctrl_c_exits(folder.root):
+        with runtime.ctrl_c_exits(folder.root, release):
             return Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case).run()
+    except UsageError as err:  # a run.json that does not match its checkpoints
+        print(f"run.py: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a full disk, a folder that is not ours: one line, nothing half-written kept
+        again = f"--eval-only {folder.root} again" if args.eval_only else f"--resume --out {folder.root}"
+        print(f"run.py: error: {runtime.os_error(err, folder.root)}; finished algorithms are saved, continue with {again}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     finally:
         release()

@@ -13,9 +13,9 @@ import dataclasses
 import math
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from rcmdp_jax.adversary import ADVERSARY_NAMES
 from rcmdp_jax.envs import ENV_NAMES, check_name, env_class  # noqa: F401  (ENV_NAMES: re-exported)
 from rcmdp_jax.hparams import HParams, hparams_ok, validate_hparams  # noqa: F401  (re-exported)
-from rcmdp_jax.adversary import ADVERSARY_NAMES
 from rcmdp_jax.lagrange import DUAL_ESTIMATORS
 
 # The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples.

@@ -63,8 +63,10 @@ class Family:
             if idx.size and (idx.min() < 0 or idx.max() >= len(self.configs)):
                 raise ValueError(f"member must index the family's {len(self.configs)} config(s) (0 .. "
                                  f"{len(self.configs) - 1}), got {idx.tolist()}")  # fmt: skip
-        pick = lambda tree: jax.tree.map(lambda x: x[member], tree)  # noqa: E731
-        return pick(self.hparams), pick(self.variants)
+        # traced (under vmap): an index outside the family would be clamped to a member; NaN
+        # hyperparameters instead flag its lane (``valid_input`` 0, left out as diverged)
+        hp = jax.tree.map(lambda x: jnp.take(x, member, axis=0, mode="fill", fill_value=jnp.nan), self.hparams)
+        return hp, jax.tree.map(lambda x: x[member], self.variants)
 
     def init(self, rng: jax.Array, member) -> TrainState:
         hp, variant = self.member(member)

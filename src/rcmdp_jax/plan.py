@@ -9,8 +9,19 @@ import os
 import sys
 import warnings
 
-from rcmdp_jax.config import BUDGETS, ENV_NAMES, BudgetRounded, config_from_dict, config_to_dict
+import numpy as np
+
+from rcmdp_jax.config import (
+    BUDGETS,
+    ENV_NAMES,
+    BudgetRounded,
+    Config,
+    config_from_dict,
+    config_to_dict,
+    validate_hparams,  # fmt: skip
+)
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
+from rcmdp_jax.sizes import check_counts, check_memory
 from rcmdp_jax.user_env import check_folder_names
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
@@ -37,6 +48,8 @@ def parse_sets(sets) -> dict:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
             value = float(raw) if raw.lower() in ("inf", "+inf", "-inf") else raw
+        if key in out:  # else the last would win without the first being checked
+            raise UsageError(f"--set {key}=... is given more than once; give it once")
         out[key] = value
     return out
 
@@ -68,11 +81,14 @@ def plan_envs(args) -> list[str]:
             raise UsageError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
                              f"{presets}, gymnax:ID (any gymnax id, with --uncertain), PACKAGE.MODULE:NAME or "
                              "FILE.py:NAME (your own environment)") from None  # fmt: skip
-    if gymnax_env and "@" not in args.env:
-        from rcmdp_jax.envs.gymnax_presets import gymnax_name
+    if gymnax_env:  # every spelling built abstractly: each field, width and cost checked
+        from rcmdp_jax.envs.gymnax_presets import check, gymnax_name
 
         try:
-            envs_ = [gymnax_name(args.env, args.uncertain, args.costs)]
+            if "@" in args.env:
+                check(args.env)
+            else:
+                envs_ = [gymnax_name(args.env, args.uncertain, args.costs)]
         except ValueError as err:
             raise UsageError(f"--env {args.env}: {err}") from None
     return envs_
@@ -111,6 +127,11 @@ def check_numbers(args) -> None:
         raise UsageError(f"--steps must be a positive integer, got {args.steps}")
     if args.n_test is not None and args.n_test < 1:
         raise UsageError(f"--n-test must be a positive integer, got {args.n_test}")
+    check_devices(args)
+
+
+def check_devices(args) -> None:
+    """``--devices``: 'auto', 'all' or N, at most this host's cores."""
     if args.devices not in ("all", "auto") and not (args.devices.isdigit() and int(args.devices) >= 1):
         raise UsageError(f"--devices must be 'auto', 'all' or a positive integer, got {args.devices!r}")
     if args.devices.isdigit() and not args.distributed:
@@ -121,40 +142,29 @@ def check_numbers(args) -> None:
             raise UsageError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
 
 
-def memory_estimate(cfg) -> dict[str, float]:
-    """Bytes one lane (a seed of an algorithm) of ``cfg`` needs, by the field that sets
-    each part: rough upper figures (a step record and its intermediates <= 48 floats, one
-    forward pass of the whole batch, parameters with gradients and optimizer state five
-    times over)."""
-    widths = lambda hidden: [16, *hidden, 16]  # noqa: E731  (observations and outputs: at most 16 wide)
-    n_params = sum(a * b for h in (cfg.policy_hidden, cfg.critic_hidden) for a, b in zip(widths(h), widths(h)[1:]))
-    act = 4 * sum(cfg.policy_hidden + cfg.critic_hidden)
-    return {
-        "n_envs*n_steps": cfg.batch_size * (192.0 + act),
-        "eval_episodes": cfg.eval_episodes * (1024.0 + act),
-        "policy_hidden/critic_hidden": 20.0 * n_params + 3.0 * cfg.minibatch_size * act,
-    }
-
-
-def check_memory(configs: dict, seeds: int) -> None:
-    """Refuse a run whose largest family (lanes = seeds x its algorithms, trained at
-    once) would not fit in this machine's memory, naming the field that makes it large."""
+def check_before_processes(args) -> None:
+    """``--distributed``: what can be checked before joining the other processes (importing
+    gymnax starts JAX's backend, which must wait for the handshake): the numbers, the
+    algorithm names, the ``--set`` fields and every hyperparameter. The rest follows."""
+    plan_algos(args)
+    check_numbers(args)
+    overrides = {k: v for k, v in parse_sets(args.sets).items() if k not in ALGORITHM_FIELDS}
     try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # not on a POSIX system: no check
-        return
-    for env, cfgs in configs.items():
-        families: dict = {}
-        for cfg in cfgs.values():
-            families.setdefault(cfg.learner, []).append(cfg)
-        for members in families.values():
-            parts = memory_estimate(members[0])
-            need = seeds * len(members) * sum(parts.values())
-            if need > 0.9 * total:
-                field = max(parts, key=parts.get)
-                raise UsageError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "
-                                 f"GiB of this machine's {total / 2**30:,.1f} GiB, mostly for {field}; make it "
-                                 "smaller or use fewer seeds")  # fmt: skip
+        with np.errstate(all="ignore"):
+            validate_hparams(Config().replace(**overrides).hparams)
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"--set: {err}") from None
+
+
+def check_distinct(configs: dict) -> None:
+    """Two names of ``--algos`` for one configuration (``MDPO-Lag@lr=1e-3`` and
+    ``MDPO-Lag@lr=0.001``) would train the same lanes twice."""
+    seen: dict = {}
+    for algo, cfg in configs.items():
+        key = json.dumps({k: v for k, v in cfg.items() if k != "name"}, sort_keys=True)
+        if key in seen:
+            raise UsageError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
+        seen[key] = algo
 
 
 def build_plan(args) -> dict:
@@ -173,34 +183,39 @@ def build_plan(args) -> dict:
         if "total_timesteps" in overrides:
             raise UsageError("--steps and --set total_timesteps=... both set the budget; give one")
         overrides["total_timesteps"] = args.steps
-    configs, will_run, built = {}, {}, {}
+    configs, will_run, built, notes = {}, {}, {}, []
     for e in envs_:
         configs[e], will_run[e], built[e] = {}, {}, {}
         for a in algos:
             try:
-                with warnings.catch_warnings(record=True) as caught:  # a rounded budget: said below as a note
+                with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+                    # a rounded budget: said below as a note; a value beyond float32 is refused in words
                     warnings.simplefilter("always", BudgetRounded)
                     cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
                 raise UsageError(f"--set: {err}") from None
+            check_counts(cfg, f"{a} on {e}")
             rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
             for w in caught:  # any other warning as it was
                 if w not in rounded:
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             if args.steps is None and rounded:
-                print(f"note: --set {rounded[0].message} on {e}", file=sys.stderr)
+                notes.append(f"note: --set {rounded[0].message} on {e}")
             if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
-                print(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
-                      f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps", file=sys.stderr)  # fmt: skip
+                notes.append(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
+                             f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps")  # fmt: skip
             configs[e][a] = config_to_dict(cfg)
             # what will run, recorded in run.json: MCPMD stops once its episodes have spent the budget
             steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
             will_run[e][a] = {"iterations": cfg.num_iterations, "policy_steps": steps}
-    check_memory(built, args.seeds)
+        check_distinct(configs[e])
+    check_memory(built, args.seeds, args.n_test)
     steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())
     if steps > LONG_RUN:
-        print(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core CPU "
-              f"that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)", file=sys.stderr)  # fmt: skip
+        notes.append(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core "
+                     f"CPU that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)")  # fmt: skip
+    for note in notes:  # after every check: a refusal is one line
+        print(note, file=sys.stderr)
     from rcmdp_jax.user_env import sources
 
     extra = {"env_sources": sources(envs_)} if sources(envs_) else {}  # how a fresh process rebuilds them

@@ -10,7 +10,7 @@ import numpy as np
 
 from rcmdp_jax import aggregate, report_text, stats
 from rcmdp_jax.plots import plot_robustness, plot_training
-from rcmdp_jax.run_folder import RunFolder
+from rcmdp_jax.run_folder import RunFolder, write_text
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
 
@@ -161,22 +161,22 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         plots = env_dir if _has_matplotlib() else None
         agg_text, agg_json = aggregate.section(kept, lambda_max, env_name, plots)
         text += agg_text
-        (env_dir / "aggregate.json").write_text(json.dumps(agg_json, indent=2))
+        write_text(env_dir / "aggregate.json", json.dumps(agg_json, indent=2))
     elif kept:
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
     found = load_worst_case(folder, env_name, results, lambda_max, levels)
     if found:
         wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)})
         text += wc_text
-        (env_dir / "worst_case.json").write_text(json.dumps(wc_json, indent=2))
+        write_text(env_dir / "worst_case.json", json.dumps(wc_json, indent=2))
     for algo, b in bounds.items():
         summary[algo]["state_bound_fraction"] = {
             "overall": float(np.mean(b)),
             "per_level": [float(f) for f in np.asarray(b, np.float64).mean(axis=(0, 2, 3))],
         }
-    (env_dir / "summary.md").write_text(text)
-    (env_dir / "summary.tex").write_text(latex_table(rows))
-    (env_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text(env_dir / "summary.md", text)
+    write_text(env_dir / "summary.tex", latex_table(rows))
+    write_text(env_dir / "summary.json", json.dumps(summary, indent=2))
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -4,11 +4,13 @@ rewrite a run folder's tables and plots from its saved results, in a fresh proce
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from rcmdp_jax.plan import UsageError
 from rcmdp_jax.run_folder import DamagedFile, RunFolder
+from rcmdp_jax.runtime import os_error
 
 USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)"
 
@@ -33,12 +35,19 @@ def main(argv=None) -> int:
         print(f"report: error: no test results for {', '.join(missing)}; nothing was rewritten "
               "(run.py --resume or --eval-only makes them)", file=sys.stderr)  # fmt: skip
         return 2
+    if locked := [str(folder.env_dir(e)) for e in envs_ if not os.access(folder.env_dir(e), os.W_OK | os.X_OK)]:
+        print(f"report: error: {', '.join(locked)}: Permission denied (not writable by this user); nothing was "
+              "rewritten", file=sys.stderr)  # fmt: skip
+        return 2
     for env_name in envs_:
         env, params = envs.make(env_name)
         try:
             md = write_env_report(folder.env_dir(env_name), env_name, algos, env.lambda_max, params.xi_c, params.kappa)
         except DamagedFile as err:
             print(f"report: error: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:  # a full disk: one line naming the file
+            print(f"report: error: {os_error(err, folder.env_dir(env_name))}", file=sys.stderr)
             return 2
         print(f"## {env_name}\n\n{md}")
     return 0

@@ -14,6 +14,7 @@ import numpy as np
 
 from rcmdp_jax.divergence import nonfinite_episodes
 from rcmdp_jax.plan import UsageError
+from rcmdp_jax.saved_plan import plan_problem  # noqa: F401  (re-exported)
 
 PLAN_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")
 
@@ -49,38 +50,35 @@ def load_npz(path: Path) -> dict:
                           "checkpoint") from None  # fmt: skip
 
 
-def _running(pid: int) -> bool:
+def write_atomic(path: Path, write) -> None:
+    """``write(file)`` into a temporary name beside ``path``, then rename it to ``path``: a
+    failed write (a full disk) leaves the old file, or none, never a half-written one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except OSError as err:  # named by the file it was for
+        tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(path)) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-def plan_problem(plan: dict) -> str:
-    """What makes a ``run.json`` unusable ("" if nothing): wrong types, or configs that do
-    not match its environments and algorithms."""
+def write_text(path: Path, text: str) -> None:
+    write_atomic(path, lambda f: f.write(text.encode()))
 
-    def names(v):
-        return isinstance(v, list) and v and all(isinstance(x, str) for x in v)
 
-    def count(v):
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+def save_npz(path: Path, **arrays) -> None:
+    write_atomic(path, lambda f: np.savez_compressed(f, **arrays))
 
-    if not names(plan["envs"]) or not names(plan["algos"]):
-        return "envs and algos must be lists of names"
-    if not count(plan["seeds"]) or not isinstance(plan["seed"], int) or not isinstance(plan["vmap"], bool):
-        return "seeds must be a positive integer, seed an integer, vmap true or false"
-    if plan["n_test"] is not None and not count(plan["n_test"]):
-        return "n_test must be null or a positive integer"
-    configs = plan["configs"]
-    if not isinstance(configs, dict) or any(
-        not isinstance(configs.get(e), dict) or set(configs[e]) != set(plan["algos"]) for e in plan["envs"]
-    ):
-        return "configs must hold one config per environment and algorithm"
-    return ""
+
+def _holder(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return "?"
 
 
 def restore_envs(plan: dict, flag: str) -> None:
@@ -129,11 +127,13 @@ class RunFolder:
         """``run.json``, or a ``UsageError`` naming what is wrong (``flag``: the option
         that asked for it)."""
         path = self.root / "run.json"
-        if not path.exists():
-            raise UsageError(f"{flag}: {self.root} is not a run folder (no run.json)")
         try:
             plan = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
+        except (FileNotFoundError, NotADirectoryError):
+            raise UsageError(f"{flag}: {self.root} is not a run folder (no run.json)") from None
+        except OSError as err:
+            raise UsageError(f"{flag}: cannot read {path}: {err.strerror}") from None
+        except ValueError as err:
             raise UsageError(f"{flag}: cannot read {path}: {err}") from None
         missing = [k for k in PLAN_KEYS if k not in plan] if isinstance(plan, dict) else list(PLAN_KEYS)
         if missing:
@@ -157,53 +157,79 @@ class RunFolder:
                     raise UsageError(f"{flag}: run.json says {plan['seeds']} seed(s) but {env}/{algo} was trained "
                                      f"with {n}; it was edited: restore its seeds")  # fmt: skip
 
+    def exists(self, flag: str) -> bool:
+        try:
+            os.stat(self.root)
+        except FileNotFoundError:
+            return False
+        except OSError as err:  # a name too long, a file on the way
+            raise UsageError(f"{flag} {self.root}: {err.strerror}") from None
+        return True
+
     def lock(self):
-        """Take the folder's lock (``.lock`` holding this process's PID) and return the
-        function that releases it: a second process on the same folder is refused; a lock
-        whose process no longer runs (killed) is taken over."""
+        """Take the folder's lock and return the function that releases it: ``.lock``
+        held with ``fcntl.flock`` (atomic; the kernel drops it when its process dies, so a
+        killed run's lock is free) and holding the PID, which a refused second run names."""
+        import fcntl
+
         path = self.root / ".lock"
-        for _ in range(3):
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise UsageError(f"{self.root}: Permission denied (the run folder is not writable by this user)")
+        while True:
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                try:
-                    pid = int(path.read_text().strip() or 0)
-                except (OSError, ValueError):
-                    pid = 0
-                if pid and pid != os.getpid() and _running(pid):
-                    raise UsageError(f"{self.root} is in use by another run (PID {pid}); wait for it to end") from None
-                path.unlink(missing_ok=True)  # stale: its process is gone
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
-            return lambda: path.unlink(missing_ok=True)
-        raise UsageError(f"{self.root}: cannot take its lock {path}")
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise UsageError(f"{path}: cannot take the run folder's lock ({err.strerror}); remove it if no "
+                                 "run is using the folder") from None  # fmt: skip
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise UsageError(f"{self.root} is in use by another run (PID {_holder(path)}); wait for it to "
+                                 "end") from None  # fmt: skip
+            try:  # the file we locked may have been released and removed meanwhile: lock the one there
+                if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+
+        def release():
+            path.unlink(missing_ok=True)  # while still held: a waiting run then locks a new file
+            os.close(fd)
+
+        return release
 
     def create(self, plan: dict) -> None:
         """Make the folder (it must not exist) and write ``run.json``."""
         try:
             self.root.mkdir(parents=True)
-            (self.root / "run.json").write_text(json.dumps(plan, indent=2))
         except OSError as err:
             raise UsageError(f"--out {self.root}: cannot create the run folder: {err.strerror or err}") from None
+        try:
+            write_text(self.root / "run.json", json.dumps(plan, indent=2))
+        except OSError as err:  # a full disk: the empty folder goes too, so a re-run is not blocked
+            self.root.rmdir()
+            raise UsageError(f"--out {self.root}: cannot write run.json: {err.strerror or err}") from None
 
     # ---------------------------------------------------------------- writers
     def save_training(self, env: str, algo: str, metrics: dict, timing: dict | None = None) -> None:
         d = self.algo_dir(env, algo)
         d.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(d / "train_metrics.npz", **metrics)
+        save_npz(d / "train_metrics.npz", **metrics)
         if timing is not None:
-            (d / "timing.json").write_text(json.dumps(timing))
+            write_text(d / "timing.json", json.dumps(timing))
 
     def save_test(self, env: str, algo: str, V, C, bound, diverged, levels, test_xi) -> None:
         d = self.algo_dir(env, algo)
-        np.savez_compressed(d / "test_results.npz", V=V, C=C, bound=bound, diverged=diverged, levels=levels,
-                            test_xi=test_xi)  # fmt: skip
-        (d / "diverged.json").write_text(json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
+        save_npz(d / "test_results.npz", V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi)
+        write_text(d / "diverged.json", json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
 
     def save_worst_case(self, env: str, algo: str, found: dict) -> None:
         flat = {f"{name}/{field}": value for name, d in found.items() for field, value in d.items()}
-        np.savez_compressed(self.algo_dir(env, algo) / "worst_case.npz", **flat)
+        save_npz(self.algo_dir(env, algo) / "worst_case.npz", **flat)
 
     # ---------------------------------------------------------------- readers
     def load_results(self, env: str, algos, bounds: dict | None = None, seeds: dict | None = None):

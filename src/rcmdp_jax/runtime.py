@@ -45,9 +45,18 @@ def mesh_of(args):
     return None if mesh.size == 1 and not args.distributed else mesh  # one device: nothing to split
 
 
+def os_error(err: OSError, where: Path | str) -> str:
+    """An OS error in one line: the path (``where`` when the error names none, as
+    matplotlib's) and the cause (``No space left on device``)."""
+    path = err.filename if err.filename is not None else f"a file in {where}"
+    return f"{path}: {err.strerror or err}"
+
+
 def check_compile_cache(cache: str | None) -> None:
     if cache in (None, "off"):
         return
+    if not cache.strip():
+        raise UsageError("--compile-cache is empty; name a folder, 'off', or leave it out for the default")
     try:  # the cache folder itself (not the run folder) may be made now
         Path(cache).mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -72,22 +81,25 @@ def speed_up(cache: str | None) -> None:
 
 
 @contextlib.contextmanager
-def ctrl_c_exits(out: Path):
-    """Ctrl-C prints one line and exits 130 at once. A handler rather than ``except
-    KeyboardInterrupt``: a library that catches the exception (or checks signals inside a
-    long XLA call) cannot swallow it."""
+def ctrl_c_exits(out: Path, release=lambda: None):
+    """Ctrl-C (and SIGTERM, a scheduler's stop) prints one line, releases the run folder's
+    lock (``release``) and exits at once: 130 (143 for SIGTERM). A handler rather than
+    ``except KeyboardInterrupt``: a library that catches the exception (or checks signals
+    inside a long XLA call) cannot swallow it."""
 
-    def interrupted(*_):
+    def interrupted(signum=signal.SIGINT, *_):
         print(f"\ninterrupted: finished algorithms are saved; continue with --resume --out {out}", file=sys.stderr)
         sys.stderr.flush()
-        os._exit(130)  # now: don't wait for a background compile
+        release()
+        os._exit(128 + signum)  # now: don't wait for a background compile
 
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, interrupted) if main_thread else None
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, interrupted) for s in signals} if main_thread else {}
     try:
         yield
     except KeyboardInterrupt:
         interrupted()
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)

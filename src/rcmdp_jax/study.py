@@ -18,6 +18,20 @@ from rcmdp_jax.report import write_env_report
 from rcmdp_jax.run_folder import RunFolder, readable
 
 
+def dual_blow_up(result, cfg) -> np.ndarray:
+    """``(seeds,)`` bool: the multiplier's unclipped ascent step ``eta_lam * C^`` beyond
+    ``divergence.BLOW_UP`` on an iteration that ran. Divergence the clip at ``lam_clip``
+    hides in ``lam`` (``eta_lam=1e30`` on a -Lag algorithm: ``lam`` jumps between 0 and
+    the clip), so it is flagged as ``lam`` beyond ``BLOW_UP`` is."""
+    from rcmdp_jax.divergence import BLOW_UP
+
+    c_hat = np.abs(np.asarray(result.metrics["c_hat"], np.float64))
+    n, t = c_hat.shape[:2]
+    step = c_hat.reshape(n, t, -1).max(-1) * abs(float(cfg.hparams.eta_lam))
+    active = np.asarray(result.metrics["active"]).reshape(n, t) > 0 if "active" in result.metrics else True
+    return np.asarray(cfg.constrained & ((step > BLOW_UP) & active).any(1))
+
+
 @dataclasses.dataclass
 class Outcome:
     """What went wrong, for the end of the run: ``env/algo`` names."""
@@ -163,7 +177,7 @@ class Study:
         local = jax.tree.map(lambda x: x[self.block], result)
         res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys), plan["seeds"])
         V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
-        bad = diverged_seeds(result) | nonfinite_episodes(V, C)  # a diverged seed is never a result
+        bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
         if self.writer:
             test_xi = np.asarray(sweep.kernels.xi)
             self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi)
@@ -229,7 +243,26 @@ class Study:
         algos = [a for a in self.plan["algos"] if a not in stale]
         return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa)
 
+    def check_checkpoints(self) -> None:
+        """Every finished checkpoint must hold arrays of the shapes its run.json config
+        trains (one trace a family): an edited run.json is refused (``UsageError``) before
+        anything is restored or rewritten, never taken for a damaged checkpoint."""
+        from rcmdp_jax import checkpoint, make_train
+        from rcmdp_jax.plan import UsageError
+
+        for env in self.plan["envs"]:
+            for group in self.groups[env]:
+                done = [a for a in group if self._has_ckpt(env, a)]
+                if not done:
+                    continue
+                abstract = checkpoint.abstract_result(make_train(self.cfgs[env][done[0]]), self.all_keys)
+                for algo in done:
+                    if checkpoint.matches(self.folder.ckpt_dir(env, algo), abstract) is False:
+                        raise UsageError(f"{self.folder.root / 'run.json'}: the config of {env}/{algo} does not match "
+                                         "its checkpoint (other array shapes); it was edited: restore it")  # fmt: skip
+
     def run(self) -> int:
+        self.check_checkpoints()
         self.prepare(0)
         t_start = time.perf_counter()
         tables = {}

@@ -1,0 +1,111 @@
+"""A saved ``run.json`` checked with the command line's rules before anything is read,
+restored or rewritten (``plan_problem``): an edited file is refused, never "repaired"."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rcmdp_jax.config import Config, HParams, config_from_dict
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
+_HP_FIELDS = {f.name for f in dataclasses.fields(HParams)}
+# the fields that say which algorithm a config is: its name in run.json decides them
+_ALGORITHM_FIELDS = ("learner", "constraint", "robust", "alpha_schedule", "alpha_tick")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _type_problem(field: str, value) -> str:
+    """A JSON value that is not of ``Config.field``'s type ("" if it is)."""
+    default = getattr(Config(), field)
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = _is_int(value)
+    elif isinstance(default, float):
+        ok = _is_int(value) or isinstance(value, float)
+    elif isinstance(default, tuple):
+        ok = isinstance(value, list) and all(_is_int(h) for h in value)
+    else:
+        ok = isinstance(value, str)
+    return "" if ok else f"{field}={value!r} is not a {type(default).__name__}"
+
+
+def config_problem(env: str, algo: str, d) -> str:
+    """What is wrong with the saved config of ``algo`` on ``env`` ("" if nothing)."""
+    from rcmdp_jax.presets import preset
+    from rcmdp_jax.sizes import derived_counts
+
+    if not isinstance(d, dict):
+        return "a config is not an object"
+    hp = d.get("hparams", {})
+    if not isinstance(hp, dict):
+        return "hparams is not an object"
+    unknown = sorted((set(d) - set(_FIELDS) - {"hparams"}) | (set(hp) - _HP_FIELDS))
+    if unknown:
+        return f"unknown config field(s) {unknown}"
+    for field, value in d.items():
+        if field != "hparams" and (problem := _type_problem(field, value)):
+            return problem
+    for field, value in hp.items():
+        if not (_is_int(value) or isinstance(value, float)):
+            return f"hparams.{field}={value!r} is not a number"
+    try:
+        cfg = config_from_dict(d)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    if cfg.env != env:
+        return f"its env is {cfg.env!r}, not {env!r}"
+    if cfg.name and cfg.name != algo:
+        return f"its name is {cfg.name!r}, not {algo!r}"
+    reference = preset(env, algo, "short")  # the algorithm its name says
+    if differ := [f for f in _ALGORITHM_FIELDS if getattr(cfg, f) != getattr(reference, f)]:
+        return f"{', '.join(differ)} do not match the algorithm {algo}"
+    for field, what, n in derived_counts(cfg):
+        if n > 2**31 - 1:
+            return f"{field}: {what} = {n:,} is beyond int32"
+    return ""
+
+
+def plan_problem(plan: dict) -> str:
+    """What makes a ``run.json`` unusable ("" if nothing): a value the command line would
+    refuse, or configs that do not match its environments and algorithms."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.presets import parse_algorithm, split_variant
+
+    def names(v):
+        return isinstance(v, list) and v and all(isinstance(x, str) for x in v) and len(set(v)) == len(v)
+
+    if not names(plan["envs"]) or not names(plan["algos"]):
+        return "envs and algos must be lists of distinct names"
+    if not (_is_int(plan["seeds"]) and plan["seeds"] >= 1) or not isinstance(plan["vmap"], bool):
+        return "seeds must be a positive integer, vmap true or false"
+    if not (_is_int(plan["seed"]) and 0 <= plan["seed"] < 2**32):
+        return f"seed must be an integer in [0, 2**32), got {plan['seed']!r}"
+    if plan["n_test"] is not None and not (_is_int(plan["n_test"]) and plan["n_test"] >= 1):
+        return "n_test must be null or a positive integer"
+    if not isinstance(plan.get("worst_case", False), bool):
+        return "worst_case must be true or false"
+    try:
+        for e in plan["envs"]:
+            envs.check_name(e)
+            if e.startswith(envs.GYMNAX_PREFIX):
+                from rcmdp_jax.envs.gymnax_presets import check
+
+                check(e)
+        for a in plan["algos"]:
+            parse_algorithm(split_variant(a)[0])
+    except ValueError as err:
+        return str(err)
+    configs = plan["configs"]
+    if not isinstance(configs, dict) or any(
+        not isinstance(configs.get(e), dict) or set(configs[e]) != set(plan["algos"]) for e in plan["envs"]
+    ):
+        return "configs must hold one config per environment and algorithm"
+    for e in plan["envs"]:
+        for a in plan["algos"]:
+            if problem := config_problem(e, a, configs[e][a]):
+                return f"configs.{e}.{a}: {problem}"
+    return ""

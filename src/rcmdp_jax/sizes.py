@@ -1,0 +1,118 @@
+"""What a plan's sizes cost, checked before anything is written: every derived count
+against the train step's int32 counters (``check_counts``) and every buffer of the run
+(training, the multiplier batch, LTMA's episodes, the robustness sweep) against this
+machine's memory (``check_memory``). Both raise ``plan.UsageError`` naming the field."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+from rcmdp_jax.config import INT32_MAX, Config
+
+LEVELS = 11  # the robustness test's distortion levels (``evaluate.DISTORTION_LEVELS``)
+# the fields a memory estimate depends on: the one whose default shrinks it most is named
+SIZE_FIELDS = ("n_envs", "n_steps", "minibatch_size", "eval_episodes", "policy_hidden", "critic_hidden", "dual_batch",
+               "n_dual_episodes", "ltma_episodes", "ltma_horizon")  # fmt: skip
+
+
+def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
+    """The counts the train step keeps in int32: ``(field that sets it, what, count)``."""
+    it = cfg.num_iterations
+    per_batch = 1 if cfg.episodic else max(cfg.num_minibatches, 1)  # MCPMD: one episode an iteration
+    return [
+        ("total_timesteps", "num_iterations x n_envs x n_steps policy steps", (not cfg.episodic) * it * cfg.batch_size),
+        ("epochs", "the alpha schedule's num_iterations x epochs ticks", cfg.alpha_ticks_total),
+        ("epochs", "epochs x minibatches gradient steps an iteration", cfg.epochs * per_batch),
+        ("dual_epochs", "dual_epochs x dual_batch/dual_minibatch ascent steps an iteration", cfg.dual_steps),
+        ("ltma_horizon", "ltma_episodes x ltma_horizon adversary steps", cfg.ltma_episodes * cfg.ltma_horizon),
+    ]
+
+
+def check_counts(cfg: Config, where: str) -> None:
+    from rcmdp_jax.plan import UsageError
+
+    for field, what, n in derived_counts(cfg):
+        if n > INT32_MAX:
+            raise UsageError(f"--set {field}: {where}: {what} = {n:,} is beyond the int32 counters of the train step "
+                             f"(at most {INT32_MAX:,}); make it smaller")  # fmt: skip
+
+
+def kernel_count(env: str) -> int:
+    """The robustness test's kernels: levels x the 2^n sign directions of the box (no
+    backend starts: the shape comes from ``jax.eval_shape``)."""
+    import jax
+
+    from rcmdp_jax import envs
+
+    if env.startswith(envs.GYMNAX_PREFIX):
+        from rcmdp_jax.envs.gymnax_presets import parse_gymnax_name
+
+        n = len(parse_gymnax_name(env)[1])
+    else:
+        n = math.prod(jax.eval_shape(lambda: envs.make(env)[1].xi_c).shape)
+    return LEVELS * 2**n
+
+
+def lane_bytes(cfg: Config) -> float:
+    """Bytes one lane (a seed of an algorithm) of ``cfg`` needs while training: rough upper
+    figures (a step record and its intermediates <= 48 floats plus the activations, an
+    episode lane 256 floats, parameters with gradients and optimizer state five times)."""
+    widths = lambda hidden: [16, *hidden, 16]  # noqa: E731  (observations and outputs: at most 16 wide)
+    n_params = sum(a * b for h in (cfg.policy_hidden, cfg.critic_hidden) for a, b in zip(widths(h), widths(h)[1:]))
+    act = 4.0 * sum(cfg.policy_hidden + cfg.critic_hidden)
+    record, episode = 192.0 + act, 1024.0 + act
+    need = cfg.batch_size * record + cfg.eval_episodes * episode + 20.0 * n_params + 3.0 * cfg.minibatch_size * act
+    if cfg.constrained:  # the multiplier batch, or the start-value estimate's parallel episodes
+        need += cfg.dual_batch * record + cfg.n_dual_episodes * episode
+    if cfg.robust:  # LTMA's episodes, every step kept for the gradient
+        need += cfg.ltma_episodes * (cfg.ltma_horizon * record + episode)
+    return need
+
+
+def sweep_bytes(cfg: Config, n_test: int, seeds: int, kernels: int) -> float:
+    """The robustness test of one algorithm: one seed's episode lanes at a time, and every
+    seed's results (``V``, ``C``, ``bound``)."""
+    act = 4.0 * sum(cfg.policy_hidden)
+    lanes = float(kernels) * n_test
+    return lanes * (1024.0 + act) + seeds * lanes * 24.0
+
+
+def _default(cfg: Config, field: str) -> Config:
+    return dataclasses.replace(cfg, **{field: getattr(Config(), field)})
+
+
+def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
+    """Refuse a plan whose largest family (seeds x its algorithms, trained at once) or
+    largest robustness sweep would not fit in this machine's memory, naming the field
+    (or ``--n-test``) whose default would shrink it most."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.plan import UsageError
+
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on a POSIX system: no check
+        return
+    for env, cfgs in configs.items():
+        from rcmdp_jax.evaluate import N_TEST
+
+        default_test = N_TEST.get(env) or envs.test_episodes(env) or 20
+        kernels = kernel_count(env)
+        families: dict = {}
+        for cfg in cfgs.values():
+            families.setdefault(cfg.learner, []).append(cfg)
+        for members in families.values():
+            train = lambda ms: seeds * sum(lane_bytes(c) for c in ms)  # noqa: E731
+            sweep = lambda c, n: sweep_bytes(c, n, seeds, kernels)  # noqa: E731
+            n = n_test or default_test
+            need = max(train(members), max(sweep(c, n) for c in members))
+            if need <= 0.9 * total:
+                continue
+            shrink = {f: max(train([_default(c, f) for c in members]), max(sweep(_default(c, f), n) for c in members))
+                      for f in SIZE_FIELDS}  # fmt: skip
+            shrink["--n-test"] = max(train(members), max(sweep(c, default_test) for c in members))
+            field = min(shrink, key=shrink.get)
+            raise UsageError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "
+                             f"GiB of this machine's {total / 2**30:,.1f} GiB, mostly for {field}; make it "
+                             "smaller or use fewer seeds")  # fmt: skip
