@@ -154,7 +154,7 @@ def evidence(out: Path) -> dict:
 def write_report(out: Path, table: dict, meta: dict) -> None:
     from robustness_report import render  # experiments/robustness_report.py
 
-    md, js = render(table, meta, LEARNERS, METHODS, algo_name)
+    md, js = render(table, meta, LEARNERS, METHODS, algo_name, OUTSIDE)
     (ROOT / "docs" / "robustness.md").write_text(md)
     (ROOT / "docs" / "robustness.json").write_text(json.dumps(js, indent=1))
     print(f"wrote docs/robustness.md and docs/robustness.json from {out}")

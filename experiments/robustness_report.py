@@ -15,7 +15,7 @@ def _broken(x) -> int:
     return int(np.sum(np.asarray(x) > 0))
 
 
-def render(table: dict, meta: dict, learners, methods, algo_name) -> tuple[str, dict]:
+def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) -> tuple[str, dict]:
     seeds = meta.get("seeds", 10)
     lines = [
         "# Robust training methods: who keeps the constraint on the worst kernel",
@@ -83,4 +83,33 @@ def render(table: dict, meta: dict, learners, methods, algo_name) -> tuple[str, 
         lines += [f"Whole benchmark: {total / 60:.1f} min (settings {sum(meta['wall_s'].values()) / 60:.1f} min, "
                   f"timing pass {meta.get('timing_wall_s', 0.0) / 60:.1f} min).", ""]  # fmt: skip
     js["wins"] = wins
+    js["default_rule"] = ranking = default_ranking(table, outside, learners, methods, algo_name)
+    if ranking:
+        lines += ["## The default by this evidence", "",
+                  "The rule, fixed before the runs: over the environments outside the study "
+                  f"({', '.join(f'`{e}`' for e in outside if e in table)}) and both learners, the method with the "
+                  "highest mean probability of improvement over *none* (ties: fewer seeds breaking the constraint on "
+                  "their worst kernel).", "",
+                  "| method | mean PoI vs none | seeds broken on the worst kernel (of " f"{ranking[0][3]}) |",
+                  "|---|---|---|"]  # fmt: skip
+        lines += [f"| {m} | {poi:.2f} | {broken} |" for m, poi, broken, _ in ranking]
+        lines += ["", f"Seeds broken under *none*: {none_broken(table, outside, learners, algo_name)}.", ""]
     return "\n".join(lines), js
+
+
+def default_ranking(table: dict, outside, learners, methods, algo_name) -> list:
+    """``[(method, mean PoI vs none, seeds broken on the worst kernel, seeds)]``, best first."""
+    envs_ = [e for e in outside if e in table]
+    out = []
+    for m in methods[1:]:
+        pois = [table[e]["poi"][lr][m][0] for e in envs_ for lr in learners]
+        broken = sum(_broken(table[e]["rows"][algo_name(lr, m)]["C_worst"]) for e in envs_ for lr in learners)
+        seeds = sum(len(table[e]["rows"][algo_name(lr, m)]["C_worst"]) for e in envs_ for lr in learners)
+        if pois:
+            out.append((m, float(np.mean(pois)), broken, seeds))
+    return sorted(out, key=lambda r: (-r[1], r[2]))
+
+
+def none_broken(table: dict, outside, learners, algo_name) -> int:
+    return sum(_broken(table[e]["rows"][algo_name(lr, "none")]["C_worst"]) for e in outside if e in table
+               for lr in learners)  # fmt: skip

@@ -183,10 +183,11 @@ def test_a_users_own_env_and_cost_train_and_sweep_through_the_api():
 def test_noiseless_kernel_refuses_the_score_estimator_and_takes_the_pathwise_one():
     env = envs.robustify(Drift(), uncertain={"drag": 0.5}, costs=[lambda s, a, n, p: n.v[None]], noise=0.0)
     envs.register("drift-noiseless", env)
+    small = dict(total_timesteps=64, n_steps=16, minibatch_size=16)
     with pytest.raises(ValueError, match="score-function estimator needs noise > 0"):
-        make_train(preset("drift-noiseless", "PPO-Robust", total_timesteps=64, n_steps=16, minibatch_size=16))
-    make_train(preset("drift-noiseless", "PPO-Robust", total_timesteps=64, n_steps=16, minibatch_size=16,
-                      ltma_estimator="pathwise"))  # fmt: skip
+        make_train(preset("drift-noiseless", "PPO+ltma", **small))  # the study's LTMA: the score function
+    make_train(preset("drift-noiseless", "PPO+ltma", ltma_estimator="pathwise", **small))
+    make_train(preset("drift-noiseless", "PPO-Robust", **small))  # the default here: ltma-norm, pathwise
 
 
 @pytest.mark.parametrize(

@@ -130,6 +130,10 @@ class Config:
         """MCPMD's batch: one whole episode of one environment per iteration (docs/method.md §2b)."""
         return self.learner == "mcpmd"
 
+    @property
+    def constrained(self) -> bool:
+        return self.constraint != "none"
+
     def replace(self, **changes: Any) -> Config:
         """A new config with ``changes`` (fields of Config or of HParams) applied."""
         hp_fields = {f.name for f in dataclasses.fields(HParams)}

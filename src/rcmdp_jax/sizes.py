@@ -23,7 +23,7 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
     per_batch = 1 if cfg.episodic else max(cfg.num_minibatches, 1)  # MCPMD: one episode an iteration
     return [
         ("total_timesteps", "num_iterations x n_envs x n_steps policy steps", (not cfg.episodic) * it * cfg.batch_size),
-        ("epochs", "the alpha schedule's num_iterations x epochs ticks", cfg.alpha_ticks_total),
+        ("epochs", "the alpha schedule's num_iterations x epochs ticks", it * (cfg.epochs if cfg.alpha_tick == "epoch" else 1)),
         ("epochs", "epochs x minibatches gradient steps an iteration", cfg.epochs * per_batch),
         ("dual_epochs", "dual_epochs x dual_batch/dual_minibatch ascent steps an iteration", cfg.dual_steps),
         ("ltma_horizon", "ltma_episodes x ltma_horizon adversary steps", cfg.ltma_episodes * cfg.ltma_horizon),
