@@ -185,6 +185,7 @@ def main(argv=None) -> None:
                 raise SystemExit(f"--settings: {env!r} is not one of {', '.join(SETTINGS)}")
             if env in meta["wall_s"]:
                 continue
+            meta.setdefault("code_versions", {})[env] = code_version()
             meta["wall_s"][env] = train_setting(out, env, args.seeds, log)
             meta_path.write_text(json.dumps(meta, indent=1))
         for env in TIMED:

@@ -48,7 +48,9 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
         timing = meta.get("timing", {}).get(env, {})
         lines += [f"## `{env}`", ""]
         if env in meta.get("wall_s", {}):
-            lines += [f"Wall time of the setting (train, test, search): {meta['wall_s'][env] / 60:.1f} min.", ""]
+            version = meta.get("code_versions", {}).get(env, meta.get("code_version", "?"))
+            lines += [f"Code version `{version}`; wall time of the setting (train, test, search): "
+                      f"{meta['wall_s'][env] / 60:.1f} min.", ""]  # fmt: skip
         lines += ["| algorithm | seeds | C nom | C grid | C search | broken nom / worst | R_pen nom | R_pen worst "
                   "| PoI vs none | time |",
                   "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
