@@ -207,10 +207,10 @@ def test_a_family_checks_every_robust_members_estimator():
 def test_default_adversary_moves_xi_towards_kernels_where_the_constraint_is_worse():
     """A short training with a preset's default robust method (ltma-norm): ``xi`` moves by
     at least a tenth of the box's half-width, to a kernel where the trained policy's
-    constraint value is higher than at the nominal kernel."""
+    constraint value (Pendulum's angular speed) is higher than at the nominal kernel."""
     from rcmdp_jax.rollout import run_episodes
 
-    cfg = preset("gymnax:CartPole-v1", "PPO-Robust-Lag", total_timesteps=3200)
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Robust-Lag", total_timesteps=3200)
     assert cfg.adversary == "ltma-norm"
     train = make_train(cfg)
     result = jax.jit(train)(jax.random.PRNGKey(0))

@@ -343,7 +343,7 @@ def test_bad_run_folders_are_one_line_errors(tmp_path, capsys):
     assert report.main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert "is not a run folder" in err and "not a run.json of this runner (missing" in err
-    assert "cannot read" in err and f"report.py: error: RUN_DIR: {tmp_path / 'nowhere'} is not a run folder" in err
+    assert "cannot read" in err and f"report: error: RUN_DIR: {tmp_path / 'nowhere'} is not a run folder" in err
     assert "Traceback" not in err
 
 

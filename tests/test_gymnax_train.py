@@ -38,8 +38,8 @@ def test_every_algorithm_trains_a_few_iterations_on_a_discrete_and_a_continuous_
             xi, kappa = m["xi"][active], np.asarray(envs.make(name)[1].kappa)
             xi_c = np.asarray(envs.make(name)[1].xi_c)
             assert np.all(np.abs(xi - xi_c) <= kappa * (1 + 1e-5)), algo  # LTMA stays in the box
-            if configs[algo].robust and "MCPMD" not in algo:
-                assert np.abs(xi[-1] - xi_c).max() > 0, algo  # the adversary moved the kernel
+            if configs[algo].robust and "MCPMD" not in algo:  # the adversary ran (its moves: test_adversary.py)
+                assert m["ltma_steps"][active][-1] > 0, algo
 
 
 def test_the_cli_trains_every_algorithm_on_a_gymnax_preset_with_a_chosen_box_and_cost(tmp_path, capsys):

@@ -166,7 +166,7 @@ def test_a_missing_user_module_is_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("learner,message", [
     ({"lr": 1e-3}, "learner['lr'] is a hyperparameter"),
     ({"hp": {"lr": 1e-3, "eta_x": 1.0}}, "unknown hyperparameter learner['hp']['eta_x']; allowed: alpha"),
-    ({"ppo_epoch": 3}, "unknown learner key 'ppo_epoch'; allowed: budgets, critic_hidden"),
+    ({"ppo_epoch": 3}, "unknown learner key 'ppo_epoch'; allowed: adversary, budgets, critic_hidden"),
     ({"hp": {"ppo_epochs": 3}}, "learner['hp']['ppo_epochs'] is not a hyperparameter"),
     ({"budgets": {"short": 100}}, "learner['budgets'] must be"),
 ])  # fmt: skip

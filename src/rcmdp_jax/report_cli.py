@@ -25,9 +25,9 @@ def main(argv=None) -> int:
         return 0 if argv in (["-h"], ["--help"]) else 2
     folder = RunFolder(Path(argv[0]))
     try:
-        plan = folder.read_plan("report")
+        plan = folder.read_plan("RUN_DIR")
     except UsageError as err:
-        print(f"report: error: {folder.root} is not a readable run folder ({err})", file=sys.stderr)
+        print(f"report: error: {err}", file=sys.stderr)
         return 2
     envs_, algos = plan["envs"], plan["algos"]
     missing = [f"{e}/{a}" for e in envs_ for a in algos if not (folder.algo_dir(e, a) / "test_results.npz").exists()]

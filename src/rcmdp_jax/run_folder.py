@@ -138,9 +138,9 @@ class RunFolder:
         missing = [k for k in PLAN_KEYS if k not in plan] if isinstance(plan, dict) else list(PLAN_KEYS)
         if missing:
             raise UsageError(f"{flag}: {path} is not a run.json of this runner (missing {', '.join(missing)})")
+        restore_envs(plan, flag)  # a user environment first: the checks below know it by name then
         if problem := plan_problem(plan):
             raise UsageError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
-        restore_envs(plan, flag)
         return plan
 
     def check_seeds(self, plan: dict, flag: str) -> None:
