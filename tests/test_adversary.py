@@ -174,7 +174,7 @@ def test_robust_names_and_errors():
     assert not preset("cartpole", "PPO-Lag+none").robust
     # -Robust means the environment's default method: the study's LTMA on its domains
     assert preset("cartpole", "PPO-Robust-Lag").adversary == "ltma"
-    assert preset("gymnax:Pendulum-v1", "PPO-Robust-Lag").adversary == "ltma-norm"
+    assert preset("gymnax:Pendulum-v1", "PPO-Robust-Lag").adversary == "worst-of-n"
     # outside the study the dual phase reads the start state's value (docs/robustness.md)
     assert (preset("gymnax:Pendulum-v1", "PPO-Lag").dual_estimator, preset("cartpole", "PPO-Lag").dual_estimator) == (
         "start_value", "cost_to_go")
@@ -205,13 +205,13 @@ def test_a_family_checks_every_robust_members_estimator():
 
 
 def test_default_adversary_moves_xi_towards_kernels_where_the_constraint_is_worse():
-    """A short training with a preset's default robust method (ltma-norm): ``xi`` moves by
+    """A short training with a preset's default robust method (worst-of-n): ``xi`` moves by
     at least a tenth of the box's half-width, to a kernel where the trained policy's
     constraint value (Pendulum's angular speed) is higher than at the nominal kernel."""
     from rcmdp_jax.rollout import run_episodes
 
     cfg = preset("gymnax:Pendulum-v1", "PPO-Robust-Lag", total_timesteps=3200)
-    assert cfg.adversary == "ltma-norm"
+    assert cfg.adversary == "worst-of-n"
     train = make_train(cfg)
     result = jax.jit(train)(jax.random.PRNGKey(0))
     params = train.step.default_env_params

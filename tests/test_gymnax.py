@@ -187,7 +187,7 @@ def test_noiseless_kernel_refuses_the_score_estimator_and_takes_the_pathwise_one
     with pytest.raises(ValueError, match="score-function estimator needs noise > 0"):
         make_train(preset("drift-noiseless", "PPO+ltma", **small))  # the study's LTMA: the score function
     make_train(preset("drift-noiseless", "PPO+ltma", ltma_estimator="pathwise", **small))
-    make_train(preset("drift-noiseless", "PPO-Robust", **small))  # the default here: ltma-norm, pathwise
+    make_train(preset("drift-noiseless", "PPO-Robust", **small))  # the default here: worst-of-n, no gradient
 
 
 @pytest.mark.parametrize(
