@@ -227,3 +227,15 @@ def test_default_adversary_moves_xi_towards_kernels_where_the_constraint_is_wors
     actor_params = result.state.params["actor"]
     nominal, attacked = constraint(params, actor_params), constraint(result.state.env_params, actor_params)
     assert float(attacked) > float(nominal), (float(attacked), float(nominal), moved)
+
+
+def test_the_plan_counts_the_robust_methods_buffers(tmp_path, capsys):
+    """A worst-of-n lane's candidates are sized before anything is written."""
+    from rcmdp_jax import runner
+
+    out = tmp_path / "run"
+    args = ["--env", "gymnax:Pendulum-v1", "--algos", "PPO-Lag+worst-of-n", "--seeds", "2", "--out", str(out)]
+    assert runner.main(args + ["--set", "adversary_candidates=100000000"]) == 2
+    assert "adversary_candidates" in capsys.readouterr().err and not out.exists()
+    assert runner.main(args + ["--set", "adversary_candidates=4000000", "--set", "adversary_episodes=1000"]) == 2
+    assert "adversary_candidates" in capsys.readouterr().err and not out.exists()

@@ -14,7 +14,13 @@ from rcmdp_jax.config import INT32_MAX, Config
 LEVELS = 11  # the robustness test's distortion levels (``evaluate.DISTORTION_LEVELS``)
 # the fields a memory estimate depends on: the one whose default shrinks it most is named
 SIZE_FIELDS = ("n_envs", "n_steps", "minibatch_size", "eval_episodes", "policy_hidden", "critic_hidden", "dual_batch",
-               "n_dual_episodes", "ltma_episodes", "ltma_horizon")  # fmt: skip
+               "n_dual_episodes", "ltma_episodes", "ltma_horizon", "adversary_episodes", "adversary_candidates")  # fmt: skip
+
+
+def env_length(cfg: Config) -> int:
+    from rcmdp_jax.envs import env_class
+
+    return int(env_class(cfg.env).episode_length)
 
 
 def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
@@ -27,6 +33,8 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
         ("epochs", "epochs x minibatches gradient steps an iteration", cfg.epochs * per_batch),
         ("dual_epochs", "dual_epochs x dual_batch/dual_minibatch ascent steps an iteration", cfg.dual_steps),
         ("ltma_horizon", "ltma_episodes x ltma_horizon adversary steps", cfg.ltma_episodes * cfg.ltma_horizon),
+        ("adversary_candidates", "adversary_candidates x adversary_episodes x episode_length worst-of-n steps",
+         cfg.adversary_candidates * cfg.adversary_episodes * env_length(cfg)),
     ]
 
 
@@ -68,6 +76,10 @@ def lane_bytes(cfg: Config) -> float:
         need += cfg.dual_batch * record + cfg.n_dual_episodes * episode
     if cfg.robust:  # LTMA's episodes, every step kept for the gradient
         need += cfg.ltma_episodes * (cfg.ltma_horizon * record + episode)
+        if cfg.adversary == "ltma-norm":  # its pathwise episodes, kept for the gradient
+            need += cfg.adversary_episodes * (cfg.ltma_horizon * record + episode)
+        if cfg.adversary in ("worst-of-n", "corners"):  # every candidate's episodes at once (corners: at most 2^8)
+            need += (cfg.adversary_candidates if cfg.adversary == "worst-of-n" else 256) * cfg.adversary_episodes * episode
     return need
 
 
