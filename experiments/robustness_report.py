@@ -88,7 +88,7 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
     js["default_rule"] = ranking = default_ranking(table, outside, learners, methods, algo_name)
     if ranking:
         lines += ["## The default by this evidence", "",
-                  "The rule, fixed before the runs: over the environments outside the study "
+                  "The rule, fixed before the gymnax runs: over the environments outside the study "
                   f"({', '.join(f'`{e}`' for e in outside if e in table)}) and both learners, the method with the "
                   "highest mean probability of improvement over *none* (ties: fewer seeds breaking the constraint on "
                   "their worst kernel).", "",
