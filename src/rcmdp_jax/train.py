@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rcmdp_jax import adversary, envs, lagrange, schedules
-from rcmdp_jax.adversary.base import Context, broadcast, uniform_kernels
+from rcmdp_jax.adversary.base import Context, broadcast, has_density, lanes_where, uniform_kernels
 from rcmdp_jax.adversary.corners import MAX_PARAMS
 from rcmdp_jax.batching import only_where
 from rcmdp_jax.config import Config
@@ -74,14 +74,6 @@ def build_networks(cfg: Config, env) -> tuple[Actor, Critic]:
     return actor, critic
 
 
-def _has_density(env) -> bool:
-    try:
-        env.check_estimator(env.default_params, "score")
-    except ValueError:
-        return False
-    return True
-
-
 def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
     hp = cfg.hparams if hparams is None else hparams
     if not isinstance(hp, HParams):
@@ -116,7 +108,7 @@ class Step:
                              f"worst-of-n or ltma-norm")  # fmt: skip
         self.actor, self.critic = build_networks(cfg, self.env)
         self.learner = make_learner(cfg, self.env, self.actor, self.critic)
-        self.context = Context(self.env, self.actor, cfg, self.learner.budgeted, score_ok=_has_density(self.env))
+        self.context = Context(self.env, self.actor, cfg, self.learner.budgeted, score_ok=has_density(self.env))
 
     # ------------------------------------------------------------------ state
     def init(self, rng, hp: HParams, env_params, variant: Variant | None = None) -> TrainState:
@@ -169,14 +161,9 @@ class Step:
                 params, env_xi, n = jax.lax.cond(which == i, fn, keep, *args)
             args = (key, params, env_xi, *args[3:])
             samples = samples + n
-        own = self.lanes_where(which, lambda a: a.per_env)  # other lanes' envs run the adversary's kernel
+        own = lanes_where(self.adversaries, which, lambda a: a.per_env)  # other lanes' envs run the adversary's kernel
         env_xi = jnp.where(own, env_xi, broadcast(params.xi, env_xi.shape[0]))
         return params, env_xi, samples
-
-    def lanes_where(self, which, test) -> jax.Array:
-        """Whether the lane's method (``which``) passes ``test`` (False when none does)."""
-        return functools.reduce(jnp.logical_or, [which == i for i, a in enumerate(self.adversaries) if test(a)],
-                                jnp.bool_(False))  # fmt: skip
 
     def fresh_kernels(self, key, state: TrainState, which) -> jax.Array | None:
         """The kernels rollout envs take when an episode ends, ``[n_steps, n_envs, ...]``:
@@ -187,7 +174,7 @@ class Step:
             return None
         cfg, xi = self.cfg, state.env_xi
         draws = uniform_kernels(key, state.env_params, cfg.n_steps * cfg.n_envs).reshape((cfg.n_steps,) + xi.shape)
-        return jnp.where(self.lanes_where(which, lambda a: a.redraw), draws, jnp.broadcast_to(xi, draws.shape))
+        return jnp.where(lanes_where(self.adversaries, which, lambda a: a.redraw), draws, jnp.broadcast_to(xi, draws.shape))
 
     def dual_phase(self, key, state: TrainState, env_params, hp, mode, policy_epochs, env_xi=None):
         """5. ``K`` ascent steps on ``lam`` under the current kernel (no step, and no steps

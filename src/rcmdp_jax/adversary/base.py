@@ -4,6 +4,7 @@ from the box, and the Lagrangian cost of the policy on a batch of kernels."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -72,3 +73,18 @@ def lagrangian_costs(ctx: Context, key, params, xis: jax.Array, actor_params, la
 
     costs, steps = jax.vmap(on)(xis)
     return costs, steps.sum()
+
+
+def lanes_where(adversaries, which, test) -> jax.Array:
+    """Whether the lane's method (``which``, an index into ``adversaries``) passes ``test``."""
+    flags = [which == i for i, a in enumerate(adversaries) if test(a)]
+    return functools.reduce(jnp.logical_or, flags, jnp.bool_(False))
+
+
+def has_density(env) -> bool:
+    """Whether the kernel has a density (the score-function gradient exists)."""
+    try:
+        env.check_estimator(env.default_params, "score")
+    except ValueError:
+        return False
+    return True
