@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -39,19 +40,39 @@ def slug(env: str) -> str:
     return env.replace("gymnax:", "gymnax-")
 
 
-def train_setting(out: Path, env: str, seeds: int, log) -> float:
-    """Run the runner on one setting (``--resume`` when a folder is there); its wall time."""
+def setting_command(out: Path, env: str, seeds: int, jobs: int) -> list[str]:
+    """The runner's command for one setting (``--resume`` when its folder is there); with
+    ``jobs > 1`` on one XLA device, so that the settings share the cores instead of each
+    sharding over all of them."""
     run_dir = out / "runs" / slug(env)
     algos = ",".join(algo_name(learner, m) for learner in LEARNERS for m in METHODS)
     cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "--env", env, "--algos", algos, "--seeds",
            str(seeds), "--budget", "short", "--worst-case", "--out", str(run_dir)]  # fmt: skip
-    if (run_dir / "run.json").exists():
-        cmd.append("--resume")
-    t0 = time.time()
-    log(" ".join(cmd[1:]))
-    proc = subprocess.run(cmd, cwd=ROOT)
-    if proc.returncode not in (0, 3):  # 3: some seeds diverged (named in the report)
-        raise SystemExit(f"{env}: the runner exited with status {proc.returncode}")
+    cmd += ["--devices", "1"] if jobs > 1 else []
+    return cmd + (["--resume"] if (run_dir / "run.json").exists() else [])
+
+
+def train_settings(out: Path, todo: list[str], seeds: int, jobs: int, log, done) -> float:
+    """Run the settings ``jobs`` at a time (XLA compiles a program on one core, and compiling
+    dominates short budgets, so two settings on two cores overlap one's compile with the
+    other's); ``done(env, seconds)`` after each. The pool's wall time."""
+    t0, queue, running = time.time(), list(todo), {}
+    while queue or running:
+        while queue and len(running) < jobs:
+            env = queue.pop(0)
+            cmd = setting_command(out, env, seeds, jobs)
+            log(" ".join(cmd[1:]))
+            running[env] = (subprocess.Popen(cmd, cwd=ROOT), time.time())
+        time.sleep(1.0)
+        for env, (proc, start) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[env]
+            if proc.returncode not in (0, 3):  # 3: some seeds diverged (named in the report)
+                for other, _ in running.values():
+                    other.terminate()
+                raise SystemExit(f"{env}: the runner exited with status {proc.returncode}")
+            done(env, time.time() - start)
     return time.time() - t0
 
 
@@ -64,9 +85,15 @@ def time_methods(env: str, seeds: int) -> dict:
 
     keys = jax.random.split(jax.random.PRNGKey(0), seeds)
     out = {}
+
+    def compile_one(method):
+        return jax.jit(jax.vmap(make_train(preset(env, algo_name("PPO-Lag", method))))).lower(keys).compile()
+
+    # compile two at a time (one core each), then time one at a time with nothing else running
+    with ThreadPoolExecutor(2) as pool:
+        programs = dict(zip(METHODS, pool.map(compile_one, METHODS)))
     for method in METHODS:
-        train = make_train(preset(env, algo_name("PPO-Lag", method)))
-        compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
+        compiled = programs[method]
         best = np.inf
         for _ in range(2):
             t0 = time.perf_counter()
@@ -165,6 +192,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", required=True, help="the benchmark's folder (resumable)")
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of " + ",".join(SETTINGS))
+    p.add_argument("--jobs", type=int, default=2, help="settings trained at once (default 2: one per core)")
     p.add_argument("--report", action="store_true", help="only write the report from what --out holds")
     p.add_argument("--time-only", default=None, help=argparse.SUPPRESS)  # one timing pass (a subprocess)
     args = p.parse_args(argv)
@@ -183,10 +211,19 @@ def main(argv=None) -> None:
         for env in args.settings.split(","):
             if env not in SETTINGS:
                 raise SystemExit(f"--settings: {env!r} is not one of {', '.join(SETTINGS)}")
-            if env in meta["wall_s"]:
-                continue
+        if args.jobs < 1:
+            raise SystemExit(f"--jobs: {args.jobs} must be at least 1")
+        todo = [env for env in args.settings.split(",") if env not in meta["wall_s"]]
+
+        def done(env, seconds):
             meta.setdefault("code_versions", {})[env] = code_version()
-            meta["wall_s"][env] = train_setting(out, env, args.seeds, log)
+            meta["wall_s"][env] = seconds
+            meta_path.write_text(json.dumps(meta, indent=1))
+
+        if todo:
+            meta["jobs"] = args.jobs
+            meta["settings_wall_s"] = meta.get("settings_wall_s", 0.0) + train_settings(
+                out, todo, args.seeds, args.jobs, log, done)
             meta_path.write_text(json.dumps(meta, indent=1))
         for env in TIMED:
             if env in meta["timing"]:

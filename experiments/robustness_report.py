@@ -81,8 +81,10 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
     lines += [f"* `{env}`: {', '.join(wins.get(env, [])) or 'no method'} (PoI's lower end > 0.5)" for env in table]
     lines.append("")
     if meta.get("wall_s"):
-        total = sum(meta["wall_s"].values()) + meta.get("timing_wall_s", 0.0)
-        lines += [f"Whole benchmark: {total / 60:.1f} min (settings {sum(meta['wall_s'].values()) / 60:.1f} min, "
+        settings = meta.get("settings_wall_s", sum(meta["wall_s"].values()))
+        total = settings + meta.get("timing_wall_s", 0.0)
+        jobs = meta.get("jobs", 1)
+        lines += [f"Whole benchmark: {total / 60:.1f} min (settings {settings / 60:.1f} min, {jobs} at a time; "
                   f"timing pass {meta.get('timing_wall_s', 0.0) / 60:.1f} min).", ""]  # fmt: skip
     js["wins"] = wins
     js["default_rule"] = ranking = default_ranking(table, outside, learners, methods, algo_name)
