@@ -223,7 +223,8 @@ def main(argv=None) -> None:
         if todo:
             meta["jobs"] = args.jobs
             meta["settings_wall_s"] = meta.get("settings_wall_s", 0.0) + train_settings(
-                out, todo, args.seeds, args.jobs, log, done)
+                out, todo, args.seeds, args.jobs, log, done
+            )
             meta_path.write_text(json.dumps(meta, indent=1))
         for env in TIMED:
             if env in meta["timing"]:
