@@ -1,9 +1,9 @@
 """Test-session settings.
 
 Tests check numbers, not speed, and compile time dominates this suite. Two XLA
-flags cut it on the CPU: backend optimisation level 0 (roughly halves it) and the
-older LLVM IR emitters for fusions instead of the MLIR fusion emitters (another ~35%
-on a family's program: 5.2 → 3.3 s here). They are added to any ``XLA_FLAGS`` the
+flags cut it on the CPU: backend optimisation level 0 (roughly halves it) and, where
+jaxlib still has them (before 0.11), the older LLVM IR emitters for fusions instead of
+the MLIR fusion emitters (another ~35% on a family's program). They are added to any ``XLA_FLAGS`` the
 environment already has (unless that sets them itself), before JAX is imported.
 ``test_portability.py`` runs a smoke test with the flags users run (``TEST_XLA_FLAGS``
 removed). Python's cyclic garbage collector runs less often (tracing a family builds
@@ -25,7 +25,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
+
+def _jaxlib_version() -> tuple[int, ...]:
+    from importlib.metadata import version  # not ``import jaxlib``: nothing of JAX starts before the flags
+
+    return tuple(int(x) for x in version("jaxlib").split(".")[:2] if x.isdigit())
+
+
+# XLA aborts the process on a flag it does not know: jaxlib 0.11 dropped the older emitters' switch
+TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0",) + (
+    ("--xla_cpu_use_fusion_emitters=false",) if _jaxlib_version() < (0, 11) else ()
+)
 for _flag in TEST_XLA_FLAGS:
     _flags = os.environ.get("XLA_FLAGS", "")
     if _flag.split("=")[0] not in _flags:

@@ -1,5 +1,6 @@
 """make_train: learning, constraints, the adversary, schedules, vmap semantics, presets."""
 
+import functools
 from pathlib import Path
 
 import jax
@@ -249,18 +250,28 @@ def test_sample_counts():
     assert np.all(np.asarray(m["ltma_steps"][0]) <= cfg.ltma_iterations * cfg.ltma_horizon)
 
 
+@functools.cache
+def preset_families(env_name: str) -> tuple[dict, dict]:
+    """Every algorithm of the grid on ``env_name``, ``tiny``, trained as members of its
+    family on ``SEEDS[0]`` (one compile per family): ``(configs, {members: result})``.
+    Trained once per test run; the preset and the family tests assert on it."""
+    from rcmdp_jax.family import group, make_family
+
+    configs = {a: tiny(env_name, a) for a in ALGORITHMS}
+    results = {}
+    for names in group(configs):
+        family = make_family([configs[a] for a in names])
+        results[tuple(names)] = jax.jit(jax.vmap(family, in_axes=(None, 0)))(SEEDS[0], jnp.arange(len(names)))
+    return configs, results
+
+
 @pytest.mark.parametrize("env_name", envs.ENV_NAMES)
 def test_every_preset_compiles_and_runs_without_nans(env_name):
     """Every algorithm of the grid, 3 iterations, trained as members of its family (one
     compile per family; a member's numbers are its algorithm's, see the family test)."""
-    from rcmdp_jax.family import group, make_family
-
-    configs = {a: tiny(env_name, a) for a in ALGORITHMS}
     assert all(preset(env_name, a).name == a for a in ALGORITHMS)
     pinned = {}
-    for names in group(configs):
-        family = make_family([configs[a] for a in names])
-        result = jax.jit(jax.vmap(family, in_axes=(None, 0)))(SEEDS[0], jnp.arange(len(names)))
+    for names, result in preset_families(env_name)[1].items():
         for i, algo in enumerate(names):
             m = {k: np.asarray(v[i]) for k, v in result.metrics.items()}
             active = m["active"] > 0
@@ -290,9 +301,8 @@ def golden_summary(m: dict, params) -> dict:
 
 
 def check_golden(env_name: str, pinned: dict) -> None:
-    """Compare with ``golden/presets.json``: numbers of the code before the architecture
-    redesign, pinned so that a refactor that moves any algorithm's numbers
-    beyond float rounding fails. ``RCMDP_WRITE_GOLDEN=1`` rewrites this domain's entry
+    """Compare with ``golden/presets.json``: pinned numbers, so that a refactor that moves
+    any algorithm's numbers beyond float rounding fails. ``RCMDP_WRITE_GOLDEN=1`` rewrites this domain's entry
     (only for a deliberate change of the method, said in the commit)."""
     import json
     import os
@@ -399,27 +409,27 @@ def test_augmented_mode_works_for_every_learner(algo):
 
 
 def test_family_member_equals_its_algorithm_alone():
+    """A member of the family program (the preset test's MDPO family on CartPole) gives
+    its algorithm's numbers trained alone; the members really differ."""
     from rcmdp_jax.family import group, make_family
 
     names = ["MDPO", "MDPO-Lag", "MDPO-Robust-Augmented-Lag", "MDPO-Robust"]
     configs = {a: tiny(algo=a) for a in names}
     configs["PPO-Lag"] = tiny(algo="PPO-Lag")
     assert group(configs) == [names, ["PPO-Lag"]]
-    family = make_family([configs[a] for a in names])
-    members = jnp.repeat(jnp.arange(len(names)), len(SEEDS))
-    keys = jnp.tile(SEEDS, (len(names), 1))
-    batched = jax.jit(jax.vmap(family))(keys, members)
-    for i, a in enumerate(names):
-        if a not in ("MDPO", "MDPO-Robust-Augmented-Lag"):  # the two ends; the others differ only in flags
-            continue
-        alone = jax.jit(jax.vmap(make_train(configs[a])))(SEEDS)
+    presets, results = preset_families("cartpole")
+    members, batched = next((list(k), r) for k, r in results.items() if "MDPO" in k)
+    assert all(configs[a] == presets[a] for a in names)
+    row = {a: members.index(a) for a in names}
+    for a in ("MDPO", "MDPO-Robust-Augmented-Lag"):  # the two ends; the others differ only in flags
+        alone = jax.jit(make_train(configs[a]))(SEEDS[0])
         for key in ("eval_return", "lam", "xi", "policy_loss", "dual_steps", "ltma_steps", "c_hat"):
-            got = np.asarray(batched.metrics[key][i * len(SEEDS) : (i + 1) * len(SEEDS)])
+            got = np.asarray(batched.metrics[key][row[a]])
             np.testing.assert_allclose(got, alone.metrics[key], rtol=1e-4, atol=1e-5, err_msg=f"{a} {key}")
     # the members really differ: no LTMA samples without -Robust, no dual samples without -Lag
-    steps = np.asarray(batched.metrics["ltma_steps"][:, -1]).reshape(len(names), -1)
-    assert np.all((steps > 0) == np.array([[False], [False], [True], [True]]))
-    dual = np.asarray(batched.metrics["dual_steps"][:, -1]).reshape(len(names), -1)
-    assert np.all((dual > 0) == np.array([[False], [True], [True], [False]]))
+    steps = np.asarray(batched.metrics["ltma_steps"][:, -1])[[row[a] for a in names]]
+    np.testing.assert_array_equal(steps > 0, [False, False, True, True])
+    dual = np.asarray(batched.metrics["dual_steps"][:, -1])[[row[a] for a in names]]
+    np.testing.assert_array_equal(dual > 0, [False, True, True, False])
     with pytest.raises(ValueError, match="may differ only in"):
         make_family([configs["MDPO"], configs["PPO-Lag"]])

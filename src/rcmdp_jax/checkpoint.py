@@ -79,8 +79,20 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
     path = Path(path).absolute()
     if not exists(path):
         raise FileNotFoundError(f"no complete checkpoint at {path}")
-    with loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
-        return ckpt.restore(path, abstract_tree)
+    try:
+        with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
+            return ckpt.restore(path, abstract_tree)
+    except Exception:
+        asyncio_quiet_from_now()
+        time.sleep(0.5)  # the reads in flight end now, while the filter is on, not at the process's exit
+        raise
+
+
+def asyncio_quiet_from_now() -> None:
+    """After a failed restore, the reads still in flight end on orbax's closed event loop and
+    asyncio logs each one's traceback through the root logger, whose handler (absl's) holds
+    the stderr it was made with: those records are kept off for the rest of the process."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
 
 
 @contextlib.contextmanager
