@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+
 def _default_hp() -> dict[str, float]:
     return dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4)
 
