@@ -74,7 +74,7 @@ def spec(name: str):
 
 def make(name: str):
     """``(env, default_params)`` for an environment name, like ``gymnax.make``."""
-    env = spec(name).factory()
+    env = spec(name).build()
     return env, env.default_params
 
 

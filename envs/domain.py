@@ -111,6 +111,10 @@ def study_learner(**table: Any) -> LearnerSpec:
     return LearnerSpec(**{**study, **table})
 
 
+# what both the spec and its environment state (``DomainSpec.build`` checks they agree)
+_CONSTANTS = ("gamma", "lambda_max", "episode_length", "min_episode_length")
+
+
 @dataclasses.dataclass(frozen=True)
 class DomainSpec:
     """Everything the framework reads of one environment besides the environment itself.
@@ -147,6 +151,21 @@ class DomainSpec:
             raise ValueError(f"DomainSpec.learner must be a LearnerSpec (envs.learner_spec(dict)), got "
                              f"{type(self.learner).__name__}")  # fmt: skip
 
+    def build(self):
+        """``factory()``, checked: a ``RobustEnvironment`` whose own constants are the spec's
+        (training reads the environment's, the config the spec's); ``ValueError`` naming a
+        field where they differ."""
+        from rcmdp_jax.envs.base import RobustEnvironment
+
+        env = self.factory()
+        if not isinstance(env, RobustEnvironment):
+            raise ValueError(f"DomainSpec.factory must return a RobustEnvironment, got {type(env).__name__}")
+        for field in _CONSTANTS:
+            if getattr(env, field) != getattr(self, field):
+                raise ValueError(f"DomainSpec.{field}={getattr(self, field)!r} but the environment's {field} is "
+                                 f"{getattr(env, field)!r}: make them agree")  # fmt: skip
+        return env
+
     @classmethod
     def of(cls, **fields: Any) -> DomainSpec:
         """A spec from keyword fields; ``ValueError`` naming the allowed ones for any other."""
@@ -160,9 +179,8 @@ class DomainSpec:
 def of_class(cls, learner: LearnerSpec, n_test: int, cost_names: tuple[str, ...]) -> DomainSpec:
     """The spec of a built-in environment class: its constants (``gamma``, ``lambda_max``,
     ``episode_length``, ``min_episode_length``) are the class's own attributes."""
-    return DomainSpec(factory=cls, gamma=cls.gamma, lambda_max=cls.lambda_max, episode_length=cls.episode_length,
-                      min_episode_length=cls.min_episode_length, learner=learner, n_test=n_test,
-                      cost_names=cost_names)  # fmt: skip
+    constants = {field: getattr(cls, field) for field in _CONSTANTS}
+    return DomainSpec(factory=cls, learner=learner, n_test=n_test, cost_names=cost_names, **constants)
 
 
 def from_env(env, learner: dict | LearnerSpec | None = None, n_test: int = 20) -> DomainSpec:

@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from rcmdp_jax.envs.domain import DomainSpec, from_dict, learner_spec
 
 from rcmdp_jax import envs, preset, user_env
-from rcmdp_jax.envs.domain import DomainSpec, from_dict, learner_spec
 from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.family import make_family
 
@@ -146,6 +146,20 @@ def test_a_bad_spec_is_a_clear_error(fields, message):
     base = _toy_fields()
     with pytest.raises(ValueError, match=re.escape(message)):
         DomainSpec(**{**base, **fields})
+
+
+def test_a_spec_and_its_environment_agree(toy_file, monkeypatch):
+    monkeypatch.syspath_prepend(str(toy_file.parent))
+    import drift_env
+
+    wrong = DomainSpec(**{**_toy_fields(), "factory": drift_env.Drift, "lambda_max": 50.0})
+    with pytest.raises(
+        ValueError, match=re.escape("DomainSpec.lambda_max=50.0 but the environment's lambda_max is 5.0")
+    ):
+        wrong.build()
+    with pytest.raises(ValueError, match="DomainSpec.factory must return a RobustEnvironment, got NoneType"):
+        DomainSpec(**_toy_fields()).build()
+    sys.modules.pop("drift_env", None)
 
 
 def test_a_spec_is_registered_whole():
