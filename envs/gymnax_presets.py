@@ -18,8 +18,8 @@ from typing import Any
 
 import jax.numpy as jnp
 from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
+from rcmdp_jax.envs import gymnax_any
 from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
-from rcmdp_jax.envs.gymnax_any import cartpole_derive
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +76,7 @@ PRESETS: dict[str, GymnaxPreset] = {
         params=dict(max_steps_in_episode=200),
         gamma=0.99,
         lambda_max=50.0,
-        derive=cartpole_derive,
+        derive=gymnax_any.cartpole_derive,
         min_episode_length=6,
         learner=_learner({"short": 20_000, "long": 200_000}, lr=3e-4, eta_xi=1e-7),
     ),
@@ -201,8 +201,6 @@ def has_costs(name: str) -> bool:
 def cost_names(pre: GymnaxPreset, costs: tuple[str, ...]) -> tuple[str, ...]:
     """The environment's names of the chosen ``costs`` (a ``FIELD:LIMIT`` one as ``limit_name``
     writes it; ``none`` where there are no costs)."""
-    from rcmdp_jax.envs import gymnax_any
-
     return tuple(c if c in pre.costs else gymnax_any.limit_name(c) for c in costs) or (gymnax_any.NO_COSTS,)
 
 
