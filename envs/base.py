@@ -24,6 +24,13 @@ from flax import struct
 from gymnax.environments import environment
 
 
+def box_reach(kappa):
+    """How far ``xi`` may lie from ``xi_c`` and count as inside the box: ``kappa`` with a
+    relative 1e-6 and an absolute 1e-9 of slack for the float32 rounding of a projected
+    ``xi`` (numpy or traced arrays alike)."""
+    return kappa * (1 + 1e-6) + 1e-9
+
+
 @struct.dataclass
 class RobustState(environment.EnvState):
     """State of every robust env: the state vector ``s`` and the step counter."""
@@ -203,7 +210,7 @@ class RobustEnvironment(environment.Environment):
         xi, xi_c, kappa = (np.asarray(x, np.float64) for x in (params.xi, params.xi_c, params.kappa))
         if not np.all(np.isfinite(xi)):
             raise ValueError(f"{self.name}: EnvParams.xi must be finite, got {xi.tolist()}")
-        if np.any(np.abs(xi - xi_c) > kappa * (1 + 1e-6) + 1e-9):
+        if np.any(np.abs(xi - xi_c) > box_reach(kappa)):
             raise ValueError(
                 f"{self.name}: EnvParams.xi={xi.tolist()} is outside the uncertainty box "
                 f"|xi - xi_c| <= kappa (xi_c={xi_c.tolist()}, kappa={kappa.tolist()})"
@@ -213,7 +220,7 @@ class RobustEnvironment(environment.Environment):
         """Traced: whether ``xi`` is finite and inside the box (``validate_kernel``'s rule)."""
         xi, xi_c, kappa = params.xi, params.xi_c, params.kappa
         finite = jnp.all(jnp.isfinite(xi)) & jnp.all(jnp.isfinite(kappa)) & jnp.all(kappa >= 0)
-        return finite & jnp.all(jnp.abs(xi - xi_c) <= kappa * (1 + 1e-6) + 1e-9)
+        return finite & jnp.all(jnp.abs(xi - xi_c) <= box_reach(kappa))
 
     # -------------------------------------------------------- test kernels
     @property

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 from rcmdp_jax.envs.base import RobustEnvironment
+from rcmdp_jax.envs.domain import of_class, study_learner
 
 EPISODE_LENGTH = 100  # the time limit: gymnax's max_steps_in_episode and the class's episode_length
 
@@ -102,3 +103,18 @@ class CartPole(RobustEnvironment):
 
     def observation_space(self, params):
         return spaces.Box(-jnp.inf, jnp.inf, (4,), jnp.float32)
+
+
+# docs/method.md §3 (the learners on CartPole) and §4 (the robustness test's episodes per kernel)
+SPEC = of_class(
+    CartPole,
+    learner=study_learner(
+        policy_hidden=(128,), critic_hidden=(128,), optimizer="adam",
+        ppo_epochs=50, ppo_target_kl=0.01, ppo_dual_epochs_from_policy=True, ltma_per_100=10.0, ltma_horizon=10,
+        mcpmd_ltma=10,
+        budgets={"short": 20_000, "long": 200_000},
+        hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-7),
+    ),
+    n_test=100,
+    cost_names=("|x_dot|-0.15",),
+)  # fmt: skip

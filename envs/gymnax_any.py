@@ -20,14 +20,14 @@ import jax.numpy as jnp
 NO_COSTS = "none"  # the zero cost of an environment named without costs
 
 
-def _cartpole_derive(p):
+def cartpole_derive(p):
     """gymnax stores CartPole's ``total_mass`` and ``polemass_length``: recompute them."""
     return p.replace(total_mass=p.masscart + p.masspole, polemass_length=p.masspole * p.length)
 
 
 # gymnax env class -> (the stored fields, the function that recomputes them)
 KNOWN_DERIVE: dict[str, tuple[tuple[str, ...], Callable]] = {
-    "CartPole": (("total_mass", "polemass_length"), _cartpole_derive),
+    "CartPole": (("total_mass", "polemass_length"), cartpole_derive),
 }
 
 
@@ -79,17 +79,19 @@ def zero_cost(state, action, next_state, params):
 @functools.cache
 def generic_preset(env_id: str):
     """The ``GymnaxPreset`` of a gymnax id without one: gymnax's own episode length, no
-    box, no costs, the default learner settings (``presets.DEFAULT_LEARNER``)."""
+    box, no costs, the default learner settings (``LearnerSpec()``)."""
     import gymnax
+    from rcmdp_jax.envs import GYMNAX_PREFIX
+    from rcmdp_jax.envs.domain import LearnerSpec
     from rcmdp_jax.envs.gymnax_presets import PRESETS, GymnaxPreset
 
     if env_id not in gymnax.registered_envs:
-        raise ValueError(f"unknown gymnax id {env_id!r}; presets: {', '.join('gymnax:' + k for k in PRESETS)}; "
+        raise ValueError(f"unknown gymnax id {env_id!r}; presets: {', '.join(GYMNAX_PREFIX + k for k in PRESETS)}; "
                          f"other gymnax ids (with --uncertain): {', '.join(sorted(set(gymnax.registered_envs) - set(PRESETS)))}")  # fmt: skip
     env, params = gymnax.make(env_id)
     return GymnaxPreset(env_id=env_id, uncertain={}, costs={}, default_costs=(), noise=1e-3,
                         params=dict(max_steps_in_episode=int(params.max_steps_in_episode)), gamma=0.99,
-                        lambda_max=50.0, learner={}, derive=known_derive(env, {}))  # fmt: skip
+                        lambda_max=50.0, learner=LearnerSpec(), derive=known_derive(env, {}))  # fmt: skip
 
 
 def float_state_fields(env, params) -> tuple[str, ...]:
@@ -108,8 +110,9 @@ def check_box(name: str, pre, uncertain: dict) -> None:
     if uncertain:
         return
     import gymnax
+    from rcmdp_jax.envs import GYMNAX_PREFIX
     from rcmdp_jax.envs.gymnax_wrapper import float_fields
 
     fields = float_fields(gymnax.make(pre.env_id)[1])
-    raise ValueError(f"gymnax:{pre.env_id} has no preset box: name its uncertain EnvParams fields with --uncertain "
+    raise ValueError(f"{GYMNAX_PREFIX}{pre.env_id} has no preset box: name its uncertain EnvParams fields with --uncertain "
                      f"FIELD=WIDTH,... (in a name: @uncertain=FIELD:WIDTH,...); float fields: {', '.join(fields)}")  # fmt: skip

@@ -5,19 +5,21 @@ A name is ``gymnax:ID`` (the preset's box and default cost), optionally followed
 ``@uncertain=FIELD:WIDTH,...`` (the box: a relative half-width such as ``g:0.2`` for
 ±20 %, or ``g:abs:1.5`` for an absolute one) and ``@costs=NAME,...`` (a choice of the
 preset's costs). ``gymnax_name`` writes the canonical form; ``make_gymnax`` builds the
-environment. Each preset also carries the learners' settings (``learner``, read by
-``rcmdp_jax.config.preset``) and the robustness test's episodes per kernel.
+environment; ``domain_spec`` gives the name's ``DomainSpec``. Each preset also carries the
+learners' settings (``learner``, a ``LearnerSpec``) and the robustness test's episodes per kernel.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
-
-PREFIX = "gymnax:"
+from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
+from rcmdp_jax.envs import gymnax_any
+from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,15 +40,10 @@ class GymnaxPreset:
     params: dict[str, Any]  # EnvParams overrides (the episode length)
     gamma: float
     lambda_max: float
-    learner: dict[str, Any]  # read by rcmdp_jax.config.preset, as its per-domain table
+    learner: LearnerSpec
     n_test: int = 20
     derive: Callable | None = None
     min_episode_length: int | None = None
-
-
-def _cartpole_derive(p):
-    """gymnax stores CartPole's ``total_mass`` and ``polemass_length``: recompute them."""
-    return p.replace(total_mass=p.masscart + p.masspole, polemass_length=p.masspole * p.length)
 
 
 def _cost(expr: Callable[..., Any]) -> Callable:
@@ -56,10 +53,10 @@ def _cost(expr: Callable[..., Any]) -> Callable:
     return fn
 
 
-def _learner(budgets: dict[str, int], lr: float, eta_xi: float) -> dict[str, Any]:
-    """A preset's learner settings: what differs from ``rcmdp_jax.config.DEFAULT_LEARNER``
-    (the same table for every preset; docs/gymnax_envs.md says how it was chosen)."""
-    return dict(budgets=budgets, hp=dict(lr=lr, eta_xi=eta_xi))
+def _learner(budgets: dict[str, int], lr: float, eta_xi: float) -> LearnerSpec:
+    """A preset's learner settings: what differs from ``LearnerSpec``'s defaults (the same
+    table for every preset; docs/gymnax_envs.md says how it was chosen)."""
+    return learner_spec(dict(budgets=budgets, hp=dict(lr=lr, eta_xi=eta_xi)))
 
 
 PRESETS: dict[str, GymnaxPreset] = {
@@ -79,7 +76,7 @@ PRESETS: dict[str, GymnaxPreset] = {
         params=dict(max_steps_in_episode=200),
         gamma=0.99,
         lambda_max=50.0,
-        derive=_cartpole_derive,
+        derive=gymnax_any.cartpole_derive,
         min_episode_length=6,
         learner=_learner({"short": 20_000, "long": 200_000}, lr=3e-4, eta_xi=1e-7),
     ),
@@ -201,21 +198,19 @@ def has_costs(name: str) -> bool:
     return bool(parse_gymnax_name(name)[2])
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvInfo:
-    """What the config's presets read of an environment, known without building it."""
-
-    gamma: float
-    lambda_max: float
-    episode_length: int
-    min_episode_length: int
+def cost_names(pre: GymnaxPreset, costs: tuple[str, ...]) -> tuple[str, ...]:
+    """The environment's names of the chosen ``costs`` (a ``FIELD:LIMIT`` one as ``limit_name``
+    writes it; ``none`` where there are no costs)."""
+    return tuple(c if c in pre.costs else gymnax_any.limit_name(c) for c in costs) or (gymnax_any.NO_COSTS,)
 
 
-def info(name: str) -> EnvInfo:
-    """The ``EnvInfo`` of a ``gymnax:`` name (no JAX work: safe before devices are set up)."""
-    pre = preset_of(name)
+def domain_spec(name: str) -> DomainSpec:
+    """The ``DomainSpec`` of a ``gymnax:`` name (no JAX work: safe before devices are set up)."""
+    pre, _, costs = parse_gymnax_name(name)
     length = int(pre.params["max_steps_in_episode"])
-    return EnvInfo(pre.gamma, pre.lambda_max, length, pre.min_episode_length or length)
+    return DomainSpec(factory=functools.partial(make_gymnax, name), gamma=pre.gamma, lambda_max=pre.lambda_max,
+                      episode_length=length, min_episode_length=pre.min_episode_length or length,
+                      learner=pre.learner, n_test=pre.n_test, cost_names=cost_names(pre, costs))  # fmt: skip
 
 
 def check(name: str) -> None:
@@ -258,9 +253,9 @@ def _build(name: str, noise: float | None = None):
     state_fields = gymnax_any.float_state_fields(env, params)
     fns = {c: pre.costs[c].fn if c in pre.costs else gymnax_any.limit_cost(c, state_fields, pre.env_id)
            for c in costs}  # fmt: skip
-    fns = {(c if c in pre.costs else gymnax_any.limit_name(c)): fn for c, fn in fns.items()}
+    fns = dict(zip(cost_names(pre, costs), fns.values())) if fns else {gymnax_any.NO_COSTS: gymnax_any.zero_cost}
     return robustify(
-        env, uncertain, fns or {gymnax_any.NO_COSTS: gymnax_any.zero_cost}, noise=pre.noise if noise is None else noise, params=params,
+        env, uncertain, fns, noise=pre.noise if noise is None else noise, params=params,
         derive=pre.derive, gamma=pre.gamma, lambda_max=pre.lambda_max,
         min_episode_length=pre.min_episode_length, name=f"Robust{pre.env_id}",
     )  # fmt: skip
@@ -279,9 +274,5 @@ def make_gymnax(name: str, noise: float | None = None):
     return _CACHE[name]
 
 
-def preset_of(name: str) -> GymnaxPreset:
-    return parse_gymnax_name(name)[0]
-
-
-__all__ = ["PRESETS", "PREFIX", "CostSpec", "EnvInfo", "GymnaxPreset", "check", "info", "gymnax_name", "has_costs", "make_gymnax",
-           "parse_gymnax_name", "preset_of"]  # fmt: skip
+__all__ = ["PRESETS", "PREFIX", "CostSpec", "GymnaxPreset", "check", "cost_names", "domain_spec", "gymnax_name", "has_costs", "make_gymnax",
+           "parse_gymnax_name"]  # fmt: skip

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 from rcmdp_jax.envs.base import RobustEnvironment
+from rcmdp_jax.envs.domain import of_class, study_learner
 
 K_FEATURE = 1.0 / math.sqrt(8.0 * math.pi)
 EPISODE_LENGTH_1D = 80  # the time limits: gymnax's max_steps_in_episode and the classes' episode_length
@@ -163,3 +164,31 @@ class InventoryManagement3D(_Inventory):
 
     def action_space(self, params=None):
         return spaces.Box(-1.0, 1.0, (3,), jnp.float32)
+
+
+# docs/method.md §3 (the learners on each inventory) and §4 (the robustness test's episodes per kernel)
+_INVENTORY_HP = dict(lr=1e-3, gae_lambda=0.5, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1)
+SPEC = of_class(
+    InventoryManagement,
+    learner=study_learner(
+        policy_hidden=(64,), critic_hidden=(128,), optimizer="adam",
+        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=25.0, ltma_horizon=40,
+        mcpmd_ltma=20,
+        budgets={"short": 16_000, "long": 400_000},
+        hp=_INVENTORY_HP,
+    ),
+    n_test=50,
+    cost_names=("0.01(a^2-s)",),
+)  # fmt: skip
+SPEC_3D = of_class(
+    InventoryManagement3D,
+    learner=study_learner(
+        policy_hidden=(128, 128), critic_hidden=(128,), optimizer="sgd",
+        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=20.0, ltma_horizon=40,
+        mcpmd_ltma=20,
+        budgets={"short": 40_000, "long": 400_000},
+        hp=dict(_INVENTORY_HP),
+    ),
+    n_test=10,
+    cost_names=("a_1-0.5s_1", "a_2-0.5s_2", "a_3-0.5s_3"),
+)  # fmt: skip

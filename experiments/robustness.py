@@ -135,7 +135,7 @@ def seed_table(run_dir: Path, env: str, algo: str) -> dict:
     z = load_npz(folder.algo_dir(env, algo) / "test_results.npz")
     keep = kept_seeds(z)
     V, C = z["V"][keep], z["C"][keep]
-    lmax = envs.env_class(env).lambda_max
+    lmax = envs.spec(env).lambda_max
     found, grid_xi = folder.load_worst_case(env, algo)
     cmp = compare_with_grid(V, C, found, lmax, grid_xi)
     m = C.shape[-1]

@@ -14,7 +14,8 @@ import math
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from rcmdp_jax.adversary import ADVERSARY_NAMES
-from rcmdp_jax.envs import ENV_NAMES, check_name, env_class  # noqa: F401  (ENV_NAMES: re-exported)
+from rcmdp_jax.envs import ENV_NAMES, check_name  # noqa: F401  (ENV_NAMES: re-exported)
+from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.hparams import HParams, hparams_ok, validate_hparams  # noqa: F401  (re-exported)
 from rcmdp_jax.lagrange import DUAL_ESTIMATORS
 
@@ -106,7 +107,7 @@ class Config:
         MCPMD (one whole episode an iteration, docs/method.md §2b): enough iteration slots for the
         shortest possible episodes; the slots past the step budget do nothing."""
         if self.episodic:
-            slots = math.ceil(self.total_timesteps / env_class(self.env).min_episode_length)
+            slots = math.ceil(self.total_timesteps / env_spec(self.env).min_episode_length)
             return slots if slots <= 100 else 100 * math.ceil(slots / 100)  # chunks evenly for the runner
         return max(1, math.ceil(self.total_timesteps / self.batch_size))
 

@@ -16,7 +16,6 @@ from rcmdp_jax.rollout import Policy, episode_values
 from rcmdp_jax.train import build_networks
 
 DISTORTION_LEVELS = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
-N_TEST = {"cartpole": 100, "inventory": 50, "inventory3d": 10}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -66,11 +65,11 @@ class Sweep:
 def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVELS, env_params=None) -> Sweep:
     """The ``Sweep`` of ``config``'s deterministic policies over every test kernel
     (``levels`` x all 2^n sign directions around ``env_params``, default nominal),
-    ``n_test`` episodes each (default ``N_TEST`` of the domain)."""
+    ``n_test`` episodes each (default the environment's own: ``envs.spec(env).n_test``)."""
     cfg = config.validate()
     env, default_params = envs.make(cfg.env)
     if n_test is None:
-        n_test = N_TEST.get(cfg.env) or envs.test_episodes(cfg.env)
+        n_test = envs.spec(cfg.env).n_test
     n_test = int(n_test)
     if n_test < 1:
         raise ValueError(f"n_test must be a positive integer, got {n_test!r}")

@@ -1,7 +1,7 @@
 """The study's presets (docs/method.md §3): the 14 algorithm names and what they mean, the
-per-domain learner tables, the schedules study's variants, ``ALGO@FIELD=VALUE``
-hyperparameter lanes, and ``preset`` (a validated ``Config`` of one algorithm on one
-environment)."""
+schedules study's variants, ``ALGO@FIELD=VALUE`` hyperparameter lanes, and ``preset`` (a
+validated ``Config`` of one algorithm on one environment, from the environment's
+``DomainSpec``: ``envs.spec``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import math
 import re
 from typing import Any
 
+from rcmdp_jax import envs
 from rcmdp_jax.adversary import ADVERSARY_NAMES, NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, BUDGETS, Config, HParams, _check_env, _choice
-from rcmdp_jax.envs import env_class, learner_settings
 
 # The reference grid of docs/method.md §2, in its order.
 ALGORITHMS = (
@@ -44,58 +44,6 @@ def parse_algorithm(name: str) -> tuple[str, str, bool]:
     robust = bool(r_prefix or robust_suffix)
     constraint = "augmented" if augmented else ("lagrangian" if lag else "none")
     return learner.lower(), constraint, robust
-
-
-# docs/method.md §3, per environment (the discount and the episode length are the environment's own).
-_ENV_PRESETS: dict[str, dict[str, Any]] = {
-    "cartpole": dict(
-        policy_hidden=(128,), critic_hidden=(128,), optimizer="adam",
-        ppo_epochs=50, ppo_target_kl=0.01, ppo_dual_epochs_from_policy=True, ltma_per_100=10.0, ltma_horizon=10,
-        mcpmd_ltma=10,
-        budgets={"short": 20_000, "long": 200_000},
-        hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-7),
-    ),
-    "inventory": dict(
-        policy_hidden=(64,), critic_hidden=(128,), optimizer="adam",
-        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=25.0, ltma_horizon=40,
-        mcpmd_ltma=20,
-        budgets={"short": 16_000, "long": 400_000},
-        hp=dict(lr=1e-3, gae_lambda=0.5, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
-    ),
-    "inventory3d": dict(
-        policy_hidden=(128, 128), critic_hidden=(128,), optimizer="sgd",
-        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=20.0, ltma_horizon=40,
-        mcpmd_ltma=20,
-        budgets={"short": 40_000, "long": 400_000},
-        hp=dict(lr=1e-3, gae_lambda=0.5, eta_lam=1e-2, lam_clip=500.0, eta_xi=1e-1),
-    ),
-}  # fmt: skip
-
-# An environment outside the study (a gymnax: preset or a registered one) brings its own
-# table (``envs.learner_settings``); missing keys come from this one.
-DEFAULT_LEARNER: dict[str, Any] = dict(
-    policy_hidden=(64, 64), critic_hidden=(64, 64), optimizer="adam", dropout=0.0,
-    ppo_epochs=10, ppo_target_kl=0.02, ppo_dual_epochs_from_policy=False, ltma_per_100=5.0, ltma_horizon=20,
-    # worst-of-N: the best-ranked method that needs no per-environment step size on the
-    # environments outside the study (docs/robustness.md's rule; the study's ltma ranks first
-    # there but its eta_xi depends on the kernel's scale)
-    mcpmd_ltma=10, adversary="worst-of-n",
-    # the start state's value: the reading under which the constrained learners keep their
-    # constraint at the nominal kernel on every gymnax preset (the multiplier batch's
-    # cost-to-go, the study domains' reading, breaks it on Pendulum: docs/robustness.md)
-    dual_estimator="start_value",
-    budgets={"short": 20_000, "long": 200_000},
-    hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4),
-)  # fmt: skip
-
-
-def domain_table(env: str) -> dict[str, Any]:
-    """The per-domain learner table of ``env``: docs/method.md §3 for the study's domains, else the
-    environment's own settings over ``DEFAULT_LEARNER``."""
-    if env in _ENV_PRESETS:
-        return _ENV_PRESETS[env]
-    own = learner_settings(env) or {}
-    return {**DEFAULT_LEARNER, **own, "hp": {**DEFAULT_LEARNER["hp"], **own.get("hp", {})}}
 
 
 # The schedules study (the reference study's appendix): MDPO's robust algorithms under
@@ -161,22 +109,21 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     learner, constraint, robust = parse_algorithm(base_name)
     if "robust" in variant and robust and not variant["robust"]:
         raise ValueError(f"{algorithm!r}: a -Robust algorithm with +none; drop -Robust for the non-robust one")
-    p = domain_table(env)
-    domain = env_class(env)
+    domain = envs.spec(env)
+    p = domain.learner
     hp = HParams(
-        target_kl=p["ppo_target_kl"] if learner == "ppo" else math.inf,
+        target_kl=p.ppo_target_kl if learner == "ppo" else math.inf,
         lam_init=5.0,
         alpha=2.0,
         gamma=domain.gamma,
         alpha_decay=domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
-        **p["hp"],
+        **p.hp,
     )
     common = dict(
         env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
-        total_timesteps=p["budgets"][budget], policy_hidden=p["policy_hidden"],
-        critic_hidden=p["critic_hidden"], optimizer=p["optimizer"], ltma_horizon=p["ltma_horizon"], hparams=hp,
-        dropout=p.get("dropout", Config.dropout), adversary=p.get("adversary", Config.adversary),
-        dual_estimator=p.get("dual_estimator", Config.dual_estimator),
+        total_timesteps=p.budgets[budget], policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
+        optimizer=p.optimizer, ltma_horizon=p.ltma_horizon, hparams=hp, dropout=p.dropout, adversary=p.adversary,
+        dual_estimator=p.dual_estimator,
     )  # fmt: skip
     if learner == "mcpmd":
         # the reference REINFORCE code: one whole episode of one env per iteration, acting in
@@ -184,7 +131,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         # clipping; one dual step
         ep = domain.episode_length
         cfg = Config(
-            **{**common, "optimizer": "adam"}, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, ltma_iterations=p["mcpmd_ltma"],
+            **{**common, "optimizer": "adam"}, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, ltma_iterations=p.mcpmd_ltma,
             init="torch", adam_eps=1e-8, max_grad_norm=math.inf, act_dropout=True,
             n_dual_episodes=1, dual_epochs=1, dual_batch=ep, dual_minibatch=ep, eval_every=10,
         )  # fmt: skip
@@ -194,10 +141,10 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         ppo = learner == "ppo"
         n_envs, n_steps = 4, 400
         cfg = Config(
-            **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p["ppo_epochs"] if ppo else 5,
-            ltma_iterations=max(1, round(n_envs * n_steps * p["ltma_per_100"] / 100)),
-            dual_epochs=p["ppo_epochs"] if ppo and p["ppo_dual_epochs_from_policy"] else 5,
-            dual_epochs_from_policy=ppo and p["ppo_dual_epochs_from_policy"],
+            **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p.ppo_epochs if ppo else 5,
+            ltma_iterations=max(1, round(n_envs * n_steps * p.ltma_per_100 / 100)),
+            dual_epochs=p.ppo_epochs if ppo and p.ppo_dual_epochs_from_policy else 5,
+            dual_epochs_from_policy=ppo and p.ppo_dual_epochs_from_policy,
         )  # fmt: skip
     if overrides.get("alpha_schedule") == "geometric" and "alpha" not in overrides:
         # docs/method.md §2d: alpha_0 = 5 when ticking per epoch, 2 per batch

@@ -7,24 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
-# the study's domains: what each constraint bounds (docs/method.md §1)
-STUDY_COSTS = {
-    "cartpole": ("|x_dot|-0.15",),
-    "inventory": ("0.01(a^2-s)",),
-    "inventory3d": ("a_1-0.5s_1", "a_2-0.5s_2", "a_3-0.5s_3"),
-}
-
 
 def cost_names(env_name: str, m: int) -> tuple[str, ...]:
-    """The names of the ``m`` constraint costs of ``env_name`` (``C_j`` where unknown)."""
-    names = STUDY_COSTS.get(env_name)
-    if names is None:
-        try:
-            from rcmdp_jax import envs
+    """The names of the ``m`` constraint costs of ``env_name`` (its ``DomainSpec``'s;
+    ``C_j`` where unknown)."""
+    try:
+        from rcmdp_jax import envs
 
-            names = tuple(getattr(envs.make(env_name)[0], "cost_names", ()))
-        except (ValueError, TypeError):
-            names = ()
+        names = envs.spec(env_name).cost_names
+    except (ValueError, TypeError):
+        names = ()
     return tuple(names) if len(names) == m else tuple(f"C_{j + 1}" for j in range(m))
 
 

@@ -18,9 +18,9 @@ SIZE_FIELDS = ("n_envs", "n_steps", "minibatch_size", "eval_episodes", "policy_h
 
 
 def env_length(cfg: Config) -> int:
-    from rcmdp_jax.envs import env_class
+    from rcmdp_jax import envs
 
-    return int(env_class(cfg.env).episode_length)
+    return int(envs.spec(cfg.env).episode_length)
 
 
 def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
@@ -107,9 +107,7 @@ def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
     except (AttributeError, ValueError, OSError):  # not on a POSIX system: no check
         return
     for env, cfgs in configs.items():
-        from rcmdp_jax.evaluate import N_TEST
-
-        default_test = N_TEST.get(env) or envs.test_episodes(env) or 20
+        default_test = envs.spec(env).n_test
         kernels = kernel_count(env)
         families: dict = {}
         for cfg in cfgs.values():

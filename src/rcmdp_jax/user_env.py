@@ -1,9 +1,9 @@
 """A user's own environment on the command line: ``--env PACKAGE.MODULE:NAME`` or
 ``--env PATH/TO/FILE.py:NAME``, and run folder names.
 
-``NAME`` is a ``RobustEnvironment`` (e.g. ``envs.robustify(...)``), a dict
-``{"env": ..., "learner": {...}, "n_test": N}`` (the arguments of ``envs.register``),
-or a function without arguments that returns either. The environment is registered
+``NAME`` is a ``RobustEnvironment`` (e.g. ``envs.robustify(...)``), an ``envs.DomainSpec``,
+a dict ``{"env": ..., "learner": {...}, "n_test": N}`` (the arguments of ``envs.register``),
+or a function without arguments that returns one of them. The environment is registered
 under a name (``pkg.mod:NAME`` or ``FILE.py:NAME``), and ``run.json`` records where it
 came from (``env_sources``), so ``--resume``, ``--eval-only`` and the report rebuild it
 in a fresh process (``restore``).
@@ -65,21 +65,22 @@ def _import(record: dict):
     return importlib.import_module(record["module"])
 
 
-def _unpack(obj, where: str) -> tuple:
-    """``(env, learner, n_test)`` of what ``NAME`` is (or returns)."""
+def _spec(obj, where: str):
+    """The ``DomainSpec`` of what ``NAME`` is (or returns)."""
     from rcmdp_jax.envs.base import RobustEnvironment
+    from rcmdp_jax.envs.domain import DomainSpec, from_dict, from_env
 
-    if callable(obj) and not isinstance(obj, RobustEnvironment):
+    if callable(obj) and not isinstance(obj, (RobustEnvironment, DomainSpec)):
         obj = obj()
+    if isinstance(obj, DomainSpec):
+        return obj
     if isinstance(obj, RobustEnvironment):
-        return obj, None, 20
+        return from_env(obj)
     if isinstance(obj, dict) and isinstance(obj.get("env"), RobustEnvironment):
-        unknown = set(obj) - {"env", "learner", "n_test"}
-        if unknown:
-            raise ValueError(f"{where} returned the key(s) {', '.join(sorted(unknown))}; allowed: env, learner, n_test")
-        return obj["env"], obj.get("learner"), obj.get("n_test", 20)
+        return from_dict(obj)
     raise ValueError(f"{where} is a {type(obj).__name__}; it must be a RobustEnvironment (e.g. envs.robustify(...)), "
-                     "a dict {'env': ..., 'learner': {...}, 'n_test': N}, or a function returning one")  # fmt: skip
+                     "an envs.DomainSpec, a dict {'env': ..., 'learner': {...}, 'n_test': N}, or a function returning "
+                     "one")  # fmt: skip
 
 
 def load(record: dict, name: str) -> str:
@@ -90,8 +91,7 @@ def load(record: dict, name: str) -> str:
         module = _import(record)
         if not hasattr(module, record["attr"]):
             raise ValueError(f"{where}: the module has no {record['attr']!r}")
-        env, learner, n_test = _unpack(getattr(module, record["attr"]), where)
-        envs.register(name, env, learner=learner, n_test=n_test)
+        envs.register(name, _spec(getattr(module, record["attr"]), where))
         _RECORDS[name] = record
         return name
     except Exception as err:  # the user's code: any error, said in one line

@@ -1,0 +1,213 @@
+"""One typed spec per environment: ``DomainSpec`` (how to build it, its discount, λ_max,
+episode lengths, cost names, test episodes) and ``LearnerSpec`` (the learners' settings
+on it: networks, budgets, PPO epochs, LTMA's sizes, hyperparameters; docs/method.md §3).
+
+The study's domains keep their spec beside their class (``envs.cartpole.SPEC``), the
+``gymnax:`` presets build theirs from the preset (``gymnax_presets.domain_spec``) and a
+user's environment gets one from ``register`` (``from_env``) or writes its own. No JAX
+work here: the config reads a spec before any backend starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+
+def _default_hp() -> dict[str, float]:
+    return dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4)
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerSpec:
+    """The learners' settings on one environment. The defaults are those of every
+    environment outside the study (docs/custom_envs.md); the study's domains carry the
+    tables of docs/method.md §3 (``study_learner``)."""
+
+    policy_hidden: tuple[int, ...] = (64, 64)
+    critic_hidden: tuple[int, ...] = (64, 64)
+    optimizer: str = "adam"
+    dropout: float = 0.0
+    ppo_epochs: int = 10
+    ppo_target_kl: float = 0.02
+    ppo_dual_epochs_from_policy: bool = False
+    ltma_per_100: float = 5.0  # LTMA iterations per 100 policy steps of a batch
+    ltma_horizon: int = 20
+    mcpmd_ltma: int = 10  # LTMA iterations per MCPMD episode
+    # worst-of-N: the best-ranked method that needs no per-environment step size on the
+    # environments outside the study (docs/robustness.md's rule; the study's ltma ranks first
+    # there but its eta_xi depends on the kernel's scale)
+    adversary: str = "worst-of-n"
+    # the start state's value: the reading under which the constrained learners keep their
+    # constraint at the nominal kernel on every gymnax preset (the multiplier batch's
+    # cost-to-go, the study domains' reading, breaks it on Pendulum: docs/robustness.md)
+    dual_estimator: str = "start_value"
+    budgets: dict[str, int] = dataclasses.field(default_factory=lambda: {"short": 20_000, "long": 200_000})
+    hp: dict[str, float] = dataclasses.field(default_factory=_default_hp)  # HParams fields
+
+    def __post_init__(self):
+        _check_budgets(self.budgets)
+        _check_hp(self.hp)
+
+
+def _hparam_fields() -> list[str]:
+    from rcmdp_jax.hparams import HParams
+
+    return sorted(f.name for f in dataclasses.fields(HParams))
+
+
+def _learner_keys() -> list[str]:
+    return sorted(f.name for f in dataclasses.fields(LearnerSpec))
+
+
+def _check_budgets(budgets) -> None:
+    from rcmdp_jax.config import BUDGETS
+
+    if (
+        not isinstance(budgets, dict)
+        or set(budgets) != set(BUDGETS)
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in budgets.values())
+    ):
+        raise ValueError(f"learner['budgets'] must be {{'short': N, 'long': N}} (policy steps), got {budgets!r}")
+
+
+def _check_hp(hp) -> None:
+    if not isinstance(hp, dict):
+        raise ValueError(f"learner['hp'] must be a dict of HParams fields, got {type(hp).__name__}")
+    allowed, top = _hparam_fields(), _learner_keys()
+    for key in hp:
+        if key in top:
+            raise ValueError(f"learner['hp'][{key!r}] is not a hyperparameter: write learner={{{key!r}: ...}}")
+        if key not in allowed:
+            raise ValueError(f"unknown hyperparameter learner['hp'][{key!r}]; allowed: {', '.join(allowed)}")
+
+
+def learner_spec(learner: dict | LearnerSpec | None = None) -> LearnerSpec:
+    """The ``LearnerSpec`` of a settings dict over the defaults (its ``"hp"`` over the default
+    hyperparameters); ``ValueError`` naming the allowed keys for any other key."""
+    if learner is None or isinstance(learner, LearnerSpec):
+        return learner or LearnerSpec()
+    if not isinstance(learner, dict):
+        raise ValueError(f"learner must be a dict or a LearnerSpec, got {type(learner).__name__}")
+    top, hp = _learner_keys(), _hparam_fields()
+    for key in learner:
+        if key in hp:
+            raise ValueError(f"learner[{key!r}] is a hyperparameter: write learner={{'hp': {{{key!r}: ...}}}}")
+        if key not in top:
+            raise ValueError(f"unknown learner key {key!r}; allowed: {', '.join(top)}")
+    own_hp = learner.get("hp", {})
+    _check_hp(own_hp)
+    return LearnerSpec(**{**learner, "hp": {**_default_hp(), **own_hp}})
+
+
+def study_learner(**table: Any) -> LearnerSpec:
+    """A study domain's table (docs/method.md §3, complete: no default hyperparameter is
+    kept); what §3 leaves out (dropout, robust method, multiplier estimator) is the
+    ``Config`` default, the study's own choice."""
+    from rcmdp_jax.config import Config
+
+    study = dict(dropout=Config.dropout, adversary=Config.adversary, dual_estimator=Config.dual_estimator)
+    return LearnerSpec(**{**study, **table})
+
+
+# what both the spec and its environment state (``DomainSpec.build`` checks they agree)
+_CONSTANTS = ("gamma", "lambda_max", "episode_length", "min_episode_length")
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainSpec:
+    """Everything the framework reads of one environment besides the environment itself.
+
+    ``factory()`` builds the ``RobustEnvironment`` (a class, or a function without
+    arguments). ``gamma``, ``lambda_max``, ``episode_length`` and ``min_episode_length``
+    (the shortest episode any policy can end in, which sizes MCPMD's iteration slots) are
+    the environment's own; ``n_test``: the robustness test's episodes per test kernel
+    (docs/method.md §4); ``cost_names``: what each constraint bounds, for the report."""
+
+    factory: Callable[[], Any]
+    gamma: float
+    lambda_max: float
+    episode_length: int
+    min_episode_length: int
+    learner: LearnerSpec = dataclasses.field(default_factory=LearnerSpec)
+    n_test: int = 20
+    cost_names: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not callable(self.factory):
+            raise ValueError(f"DomainSpec.factory must build the environment (a class or a function), got "
+                             f"{type(self.factory).__name__}")  # fmt: skip
+        for field in ("episode_length", "min_episode_length", "n_test"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"DomainSpec.{field} must be a positive integer, got {value!r}")
+        if self.min_episode_length > self.episode_length:
+            raise ValueError(f"DomainSpec.min_episode_length={self.min_episode_length} exceeds episode_length="
+                             f"{self.episode_length}")  # fmt: skip
+        if not (isinstance(self.gamma, float) and 0.0 < self.gamma <= 1.0):
+            raise ValueError(f"DomainSpec.gamma must be a float in (0, 1], got {self.gamma!r}")
+        if not isinstance(self.learner, LearnerSpec):
+            raise ValueError(f"DomainSpec.learner must be a LearnerSpec (envs.learner_spec(dict)), got "
+                             f"{type(self.learner).__name__}")  # fmt: skip
+
+    def build(self):
+        """``factory()``, checked: a ``RobustEnvironment`` whose own constants are the spec's
+        (training reads the environment's, the config the spec's); ``ValueError`` naming a
+        field where they differ."""
+        from rcmdp_jax.envs.base import RobustEnvironment
+
+        env = self.factory()
+        if not isinstance(env, RobustEnvironment):
+            raise ValueError(f"DomainSpec.factory must return a RobustEnvironment, got {type(env).__name__}")
+        for field in _CONSTANTS:
+            if getattr(env, field) != getattr(self, field):
+                raise ValueError(f"DomainSpec.{field}={getattr(self, field)!r} but the environment's {field} is "
+                                 f"{getattr(env, field)!r}: make them agree")  # fmt: skip
+        return env
+
+    @classmethod
+    def of(cls, **fields: Any) -> DomainSpec:
+        """A spec from keyword fields; ``ValueError`` naming the allowed ones for any other."""
+        allowed = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(fields) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown DomainSpec key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+        return cls(**{**fields, "learner": learner_spec(fields.get("learner"))})
+
+
+def of_class(cls, learner: LearnerSpec, n_test: int, cost_names: tuple[str, ...]) -> DomainSpec:
+    """The spec of a built-in environment class: its constants (``gamma``, ``lambda_max``,
+    ``episode_length``, ``min_episode_length``) are the class's own attributes."""
+    constants = {field: getattr(cls, field) for field in _CONSTANTS}
+    return DomainSpec(factory=cls, learner=learner, n_test=n_test, cost_names=cost_names, **constants)
+
+
+def from_env(env, learner: dict | LearnerSpec | None = None, n_test: int = 20) -> DomainSpec:
+    """The spec of an environment instance (e.g. from ``robustify``): its own constants
+    and cost names, the learner settings over the defaults."""
+    from rcmdp_jax.envs.base import RobustEnvironment
+
+    if not isinstance(env, RobustEnvironment):
+        raise TypeError(f"needs a RobustEnvironment (e.g. robustify(gymnax_env, ...)), got {type(env).__name__}")
+    return DomainSpec(factory=lambda: env, gamma=float(env.gamma), lambda_max=float(env.lambda_max),
+                      episode_length=int(env.episode_length), min_episode_length=int(env.min_episode_length),
+                      learner=learner_spec(learner), n_test=n_test,
+                      cost_names=tuple(getattr(env, "cost_names", ())))  # fmt: skip
+
+
+# what a user's file may return for ``--env FILE.py:NAME`` as a dict: ``from_env``'s arguments
+USER_KEYS = ("env", "learner", "n_test")
+
+
+def from_dict(obj: dict) -> DomainSpec:
+    """The spec of ``{"env": ..., "learner": {...}, "n_test": N}``; ``ValueError`` naming
+    the allowed keys for any other."""
+    unknown = sorted(set(obj) - set(USER_KEYS))
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(USER_KEYS)}")
+    return from_env(obj.get("env"), obj.get("learner"), obj.get("n_test", 20))
+
+
+__all__ = ["DomainSpec", "LearnerSpec", "USER_KEYS", "from_dict", "from_env", "learner_spec", "of_class",
+           "study_learner"]  # fmt: skip
