@@ -48,7 +48,7 @@ def main(argv=None) -> int:
 
     def lane(fn):
         def per_lane(s, m):
-            hp, variant = fam.member(m)
+            hp, variant = fam.inputs(m)
             lam_tilde = lagrange.effective_multiplier(variant.constraint, s.dual, hp.eta_lam)
             return fn(s, hp, variant, lam_tilde)
 
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
 
 
 def _update(step, fam, key, s, m, data):
-    hp, variant = fam.member(m)
+    hp, variant = fam.inputs(m)
     from rcmdp_jax import lagrange
 
     lam_tilde = lagrange.effective_multiplier(variant.constraint, s.dual, hp.eta_lam)
