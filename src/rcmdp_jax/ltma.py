@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax.advantages import discounts, episode_returns_to_go
-from rcmdp_jax.constraints import lagrangian
+from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.kernel_gradients import score_surrogate, score_weights
 from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
 
@@ -14,7 +14,7 @@ from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
 def lagrangian_cost(traj: Trajectory, lam_tilde: jax.Array) -> jax.Array:
     """``cL_t = -r_t + sum_j lam~_j c_j,t``, the Lagrangian reward negated, over ``[..., H]``
     (masked after termination)."""
-    return -lagrangian(traj.reward, traj.costs, lam_tilde) * traj.alive
+    return -lagrangian_reward(traj.reward, traj.costs, lam_tilde) * traj.alive
 
 
 def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.Array:

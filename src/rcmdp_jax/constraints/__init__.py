@@ -19,7 +19,7 @@ import functools
 import jax
 
 from rcmdp_jax.constraints.augmented import Augmented
-from rcmdp_jax.constraints.base import DualState, Rule, ascent, init_dual, lagrangian
+from rcmdp_jax.constraints.base import DualState, Rule, ascent, init_dual, lagrangian_reward
 from rcmdp_jax.constraints.lagrangian import Lagrangian
 from rcmdp_jax.constraints.none import NoConstraint
 
@@ -68,5 +68,5 @@ def has_dual(which: jax.Array) -> jax.Array:
     return jnp.asarray([r.dual for r in _RULES.values()])[which]
 
 
-__all__ = ["CONSTRAINT_NAMES", "DualState", "Rule", "ascent", "code", "get", "has_dual", "init_dual", "lagrangian",
+__all__ = ["CONSTRAINT_NAMES", "DualState", "Rule", "ascent", "code", "get", "has_dual", "init_dual", "lagrangian_reward",
            "names", "register", "switch"]  # fmt: skip

@@ -21,7 +21,7 @@ def init_dual(m: int, lam_init: jax.Array) -> DualState:
     return DualState(lam=jnp.full((m,), lam_init, jnp.float32), c_hat=jnp.zeros((m,), jnp.float32))
 
 
-def lagrangian(reward: jax.Array, costs: jax.Array, lam_tilde: jax.Array) -> jax.Array:
+def lagrangian_reward(reward: jax.Array, costs: jax.Array, lam_tilde: jax.Array) -> jax.Array:
     """The Lagrangian reward ``r - lam~ . c`` (docs/method.md §2a): ``reward [...]``, ``costs
     [..., m]`` -> ``[...]``. The learners' signal; LTMA's cost is its negation."""
     return reward - costs @ lam_tilde

@@ -13,7 +13,7 @@ from flax import struct
 
 from rcmdp_jax import losses
 from rcmdp_jax.advantages import gae, normalise
-from rcmdp_jax.constraints import lagrangian
+from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
 from rcmdp_jax.rollout import collect_rollout
 from rcmdp_jax.schedules import Schedule, ScheduleState, alpha_ticks_total, alpha_value
@@ -64,7 +64,7 @@ def lagrangian_gae(critic, critic_params, data, lam_tilde, hp) -> tuple[jax.Arra
     values = critic.apply(critic_params, data.obs)
     next_values = critic.apply(critic_params, data.next_obs)
     adv, targets = gae(rewards, values, next_values, data.terminated, data.done, hp.gamma, hp.gae_lambda)
-    return lagrangian(adv[..., 0], adv[..., 1:], lam_tilde), targets
+    return lagrangian_reward(adv[..., 0], adv[..., 1:], lam_tilde), targets
 
 
 class BatchLearner(Learner):

@@ -10,7 +10,7 @@ import optax
 
 from rcmdp_jax import losses
 from rcmdp_jax.advantages import discounted_returns, discounts
-from rcmdp_jax.constraints import lagrangian
+from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
 from rcmdp_jax.rollout import collect_episode
 
@@ -42,7 +42,7 @@ class MCPMD(Learner):
 
     def signal(self, data, params, lam_tilde, hp):
         """2. The episode's returns-to-go of the Lagrangian reward ``[T]``."""
-        lagr_reward = lagrangian(data.reward, data.costs, lam_tilde) * data.alive
+        lagr_reward = lagrangian_reward(data.reward, data.costs, lam_tilde) * data.alive
         return discounted_returns(lagr_reward, jnp.zeros_like(data.alive), hp.gamma)
 
     def update(self, key, state, data, signal, hp, schedule):
