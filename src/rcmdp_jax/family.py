@@ -2,7 +2,7 @@
 
 Algorithms whose configs differ only in the constraint mode, robustness, alpha
 schedule, name and numeric hyperparameters (e.g. MDPO, MDPO-Lag, MDPO-Augmented-Lag, MDPO-Robust,
-MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program (``train.Step``: the
+MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program (``step.Step``: the
 mode, the robust flag and the schedule are traced arrays there). A family stacks
 its members' arrays and hyperparameters, and ``jax.vmap`` runs members x seeds
 together: 14 algorithms become 3 compiles, and one wide batch runs faster than
@@ -72,7 +72,7 @@ class Family(Program):
 
 def make_family(configs: list[Config], skip_idle_lanes: bool = True) -> Family:
     """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key).
-    ``skip_idle_lanes``: see ``train.Step``."""
+    ``skip_idle_lanes``: see ``step.Step``."""
     configs = tuple(c.validate() for c in configs)
     if not configs:
         raise ValueError("make_family needs at least one config")

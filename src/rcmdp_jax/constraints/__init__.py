@@ -7,7 +7,7 @@ here by name:
 * ``augmented``: ``lam~ = lam + eta_lam * C^``, the augmented step.
 
 A rule is chosen per lane of a family program: its code (``code``, the position in the
-registry) is a traced array (``train.Variant.constraint``) and ``switch`` runs the lane's
+registry) is a traced array (``step.Variant.constraint``) and ``switch`` runs the lane's
 rule, its branches taken from the registry. ``register`` adds a rule (a plug-in); the
 ``Config.constraint`` choices are the registry's names.
 """
@@ -35,6 +35,13 @@ def register(rule: Rule) -> Rule:
         raise ValueError(f"constraint rule {rule.name!r} is registered already")
     _RULES[rule.name] = rule
     return rule
+
+
+def unregister(name: str) -> None:
+    """Remove plug-in rule ``name`` (the built-in rules stay)."""
+    if name in CONSTRAINT_NAMES:
+        raise ValueError(f"constraint rule {name!r} is built in")
+    _RULES.pop(name, None)
 
 
 def names() -> tuple[str, ...]:
@@ -69,4 +76,4 @@ def has_dual(which: jax.Array) -> jax.Array:
 
 
 __all__ = ["CONSTRAINT_NAMES", "DualState", "Rule", "ascent", "code", "get", "has_dual", "init_dual", "lagrangian_reward",
-           "names", "register", "switch"]  # fmt: skip
+           "names", "register", "switch", "unregister"]  # fmt: skip

@@ -32,6 +32,13 @@ def register(name: str, cls: type[Learner]) -> type[Learner]:
     return cls
 
 
+def unregister(name: str) -> None:
+    """Remove plug-in learner ``name`` (the built-in learners stay)."""
+    if name in LEARNER_NAMES:
+        raise ValueError(f"learner {name!r} is built in")
+    _LEARNERS.pop(name, None)
+
+
 def names() -> tuple[str, ...]:
     """Every registered learner's name."""
     return tuple(_LEARNERS)
@@ -55,4 +62,4 @@ def make_learner(cfg, env, actor, critic) -> Learner:
 
 
 __all__ = ["LEARNER_NAMES", "MCPMD", "MDPO", "PPO", "Batch", "BatchLearner", "Learner", "PolicyTerms", "episodic", "get",
-           "make_learner", "make_optimizer", "names", "register"]  # fmt: skip
+           "make_learner", "make_optimizer", "names", "register", "unregister"]  # fmt: skip

@@ -1,6 +1,6 @@
 """The ``Learner`` protocol (docs/method.md §2b) and the optimizer every learner builds.
 
-A learner owns the first three phases of an iteration (``train.Step.iteration``):
+A learner owns the first three phases of an iteration (``step.Step.iteration``):
 ``collect`` (the iteration's experience under the current kernels), ``signal`` (the
 Lagrangian learning signal) and ``update`` (the policy and critic step), and builds its
 optimizer. One file per learner, registered by name in ``rcmdp_jax.learners``.
