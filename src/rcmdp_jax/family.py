@@ -62,8 +62,9 @@ class Family(Program):
         if not isinstance(member, jax.core.Tracer):  # concrete indices are checked here
             idx = np.asarray(member)
             if member is None or (idx.size and (idx.min() < 0 or idx.max() >= len(self.configs))):
+                got = None if member is None else idx.tolist()
                 raise ValueError(f"member must index the family's {len(self.configs)} config(s) (0 .. "
-                                 f"{len(self.configs) - 1}), got {None if member is None else idx.tolist()}")  # fmt: skip
+                                 f"{len(self.configs) - 1}), got {got}")  # fmt: skip
         # traced (under vmap): an index outside the family would be clamped to a member; NaN
         # hyperparameters instead flag its lane (``valid_input`` 0, left out as diverged)
         hp = jax.tree.map(lambda x: jnp.take(x, member, axis=0, mode="fill", fill_value=jnp.nan), self.hparams)

@@ -204,7 +204,7 @@ class Step:
     def iteration(self, state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
         rng, k_learn, k_ltma, k_dual, k_eval = jax.random.split(state.rng, 5)
         k_roll, k_upd = self.learner.learn_keys(k_learn)
-        lam_tilde = constraints.switch(variant.constraint, lambda r, d: r.multiplier(d, hp), state.dual)
+        lam_tilde = constraints.multiplier(variant.constraint, state.dual, hp)
 
         fresh = self.fresh_kernels(jax.random.fold_in(k_roll, 1), state, variant.adversary) if self.per_env else None
         data, state, metrics = self.learner.collect(k_roll, state, hp, self.per_env, fresh)

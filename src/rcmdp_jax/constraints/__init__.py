@@ -68,6 +68,11 @@ def switch(which: jax.Array, fn, *args):
     return jax.lax.switch(which, [functools.partial(fn, r) for r in _RULES.values()], *args)
 
 
+def multiplier(which: jax.Array, dual: DualState, hp) -> jax.Array:
+    """``lam~`` of the rule whose code is ``which`` (may be traced)."""
+    return switch(which, lambda rule, d: rule.multiplier(d, hp), dual)
+
+
 def has_dual(which: jax.Array) -> jax.Array:
     """Whether the rule of code ``which`` (may be traced) runs a dual phase."""
     import jax.numpy as jnp
@@ -75,5 +80,7 @@ def has_dual(which: jax.Array) -> jax.Array:
     return jnp.asarray([r.dual for r in _RULES.values()])[which]
 
 
-__all__ = ["CONSTRAINT_NAMES", "DualState", "Rule", "ascent", "code", "get", "has_dual", "init_dual", "lagrangian_reward",
-           "names", "register", "switch", "unregister"]  # fmt: skip
+__all__ = [
+    "CONSTRAINT_NAMES", "DualState", "Rule", "ascent", "code", "get", "has_dual", "init_dual", "lagrangian_reward",
+    "multiplier", "names", "register", "switch", "unregister",
+]  # fmt: skip

@@ -61,5 +61,7 @@ def make_learner(cfg, env, actor, critic) -> Learner:
     return get(cfg.learner)(actor, critic, cfg, env)
 
 
-__all__ = ["LEARNER_NAMES", "MCPMD", "MDPO", "PPO", "Batch", "BatchLearner", "Learner", "PolicyTerms", "episodic", "get",
-           "make_learner", "make_optimizer", "names", "register", "unregister"]  # fmt: skip
+__all__ = [
+    "LEARNER_NAMES", "MCPMD", "MDPO", "PPO", "Batch", "BatchLearner", "Learner", "PolicyTerms", "episodic", "get",
+    "make_learner", "make_optimizer", "names", "register", "unregister",
+]  # fmt: skip
