@@ -1,9 +1,9 @@
 """Algorithm families: several algorithms of the grid in one compiled, vmapped program.
 
-Algorithms whose configs differ only in the constraint mode, robustness, alpha
+Algorithms whose configs differ only in the constraint rule, robustness, alpha
 schedule, name and numeric hyperparameters (e.g. MDPO, MDPO-Lag, MDPO-Augmented-Lag, MDPO-Robust,
 MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program (``step.Step``: the
-mode, the robust flag and the schedule are traced arrays there). A family stacks
+rule, the robust flag and the schedule are traced arrays there). A family stacks
 its members' arrays and hyperparameters, and ``jax.vmap`` runs members x seeds
 together: 14 algorithms become 3 compiles, and one wide batch runs faster than
 several narrow ones.
@@ -28,7 +28,7 @@ from rcmdp_jax.train import Program, Step, Variant, resolve_hparams
 
 
 def family_key(cfg: Config) -> Config:
-    """The part of ``cfg`` a family shares: everything but name, constraint mode,
+    """The part of ``cfg`` a family shares: everything but name, constraint rule,
     robustness and robust method, the alpha schedule and the numeric hyperparameters."""
     return dataclasses.replace(
         cfg, name="", constraint="none", robust=False, adversary="ltma", alpha_schedule="fixed", alpha_tick="epoch",

@@ -70,7 +70,7 @@ def build_networks(cfg: Config, env) -> tuple[Actor, Critic]:
 
 
 class Step:
-    """The train step of one program shape (a config; its name, constraint mode,
+    """The train step of one program shape (a config; its name, constraint rule,
     robust method, schedule and hyperparameters are not read here: they come as
     ``hp`` and ``variant``). Each phase of docs/method.md §2a is one method.
     ``methods``: the robust methods the program holds (``adversary.family_methods``; one
