@@ -76,8 +76,8 @@ class Program:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Trainer(Program):
-    """One algorithm's training run: ``trainer(rng, hparams=None, env_params=None)``, its lane
-    the hyperparameters (None: the config's). Vmap ``rng`` for seeds, ``hparams`` (array
+    """One algorithm's training run: ``trainer(rng, hparams, env_params)`` (both optional), its
+    lane the hyperparameters (None: the config's). Vmap ``rng`` for seeds, ``hparams`` (array
     leaves) for a sweep, ``env_params`` for a batch of kernels; ``config`` and ``env`` are
     the validated config and its environment."""
 
@@ -90,8 +90,8 @@ class Trainer(Program):
 
 
 def make_train(config: Config) -> Trainer:
-    """Validate ``config`` and return its ``Trainer``: ``train(rng, hparams=None,
-    env_params=None) -> TrainResult``.
+    """Validate ``config`` and return its ``Trainer``: ``train(rng, hparams, env_params) ->
+    TrainResult`` (both optional).
 
     ``train`` is pure: ``jax.jit(jax.vmap(train))(jax.random.split(key, n))`` trains
     ``n`` seeds in one compiled call; vmapping ``hparams`` sweeps hyperparameters
