@@ -32,7 +32,7 @@ def main(argv=None) -> int:
 
     import jax
 
-    from rcmdp_jax import cpu_prng, lagrange
+    from rcmdp_jax import constraints, cpu_prng
     from rcmdp_jax.family import make_family
     from rcmdp_jax.presets import ALGORITHMS, preset
 
@@ -48,8 +48,8 @@ def main(argv=None) -> int:
 
     def lane(fn):
         def per_lane(s, m):
-            hp, variant = fam.member(m)
-            lam_tilde = lagrange.effective_multiplier(variant.constraint, s.dual, hp.eta_lam)
+            hp, variant = fam.inputs(m)
+            lam_tilde = constraints.multiplier(variant.constraint, s.dual, hp)
             return fn(s, hp, variant, lam_tilde)
 
         return jax.jit(jax.vmap(per_lane))
@@ -91,10 +91,10 @@ def main(argv=None) -> int:
 
 
 def _update(step, fam, key, s, m, data):
-    hp, variant = fam.member(m)
-    from rcmdp_jax import lagrange
+    hp, variant = fam.inputs(m)
+    from rcmdp_jax import constraints
 
-    lam_tilde = lagrange.effective_multiplier(variant.constraint, s.dual, hp.eta_lam)
+    lam_tilde = constraints.multiplier(variant.constraint, s.dual, hp)
     signal = step.signal(data, s.params, lam_tilde, hp)
     return step.update(key, s, data, signal, hp, variant.schedule)[2]
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rcmdp_jax import lagrange, make_train, preset
+from rcmdp_jax import constraints, dual_batch, make_train, preset
 from rcmdp_jax.family import group
 from rcmdp_jax.presets import split_variant
 
@@ -19,7 +19,7 @@ def test_minibatch_means_shuffle_every_epoch_into_a_partition():
     of distinct powers of two, so the steps of every minibatch can be read back."""
     n, b, epochs = 10, 4, 3
     values = (2.0 ** np.arange(n))[:, None].astype(np.float32)
-    means = np.asarray(lagrange.minibatch_means(KEY, jnp.asarray(values), epochs, b))
+    means = np.asarray(dual_batch.minibatch_means(KEY, jnp.asarray(values), epochs, b))
     assert means.shape == (epochs * 3, 1)
     sizes = [4, 4, 2]
     orders = []
@@ -37,14 +37,14 @@ def test_minibatch_means_shuffle_every_epoch_into_a_partition():
 
 def test_ascent_over_minibatch_estimates_by_hand():
     hp = preset("inventory", "MDPO-Lag").hparams.replace(eta_lam=0.5, lam_clip=3.0)
-    dual = lagrange.DualState(lam=jnp.array([1.0]), c_hat=jnp.zeros(1))
+    dual = constraints.DualState(lam=jnp.array([1.0]), c_hat=jnp.zeros(1))
     est = np.array([[2.0], [-1.0], [3.0], [-8.0], [1.0], [1.0]], np.float32)
     for mode in ("lagrangian", "augmented"):
         for n in (6, 4):  # steps past n are skipped; n may be traced
             lam = 1.0
             for c in est[:n, 0]:
                 lam = np.clip(lam + 0.5 * c, 0, 3.0) if mode == "lagrangian" else max(-0.5 * c, lam + 0.5 * c)
-            run = jax.jit(lambda k, m=mode: lagrange.dual_step(m, dual, jnp.array([0.7]), hp, k, jnp.asarray(est)))
+            run = jax.jit(lambda k, m=mode: constraints.get(m).update(dual, jnp.array([0.7]), hp, k, jnp.asarray(est)))
             out = run(n)
             np.testing.assert_allclose(out.lam, [lam], rtol=1e-6)
             np.testing.assert_allclose(out.c_hat, [0.7])  # the batch estimate is what is stored
@@ -72,10 +72,10 @@ def test_batch_readings_match_numpy():
     v, v_next = (rng.normal(size=(T, B, m)).astype(np.float32) for _ in range(2))
     want = _numpy_readings(costs, term, done, v, v_next, 0.9, 0.8)
     for name, ref in want.items():
-        got = lagrange.batch_readings(name, *map(jnp.asarray, (costs, term, done, v, v_next)), 0.9, 0.8)
+        got = dual_batch.batch_readings(name, *map(jnp.asarray, (costs, term, done, v, v_next)), 0.9, 0.8)
         np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5, err_msg=name)
     with pytest.raises(ValueError, match="start_value"):
-        lagrange.batch_readings("start_value", costs, term, done)
+        dual_batch.batch_readings("start_value", costs, term, done)
 
 
 @pytest.mark.parametrize("estimator", ["step_cost", "cost_to_go", "gae"])

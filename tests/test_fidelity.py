@@ -10,7 +10,7 @@ import numpy as np
 import optax
 import pytest
 
-from rcmdp_jax import envs, lagrange, make_train, preset
+from rcmdp_jax import constraints, envs, make_train, preset
 from rcmdp_jax.learners import make_optimizer
 from rcmdp_jax.losses import normalise_episode, reinforce_loss
 from rcmdp_jax.rollout import collect_episode
@@ -29,27 +29,27 @@ def _iterate(step, lam, n):
 # ----------------------------------------------------------------- dual phase
 def test_dual_step_rules_by_hand():
     hp = preset("inventory", "MDPO-Lag").hparams.replace(eta_lam=0.01, lam_clip=6.0)
-    dual = lagrange.DualState(lam=jnp.array([5.0]), c_hat=jnp.zeros(1))
+    dual = constraints.DualState(lam=jnp.array([5.0]), c_hat=jnp.zeros(1))
     # lagrangian: 65 steps of +0.01 * 2 from 5 -> 6.3, clipped at 6 on the way
-    out = lagrange.dual_step("lagrangian", dual, jnp.array([2.0]), hp, 65)
+    out = constraints.get("lagrangian").update(dual, jnp.array([2.0]), hp, 65)
     np.testing.assert_allclose(out.lam, [6.0], rtol=1e-5)
-    out = lagrange.dual_step("lagrangian", dual, jnp.array([-1.0]), hp.replace(lam_clip=50.0), 65)
+    out = constraints.get("lagrangian").update(dual, jnp.array([-1.0]), hp.replace(lam_clip=50.0), 65)
     np.testing.assert_allclose(out.lam, [5.0 - 0.65], rtol=1e-5)
-    out = lagrange.dual_step("lagrangian", dual, jnp.array([-100.0]), hp, 65)
+    out = constraints.get("lagrangian").update(dual, jnp.array([-100.0]), hp, 65)
     np.testing.assert_allclose(out.lam, [0.0])
     # augmented, no clip: 5 + 65 * 0.01 * 2 = 6.3; with C = -1: 5 - 0.01 k stops at
     # -eta C = 0.01 once lam + eta C would fall below it -> 4.35 after 65 steps
-    out = lagrange.dual_step("augmented", dual, jnp.array([2.0]), hp, 65)
+    out = constraints.get("augmented").update(dual, jnp.array([2.0]), hp, 65)
     np.testing.assert_allclose(out.lam, [6.3], rtol=1e-5)
-    out = lagrange.dual_step("augmented", dual, jnp.array([-1.0]), hp, 65)
+    out = constraints.get("augmented").update(dual, jnp.array([-1.0]), hp, 65)
     np.testing.assert_allclose(out.lam, [4.35], rtol=1e-5)
-    out = lagrange.dual_step("augmented", dual, jnp.array([-10.0]), hp, 65)  # 5 - 0.1 k -> floor 0.1
+    out = constraints.get("augmented").update(dual, jnp.array([-10.0]), hp, 65)  # 5 - 0.1 k -> floor 0.1
     np.testing.assert_allclose(out.lam, [0.1], rtol=1e-5)
     np.testing.assert_allclose(out.c_hat, [-10.0])
-    out = lagrange.dual_step("none", dual, jnp.array([2.0]), hp, 65)
+    out = constraints.get("none").update(dual, jnp.array([2.0]), hp, 65)
     np.testing.assert_allclose(out.lam, [5.0])
     # a traced step count (PPO's KL-tied count) gives the same as a static one
-    traced = jax.jit(lambda n: lagrange.dual_step("augmented", dual, jnp.array([-1.0]), hp, n).lam)(65)
+    traced = jax.jit(lambda n: constraints.get("augmented").update(dual, jnp.array([-1.0]), hp, n).lam)(65)
     np.testing.assert_allclose(traced, [4.35], rtol=1e-5)
 
 

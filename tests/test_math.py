@@ -4,9 +4,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rcmdp_jax import lagrange, schedules
+from rcmdp_jax import constraints, schedules
 from rcmdp_jax.advantages import discounted_returns, gae
 from rcmdp_jax.config import HParams
+from rcmdp_jax.constraints.augmented import augmented_step
+from rcmdp_jax.constraints.lagrangian import lagrangian_step
 from rcmdp_jax.losses import mdpo_loss, ppo_loss, reference_kl
 
 
@@ -15,11 +17,11 @@ def test_lagrangian_dual_step_sequence():
     lam = jnp.array([5.0])
     seq = []
     for c in (50.0, -6000.0, 500.0):
-        lam = lagrange.lagrangian_step(lam, jnp.array([c]), 1e-3, 50.0)
+        lam = lagrangian_step(lam, jnp.array([c]), 1e-3, 50.0)
         seq.append(float(lam[0]))
     # 5 + 0.05 = 5.05; 5.05 - 6 -> clipped to 0; 0 + 0.5 = 0.5
     np.testing.assert_allclose(seq, [5.05, 0.0, 0.5], atol=1e-6)
-    top = lagrange.lagrangian_step(jnp.array([49.9]), jnp.array([500.0]), 1e-3, 50.0)
+    top = lagrangian_step(jnp.array([49.9]), jnp.array([500.0]), 1e-3, 50.0)
     assert float(top[0]) == pytest.approx(50.0)
 
 
@@ -28,21 +30,21 @@ def test_augmented_dual_update_sequence():
     lam = jnp.array([1.0])
     seq = []
     for c in (2.0, -20.0, -5.0, 600.0):
-        lam = lagrange.augmented_step(lam, jnp.array([c]), 0.1)
+        lam = augmented_step(lam, jnp.array([c]), 0.1)
         seq.append(float(lam[0]))
     # max(-0.2, 1.2) = 1.2; max(2, -0.8) = 2; max(0.5, 1.5) = 1.5; max(-60, 61.5) = 61.5
     np.testing.assert_allclose(seq, [1.2, 2.0, 1.5, 61.5], rtol=1e-6)
 
 
 def test_effective_multiplier_and_dual_step():
-    dual = lagrange.DualState(lam=jnp.array([2.0, 3.0]), c_hat=jnp.array([10.0, -4.0]))
-    np.testing.assert_allclose(lagrange.effective_multiplier("none", dual, 0.5), [0.0, 0.0])
-    np.testing.assert_allclose(lagrange.effective_multiplier("lagrangian", dual, 0.5), [2.0, 3.0])
-    np.testing.assert_allclose(lagrange.effective_multiplier("augmented", dual, 0.5), [7.0, 1.0])
+    dual = constraints.DualState(lam=jnp.array([2.0, 3.0]), c_hat=jnp.array([10.0, -4.0]))
+    np.testing.assert_allclose(constraints.get("none").multiplier(dual, HParams(eta_lam=0.5)), [0.0, 0.0])
+    np.testing.assert_allclose(constraints.get("lagrangian").multiplier(dual, HParams(eta_lam=0.5)), [2.0, 3.0])
+    np.testing.assert_allclose(constraints.get("augmented").multiplier(dual, HParams(eta_lam=0.5)), [7.0, 1.0])
     hp = HParams(eta_lam=0.5, lam_clip=6.0)
-    out = lagrange.dual_step("lagrangian", dual, jnp.array([1.0, -1.0]), hp, 2)
+    out = constraints.get("lagrangian").update(dual, jnp.array([1.0, -1.0]), hp, 2)
     np.testing.assert_allclose(out.lam, [3.0, 2.0])  # two steps of +-0.5
-    out = lagrange.dual_step("lagrangian", dual, jnp.array([1.0, -1.0]), hp, 10)
+    out = constraints.get("lagrangian").update(dual, jnp.array([1.0, -1.0]), hp, 10)
     np.testing.assert_allclose(out.lam, [6.0, 0.0])  # clipped at lam_clip and at 0 on the way
     np.testing.assert_allclose(out.c_hat, [1.0, -1.0])
 
@@ -53,7 +55,7 @@ def _alphas(kind, ticks, total, alpha0=2.0, decay=0.9, restart_at=None):
     for k in range(ticks):
         if restart_at is not None and k == restart_at:
             st = schedules.maybe_restart(st, jnp.bool_(True))
-        out.append(float(schedules.alpha_value(kind, st, alpha0, decay, total)))
+        out.append(float(schedules.alpha_value(schedules.code(kind), st, alpha0, decay, total)))
         st = schedules.advance(st)
     return out
 

@@ -1,4 +1,6 @@
-"""Advantage estimators: GAE (bootstrapping through truncation) and Monte-Carlo returns."""
+"""Advantage estimators and discounted sums, each written once: GAE (bootstrapping through
+truncation), Monte-Carlo returns, the discount factors ``gamma^t`` and the running discounted
+sum of a fresh episode."""
 
 from __future__ import annotations
 
@@ -50,6 +52,25 @@ def discounted_returns(rewards: jax.Array, done: jax.Array, gamma: jax.Array) ->
 
     _, out = jax.lax.scan(body, jnp.zeros_like(rewards[0]), (rewards, not_done), reverse=True)
     return out
+
+
+def episode_returns_to_go(rewards: jax.Array, gamma: jax.Array) -> jax.Array:
+    """Returns-to-go of each of a batch of whole episodes, ``[E, H, ...]`` -> ``[E, H, ...]``
+    (no episode boundary inside an episode, no bootstrap past its end)."""
+    return jax.vmap(lambda r: discounted_returns(r, jnp.zeros(r.shape[:1]), gamma))(rewards)
+
+
+def discounts(horizon: int, gamma: jax.Array) -> jax.Array:
+    """``gamma^t`` for ``t = 0 .. horizon - 1``, ``[horizon]``."""
+    return gamma ** jnp.arange(horizon, dtype=jnp.float32)
+
+
+def discounted_fold(acc: tuple[jax.Array, jax.Array], x: jax.Array, alive: jax.Array, gamma: jax.Array):
+    """One step of a fresh episode's discounted sum, kept in a scan's carry: ``acc = (gamma^t,
+    sum so far)`` -> ``(gamma^(t+1), sum + alive_t gamma^t x_t)`` (``alive`` masks the steps
+    after termination); start from ``(1, 0)``."""
+    disc, total = acc
+    return disc * gamma, total + alive * disc * x
 
 
 def normalise(x: jax.Array, eps: float = 1e-8) -> jax.Array:

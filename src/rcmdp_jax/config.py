@@ -13,17 +13,22 @@ import dataclasses
 import math
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from rcmdp_jax import constraints, learners, schedules
 from rcmdp_jax.adversary import ADVERSARY_NAMES
+from rcmdp_jax.constraints import CONSTRAINT_NAMES
+from rcmdp_jax.dual_batch import DUAL_ESTIMATORS
 from rcmdp_jax.envs import ENV_NAMES, check_name  # noqa: F401  (ENV_NAMES: re-exported)
 from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.hparams import HParams, hparams_ok, validate_hparams  # noqa: F401  (re-exported)
-from rcmdp_jax.lagrange import DUAL_ESTIMATORS
+from rcmdp_jax.learners import LEARNER_NAMES
+from rcmdp_jax.schedules import SCHEDULE_NAMES, TICKS
 
-# The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples.
-Learner = Literal["ppo", "mdpo", "mcpmd"]
-Constraint = Literal["none", "lagrangian", "augmented"]
-AlphaSchedule = Literal["fixed", "linear", "restart", "geometric"]
-AlphaTick = Literal["epoch", "batch"]
+# The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples;
+# the learners, constraint rules, alpha schedules and robust methods are their registries'.
+Learner = Literal[LEARNER_NAMES]
+Constraint = Literal[CONSTRAINT_NAMES]
+AlphaSchedule = Literal[SCHEDULE_NAMES]
+AlphaTick = Literal[TICKS]
 KlEstimator = Literal["reference", "exact"]
 LtmaEstimator = Literal["score", "pathwise"]
 # the robust training methods of a robust algorithm (``rcmdp_jax.adversary``, one file each)
@@ -32,11 +37,10 @@ KlCheck = Literal["sb3", "dropout_off"]
 Init = Literal["orthogonal", "torch", "lecun"]
 Optimizer = Literal["adam", "sgd"]
 DropoutRng = Literal["hash", "threefry"]
-DualEstimator = Literal["start_value", "step_cost", "cost_to_go", "gae"]  # rcmdp_jax.lagrange's readings of C^
+DualEstimator = Literal[DUAL_ESTIMATORS]  # rcmdp_jax.dual_batch's readings of C^
 LEARNERS, CONSTRAINTS, ALPHA_SCHEDULES, ALPHA_TICKS = map(get_args, (Learner, Constraint, AlphaSchedule, AlphaTick))
 KL_ESTIMATORS, LTMA_ESTIMATORS, KL_CHECKS, INITS = map(get_args, (KlEstimator, LtmaEstimator, KlCheck, Init))
 OPTIMIZERS, DROPOUT_RNGS = get_args(Optimizer), get_args(DropoutRng)
-assert get_args(DualEstimator) == DUAL_ESTIMATORS
 BUDGETS = ("short", "long")
 INT32_MAX = 2**31 - 1
 
@@ -86,7 +90,7 @@ class Config:
     dual_epochs_from_policy: bool = False  # PPO on CartPole: dual epochs = policy epochs run before the KL stop
     # what each ascent step reads as C^: a shuffled minibatch's mean discounted cost-to-go
     # of the multiplier batch (default; why: docs/sensitivity.md), per-step cost, GAE cost
-    # return, or the start state's value from fresh episodes (``rcmdp_jax.lagrange.DUAL_ESTIMATORS``)
+    # return, or the start state's value from fresh episodes (``rcmdp_jax.dual_batch.DUAL_ESTIMATORS``)
     dual_estimator: DualEstimator = "cost_to_go"
     dual_dropout: bool = False  # collect the dual phase's episodes with dropout on (always on with act_dropout)
     ltma_iterations: int = 160
@@ -128,8 +132,8 @@ class Config:
 
     @property
     def episodic(self) -> bool:
-        """MCPMD's batch: one whole episode of one environment per iteration (docs/method.md §2b)."""
-        return self.learner == "mcpmd"
+        """An iteration is one whole episode of one environment (MCPMD, docs/method.md §2b)."""
+        return learners.episodic(self.learner)
 
     @property
     def constrained(self) -> bool:
@@ -156,7 +160,7 @@ class Config:
         """Raise ``ValueError`` naming the field and what is allowed; return self."""
         _check_env(self.env)
         for field, allowed in CHOICES.items():
-            _choice(field, getattr(self, field), allowed)
+            _choice(field, getattr(self, field), REGISTERED[field]() if field in REGISTERED else allowed)
         for f in ("robust", "act_dropout", "dual_epochs_from_policy", "normalize_advantages", "dual_dropout"):
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
@@ -186,9 +190,10 @@ class Config:
             raise ValueError(f"dual_estimator={self.dual_estimator!r} reads a multiplier batch of n_dual_episodes envs "
                              f"x dual_batch/n_dual_episodes steps: n_dual_episodes={self.n_dual_episodes} must divide "
                              f"dual_batch={self.dual_batch}")  # fmt: skip
-        if self.dual_estimator == "gae" and self.learner == "mcpmd":
-            raise ValueError("dual_estimator='gae' reads the critic's cost heads, which MCPMD does not train; choose "
-                             "one of: start_value, step_cost, cost_to_go")  # fmt: skip
+        learner = learners.get(self.learner)
+        if self.dual_estimator == "gae" and not learner.trains_critic:
+            raise ValueError(f"dual_estimator='gae' reads the critic's cost heads, which {learner.__name__} does not "
+                             "train; choose one of: start_value, step_cost, cost_to_go")  # fmt: skip
         if self.batch_size % self.minibatch_size:
             raise ValueError(
                 f"minibatch_size={self.minibatch_size} must divide the batch n_envs*n_steps={self.batch_size}"
@@ -232,6 +237,10 @@ def _say_rounding(cfg: Config) -> None:
 CHOICES: dict[str, tuple[str, ...]] = {
     name: get_args(t) for name, t in get_type_hints(Config).items() if get_origin(t) is Literal
 }
+
+
+# The choices that registries hold (plug-ins included): read when a config is checked.
+REGISTERED = {"learner": learners.names, "constraint": constraints.names, "alpha_schedule": schedules.names}
 
 
 def _plain(value: Any) -> Any:

@@ -1,9 +1,9 @@
 """Algorithm families: several algorithms of the grid in one compiled, vmapped program.
 
-Algorithms whose configs differ only in the constraint mode, robustness, alpha
+Algorithms whose configs differ only in the constraint rule, robustness, alpha
 schedule, name and numeric hyperparameters (e.g. MDPO, MDPO-Lag, MDPO-Augmented-Lag, MDPO-Robust,
-MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program (``train.Step``: the
-mode, the robust flag and the schedule are traced arrays there). A family stacks
+MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program (``step.Step``: the
+rule, the robust flag and the schedule are traced arrays there). A family stacks
 its members' arrays and hyperparameters, and ``jax.vmap`` runs members x seeds
 together: 14 algorithms become 3 compiles, and one wide batch runs faster than
 several narrow ones.
@@ -24,11 +24,11 @@ import numpy as np
 
 from rcmdp_jax import adversary
 from rcmdp_jax.config import Config, HParams
-from rcmdp_jax.train import Step, TrainResult, TrainState, Variant, resolve_hparams
+from rcmdp_jax.train import Program, Step, Variant, resolve_hparams
 
 
 def family_key(cfg: Config) -> Config:
-    """The part of ``cfg`` a family shares: everything but name, constraint mode,
+    """The part of ``cfg`` a family shares: everything but name, constraint rule,
     robustness and robust method, the alpha schedule and the numeric hyperparameters."""
     return dataclasses.replace(
         cfg, name="", constraint="none", robust=False, adversary="ltma", alpha_schedule="fixed", alpha_tick="epoch",
@@ -45,11 +45,11 @@ def group(configs: dict[str, Config]) -> list[list[str]]:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Family:
+class Family(Program):
     """Several algorithms in one program: ``family(rng, member)`` trains member
     ``member`` (an index into ``configs``; vmap ``rng`` and ``member`` together).
     ``init(rng, member)`` and ``run(state, member, start, n)`` split it for chunked
-    runs, as ``Trainer.init`` / ``Trainer.run`` do for one algorithm."""
+    runs, as for one algorithm (``train.Program``)."""
 
     configs: tuple[Config, ...]
     env: Any
@@ -57,33 +57,23 @@ class Family:
     hparams: HParams  # every member's, stacked
     variants: Variant  # every member's, stacked
 
-    def member(self, member) -> tuple[HParams, Variant]:
+    def inputs(self, member) -> tuple[HParams, Variant]:
+        """Member ``member``'s hyperparameters and ``Variant``."""
         if not isinstance(member, jax.core.Tracer):  # concrete indices are checked here
             idx = np.asarray(member)
-            if idx.size and (idx.min() < 0 or idx.max() >= len(self.configs)):
+            if member is None or (idx.size and (idx.min() < 0 or idx.max() >= len(self.configs))):
+                got = None if member is None else idx.tolist()
                 raise ValueError(f"member must index the family's {len(self.configs)} config(s) (0 .. "
-                                 f"{len(self.configs) - 1}), got {idx.tolist()}")  # fmt: skip
+                                 f"{len(self.configs) - 1}), got {got}")  # fmt: skip
         # traced (under vmap): an index outside the family would be clamped to a member; NaN
         # hyperparameters instead flag its lane (``valid_input`` 0, left out as diverged)
         hp = jax.tree.map(lambda x: jnp.take(x, member, axis=0, mode="fill", fill_value=jnp.nan), self.hparams)
         return hp, jax.tree.map(lambda x: x[member], self.variants)
 
-    def init(self, rng: jax.Array, member) -> TrainState:
-        hp, variant = self.member(member)
-        return self.step.init(rng, hp, self.step.default_env_params, variant)
-
-    def run(self, state: TrainState, member, start=0, n: int | None = None):
-        n = self.configs[0].num_iterations if n is None else n
-        return self.step.run(state, *self.member(member), start, n)
-
-    def __call__(self, rng: jax.Array, member) -> TrainResult:
-        state, metrics = self.run(self.init(rng, member), member)
-        return TrainResult(state=state, metrics=metrics)
-
 
 def make_family(configs: list[Config], skip_idle_lanes: bool = True) -> Family:
     """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key).
-    ``skip_idle_lanes``: see ``train.Step``."""
+    ``skip_idle_lanes``: see ``step.Step``."""
     configs = tuple(c.validate() for c in configs)
     if not configs:
         raise ValueError("make_family needs at least one config")
@@ -96,7 +86,7 @@ def make_family(configs: list[Config], skip_idle_lanes: bool = True) -> Family:
         )
     methods = adversary.family_methods(configs)
     step = Step(configs[0], skip_idle_lanes, methods)
-    stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)  # noqa: E731
+    stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
     return Family(
         configs=configs,
         env=step.env,

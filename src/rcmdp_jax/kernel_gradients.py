@@ -9,11 +9,21 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rcmdp_jax.advantages import discounts
+
 
 def transition_log_probs(env, env_params, xi, s, a, s_next) -> jax.Array:
     """``log p_xi(s_next | s, a)`` of every step of a batch of episodes, ``[E, H]``."""
     per_step = jax.vmap(env.transition_log_prob, in_axes=(None, None, 0, 0, 0))
     return jax.vmap(per_step, in_axes=(None, None, 0, 0, 0))(xi, env_params, s, a, s_next)
+
+
+def score_weights(to_go: jax.Array, alive: jax.Array, gamma) -> jax.Array:
+    """The score function's per-step weights ``gamma^t G_t alive_t``: ``to_go`` the returns-to-go
+    ``[E, H]`` (or ``[E, H, k]``, ``k`` quantities), ``alive`` ``[E, H]`` masks steps after
+    termination."""
+    disc = discounts(to_go.shape[1], gamma).reshape((-1,) + (1,) * (to_go.ndim - 2))
+    return disc * to_go * alive.reshape(alive.shape + (1,) * (to_go.ndim - 2))
 
 
 def score_surrogate(env, env_params, s, a, s_next, weights: jax.Array):

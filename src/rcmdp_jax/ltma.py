@@ -5,14 +5,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.advantages import discounted_returns
-from rcmdp_jax.kernel_gradients import score_surrogate
+from rcmdp_jax.advantages import discounts, episode_returns_to_go
+from rcmdp_jax.constraints import lagrangian_reward
+from rcmdp_jax.kernel_gradients import score_surrogate, score_weights
 from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
 
 
 def lagrangian_cost(traj: Trajectory, lam_tilde: jax.Array) -> jax.Array:
-    """``cL_t = -r_t + sum_j lam~_j c_j,t`` over ``[..., H]`` (masked after termination)."""
-    return (-traj.reward + traj.costs @ lam_tilde) * traj.alive
+    """``cL_t = -r_t + sum_j lam~_j c_j,t``, the Lagrangian reward negated, over ``[..., H]``
+    (masked after termination)."""
+    return -lagrangian_reward(traj.reward, traj.costs, lam_tilde) * traj.alive
 
 
 def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.Array:
@@ -22,10 +24,8 @@ def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.A
     ``G_t = sum_{l>=t} gamma^(l-t) cL_l``; the gradient is ``jax.grad`` of the
     environment's distrax ``log_prob`` (``kernel_gradients.score_surrogate``).
     """
-    cost = lagrangian_cost(traj, lam_tilde)  # [E, H]
-    horizon = cost.shape[1]
-    g = discounted_returns(cost.T, jnp.zeros((horizon,)), gamma).T  # [E, H]
-    weights = gamma ** jnp.arange(horizon, dtype=jnp.float32) * g * traj.alive
+    g = episode_returns_to_go(lagrangian_cost(traj, lam_tilde), gamma)  # [E, H]
+    weights = score_weights(g, traj.alive, gamma)
     surrogate = score_surrogate(env, env_params, traj.s, traj.action, traj.s_next, weights)
     return jax.grad(surrogate)(env_params.xi)
 
@@ -40,7 +40,7 @@ def pathwise_direction(env, env_params, policy, keys, lam_tilde, gamma, horizon:
     def cost(xi):
         params = env_params.replace(xi=xi)
         traj = jax.vmap(lambda k: sample_episode(k, env, params, policy, horizon))(keys)
-        disc = gamma ** jnp.arange(horizon, dtype=jnp.float32)
+        disc = discounts(horizon, gamma)
         return jnp.mean(jnp.sum(disc * lagrangian_cost(traj, lam_tilde), axis=1)), traj
 
     direction, traj = jax.grad(cost, has_aux=True)(env_params.xi)

@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from rcmdp_jax.advantages import discounted_fold
+
 
 @struct.dataclass
 class Transition:
@@ -204,8 +206,8 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
         if fresh is not None:
             xi = jnp.where(jnp.reshape(done, (-1,) + (1,) * (xi.ndim - 1)), fresh, xi)
         ret = acc.ret + reward
-        disc_ret = acc.disc_ret + acc.discount * reward
-        disc_costs = acc.disc_costs + acc.discount[:, None] * info["costs"]
+        disc_ret = discounted_fold((acc.discount, acc.disc_ret), reward, 1.0, gamma)[1]
+        disc_costs = discounted_fold((acc.discount[:, None], acc.disc_costs), info["costs"], 1.0, gamma)[1]
         finished = done.astype(jnp.float32)
         stats = dict(
             episodes=finished,
@@ -231,6 +233,11 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
     return traj, env_state, obs, acc, stats
 
 
+def reward_and_costs(st: EpisodeStep) -> jax.Array:
+    """A step's reward and constraint-costs, ``[1 + m]``."""
+    return jnp.concatenate([st.reward[None], st.costs])
+
+
 def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Trajectory:
     """One fresh episode (``scan_episode``) stored step by step; leaves ``[H, ...]``."""
     emit = lambda st: Trajectory(st.s, st.action, st.s_next, st.reward, st.costs, st.alive)  # noqa: E731
@@ -243,16 +250,15 @@ def episode_values(key, env, env_params, policy: Callable, gamma, horizon: int):
     one fresh episode (``scan_episode``), summed in the carry."""
 
     def fold(acc, st):
-        disc, v, c, n, hit = acc
-        v = v + st.alive * disc * st.reward
-        c = c + st.alive * disc * st.costs
+        sums, n, hit = acc
+        sums = discounted_fold(sums, reward_and_costs(st), st.alive, gamma)
         hit = jnp.maximum(hit, st.alive * st.saturated.astype(jnp.float32))
-        return disc * gamma, v, c, n + st.alive, hit
+        return sums, n + st.alive, hit
 
     zero = jnp.float32(0.0)
-    init = (jnp.float32(1.0), zero, jnp.zeros((env.num_constraints,)), zero, zero)
-    (_, v, c, n, hit), _ = scan_episode(key, env, env_params, policy, horizon, fold=fold, init=init)
-    return v, c, n, hit
+    init = ((jnp.float32(1.0), jnp.zeros((1 + env.num_constraints,))), zero, zero)
+    ((_, total), n, hit), _ = scan_episode(key, env, env_params, policy, horizon, fold=fold, init=init)
+    return total[0], total[1:], n, hit
 
 
 def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deterministic: bool, dropout: bool = False):

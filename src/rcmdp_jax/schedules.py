@@ -1,19 +1,62 @@
-"""MDPO penalty schedules for ``alpha`` (docs/method.md §2d).
+"""MDPO penalty schedules for ``alpha`` (docs/method.md §2d), in a registry.
 
-The schedule and its tick are integer codes (``SCHEDULE_CODES``, ``TICK_CODES``), so
-they may be traced: algorithm families (and the schedules study) vmap members with
-different schedules in one program. Every candidate is a scalar formula, so computing
-all of them and selecting one costs nothing.
+Each schedule is one formula ``alpha_k(alpha_0, decay, k, K, k')`` registered by name
+(``register``); its code is its position in the registry, and the tick (``TICKS``) is a
+code too, so both may be traced: algorithm families (and the schedules study) vmap
+members with different schedules in one program. Every schedule is a scalar formula, so
+computing all of them and selecting the lane's costs nothing.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-SCHEDULE_CODES = {"fixed": 0, "linear": 1, "restart": 2, "geometric": 3}
-TICK_CODES = {"epoch": 0, "batch": 1}
+
+def _fixed(alpha0, decay, k, big_k, kp):
+    return alpha0
+
+
+def _linear(alpha0, decay, k, big_k, kp):
+    return alpha0 / (1.0 - k / big_k)
+
+
+def _restart(alpha0, decay, k, big_k, kp):
+    return alpha0 / (1.0 - (k - kp) / (big_k - kp))
+
+
+def _geometric(alpha0, decay, k, big_k, kp):
+    return alpha0 * decay**k
+
+
+# name -> formula (``alpha_0``, ``decay``, tick ``k``, total ticks ``K``, last restart ``k'``):
+# fixed ``alpha_0``; linear ``alpha_0 / (1 - k / K)``; restart ``alpha_0 / (1 - (k - k') / (K - k'))``;
+# geometric ``alpha_0 * decay^k`` (i.e. ``alpha_k = alpha_{k-1} * decay``).
+_SCHEDULES: dict[str, Callable] = {"fixed": _fixed, "linear": _linear, "restart": _restart, "geometric": _geometric}
+SCHEDULE_NAMES = tuple(_SCHEDULES)  # the built-in schedules (``config.AlphaSchedule``)
+TICKS = ("epoch", "batch")  # when a schedule ticks (``config.AlphaTick``); its code is its position
+
+
+def register(name: str, formula: Callable) -> None:
+    """Add schedule ``name``: ``formula(alpha0, decay, k, K, k')`` of float32 scalars."""
+    if not name or name in _SCHEDULES:
+        raise ValueError(f"alpha schedule {name!r} is empty or registered already")
+    _SCHEDULES[name] = formula
+
+
+def names() -> tuple[str, ...]:
+    """Every registered schedule's name, in code order."""
+    return tuple(_SCHEDULES)
+
+
+def code(name: str) -> int:
+    """The code of schedule ``name``: its position in the registry."""
+    if name not in _SCHEDULES:
+        raise ValueError(f"alpha_schedule={name!r} is not allowed; choose one of: {', '.join(_SCHEDULES)}")
+    return names().index(name)
 
 
 @struct.dataclass
@@ -24,18 +67,20 @@ class ScheduleState:
 
 @struct.dataclass
 class Schedule:
-    """Which schedule, ticking when: ``SCHEDULE_CODES`` / ``TICK_CODES`` values (may be traced)."""
+    """Which schedule, ticking when: codes (``code``, positions in ``TICKS``; may be traced)."""
 
     kind: jax.Array
     tick: jax.Array
 
     @classmethod
     def of(cls, kind: str, tick: str) -> Schedule:
-        return cls(jnp.int32(SCHEDULE_CODES[kind]), jnp.int32(TICK_CODES[tick]))
+        if tick not in TICKS:
+            raise ValueError(f"alpha_tick={tick!r} is not allowed; choose one of: {', '.join(TICKS)}")
+        return cls(jnp.int32(code(kind)), jnp.int32(TICKS.index(tick)))
 
     def per_epoch(self) -> jax.Array:
         """1 when the schedule ticks after every epoch, else 0 (int32)."""
-        return (self.tick == TICK_CODES["epoch"]).astype(jnp.int32)
+        return (self.tick == TICKS.index("epoch")).astype(jnp.int32)
 
 
 def init_schedule() -> ScheduleState:
@@ -47,29 +92,14 @@ def alpha_ticks_total(schedule: Schedule, num_iterations: int, epochs: int) -> j
     return jnp.where(schedule.per_epoch() == 1, num_iterations * epochs, num_iterations)
 
 
-def alpha_value(kind, state: ScheduleState, alpha0: jax.Array, decay: jax.Array, total_ticks) -> jax.Array:
-    """``alpha_k`` for schedule ``kind`` (a name or a ``SCHEDULE_CODES`` code, may be traced):
-
-    * fixed: ``alpha_0``
-    * linear: ``alpha_0 / (1 - k / K)``
-    * restart: ``alpha_0 / (1 - (k - k') / (K - k'))``
-    * geometric: ``alpha_0 * decay^k`` (i.e. ``alpha_k = alpha_{k-1} * decay``)
-    """
-    if isinstance(kind, str):
-        if kind not in SCHEDULE_CODES:
-            raise ValueError(f"alpha_schedule={kind!r}; choose fixed, linear, restart or geometric")
-        kind = SCHEDULE_CODES[kind]
+def alpha_value(kind: jax.Array, state: ScheduleState, alpha0: jax.Array, decay: jax.Array, total_ticks) -> jax.Array:
+    """``alpha_k`` of the schedule of code ``kind`` (``code``; may be traced): every registered
+    formula at tick ``k = state.tick`` of ``K = total_ticks``, the lane's selected."""
     k = state.tick.astype(jnp.float32)
     big_k = jnp.asarray(total_ticks, jnp.float32)
     kp = state.restart_tick.astype(jnp.float32)
     alpha0 = jnp.asarray(alpha0, jnp.float32)
-    candidates = jnp.stack([
-        alpha0,
-        alpha0 / (1.0 - k / big_k),
-        alpha0 / (1.0 - (k - kp) / (big_k - kp)),
-        alpha0 * decay**k,
-    ])  # fmt: skip
-    return candidates[kind]
+    return jnp.stack([f(alpha0, decay, k, big_k, kp) for f in _SCHEDULES.values()])[kind]
 
 
 def advance(state: ScheduleState, by=1) -> ScheduleState:

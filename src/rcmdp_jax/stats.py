@@ -15,15 +15,16 @@ import numpy as np
 METRICS = ("Return", "R_pen±", "R_pen")
 
 
+def r_pen(V, C, lambda_max: float, xp=np):
+    """``R_pen = V - lmax sum_j max(0, C_j)`` (docs/method.md §4): ``V [...]``, ``C [..., m]``;
+    ``xp`` NumPy or jax.numpy (the worst-case search's objective)."""
+    return V - lambda_max * xp.maximum(C, 0.0).sum(-1)
+
+
 def penalised_returns(V: np.ndarray, C: np.ndarray, lambda_max: float) -> dict[str, np.ndarray]:
-    """Per episode: ``Return = V``, ``R_pen± = V - lmax sum_j C_j``,
-    ``R_pen = V - lmax sum_j max(0, C_j)``."""
+    """Per episode: ``Return = V``, ``R_pen± = V - lmax sum_j C_j``, ``R_pen`` (``r_pen``)."""
     V, C = np.asarray(V, np.float64), np.asarray(C, np.float64)
-    return {
-        "Return": V,
-        "R_pen±": V - lambda_max * C.sum(-1),
-        "R_pen": V - lambda_max * np.maximum(C, 0.0).sum(-1),
-    }
+    return {"Return": V, "R_pen±": V - lambda_max * C.sum(-1), "R_pen": r_pen(V, C, lambda_max)}
 
 
 @dataclass(frozen=True)

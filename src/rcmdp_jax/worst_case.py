@@ -42,9 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax import stats
-from rcmdp_jax.advantages import discounted_returns
-from rcmdp_jax.kernel_gradients import score_surrogate
-from rcmdp_jax.rollout import Policy, scan_episode
+from rcmdp_jax.advantages import discounted_fold, episode_returns_to_go
+from rcmdp_jax.kernel_gradients import score_surrogate, score_weights
+from rcmdp_jax.rollout import Policy, reward_and_costs, scan_episode
 
 ESTIMATORS = ("score", "pathwise")
 
@@ -85,11 +85,10 @@ def episode_quantities(key, env, env_params, policy, gamma, horizon: int, trunca
     and the episode's steps for the score function."""
 
     def fold(acc, st):
-        disc, total = acc
-        return disc * gamma, total + st.alive * disc * jnp.concatenate([st.reward[None], st.costs])
+        return discounted_fold(acc, reward_and_costs(st), st.alive, gamma)
 
     def emit(st):
-        return (st.s, st.action, st.s_next, jnp.concatenate([st.reward[None], st.costs]), st.alive)
+        return (st.s, st.action, st.s_next, reward_and_costs(st), st.alive)
 
     init = (jnp.float32(1.0), jnp.zeros((1 + env.num_constraints,)))
     (_, total), steps = scan_episode(key, env, env_params, policy, horizon, emit=emit, fold=fold, init=init,
@@ -117,12 +116,12 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
         return values, jac
     values, (s, a, s_next, per_step, alive) = run(jax.lax.stop_gradient(xi))
     # reward-to-go of each quantity, gamma^t weights, masked after termination: [E, H, 1 + m]
-    to_go = jax.vmap(lambda r: discounted_returns(r, jnp.zeros(r.shape[:1]), gamma))(per_step * alive[..., None])
+    to_go = episode_returns_to_go(per_step * alive[..., None], gamma)
     # leave-one-out baseline per step: unbiased (it does not depend on the episode's own
     # transitions) and it removes the large common level of the returns-to-go
     n = to_go.shape[0]
     baseline = (to_go.sum(0, keepdims=True) - to_go) / max(n - 1, 1)
-    weights = (gamma ** jnp.arange(horizon, dtype=jnp.float32))[None, :, None] * (to_go - baseline) * alive[..., None]
+    weights = score_weights(to_go - baseline, alive, gamma)
     surrogate = score_surrogate(env, env_params, s, a, s_next, weights)  # xi -> [1 + m]
     # forward mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the
     # cost's at 20,000 episodes (docs/known_issues.md; tests/test_worst_case.py)
@@ -134,9 +133,8 @@ def objective(values: jax.Array, jac: jax.Array, name: str, lambda_max: float):
     if name == "return":
         return values[0], jac[0]
     if name == "r_pen":
-        c = values[1:]
-        violated = (c > 0).astype(jnp.float32)
-        value = values[0] - lambda_max * jnp.sum(jnp.maximum(c, 0.0))
+        violated = (values[1:] > 0).astype(jnp.float32)
+        value = stats.r_pen(values[0], values[1:], lambda_max, jnp)
         grad = jac[0] - lambda_max * jnp.tensordot(violated, jac[1:], axes=1)
         return value, grad
     j = int(name.removeprefix("cost"))

@@ -1,32 +1,23 @@
 """MCPMD / RMCPMD, the reference REINFORCE code (docs/method.md §2b): one whole episode of one
 environment per iteration, acting with dropout, returns-to-go of the Lagrangian reward,
-one optimizer step."""
+one optimizer step. The critic is not trained."""
 
 from __future__ import annotations
-
-import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from rcmdp_jax import losses
-from rcmdp_jax.advantages import discounted_returns
+from rcmdp_jax.advantages import discounted_returns, discounts
+from rcmdp_jax.constraints import lagrangian_reward
+from rcmdp_jax.learners.base import Learner
 from rcmdp_jax.rollout import collect_episode
 
 
-@dataclasses.dataclass(frozen=True)
-class EpisodeLearner:
-    """MCPMD of one configuration: ``actor``, ``critic`` (not trained), ``cfg``, ``env``."""
-
-    actor: Any
-    critic: Any
-    cfg: Any  # rcmdp_jax.Config
-    env: Any
-    optimizer: Callable  # lr -> optax.GradientTransformation
-    budgeted = True  # an iteration is an episode: the train scan has idle slots past the budget
+class MCPMD(Learner):
+    episodic = True
+    trains_critic = False
 
     def learn_keys(self, key):
         """``(rollout key, update key)``: the update replays the episode's own dropout keys."""
@@ -40,7 +31,7 @@ class EpisodeLearner:
         params = state.env_params.replace(xi=state.env_xi[0]) if per_env else state.env_params
         ep = collect_episode(key, env, params, self.actor, state.params["actor"], env.episode_length,
                              self.cfg.act_dropout)  # fmt: skip
-        disc = hp.gamma ** jnp.arange(env.episode_length, dtype=jnp.float32) * ep.alive
+        disc = discounts(env.episode_length, hp.gamma) * ep.alive
         stats = dict(
             episode_return=jnp.sum(ep.reward * ep.alive),
             episode_disc_return=jnp.sum(ep.reward * disc),
@@ -51,7 +42,7 @@ class EpisodeLearner:
 
     def signal(self, data, params, lam_tilde, hp):
         """2. The episode's returns-to-go of the Lagrangian reward ``[T]``."""
-        lagr_reward = (data.reward - data.costs @ lam_tilde) * data.alive
+        lagr_reward = lagrangian_reward(data.reward, data.costs, lam_tilde) * data.alive
         return discounted_returns(lagr_reward, jnp.zeros_like(data.alive), hp.gamma)
 
     def update(self, key, state, data, signal, hp, schedule):
@@ -79,7 +70,7 @@ class EpisodeLearner:
         pl, grads = jax.value_and_grad(loss)(params["actor"])
         grads = {"actor": grads, "critic": jax.tree.map(jnp.zeros_like, params["critic"])}
         updates, opt_state = self.optimizer(hp.lr).update(grads, opt_state, params)
-        deterministic_lp = lambda p: jax.vmap(lambda o, a: actor.apply(p, o).log_prob(a))(episode.obs, episode.action)  # noqa: E731
+        deterministic_lp = lambda p: jax.vmap(lambda o, a: actor.apply(p, o).log_prob(a))(episode.obs, episode.action)
         old_lp = deterministic_lp(params["actor"])
         params = optax.apply_updates(params, updates)
         n = jnp.maximum(episode.alive.sum(), 1.0)

@@ -1,14 +1,11 @@
-"""PPO and MDPO (docs/method.md §2b): a batch of ``n_envs x n_steps`` auto-resetting steps, the
-Lagrangian GAE signal, and epochs of shuffled minibatch steps with PPO's target-KL early
-stop (inside jit). ``BatchLearner`` is given its policy loss (``ppo_policy_loss``,
-``mdpo_policy_loss``); the losses themselves are ``rcmdp_jax.losses``."""
+"""What PPO and MDPO share (docs/method.md §2b): a batch of ``n_envs x n_steps`` auto-resetting
+steps, the Lagrangian GAE signal, and epochs of shuffled minibatch steps with PPO's
+target-KL early stop (inside jit). A batch learner writes only its ``policy_loss``
+(``ppo.py``, ``mdpo.py``); the losses themselves are ``rcmdp_jax.losses``."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
-from typing import Any
-
+import distrax
 import jax
 import jax.numpy as jnp
 import optax
@@ -16,6 +13,8 @@ from flax import struct
 
 from rcmdp_jax import losses
 from rcmdp_jax.advantages import gae, normalise
+from rcmdp_jax.constraints import lagrangian_reward
+from rcmdp_jax.learners.base import Learner
 from rcmdp_jax.rollout import collect_rollout
 from rcmdp_jax.schedules import Schedule, ScheduleState, alpha_ticks_total, alpha_value
 
@@ -31,36 +30,54 @@ class Batch:
     targets: jax.Array  # (1 + m) critic targets
 
 
-def ppo_policy_loss(learner, dist, log_ratio, adv, mb, alpha, old_actor_params, hp):
-    return losses.ppo_loss(log_ratio, adv, hp.clip_eps)
+@struct.dataclass
+class PolicyTerms:
+    """What a policy loss reads on one minibatch: the current policy ``dist`` (dropout on),
+    ``log_ratio = log pi_theta - log pi_k`` and the (normalised) ``advantage`` ``[N]``, the
+    ``obs``, the epoch's ``alpha`` and the behaviour policy's ``old_actor_params``."""
+
+    dist: distrax.Distribution
+    log_ratio: jax.Array
+    advantage: jax.Array
+    obs: jax.Array
+    alpha: jax.Array
+    old_actor_params: dict
 
 
-def mdpo_policy_loss(learner, dist, log_ratio, adv, mb, alpha, old_actor_params, hp):
-    if learner.cfg.kl_estimator == "exact":
-        kl = losses.exact_kl(dist, learner.actor.apply(old_actor_params, mb.obs))
-    else:
-        kl = losses.reference_kl(log_ratio)
-    return losses.mdpo_loss(log_ratio, adv, kl, alpha)
+def episode_means(ep: dict) -> dict:
+    """The rollout's completed-episode sums (``collect_rollout``) as per-episode means (NaN
+    when no episode ended), and the count."""
+    n_ep = ep["episodes"]
+    per_episode = lambda x: jnp.where(n_ep > 0, x / jnp.maximum(n_ep, 1.0), jnp.nan)
+    return dict(
+        episode_return=per_episode(ep["ret"]),
+        episode_disc_return=per_episode(ep["disc_ret"]),
+        episode_costs=per_episode(ep["disc_costs"]),
+        episodes_completed=n_ep,
+    )
 
 
-@dataclasses.dataclass(frozen=True)
-class BatchLearner:
-    """PPO or MDPO of one configuration: ``actor``, ``critic`` (flax modules), ``cfg``
-    (the static choices), ``env``, the ``policy_loss`` and PPO's ``kl_stop`` ("sb3",
-    "dropout_off", or None: no early stop) bound once."""
+def lagrangian_gae(critic, critic_params, data, lam_tilde, hp) -> tuple[jax.Array, jax.Array]:
+    """GAE of the reward and every cost head (``[T, B, 1 + m]``), combined into the
+    Lagrangian advantage ``A_L = A_r - lam~ . A_c`` ``[T, B]``; and the critic targets."""
+    rewards = jnp.concatenate([data.reward[..., None], data.costs], axis=-1)
+    values = critic.apply(critic_params, data.obs)
+    next_values = critic.apply(critic_params, data.next_obs)
+    adv, targets = gae(rewards, values, next_values, data.terminated, data.done, hp.gamma, hp.gae_lambda)
+    return lagrangian_reward(adv[..., 0], adv[..., 1:], lam_tilde), targets
 
-    actor: Any
-    critic: Any
-    cfg: Any  # rcmdp_jax.Config
-    env: Any
-    policy_loss: Callable
-    kl_stop: str | None
-    optimizer: Callable  # lr -> optax.GradientTransformation
-    budgeted = False  # every iteration spends a whole batch: no idle iteration slots
 
-    def learn_keys(self, key):
-        """``(rollout key, update key)``."""
-        return tuple(jax.random.split(key))
+class BatchLearner(Learner):
+    """A learner of batches of auto-resetting steps; a subclass gives ``policy_loss`` and
+    PPO its ``kl_stop`` ("sb3", "dropout_off", or None: no early stop)."""
+
+    @property
+    def kl_stop(self) -> str | None:
+        return None
+
+    def policy_loss(self, terms: PolicyTerms, hp) -> jax.Array:
+        """The policy's loss on one minibatch (scalar), before the entropy bonus."""
+        raise NotImplementedError
 
     def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):
         """1. ``n_envs x n_steps`` auto-resetting steps under the current kernel (``per_env``:
@@ -74,28 +91,16 @@ class BatchLearner:
         traj, env_state, obs, episodes, ep = out[:5]
         if len(out) == 6:
             state = state.replace(env_xi=out[5])
-        n_ep = ep["episodes"]
-        per_episode = lambda x: jnp.where(n_ep > 0, x / jnp.maximum(n_ep, 1.0), jnp.nan)  # noqa: E731
-        stats = dict(
-            episode_return=per_episode(ep["ret"]),
-            episode_disc_return=per_episode(ep["disc_ret"]),
-            episode_costs=per_episode(ep["disc_costs"]),
-            episodes_completed=n_ep,
-        )
-        return traj, state.replace(env_state=env_state, obs=obs, episodes=episodes), stats
+        return traj, state.replace(env_state=env_state, obs=obs, episodes=episodes), episode_means(ep)
 
     def signal(self, data, params, lam_tilde, hp):
         """2. The Lagrangian GAE advantage ``A_L [T, B]`` and critic targets ``[T, B, 1 + m]``."""
-        rewards = jnp.concatenate([data.reward[..., None], data.costs], axis=-1)
-        values = self.critic.apply(params["critic"], data.obs)
-        next_values = self.critic.apply(params["critic"], data.next_obs)
-        adv, targets = gae(rewards, values, next_values, data.terminated, data.done, hp.gamma, hp.gae_lambda)
-        return adv[..., 0] - adv[..., 1:] @ lam_tilde, targets
+        return lagrangian_gae(self.critic, params["critic"], data, lam_tilde, hp)
 
     def update(self, key, state, data, signal, hp, schedule):
-        """3. The policy and critic update. Returns ``(state, policy steps, metrics)``."""
+        """3. The policy and critic update (``epochs``). Returns ``(state, policy steps, metrics)``."""
         adv, targets = signal
-        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])
         batch = Batch(flat(data.obs), flat(data.action), flat(data.log_prob), flat(adv), flat(targets))
         params, opt_state, sched, upd = self.epochs(key, state.params, state.opt_state, state.schedule, batch, hp,
                                                     schedule)  # fmt: skip
@@ -103,13 +108,13 @@ class BatchLearner:
         return state, jnp.float32(self.cfg.batch_size), upd
 
     def loss(self, params, mb: Batch, key, alpha, old_actor_params, hp):
-        """PPO's or MDPO's loss plus the critic's on minibatch ``mb`` (dropout on, keys
-        from ``key``); returns ``(loss, aux)`` with SB3's ``approx_kl`` of this pass."""
+        """The policy loss plus the critic's on minibatch ``mb`` (dropout on, keys from
+        ``key``); returns ``(loss, aux)`` with SB3's ``approx_kl`` of this pass."""
         k_a, k_c = jax.random.split(key)
         dist = self.actor.apply(params["actor"], mb.obs, train=True, rngs={"dropout": k_a})
         log_ratio = dist.log_prob(mb.action) - mb.old_log_prob
         adv = normalise(mb.advantage) if self.cfg.normalize_advantages else mb.advantage
-        pl = self.policy_loss(self, dist, log_ratio, adv, mb, alpha, old_actor_params, hp)
+        pl = self.policy_loss(PolicyTerms(dist, log_ratio, adv, mb.obs, alpha, old_actor_params), hp)
         pl = pl - hp.ent_coef * jnp.mean(dist.entropy())
         values = self.critic.apply(params["critic"], mb.obs, train=True, rngs={"dropout": k_c})
         vl = losses.critic_loss(values, mb.targets)
@@ -178,7 +183,7 @@ class BatchLearner:
                 aux, grads = loss_and_grads()
                 stop = aux["approx_kl"] > 1.5 * hp.target_kl
                 new_params, new_opt = apply(grads)
-                keep = lambda a, b: jax.tree.map(lambda x, y: jnp.where(stop, x, y), a, b)  # noqa: E731
+                keep = lambda a, b: jax.tree.map(lambda x, y: jnp.where(stop, x, y), a, b)
                 params, opt_state = keep(params, new_params), keep(opt_state, new_opt)
             elif self.kl_stop == "dropout_off":  # a separate dropout-off check; the step is skipped when it stops
                 stop = self.approx_kl(params["actor"], mb) > 1.5 * hp.target_kl

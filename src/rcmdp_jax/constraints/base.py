@@ -1,0 +1,68 @@
+"""The ``Rule`` protocol of a constraint rule (docs/method.md §2a.4) and what every rule shares:
+the dual state, the Lagrangian reward and the loop of ascent steps."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class DualState:
+    """The dual variables every rule keeps (one shape, so the rules of a family share a program)."""
+
+    lam: jax.Array  # (m,) Lagrange multipliers
+    c_hat: jax.Array  # (m,) last Monte-Carlo estimate of the discounted constraint values
+
+
+def init_dual(m: int, lam_init: jax.Array) -> DualState:
+    """``lam = lam_init`` on every constraint, ``C^ = 0``."""
+    return DualState(lam=jnp.full((m,), lam_init, jnp.float32), c_hat=jnp.zeros((m,), jnp.float32))
+
+
+def lagrangian_reward(reward: jax.Array, costs: jax.Array, lam_tilde: jax.Array) -> jax.Array:
+    """The Lagrangian reward ``r - lam~ . c`` (docs/method.md §2a): ``reward [...]``, ``costs
+    [..., m]`` -> ``[...]``. The learners' signal; LTMA's cost is its negation."""
+    return reward - costs @ lam_tilde
+
+
+def ascent(step, lam: jax.Array, n_steps, estimates: jax.Array | None = None) -> jax.Array:
+    """``n_steps`` applications of ``step(lam, c)`` (``n_steps`` may be traced): with
+    ``estimates = None`` every step sees the same ``c`` (``step`` ignores it); else step
+    ``i`` sees ``estimates[i]`` (``[K_max, m]``, steps past ``n_steps`` are skipped)."""
+    if estimates is None:
+        return jax.lax.fori_loop(0, n_steps, lambda _, x: step(x, None), lam)
+
+    def body(x, ic):
+        i, c = ic
+        return jnp.where(i < n_steps, step(x, c), x), None
+
+    return jax.lax.scan(body, lam, (jnp.arange(estimates.shape[0]), estimates))[0]
+
+
+class Rule:
+    """A constraint rule: ``multiplier`` (the ``lam~`` the learner and the adversary see)
+    and ``update`` (the dual phase of one iteration). A rule that keeps the default
+    ``update`` writes only ``step``, one ascent step on ``lam``. ``dual``: whether the
+    rule runs a dual phase (its steps are counted and its samples spent)."""
+
+    name = ""
+    dual = True
+
+    def multiplier(self, dual: DualState, hp) -> jax.Array:
+        return dual.lam
+
+    def step(self, lam: jax.Array, c_hat: jax.Array, hp) -> jax.Array:
+        raise NotImplementedError
+
+    def update(self, dual: DualState, c_hat: jax.Array, hp, n_steps, estimates: jax.Array | None = None) -> DualState:
+        """``n_steps`` ascent steps (``K = dual_epochs x ceil(dual_batch / dual_minibatch)``,
+        may be traced), each with the batch estimate ``c_hat`` or, given ``estimates``
+        (``[K_max, m]``), step ``i`` with its minibatch's ``estimates[i]``; ``c_hat`` is
+        stored for the next ``lam~``."""
+
+        def one(lam, e):
+            return self.step(lam, c_hat if e is None else e, hp)
+
+        return DualState(ascent(one, dual.lam, n_steps, estimates), c_hat)

@@ -1,0 +1,96 @@
+"""The dual phase's estimates of the constraint values ``C^`` (docs/method.md §2a.4 leaves
+the reading open; ``docs/sensitivity.md`` compares the readings), sampled here and handed
+to the constraint rule (``rcmdp_jax.constraints``).
+
+"start_value": the start state's discounted cost value ``V_c(rho)`` from fresh episodes,
+the same for every step. The others read the multiplier batch (``n_dual_episodes``
+auto-resetting envs x ``dual_batch / n_dual_episodes`` steps from fresh starts), one value
+per time step, and each ascent step uses one shuffled minibatch's mean of them:
+"step_cost" the per-step costs, "cost_to_go" the discounted cost-to-go ``G_t`` inside the
+batch (cut at its end), "gae" the critic's GAE cost returns (bootstrapped at the cut).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rcmdp_jax.advantages import discounted_returns, gae
+from rcmdp_jax.rollout import collect_rollout, init_accumulator, per_env_params, run_episodes
+
+DUAL_ESTIMATORS = ("start_value", "step_cost", "cost_to_go", "gae")
+
+
+def batch_readings(estimator: str, costs, terminated, done, values=None, next_values=None, gamma=0.99,
+                   gae_lambda=0.95) -> jax.Array:  # fmt: skip
+    """The multiplier batch's per-time-step readings of C, ``[T, B, m]`` from the costs
+    ``[T, B, m]`` of ``B`` auto-resetting envs: "step_cost" the costs; "cost_to_go"
+    ``G_t = c_t + gamma (1 - done_t) G_{t+1}`` (no bootstrap at the end); "gae" the GAE
+    returns of the critic's cost heads ``values``/``next_values`` (``[T, B, m]``)."""
+    if estimator == "step_cost":
+        return costs
+    if estimator == "cost_to_go":
+        return discounted_returns(costs, done, gamma)
+    if estimator == "gae":
+        return gae(costs, values, next_values, terminated, done, gamma, gae_lambda)[1]
+    raise ValueError(
+        f"dual_estimator={estimator!r} has no batch readings; choose one of: {', '.join(DUAL_ESTIMATORS[1:])}"
+    )
+
+
+def minibatch_means(key: jax.Array, values: jax.Array, n_epochs: int, minibatch: int) -> jax.Array:
+    """``values [N, m]`` -> ``[n_epochs * ceil(N / minibatch), m]``: each epoch a fresh
+    shuffle of the ``N`` time steps, cut in minibatches of ``minibatch`` (the last one
+    shorter when ``minibatch`` does not divide ``N``); the mean of each, in order."""
+    n = values.shape[0]
+    per_epoch = -(-n // minibatch)
+    pad = per_epoch * minibatch - n
+
+    def epoch(k):
+        order = jax.random.permutation(k, n)
+        idx = jnp.concatenate([order, jnp.zeros((pad,), order.dtype)]).reshape(per_epoch, minibatch)
+        w = jnp.concatenate([jnp.ones((n,)), jnp.zeros((pad,))]).reshape(per_epoch, minibatch)
+        return jnp.einsum("kb,kbm->km", w, values[idx]) / w.sum(1, keepdims=True)
+
+    return jax.vmap(epoch)(jax.random.split(key, n_epochs)).reshape(n_epochs * per_epoch, values.shape[1])
+
+
+def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropout: bool, env_xi=None) -> jax.Array:
+    """The multiplier batch's per-time-step readings of the constraint values (``cfg.
+    dual_estimator``), ``[dual_batch, m]``: ``n_dual_episodes`` auto-resetting envs from
+    fresh starts, ``dual_batch / n_dual_episodes`` steps each (docs/method.md §2a.4: 4 x 100);
+    given ``env_xi`` (``[B, ...]``), env ``i`` runs kernel ``env_xi[i mod B]``."""
+    n = cfg.n_dual_episodes
+    k_reset, k_run = jax.random.split(key)
+    if env_xi is None:
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, n), env_params)
+    else:
+        env_xi = env_xi[jnp.arange(n) % env_xi.shape[0]]
+        per_env = per_env_params(env_params, env_xi)
+        obs, env_state = jax.vmap(env.reset)(jax.random.split(k_reset, n), per_env)
+    traj = collect_rollout(k_run, env, env_params, actor, params["actor"], env_state, obs,
+                           init_accumulator(n, env.num_constraints), cfg.dual_batch // n, hp.gamma, dropout,
+                           env_xi=env_xi)[0]  # fmt: skip
+    v = v_next = None
+    if cfg.dual_estimator == "gae":  # the critic's cost heads
+        v = critic.apply(params["critic"], traj.obs)[..., 1:]
+        v_next = critic.apply(params["critic"], traj.next_obs)[..., 1:]
+    values = batch_readings(cfg.dual_estimator, traj.costs, traj.terminated, traj.done, v, v_next, hp.gamma,
+                            hp.gae_lambda)  # fmt: skip
+    return values.reshape(-1, env.num_constraints)
+
+
+def dual_estimates(key, env, env_params, actor, critic, params, cfg, hp, env_xi=None):
+    """What the dual phase's ascent steps read, as ``cfg.dual_estimator`` says: ``(C^ of the
+    whole batch (m,), one estimate per step [K_max, m] or None (every step reads C^),
+    environment steps spent)``. ``env_xi``: the rollout envs' kernels, which the
+    multiplier batch's envs take in turn (methods with per-env kernels)."""
+    dropout = cfg.act_dropout or cfg.dual_dropout
+    if cfg.dual_estimator == "start_value":
+        _, c_eps, n_dual = run_episodes(key, env, env_params, actor, params["actor"], cfg.n_dual_episodes, hp.gamma,
+                                        False, dropout)  # fmt: skip
+        return c_eps.mean(0), None, n_dual
+    k_batch, k_shuffle = jax.random.split(key)
+    values = multiplier_batch(k_batch, env, env_params, actor, critic, params, cfg, hp, dropout, env_xi)
+    estimates = minibatch_means(k_shuffle, values, cfg.dual_epochs, cfg.dual_minibatch)
+    return values.mean(0), estimates, jnp.float32(cfg.dual_batch)

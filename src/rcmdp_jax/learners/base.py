@@ -1,0 +1,69 @@
+"""The ``Learner`` protocol (docs/method.md §2b) and the optimizer every learner builds.
+
+A learner owns the first three phases of an iteration (``step.Step.iteration``):
+``collect`` (the iteration's experience under the current kernels), ``signal`` (the
+Lagrangian learning signal) and ``update`` (the policy and critic step), and builds its
+optimizer. One file per learner, registered by name in ``rcmdp_jax.learners``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import jax
+import optax
+
+
+def make_optimizer(cfg, lr) -> optax.GradientTransformation:
+    """Adam (eps ``cfg.adam_eps``) or SGD at learning rate ``lr`` (may be traced), after
+    a global gradient-norm clip at ``cfg.max_grad_norm`` (none when infinite)."""
+    if cfg.optimizer == "adam":
+        base = optax.inject_hyperparams(optax.adam)(learning_rate=lr, eps=cfg.adam_eps)
+    else:
+        base = optax.inject_hyperparams(optax.sgd)(learning_rate=lr)
+    if math.isinf(cfg.max_grad_norm):
+        return base
+    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), base)
+
+
+@dataclasses.dataclass(frozen=True)
+class Learner:
+    """One learner of one configuration: ``actor``, ``critic`` (flax modules), ``cfg`` (the
+    static choices: an ``rcmdp_jax.Config``) and ``env``.
+
+    ``episodic``: an iteration is one whole episode of one env, so the train scan has idle
+    iteration slots past the step budget (``Config.num_iterations``); ``trains_critic``:
+    the critic's cost heads are trained (the ``gae`` dual estimator reads them)."""
+
+    actor: Any
+    critic: Any
+    cfg: Any
+    env: Any
+    episodic: ClassVar[bool] = False
+    trains_critic: ClassVar[bool] = True
+
+    def optimizer(self, lr) -> optax.GradientTransformation:
+        """The optimizer at learning rate ``lr`` (may be traced)."""
+        return make_optimizer(self.cfg, lr)
+
+    def learn_keys(self, key) -> tuple[jax.Array, jax.Array]:
+        """``(rollout key, update key)``."""
+        return tuple(jax.random.split(key))
+
+    def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):
+        """1. The iteration's experience: ``(data, state, episode metrics)``. ``per_env``:
+        each rollout env runs its own kernel (``state.env_xi``); ``fresh_xi`` the kernels
+        envs take when an episode ends (domain randomisation)."""
+        raise NotImplementedError
+
+    def signal(self, data, params, lam_tilde, hp):
+        """2. The Lagrangian learning signal of ``data`` under multiplier ``lam_tilde``."""
+        raise NotImplementedError
+
+    def update(self, key, state, data, signal, hp, schedule):
+        """3. The policy (and critic) update: ``(state, policy steps, metrics)``; the metrics
+        hold ``policy_loss``, ``critic_loss``, ``n_updates``, ``policy_epochs``,
+        ``approx_kl`` and ``alpha``. ``schedule``: alpha's ``schedules.Schedule``."""
+        raise NotImplementedError

@@ -1,0 +1,126 @@
+"""Plug-ins: a toy learner and a toy constraint rule, each defined here as its one file would
+be, registered, and trained through the family program (``make_family``) beside a built-in
+rule. The rule's multiplier and dual steps are checked against a hand computation from the
+run's own metrics; the learner's update against the steps and parameters it leaves."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rcmdp_jax import constraints, learners, preset
+from rcmdp_jax.family import make_family
+from rcmdp_jax.learners import Learner
+from rcmdp_jax.learners.batch import episode_means, lagrangian_gae
+from rcmdp_jax.rollout import collect_rollout
+
+ETA, LAM0 = 0.05, 2.0
+
+
+# ----------------------------------------------------------------- the toy rule's file
+class Halving(constraints.Rule):
+    """``lam~ = 2 lam``; each ascent step ``lam <- lam / 2 + eta_lam * C^``."""
+
+    name = "toy-halving"
+
+    def multiplier(self, dual, hp):
+        return 2.0 * dual.lam
+
+    def step(self, lam, c_hat, hp):
+        return 0.5 * lam + hp.eta_lam * c_hat
+
+
+# ----------------------------------------------------------------- the toy learner's file
+class PlainGradient(Learner):
+    """One plain gradient step of ``-mean(log pi(a|s) A_L)`` on the whole batch an iteration
+    (the critic is not trained); ``policy_epochs`` reports 7, a mark of this update."""
+
+    trains_critic = False
+
+    def collect(self, key, state, hp, per_env=False, fresh_xi=None):
+        traj, env_state, obs, episodes, ep = collect_rollout(
+            key, self.env, state.env_params, self.actor, state.params["actor"], state.env_state, state.obs,
+            state.episodes, self.cfg.n_steps, hp.gamma,
+        )  # fmt: skip
+        return traj, state.replace(env_state=env_state, obs=obs, episodes=episodes), episode_means(ep)
+
+    def signal(self, data, params, lam_tilde, hp):
+        return lagrangian_gae(self.critic, params["critic"], data, lam_tilde, hp)[0]
+
+    def update(self, key, state, data, signal, hp, schedule):
+        def loss(actor_params):
+            return -jnp.mean(self.actor.apply(actor_params, data.obs).log_prob(data.action) * signal)
+
+        pl, grads = jax.value_and_grad(loss)(state.params["actor"])
+        actor = jax.tree.map(lambda p, g: p - hp.lr * g, state.params["actor"], grads)
+        zero = jnp.float32(0.0)
+        upd = dict(policy_loss=pl, critic_loss=zero, n_updates=jnp.float32(1.0), policy_epochs=jnp.float32(7.0),
+                   approx_kl=zero, alpha=jnp.asarray(hp.alpha, jnp.float32))  # fmt: skip
+        return state.replace(params=state.params | {"actor": actor}), jnp.float32(self.cfg.batch_size), upd
+
+
+@pytest.fixture(scope="module")
+def registered():
+    constraints.register(Halving())
+    learners.register("toy-gradient", PlainGradient)
+    yield
+    constraints.unregister("toy-halving")
+    learners.unregister("toy-gradient")
+
+
+def _config(rule):
+    return preset("cartpole", "MDPO-Lag", total_timesteps=64 * 3, n_steps=16, minibatch_size=16, eval_episodes=2,
+                  dual_estimator="start_value", eta_lam=ETA, lam_init=LAM0, lr=0.1).replace(
+        learner="toy-gradient", constraint=rule, name=f"toy {rule}")  # fmt: skip
+
+
+def _hand_dual(step, lam_prev, c_hat, n):
+    lam = lam_prev
+    for _ in range(int(n)):
+        lam = step(lam, c_hat)
+    return lam
+
+
+def test_a_toy_learner_and_a_toy_rule_train_in_one_family(registered):
+    rules = ("toy-halving", "lagrangian")
+    family = make_family([_config(r) for r in rules])
+    keys = jax.random.split(jax.random.PRNGKey(0), len(rules))
+    members = jnp.arange(len(rules))
+    out = jax.jit(jax.vmap(family))(keys, members)
+    init = jax.vmap(family.init)(keys, members)
+    m = {k: np.asarray(v, np.float64) for k, v in out.metrics.items()}
+    n_it = family.configs[0].num_iterations
+    assert m["lam"].shape[:2] == (2, n_it)
+
+    # the toy learner's update ran every iteration: its mark, its policy steps, a moved actor
+    np.testing.assert_array_equal(m["policy_epochs"], 7.0)
+    np.testing.assert_array_equal(m["policy_steps"][:, -1], n_it * family.configs[0].batch_size)
+    moved = jax.tree.map(lambda a, b: np.abs(np.asarray(a) - np.asarray(b)).max(), out.state.params["actor"],
+                         init.params["actor"])  # fmt: skip
+    assert max(jax.tree.leaves(moved)) > 0
+    for a, b in zip(jax.tree.leaves(out.state.params["critic"]), jax.tree.leaves(init.params["critic"])):
+        np.testing.assert_array_equal(a, b)  # the toy does not train the critic
+
+    # each rule's multiplier and dual steps, by hand from the run's C^ and step counts
+    steps = {
+        "toy-halving": lambda lam, c: 0.5 * lam + ETA * c,
+        "lagrangian": lambda lam, c: np.clip(lam + ETA * c, 0.0, 50.0),
+    }
+    tilde = {"toy-halving": lambda lam: 2.0 * lam, "lagrangian": lambda lam: lam}
+    for i, rule in enumerate(rules):
+        lam_prev = np.full(m["lam"].shape[-1], LAM0)
+        assert np.all(m["dual_updates"][i] > 0)
+        for it in range(n_it):
+            np.testing.assert_allclose(m["lam_tilde"][i, it], tilde[rule](lam_prev), rtol=1e-5, err_msg=rule)
+            want = _hand_dual(steps[rule], lam_prev, m["c_hat"][i, it], m["dual_updates"][i, it])
+            np.testing.assert_allclose(m["lam"][i, it], want, rtol=1e-5, atol=1e-6, err_msg=f"{rule} {it}")
+            lam_prev = m["lam"][i, it]
+    assert not np.allclose(m["lam"][0], m["lam"][1])  # the two rules really differ
+
+
+def test_registered_names_are_config_choices(registered):
+    assert _config("toy-halving").validate().constraint == "toy-halving"
+    with pytest.raises(ValueError, match="toy-gradient"):
+        _config("toy-halving").replace(learner="no-such-learner").validate()
+    with pytest.raises(ValueError, match="registered already"):
+        constraints.register(Halving())
