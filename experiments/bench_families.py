@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     from rcmdp_jax import cpu_prng
     from rcmdp_jax.family import group
     from rcmdp_jax.presets import ALGORITHMS, preset
-    from rcmdp_jax.runner import Prepared
+    from rcmdp_jax.study.compiled import Prepared
 
     cpu_prng.apply_default()
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), args.seeds))

@@ -3,7 +3,7 @@ results, the legend, named costs, and plots whose 14 lines are told apart."""
 
 import numpy as np
 
-from rcmdp_jax import plots, report_text
+from rcmdp_jax.study import plots, report_text
 from rcmdp_jax.presets import ALGORITHMS
 
 

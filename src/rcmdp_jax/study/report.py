@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rcmdp_jax import aggregate, report_text, stats
-from rcmdp_jax.plots import plot_robustness, plot_training
-from rcmdp_jax.run_folder import RunFolder, write_text
+from rcmdp_jax import stats
+from rcmdp_jax.study import aggregate, report_text
+from rcmdp_jax.study.plots import plot_robustness, plot_training
+from rcmdp_jax.study.run_folder import RunFolder, write_text
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
 

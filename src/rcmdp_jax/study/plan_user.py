@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from rcmdp_jax.plan import UsageError
+from rcmdp_jax.study.plan import UsageError
 
 
 def load_user_env(args) -> str:

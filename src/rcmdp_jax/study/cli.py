@@ -1,6 +1,6 @@
 """The command line of the main job (``experiments/run.py``): arguments, the checks that
 come before anything is compiled or written (exit 2), and the sequence plan -> run
-folder -> devices -> study. ``rcmdp_jax.runner.main(argv)`` is the same function.
+folder -> devices -> study. ``rcmdp_jax.study.cli.main(argv)`` is this function.
 
     python experiments/run.py --seeds 10 --vmap
 """
@@ -12,10 +12,10 @@ import datetime as _dt
 import sys
 from pathlib import Path
 
-from rcmdp_jax import runtime
+from rcmdp_jax.study import runtime
 from rcmdp_jax.config import ENV_NAMES
-from rcmdp_jax.plan import UsageError, build_plan, check_before_processes, check_devices, resume_differences
-from rcmdp_jax.run_folder import RunFolder
+from rcmdp_jax.study.plan import UsageError, build_plan, check_before_processes, check_devices, resume_differences
+from rcmdp_jax.study.run_folder import RunFolder
 
 
 class _Parser(argparse.ArgumentParser):
@@ -177,12 +177,12 @@ def plan_and_folder(args, plan: dict | None, first: bool) -> tuple[dict, RunFold
 
 
 def main(argv=None) -> int:
-    from rcmdp_jax.study import Study
+    from rcmdp_jax.study.orchestrate import Study
 
     split_note = ""
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        from rcmdp_jax.console import split_in_process
+        from rcmdp_jax.study.console import split_in_process
 
         split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others

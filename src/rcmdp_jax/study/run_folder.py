@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax.divergence import nonfinite_episodes
-from rcmdp_jax.plan import UsageError
-from rcmdp_jax.saved_plan import plan_problem  # noqa: F401  (re-exported)
+from rcmdp_jax.study.plan import UsageError
+from rcmdp_jax.study.saved_plan import plan_problem  # noqa: F401  (re-exported)
 
 PLAN_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")
 

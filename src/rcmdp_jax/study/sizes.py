@@ -39,7 +39,7 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
 
 
 def check_counts(cfg: Config, where: str) -> None:
-    from rcmdp_jax.plan import UsageError
+    from rcmdp_jax.study.plan import UsageError
 
     for field, what, n in derived_counts(cfg):
         if n > INT32_MAX:
@@ -100,7 +100,7 @@ def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
     largest robustness sweep would not fit in this machine's memory, naming the field
     (or ``--n-test``) whose default would shrink it most."""
     from rcmdp_jax import envs
-    from rcmdp_jax.plan import UsageError
+    from rcmdp_jax.study.plan import UsageError
 
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -21,7 +21,7 @@ from rcmdp_jax.config import (
     validate_hparams,  # fmt: skip
 )
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
-from rcmdp_jax.sizes import check_counts, check_memory
+from rcmdp_jax.study.sizes import check_counts, check_memory
 from rcmdp_jax.user_env import check_folder_names
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
@@ -59,7 +59,7 @@ def plan_envs(args) -> list[str]:
     from rcmdp_jax import envs, user_env
 
     if user_env.is_source(args.env):
-        from rcmdp_jax.plan_user import load_user_env
+        from rcmdp_jax.study.plan_user import load_user_env
 
         return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
@@ -170,7 +170,7 @@ def check_distinct(configs: dict) -> None:
 def build_plan(args) -> dict:
     """Validate every input and build all configs; raises ``UsageError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
-    from rcmdp_jax.plan_user import keep_constrained
+    from rcmdp_jax.study.plan_user import keep_constrained
 
     algos = keep_constrained(args, envs_, algos)
     try:

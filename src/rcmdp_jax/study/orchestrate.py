@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from rcmdp_jax.compiled import Prepared, fmt, train_prepared
+from rcmdp_jax.study.compiled import Prepared, fmt, train_prepared
 from rcmdp_jax.config import config_from_dict
-from rcmdp_jax.report import write_env_report
-from rcmdp_jax.run_folder import RunFolder, readable
+from rcmdp_jax.study.report import write_env_report
+from rcmdp_jax.study.run_folder import RunFolder, readable
 
 
 def dual_blow_up(result, cfg) -> np.ndarray:
@@ -248,7 +248,7 @@ class Study:
         trains (one trace a family): an edited run.json is refused (``UsageError``) before
         anything is restored or rewritten, never taken for a damaged checkpoint."""
         from rcmdp_jax import checkpoint, make_train
-        from rcmdp_jax.plan import UsageError
+        from rcmdp_jax.study.plan import UsageError
 
         for env in self.plan["envs"]:
             for group in self.groups[env]:

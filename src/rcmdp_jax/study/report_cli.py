@@ -8,16 +8,16 @@ import os
 import sys
 from pathlib import Path
 
-from rcmdp_jax.plan import UsageError
-from rcmdp_jax.run_folder import DamagedFile, RunFolder
-from rcmdp_jax.runtime import os_error
+from rcmdp_jax.study.plan import UsageError
+from rcmdp_jax.study.run_folder import DamagedFile, RunFolder
+from rcmdp_jax.study.runtime import os_error
 
 USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)"
 
 
 def main(argv=None) -> int:
     from rcmdp_jax import envs
-    from rcmdp_jax.report import write_env_report
+    from rcmdp_jax.study.report import write_env_report
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1 or argv[0].startswith("-"):

@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from rcmdp_jax.plan import UsageError
+from rcmdp_jax.study.plan import UsageError
 
 
 def start_processes(args) -> bool:
