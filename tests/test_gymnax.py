@@ -11,9 +11,9 @@ from gymnax.environments import environment, spaces
 from rcmdp_jax.envs.gymnax_presets import PRESETS, make_gymnax
 
 from rcmdp_jax import envs, make_train, preset
-from rcmdp_jax.study import cli
 from rcmdp_jax.ltma import pathwise_direction
 from rcmdp_jax.rollout import sample_episode
+from rcmdp_jax.study import cli
 
 NAMES = [f"gymnax:{k}" for k in PRESETS]
 

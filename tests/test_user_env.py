@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from rcmdp_jax import envs, make_train, preset, sweep
+from rcmdp_jax.config import BudgetRounded
 from rcmdp_jax.study import cli
 from rcmdp_jax.study.plan import build_plan
-from rcmdp_jax.config import BudgetRounded
 
 BIN = Path(sys.executable).parent
 POINTMASS = textwrap.dedent("""
@@ -137,9 +137,9 @@ def test_summary_says_whether_the_constraint_is_kept_by_hand(user_run):
 
 def test_any_gymnax_id_on_the_command_line(capsys):
     args = cli.parse_args(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2,gravity=0.2",
-                              "--costs", "velocity:0.04", "--algos", "PPO-Robust-Lag", "--seeds", "1"])  # fmt: skip
+                           "--costs", "velocity:0.04", "--algos", "PPO-Robust-Lag", "--seeds", "1"])  # fmt: skip
     plan = build_plan(args)
-    (name,) = plan["envs"]
+    (name,) = plan.envs
     env, params = envs.make(name)
     assert env.cost_names == ("|velocity|<=0.04",) and env.fields == ("force", "gravity")
     np.testing.assert_allclose(params.kappa, [0.2 * 0.001, 0.2 * 0.0025], rtol=1e-6)
@@ -148,7 +148,7 @@ def test_any_gymnax_id_on_the_command_line(capsys):
     assert info["costs"].shape == (1,)
     # without costs: --algos all runs the unconstrained six; a named constrained one is refused in one line
     bare = cli.parse_args(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2"])
-    assert build_plan(bare)["algos"] == ["MCPMD", "PPO", "MDPO", "RMCPMD", "PPO-Robust", "MDPO-Robust"]
+    assert list(build_plan(bare).algos) == ["MCPMD", "PPO", "MDPO", "RMCPMD", "PPO-Robust", "MDPO-Robust"]
     assert "the 6 unconstrained algorithms run" in capsys.readouterr().err
     assert cli.main(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2", "--algos", "PPO,PPO-Lag"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -275,8 +275,8 @@ def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, 
     (tmp_path / "fileenv.py").write_text(POINTMASS)
     monkeypatch.chdir(tmp_path)
     plan = build_plan(cli.parse_args(["--env", "fileenv.py:make", "--algos", "PPO", "--seeds", "1"]))
-    assert plan["envs"] == ["fileenv.py:make"]
-    assert plan["env_sources"]["fileenv.py:make"] == {"file": str(tmp_path / "fileenv.py"), "attr": "make"}
+    assert plan.envs == ("fileenv.py:make",)
+    assert plan.env_sources["fileenv.py:make"] == {"file": str(tmp_path / "fileenv.py"), "attr": "make"}
     env, params = envs.make("fileenv.py:make")
     assert env.cost_names == ("speed",) and env.fields == ("mass", "friction")
     # a budget that whole batches round up is a note on the command line too

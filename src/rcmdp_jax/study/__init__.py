@@ -4,7 +4,8 @@
 * ``cli`` -- arguments and the sequence plan -> run folder -> devices -> study;
   ``UsageError`` and the one-line refusals (exit 2);
 * ``plan`` / ``plan_user`` / ``sizes`` -- every input checked and every config built
-  before anything is written (``Plan``); ``saved_plan`` -- a saved ``run.json`` checked;
+  before anything is written; ``run_plan`` -- the plan (``Plan``, ``run.json``);
+  ``saved_plan`` -- a saved ``run.json`` checked;
 * ``run_folder`` -- the run folder's paths, readers and writers (shared with the report);
 * ``compiled`` -- a family compiled ahead of time, its lanes over devices, the chunked loop;
 * ``orchestrate`` -- train, restore, test, search and report, as named steps (``Study``);

@@ -1,7 +1,7 @@
 """What a plan's sizes cost, checked before anything is written: every derived count
 against the train step's int32 counters (``check_counts``) and every buffer of the run
 (training, the multiplier batch, LTMA's episodes, the robustness sweep) against this
-machine's memory (``check_memory``). Both raise ``plan.UsageError`` naming the field."""
+machine's memory (``check_memory``). Both raise ``plan.PlanError`` naming the field."""
 
 from __future__ import annotations
 
@@ -39,11 +39,11 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
 
 
 def check_counts(cfg: Config, where: str) -> None:
-    from rcmdp_jax.study.plan import UsageError
+    from rcmdp_jax.study.plan import PlanError
 
     for field, what, n in derived_counts(cfg):
         if n > INT32_MAX:
-            raise UsageError(f"--set {field}: {where}: {what} = {n:,} is beyond the int32 counters of the train step "
+            raise PlanError(f"--set {field}: {where}: {what} = {n:,} is beyond the int32 counters of the train step "
                              f"(at most {INT32_MAX:,}); make it smaller")  # fmt: skip
 
 
@@ -100,7 +100,7 @@ def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
     largest robustness sweep would not fit in this machine's memory, naming the field
     (or ``--n-test``) whose default would shrink it most."""
     from rcmdp_jax import envs
-    from rcmdp_jax.study.plan import UsageError
+    from rcmdp_jax.study.plan import PlanError
 
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -125,6 +125,6 @@ def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
                       for f in SIZE_FIELDS}  # fmt: skip
             shrink["--n-test"] = max(train(members), max(sweep(c, default_test) for c in members))
             field = min(shrink, key=shrink.get)
-            raise UsageError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "
+            raise PlanError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "
                              f"GiB of this machine's {total / 2**30:,.1f} GiB, mostly for {field}; make it "
                              "smaller or use fewer seeds")  # fmt: skip
