@@ -75,7 +75,7 @@ class BatchLearner:
         if len(out) == 6:
             state = state.replace(env_xi=out[5])
         n_ep = ep["episodes"]
-        per_episode = lambda x: jnp.where(n_ep > 0, x / jnp.maximum(n_ep, 1.0), jnp.nan)  # noqa: E731
+        per_episode = lambda x: jnp.where(n_ep > 0, x / jnp.maximum(n_ep, 1.0), jnp.nan)
         stats = dict(
             episode_return=per_episode(ep["ret"]),
             episode_disc_return=per_episode(ep["disc_ret"]),
@@ -95,7 +95,7 @@ class BatchLearner:
     def update(self, key, state, data, signal, hp, schedule):
         """3. The policy and critic update. Returns ``(state, policy steps, metrics)``."""
         adv, targets = signal
-        flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        flat = lambda x: x.reshape((-1,) + x.shape[2:])
         batch = Batch(flat(data.obs), flat(data.action), flat(data.log_prob), flat(adv), flat(targets))
         params, opt_state, sched, upd = self.epochs(key, state.params, state.opt_state, state.schedule, batch, hp,
                                                     schedule)  # fmt: skip
@@ -178,7 +178,7 @@ class BatchLearner:
                 aux, grads = loss_and_grads()
                 stop = aux["approx_kl"] > 1.5 * hp.target_kl
                 new_params, new_opt = apply(grads)
-                keep = lambda a, b: jax.tree.map(lambda x, y: jnp.where(stop, x, y), a, b)  # noqa: E731
+                keep = lambda a, b: jax.tree.map(lambda x, y: jnp.where(stop, x, y), a, b)
                 params, opt_state = keep(params, new_params), keep(opt_state, new_opt)
             elif self.kl_stop == "dropout_off":  # a separate dropout-off check; the step is skipped when it stops
                 stop = self.approx_kl(params["actor"], mb) > 1.5 * hp.target_kl

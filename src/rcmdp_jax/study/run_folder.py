@@ -19,7 +19,8 @@ from rcmdp_jax.study.saved_plan import plan_problem
 
 def kept_seeds(test: dict) -> np.ndarray:
     """The seeds of a ``test_results.npz`` that count: not diverged in training and with
-    finite test episodes (the flag is also recomputed for results written before it)."""
+    finite test episodes (a result file without the ``diverged`` flag counts every seed
+    as trained)."""
     keep = ~test["diverged"] if "diverged" in test else np.ones(test["V"].shape[0], bool)
     return keep & ~nonfinite_episodes(test["V"], test["C"])
 

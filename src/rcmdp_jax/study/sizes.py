@@ -67,8 +67,8 @@ def lane_bytes(cfg: Config) -> float:
     """Bytes one lane (a seed of an algorithm) of ``cfg`` needs while training: rough upper
     figures (a step record and its intermediates <= 48 floats plus the activations, an
     episode lane 256 floats, parameters with gradients and optimizer state five times)."""
-    widths = lambda hidden: [16, *hidden, 16]  # noqa: E731  (observations and outputs: at most 16 wide)
-    n_params = sum(a * b for h in (cfg.policy_hidden, cfg.critic_hidden) for a, b in zip(widths(h), widths(h)[1:]))
+    layers = [[16, *h, 16] for h in (cfg.policy_hidden, cfg.critic_hidden)]  # observations, outputs: <= 16 wide
+    n_params = sum(a * b for w in layers for a, b in zip(w, w[1:]))
     act = 4.0 * sum(cfg.policy_hidden + cfg.critic_hidden)
     record, episode = 192.0 + act, 1024.0 + act
     need = cfg.batch_size * record + cfg.eval_episodes * episode + 20.0 * n_params + 3.0 * cfg.minibatch_size * act
@@ -95,6 +95,13 @@ def _default(cfg: Config, field: str) -> Config:
     return dataclasses.replace(cfg, **{field: getattr(Config(), field)})
 
 
+def family_bytes(members, n_test: int, seeds: int, kernels: int) -> float:
+    """Bytes a family of ``members`` needs: the larger of its training (every lane) and
+    the robustness sweep of one member."""
+    train = seeds * sum(lane_bytes(c) for c in members)
+    return max(train, max(sweep_bytes(c, n_test, seeds, kernels) for c in members))
+
+
 def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
     """Refuse a plan whose largest family (seeds x its algorithms, trained at once) or
     largest robustness sweep would not fit in this machine's memory, naming the field
@@ -115,15 +122,12 @@ def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
         for cfg in cfgs.values():
             families.setdefault(cfg.learner, []).append(cfg)
         for members in families.values():
-            train = lambda ms: seeds * sum(lane_bytes(c) for c in ms)  # noqa: E731
-            sweep = lambda c, n: sweep_bytes(c, n, seeds, kernels)  # noqa: E731
             n = n_test or default_test
-            need = max(train(members), max(sweep(c, n) for c in members))
+            need = family_bytes(members, n, seeds, kernels)
             if need <= 0.9 * total:
                 continue
-            shrink = {f: max(train([_default(c, f) for c in members]), max(sweep(_default(c, f), n) for c in members))
-                      for f in SIZE_FIELDS}  # fmt: skip
-            shrink["--n-test"] = max(train(members), max(sweep(c, default_test) for c in members))
+            shrink = {f: family_bytes([_default(c, f) for c in members], n, seeds, kernels) for f in SIZE_FIELDS}
+            shrink["--n-test"] = family_bytes(members, default_test, seeds, kernels)
             field = min(shrink, key=shrink.get)
             raise PlanError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "
                              f"GiB of this machine's {total / 2**30:,.1f} GiB, mostly for {field}; make it "
