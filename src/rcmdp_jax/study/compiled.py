@@ -139,6 +139,7 @@ class Prepared:
 
         if not self.use_vmap or self.mesh is None:
             return self.init(keys, members), members
+
         def pad(x):
             return None if x is None else pad_leading(x, self.mesh.size)[self.order]
 
