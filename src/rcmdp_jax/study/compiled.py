@@ -107,7 +107,6 @@ class Prepared:
         state = jax.eval_shape(init_fn, spec(batch_keys, False), spec(members, False))
         if mesh is not None:
             state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=batch_sharding(mesh)), state)
-        if mesh is not None:
             step = self.on_devices(step)
         start_spec = jax.ShapeDtypeStruct((), np.int32)
         self.step = jax.jit(step, **split).lower(state, spec(members, True), start_spec).compile()
