@@ -93,7 +93,7 @@ def eval_without_stop_gradient(fn: Callable, *args):
     control). Values are unchanged; only the derivative differs."""
     closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
     jaxpr, env = closed.jaxpr, {}
-    read = lambda v: v.val if isinstance(v, jcore.Literal) else env[v]  # noqa: E731
+    read = lambda v: v.val if isinstance(v, jcore.Literal) else env[v]
     for var, val in zip(jaxpr.constvars, closed.consts):
         env[var] = val
     for var, val in zip(jaxpr.invars, jax.tree.leaves(args)):
@@ -211,7 +211,7 @@ class RobustGymnax(RobustEnvironment):
     def gymnax_step(self, state, action, inner):
         """gymnax's own ``step_env`` from ``state`` (a gymnax ``EnvState``), gradients kept:
         ``(next EnvState, reward)``. The inner env's randomness gets a fixed key."""
-        fn = lambda st, a, p: self.inner.step_env(jax.random.key(0), st, a, p)[1:3]  # noqa: E731
+        fn = lambda st, a, p: self.inner.step_env(jax.random.key(0), st, a, p)[1:3]
         return eval_without_stop_gradient(fn, state, action, inner)
 
     def transition(self, params: WrappedParams, s, time, action, inner=None):

@@ -10,7 +10,10 @@ first ``--chunks`` chunks (of the runner's 10) of training:
 * ``before``: one SPMD program over all lanes (jit with shardings), LTMA on every lane;
 * ``per-device``: each device runs its own lanes (``shard_map``);
 * ``after``: per-device, LTMA only on the robust members' lanes (``batching.only_where``),
-  and the lanes dealt out to the devices in turn (``compiled.Prepared.order``).
+  and the lanes dealt out to the devices in turn (``compiled.Prepared.order``): the
+  runner's program.
+
+The first two are ``compiled.Prepared`` without those steps (``BenchPrepared`` below).
 
 Reported: compile seconds and training seconds of the timed chunks, scaled to the
 whole budget (iterations / timed iterations; MCPMD's first chunks are its dearest, as
@@ -22,6 +25,7 @@ Numbers of the three programs agree up to float rounding (checked here on ``xi``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -32,6 +36,44 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = {"before": (False, False), "per-device": (True, False), "after": (True, True)}
+
+
+def variant_class():
+    """``compiled.Prepared`` with its per-device program and its lane selection optional
+    (imported late: the devices are split first)."""
+    import jax
+
+    from rcmdp_jax.study.compiled import Prepared
+    from rcmdp_jax.train import Step
+
+    class EveryLaneStep(Step):
+        """Every lane of a family runs every robust method and discards what is not its
+        own (a plain ``lax.cond``)."""
+
+        @staticmethod
+        def on_lanes(fn, keep):
+            return lambda flag, *args: jax.lax.cond(flag, fn, keep, *args)
+
+    class BenchPrepared(Prepared):
+        def __init__(self, cfgs, keys, mesh, per_device: bool, skip_idle_lanes: bool):
+            self.per_device, self.skip_idle_lanes = per_device, skip_idle_lanes
+            super().__init__(cfgs, keys, True, mesh)
+
+        def make_family(self, cfgs):
+            family = super().make_family(cfgs)
+            if self.skip_idle_lanes:
+                return family
+            return dataclasses.replace(family, step=EveryLaneStep(family.configs[0], family.step.methods))
+
+        def on_devices(self, step):  # else one SPMD program over all lanes (they wait for each other)
+            return super().on_devices(step) if self.per_device else step
+
+        @property
+        def order(self):  # else the lanes in order
+            order = super().order
+            return order if self.skip_idle_lanes else np.arange(len(order))
+
+    return BenchPrepared
 
 
 def main(argv=None) -> int:
@@ -53,9 +95,9 @@ def main(argv=None) -> int:
     from rcmdp_jax import cpu_prng
     from rcmdp_jax.family import group
     from rcmdp_jax.presets import ALGORITHMS, preset
-    from rcmdp_jax.runner import Prepared
 
     cpu_prng.apply_default()
+    BenchPrepared = variant_class()
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), args.seeds))
     rows = []
     for env in args.envs.split(","):
@@ -67,7 +109,7 @@ def main(argv=None) -> int:
             xis = {}
             for variant in args.variants.split(","):
                 per_device, skip = VARIANTS[variant]
-                prep = Prepared(fam_cfgs, keys, True, mesh, per_device=per_device, skip_idle_lanes=skip)
+                prep = BenchPrepared(fam_cfgs, keys, mesh, per_device, skip)
                 ((batch_keys, members),) = prep.batches
                 state, placed = prep.start(batch_keys, members)
                 jax.block_until_ready(state)

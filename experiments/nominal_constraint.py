@@ -34,7 +34,7 @@ def command(env: str, reading: str, out: Path, seeds: int, devices: int) -> list
 
 
 def nominal(run_dir: Path, env: str) -> dict:
-    from rcmdp_jax.run_folder import RunFolder, kept_seeds, load_npz
+    from rcmdp_jax.study.run_folder import RunFolder, kept_seeds, load_npz
 
     folder, out = RunFolder(run_dir), {}
     for algo in LEARNERS:

@@ -128,7 +128,7 @@ def seed_table(run_dir: Path, env: str, algo: str) -> dict:
     """Per kept seed: C at the nominal kernel, the worst C on the grid and from the search
     (the worst of the constraints), and R_pen at the nominal and the grid's worst kernel."""
     from rcmdp_jax import envs, stats
-    from rcmdp_jax.run_folder import RunFolder, kept_seeds, load_npz
+    from rcmdp_jax.study.run_folder import RunFolder, kept_seeds, load_npz
     from rcmdp_jax.worst_case import compare_with_grid
 
     folder = RunFolder(run_dir)

@@ -1,4 +1,4 @@
-"""The main job (the logic is ``rcmdp_jax.runner``; installed, the same command is ``rcmdp``):
+"""The main job (the logic is ``rcmdp_jax.study.cli``; installed, the same command is ``rcmdp``):
 
     python experiments/run.py --seeds 10 --vmap
 
@@ -10,7 +10,7 @@ the robustness test and write a run folder with tables and plots;
 import sys
 
 if __name__ == "__main__":
-    # one XLA device per core on a CPU host before JAX starts (rcmdp_jax.console.split_cpu)
-    from rcmdp_jax.console import train
+    # one XLA device per core on a CPU host before JAX starts (rcmdp_jax.study.console.split_cpu)
+    from rcmdp_jax.study.console import train
 
     sys.exit(train())

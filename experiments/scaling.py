@@ -57,7 +57,7 @@ def train_point(p: dict, mesh) -> dict:
     import numpy as np
 
     from rcmdp_jax import preset
-    from rcmdp_jax.compiled import Prepared, train_prepared
+    from rcmdp_jax.study.compiled import Prepared, train_prepared
 
     cfgs = [preset(p["env"], a, total_timesteps=p["steps"]) for a in p["algos"]]
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), p["seeds"]))
@@ -168,7 +168,7 @@ def grid(seeds: int) -> dict:
         ]
         result = Path(tmp) / "result.json"
         code = ("import json,resource,sys; from rcmdp_jax import sharding; sharding.split_cpu(sharding.available_cores());"
-                "from rcmdp_jax.runner import main; rc = main(sys.argv[2:]); open(sys.argv[1], 'w').write("
+                "from rcmdp_jax.study.cli import main; rc = main(sys.argv[2:]); open(sys.argv[1], 'w').write("
                 "json.dumps({'rc': rc, 'peak_rss_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")  # fmt: skip
         t0 = time.perf_counter()  # the runner's progress goes to this process's output as it comes
         proc = subprocess.run([sys.executable, "-c", code, str(result), *argv], cwd=ROOT)

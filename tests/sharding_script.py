@@ -73,7 +73,7 @@ import io
 import pathlib
 import tempfile
 
-from rcmdp_jax import runner
+from rcmdp_jax.study import cli
 
 tiny = ["--algos", "MDPO-Robust-Lag", "--seeds", "6", "--steps", "128", "--n-test", "2",
         "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
@@ -81,7 +81,7 @@ tiny = ["--algos", "MDPO-Robust-Lag", "--seeds", "6", "--steps", "128", "--n-tes
 tmp = pathlib.Path(tempfile.mkdtemp())
 printed = io.StringIO()
 with contextlib.redirect_stdout(printed):
-    assert runner.main(tiny + ["--out", str(tmp / "four")]) == 0
+    assert cli.main(tiny + ["--out", str(tmp / "four")]) == 0
 algo_dir = tmp / "four" / "cartpole" / "MDPO-Robust-Lag"
 out["runner_sharded"] = "sharded over 4 CPU devices" in printed.getvalue()
 out["runner_shape"] = list(np.load(algo_dir / "test_results.npz")["V"].shape)

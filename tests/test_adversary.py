@@ -231,11 +231,11 @@ def test_default_adversary_moves_xi_towards_kernels_where_the_constraint_is_wors
 
 def test_the_plan_counts_the_robust_methods_buffers(tmp_path, capsys):
     """A worst-of-n lane's candidates are sized before anything is written."""
-    from rcmdp_jax import runner
+    from rcmdp_jax.study import cli
 
     out = tmp_path / "run"
     args = ["--env", "gymnax:Pendulum-v1", "--algos", "PPO-Lag+worst-of-n", "--seeds", "2", "--out", str(out)]
-    assert runner.main(args + ["--set", "adversary_candidates=100000000"]) == 2
+    assert cli.main(args + ["--set", "adversary_candidates=100000000"]) == 2
     assert "adversary_candidates" in capsys.readouterr().err and not out.exists()
-    assert runner.main(args + ["--set", "adversary_candidates=4000000", "--set", "adversary_episodes=1000"]) == 2
+    assert cli.main(args + ["--set", "adversary_candidates=4000000", "--set", "adversary_episodes=1000"]) == 2
     assert "adversary_candidates" in capsys.readouterr().err and not out.exists()

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from rcmdp_jax import aggregate
+from rcmdp_jax.study import aggregate
 
 # 4 runs (seeds) x 2 tasks (kernels)
 A = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [4.0, 40.0]])

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcmdp_jax import runner, stats
+from rcmdp_jax import stats
+from rcmdp_jax.study import cli
 
 RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"  # the command users call
 
@@ -28,7 +29,7 @@ def _load(out, algo, name):
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "full"
-    assert runner.main(TINY + ["--out", str(out)]) == 0
+    assert cli.main(TINY + ["--out", str(out)]) == 0
     return out
 
 
@@ -97,7 +98,7 @@ def test_sweep_level_zero_is_identical_across_directions(full_run):
 
 def test_vmap_and_no_vmap_give_the_same_numbers(full_run, tmp_path):
     out = tmp_path / "loop"
-    assert runner.main(TINY + ["--no-vmap", "--out", str(out)]) == 0
+    assert cli.main(TINY + ["--no-vmap", "--out", str(out)]) == 0
     for algo in ALGOS.split(","):
         a, b = _load(full_run, algo, "test_results.npz"), _load(out, algo, "test_results.npz")
         # batched and unbatched matmuls round differently in the last bits; over a run that
@@ -128,9 +129,9 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_pat
     out = tmp_path / "interrupted"
     # the first family (MDPO-Lag and MDPO-Robust, trained in one program), then a "kill"
     trained = []
-    from rcmdp_jax import study
+    from rcmdp_jax.study import orchestrate
 
-    real = study.train_prepared
+    real = orchestrate.train_prepared
 
     def train_then_die(prep, label):
         if trained:
@@ -138,22 +139,22 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_pat
         trained.append(label)
         return real(prep, label)
 
-    monkeypatch.setattr(study, "train_prepared", train_then_die)
+    monkeypatch.setattr(orchestrate, "train_prepared", train_then_die)
     with pytest.raises(Killed):
-        runner.main(TINY + ["--out", str(out)])
+        cli.main(TINY + ["--out", str(out)])
     monkeypatch.undo()
     first, second, third = ALGOS.split(",")
     assert (out / "cartpole" / first / "checkpoint").is_dir()
     assert (out / "cartpole" / second / "checkpoint").is_dir()
     assert not (out / "cartpole" / third).exists()
     # a plain rerun refuses to overwrite the folder
-    assert runner.main(TINY + ["--out", str(out)]) == 2
-    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + ["--out", str(out)]) == 2
+    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
     _assert_same_run(full_run, out, ALGOS.split(","))
     # a family killed half-saved: resume trains the whole family again, writes the missing member
     shutil.rmtree(out / "cartpole" / second)
     kept = (out / "cartpole" / first / "train_metrics.npz").stat().st_mtime_ns
-    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
     assert (out / "cartpole" / first / "train_metrics.npz").stat().st_mtime_ns == kept
     _assert_same_run(full_run, out, ALGOS.split(","))
 
@@ -169,7 +170,7 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
     before = {a: _load(out, a, "test_results.npz")["V"] for a in ALGOS.split(",")}
     for a in before:
         (out / "cartpole" / a / "test_results.npz").unlink()
-    assert runner.main(["--eval-only", str(out)]) == 0
+    assert cli.main(["--eval-only", str(out)]) == 0
     for a, v in before.items():
         np.testing.assert_array_equal(_load(out, a, "test_results.npz")["V"], v)
 
@@ -209,10 +210,10 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
     ],
 )
 def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, capsys, args, message):
-    """In process (``runner.main``, what ``run.py`` calls): each case costs milliseconds;
+    """In process (``cli.main``, what ``run.py`` calls): each case costs milliseconds;
     the next test checks the command itself the same way on one case."""
     out = tmp_path / "never"
-    assert runner.main([*args, "--out", str(out)]) == 2
+    assert cli.main([*args, "--out", str(out)]) == 2
     printed = capsys.readouterr()
     assert message in printed.err
     assert printed.err.strip().count("\n") == 0  # one line
@@ -222,13 +223,13 @@ def test_bad_input_exits_2_with_one_message_and_writes_nothing(tmp_path, capsys,
 
 def test_an_empty_out_or_a_compile_cache_that_is_a_file_is_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # where runs/<timestamp> would go
-    assert runner.main(["--out", "", "--seeds", "1"]) == 2
+    assert cli.main(["--out", "", "--seeds", "1"]) == 2
     assert "--out is empty" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
     a_file = tmp_path / "cache.txt"
     a_file.write_text("not a folder")
     out = tmp_path / "never"
-    assert runner.main(["--compile-cache", str(a_file), "--out", str(out), "--seeds", "1"]) == 2
+    assert cli.main(["--compile-cache", str(a_file), "--out", str(out), "--seeds", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--compile-cache" in err and "cannot use it as a folder" in err and err.count("\n") == 0
     assert a_file.read_text() == "not a folder" and not out.exists()
@@ -253,7 +254,7 @@ def test_a_diverged_run_is_never_shown_as_a_result(tmp_path, capsys):
     out = tmp_path / "diverged"
     tiny = [a if a != ALGOS else "MDPO-Lag,MDPO" for a in TINY]
     # an absurd learning rate (finite, so accepted) makes MDPO-Lag's weights overflow to NaN
-    assert runner.main(tiny + ["--out", str(out), "--set", "lr=1e30"]) == 4
+    assert cli.main(tiny + ["--out", str(out), "--set", "lr=1e30"]) == 4
     printed = capsys.readouterr().out
     assert "DIVERGED" in printed
     env_dir = out / "cartpole"
@@ -281,7 +282,7 @@ def test_one_diverged_seed_of_a_batch_is_found_and_the_others_kept():
 
 
 def test_a_partly_diverged_algorithm_is_summarised_over_its_other_seeds_and_never_marked():
-    from rcmdp_jax import report
+    from rcmdp_jax.study import report
 
     rng = np.random.default_rng(0)
     good = (rng.normal(10.0, 1.0, (3, 2, 2, 4)), rng.normal(-1.0, 0.1, (3, 2, 2, 4, 1)))
@@ -325,7 +326,7 @@ def test_a_kernel_outside_the_box_is_refused(xi):
 
 
 def test_an_output_folder_that_cannot_be_made_is_one_line(capsys):
-    assert runner.main(TINY + ["--out", "/proc/rcmdp-x"]) == 2
+    assert cli.main(TINY + ["--out", "/proc/rcmdp-x"]) == 2
     err = capsys.readouterr().err
     assert "--out /proc/rcmdp-x: cannot create the run folder" in err and err.count("\n") == 1
 
@@ -333,13 +334,13 @@ def test_an_output_folder_that_cannot_be_made_is_one_line(capsys):
 def test_bad_run_folders_are_one_line_errors(tmp_path, capsys):
     import report
 
-    assert runner.main(["--eval-only", str(tmp_path / "nowhere")]) == 2
+    assert cli.main(["--eval-only", str(tmp_path / "nowhere")]) == 2
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "run.json").write_text('{"hello": 1}')
-    assert runner.main(["--eval-only", str(tmp_path / "foreign")]) == 2
+    assert cli.main(["--eval-only", str(tmp_path / "foreign")]) == 2
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "run.json").write_text("{not json")
-    assert runner.main(["--resume", "--out", str(tmp_path / "broken")] + TINY[:2]) == 2
+    assert cli.main(["--resume", "--out", str(tmp_path / "broken")] + TINY[:2]) == 2
     assert report.main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert "is not a run folder" in err and "not a run.json of this runner (missing" in err
@@ -354,11 +355,11 @@ def test_stale_results_are_never_served(full_run, tmp_path, capsys):
     env_dir = out / "cartpole"
     # eval-only with a checkpoint gone: non-zero, names it, and its stale row leaves the table
     shutil.rmtree(env_dir / "PPO-Lag" / "checkpoint")
-    assert runner.main(["--eval-only", str(out)]) == 5
+    assert cli.main(["--eval-only", str(out)]) == 5
     assert "no checkpoint for cartpole/PPO-Lag" in capsys.readouterr().err
     assert "PPO-Lag" not in (env_dir / "summary.md").read_text()
     # --eval-only cannot silently ignore another --n-test
-    assert runner.main(["--eval-only", str(out), "--n-test", "50"]) == 2
+    assert cli.main(["--eval-only", str(out), "--n-test", "50"]) == 2
     assert "--n-test" in capsys.readouterr().err
     # report.py refuses when an algorithm's test results are missing, and rewrites nothing
     before = (env_dir / "summary.md").read_text()
@@ -387,7 +388,7 @@ def test_the_schedules_study_writes_one_table(tmp_path):
     args = ["--schedules", "--env", "inventory", "--seeds", "1", "--steps", "64", "--n-test", "1",
             "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
             "--set", "eval_episodes=2", "--out", str(out)]  # fmt: skip
-    assert runner.main(args) == 0
+    assert cli.main(args) == 0
     md = (out / "inventory" / "summary.md").read_text()
     table = md.split("\n## ")[0]  # the study's table (the rliable and state-bound sections follow)
     rows = [line for line in table.splitlines() if line.startswith("| MDPO-Robust")]
@@ -400,9 +401,9 @@ def test_the_schedules_study_writes_one_table(tmp_path):
 
 def test_resume_names_the_option_that_differs(full_run, tmp_path, capsys):
     out = _copy(full_run, tmp_path)
-    assert runner.main(TINY + ["--out", str(out), "--resume", "--seeds", "3"]) == 2
+    assert cli.main(TINY + ["--out", str(out), "--resume", "--seeds", "3"]) == 2
     assert "the options differ from the run in" in capsys.readouterr().err
-    assert runner.main(TINY + ["--out", str(out), "--resume", "--set", "eta_lam=0.5"]) == 2
+    assert cli.main(TINY + ["--out", str(out), "--resume", "--set", "eta_lam=0.5"]) == 2
     err = capsys.readouterr().err
     assert "(configs: cartpole/MDPO-Lag: eta_lam; cartpole/MDPO-Robust: eta_lam; cartpole/PPO-Lag: eta_lam)" in err
 
@@ -417,10 +418,10 @@ def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_pat
         assert cfg.pop("ltma_estimator") == "score"
     (out / "run.json").write_text(json.dumps(plan))
     before = _load(out, "PPO-Lag", "test_results.npz")["V"]
-    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
     np.testing.assert_array_equal(_load(out, "PPO-Lag", "test_results.npz")["V"], before)
     capsys.readouterr()
-    assert runner.main(TINY + ["--out", str(out), "--resume", "--set", "ltma_estimator=pathwise"]) == 2
+    assert cli.main(TINY + ["--out", str(out), "--resume", "--set", "ltma_estimator=pathwise"]) == 2
     assert "cartpole/MDPO-Lag: ltma_estimator" in capsys.readouterr().err
 
 
@@ -431,7 +432,7 @@ def test_resume_with_a_damaged_checkpoint_retrains_only_that_family(full_run, tm
     (env_dir / "PPO-Lag" / "checkpoint" / "_CHECKPOINT_METADATA").unlink()
     (env_dir / "PPO-Lag" / "test_results.npz").unlink()
     kept = (env_dir / "MDPO-Lag" / "train_metrics.npz").stat().st_mtime_ns
-    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
     assert "incomplete checkpoint of PPO-Lag moved to" in capsys.readouterr().out
     assert (env_dir / "PPO-Lag" / "checkpoint.damaged").is_dir()
     assert (env_dir / "MDPO-Lag" / "train_metrics.npz").stat().st_mtime_ns == kept
@@ -441,9 +442,9 @@ def test_resume_with_a_damaged_checkpoint_retrains_only_that_family(full_run, tm
         if f.name != "_CHECKPOINT_METADATA":
             shutil.rmtree(f) if f.is_dir() else f.unlink()
     (env_dir / "PPO-Lag" / "test_results.npz").unlink()
-    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 5
+    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 5
     assert "damaged checkpoint" in capsys.readouterr().out
-    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0  # and the next resume retrains it
+    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0  # and the next resume retrains it
     _assert_same_run(full_run, out, ["PPO-Lag"])
 
 
@@ -473,7 +474,7 @@ def test_existing_output_folder_is_never_overwritten(tmp_path):
     out = tmp_path / "taken"
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
-    assert runner.main(TINY + ["--out", str(out)]) == 2
+    assert cli.main(TINY + ["--out", str(out)]) == 2
     assert (out / "precious.txt").read_text() == "keep me"
     assert sorted(p.name for p in out.iterdir()) == ["precious.txt"]
 
@@ -482,7 +483,7 @@ def test_worst_case_flag_puts_the_search_next_to_the_grid(tmp_path):
     out = tmp_path / "worst"
     args = ["--env", "inventory", "--algos", "MDPO-Lag", "--seeds", "2", "--steps", "64", "--n-test", "3",
             "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "eval_episodes=2", "--worst-case"]  # fmt: skip
-    assert runner.main(args + ["--out", str(out)]) == 0
+    assert cli.main(args + ["--out", str(out)]) == 0
     env_dir = out / "inventory"
     z = np.load(env_dir / "MDPO-Lag" / "worst_case.npz")
     assert sorted(z.files) == sorted(
@@ -517,17 +518,17 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
     summary = (env_dir / "summary.md").read_text()
     for extra, name in ((["--set", "lr=nan"], "--set"), (["--seeds", "0"], "--seeds"), (["--env", "nope"], "--env"),
                         (["--out", str(tmp_path / "x")], "--out"), (["--resume"], "--resume")):  # fmt: skip
-        assert runner.main(["--eval-only", str(out), *extra]) == 2
+        assert cli.main(["--eval-only", str(out), *extra]) == 2
         err = capsys.readouterr().err
         assert f"does not use {name}" in err and err.count("\n") == 1, err
     assert (env_dir / "summary.md").read_text() == summary and not (tmp_path / "x").exists()
-    assert runner.main(TINY + ["--out", str(out), "--resume", "--worst-case"]) == 2
+    assert cli.main(TINY + ["--out", str(out), "--resume", "--worst-case"]) == 2
     assert "options differ" in capsys.readouterr().err
     plan = json.loads((out / "run.json").read_text())
     for edit, message in (({"seeds": 3}, "run.json says 3 seed(s) but cartpole/MDPO-Lag was trained with 2"),
                           ({"algos": "MDPO-Lag"}, "envs and algos must be lists of distinct names")):  # fmt: skip
         (out / "run.json").write_text(json.dumps({**plan, **edit}))
-        assert runner.main(["--eval-only", str(out)]) == 2
+        assert cli.main(["--eval-only", str(out)]) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
     (out / "run.json").write_text(json.dumps(plan))
@@ -538,12 +539,12 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
     holder = subprocess.Popen([sys.executable, "-c", hold, str(out / ".lock")], stdout=subprocess.PIPE, text=True)
     try:
         holder.stdout.readline()  # held
-        assert runner.main(["--eval-only", str(out)]) == 2
+        assert cli.main(["--eval-only", str(out)]) == 2
         assert f"in use by another run (PID {holder.pid})" in capsys.readouterr().err
     finally:
         holder.kill()
         holder.wait()
-    assert runner.main(["--eval-only", str(out)]) == 0  # the lock's process is gone: taken over
+    assert cli.main(["--eval-only", str(out)]) == 0  # the lock's process is gone: taken over
     assert not (out / ".lock").exists()  # and released
     # truncated files: report.py says so in one line; --resume re-creates them
     metrics = env_dir / "PPO-Lag" / "train_metrics.npz"
@@ -555,7 +556,7 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
     assert report.main([str(out)]) == 2
     err = capsys.readouterr().err
     assert "cannot be read" in err and "--resume re-creates it" in err and err.count("\n") == 1, err
-    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
     assert "train_metrics.npz could not be read: re-created from the checkpoint" in capsys.readouterr().out
     for got, want in ((_load(out, "PPO-Lag", "train_metrics.npz"), want_metrics),
                       (_load(out, "MDPO-Lag", "test_results.npz"), want_tests)):  # fmt: skip

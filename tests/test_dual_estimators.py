@@ -141,7 +141,7 @@ def test_finite_blow_ups_count_as_divergence_and_the_exit_status_says_so():
     import types
 
     from rcmdp_jax.divergence import BLOW_UP, diverged_seeds
-    from rcmdp_jax.study import Outcome, Study
+    from rcmdp_jax.study.orchestrate import Outcome, Study
 
     cfg = preset("inventory", "MDPO-Augmented-Lag", total_timesteps=2 * 64, n_steps=16, minibatch_size=16, epochs=1,
                  eval_every=100)  # fmt: skip

@@ -10,9 +10,10 @@ from flax import struct
 from gymnax.environments import environment, spaces
 from rcmdp_jax.envs.gymnax_presets import PRESETS, make_gymnax
 
-from rcmdp_jax import envs, make_train, preset, runner
+from rcmdp_jax import envs, make_train, preset
 from rcmdp_jax.ltma import pathwise_direction
 from rcmdp_jax.rollout import sample_episode
+from rcmdp_jax.study import cli
 
 NAMES = [f"gymnax:{k}" for k in PRESETS]
 
@@ -222,7 +223,7 @@ def test_bad_wrapper_input_is_a_clear_error(kwargs, error, match):
 )
 def test_bad_gymnax_cli_input_exits_2_and_writes_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "run"
-    assert runner.main([*args, "--out", str(out), "--seeds", "1"]) == 2
+    assert cli.main([*args, "--out", str(out), "--seeds", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not out.exists()

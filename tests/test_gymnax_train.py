@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax import ALGORITHMS, envs, preset, runner
+from rcmdp_jax import ALGORITHMS, envs, preset
+from rcmdp_jax.study import cli
 
 
 def test_every_algorithm_trains_a_few_iterations_on_the_discrete_preset_through_the_api():
@@ -49,7 +50,7 @@ def test_the_cli_trains_every_algorithm_on_a_gymnax_preset_with_a_chosen_box_and
             "--seeds", "2", "--steps", "64", "--n-test", "2", "--devices", "1",
             "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "epochs=1", "--set", "ltma_iterations=2",
             "--set", "eval_episodes=2", "--out", str(out)]  # fmt: skip
-    assert runner.main(args) == 0
+    assert cli.main(args) == 0
     name = "gymnax:Pendulum-v1@uncertain=g:0.1,m:abs:0.2@costs=torque,speed"
     folder = out / "gymnax_Pendulum-v1_uncertain_g_0.1_m_abs_0.2_costs_torque_speed"  # run.json keeps the name
     assert json.loads((out / "run.json").read_text())["envs"] == [name]

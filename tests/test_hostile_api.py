@@ -80,8 +80,7 @@ def test_cartpole_step_names_an_action_that_is_not_one(action):
 def test_the_lock_is_taken_by_exactly_one_of_racing_takers(tmp_path):
     """Eight takers at once on a stale lock (a killed run's), fifteen times: one holds it.
     ``flock`` locks are per open file, so threads race like processes do."""
-    from rcmdp_jax.plan import UsageError
-    from rcmdp_jax.run_folder import RunFolder
+    from rcmdp_jax.study.run_folder import RunFolder, RunFolderError
 
     folder = RunFolder(tmp_path)
     dead = subprocess.Popen(["true"])
@@ -94,7 +93,7 @@ def test_the_lock_is_taken_by_exactly_one_of_racing_takers(tmp_path):
             barrier.wait()
             try:
                 held.append(folder.lock())
-            except UsageError as err:
+            except RunFolderError as err:
                 refused.append(str(err))
 
         threads = [threading.Thread(target=take) for _ in range(8)]

@@ -5,7 +5,7 @@ behind its clip. Each is one line (exit 2) before anything is written."""
 import numpy as np
 import pytest
 
-from rcmdp_jax import runner
+from rcmdp_jax.study import cli
 
 TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
         "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2"]  # fmt: skip
@@ -35,14 +35,14 @@ def _one_line(capsys, *words) -> str:
 )
 def test_sizes_beyond_memory_or_int32_are_refused_before_writing(tmp_path, capsys, args, message):
     out = tmp_path / "never"
-    assert runner.main([*args, "--out", str(out)]) == 2
+    assert cli.main([*args, "--out", str(out)]) == 2
     _one_line(capsys, message)
     assert not out.exists()
 
 
 def test_the_memory_estimate_counts_every_buffer():
     from rcmdp_jax import preset
-    from rcmdp_jax.sizes import kernel_count, lane_bytes, sweep_bytes
+    from rcmdp_jax.study.sizes import kernel_count, lane_bytes, sweep_bytes
 
     cfg = preset("cartpole", "MDPO-Robust-Lag")
     base = lane_bytes(cfg)
@@ -71,7 +71,7 @@ def test_the_memory_estimate_counts_every_buffer():
 )
 def test_gymnax_boxes_are_checked_in_float32_in_every_spelling(tmp_path, capsys, args, message):
     out = tmp_path / "never"
-    assert runner.main([*args, "--algos", "PPO", "--out", str(out)]) == 2
+    assert cli.main([*args, "--algos", "PPO", "--out", str(out)]) == 2
     _one_line(capsys, message)
     assert not out.exists()
 
@@ -91,21 +91,21 @@ def test_gymnax_boxes_are_checked_in_float32_in_every_spelling(tmp_path, capsys,
 )
 def test_small_bad_inputs_are_one_line(tmp_path, capsys, recwarn, args, message):
     out = tmp_path / "never"
-    assert runner.main([*args, "--out", str(out)]) == 2
+    assert cli.main([*args, "--out", str(out)]) == 2
     _one_line(capsys, "run.py: error: ", message)
     assert not out.exists()
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]  # no NumPy warning first
 
 
 def test_distributed_input_is_checked_before_the_handshake(tmp_path, capsys, monkeypatch):
-    from rcmdp_jax import runtime
+    from rcmdp_jax.study import runtime
 
     def handshake(args):
         raise AssertionError("joined the other processes before checking the input")
 
     monkeypatch.setattr(runtime, "start_processes", handshake)
     args = ["--distributed", "--coordinator", "localhost:1", "--num-processes", "2", "--process-id", "0"]
-    assert runner.main([*args, "--set", "lr=nan", "--out", str(tmp_path / "never")]) == 2
+    assert cli.main([*args, "--set", "lr=nan", "--out", str(tmp_path / "never")]) == 2
     _one_line(capsys, "lr must be a number, got 'nan'")
 
 
@@ -113,7 +113,7 @@ def test_a_multiplier_step_that_blows_up_behind_the_clip_is_divergence(tmp_path,
     """``eta_lam=1e30`` on MDPO-Lag: ``lam`` stays within [0, lam_clip] (the clip), but its
     ascent step ``eta_lam * C^`` is beyond ``BLOW_UP``: diverged, never bold."""
     out = tmp_path / "dual"
-    assert runner.main(TINY + ["--set", "eta_lam=1e30", "--out", str(out)]) == 4
+    assert cli.main(TINY + ["--set", "eta_lam=1e30", "--out", str(out)]) == 4
     lam = np.load(out / "cartpole" / "MDPO-Lag" / "train_metrics.npz")["lam"]
     assert np.all(np.isfinite(lam)) and lam.max() <= 50.0  # what the 1e12 rule on lam alone would pass
     assert "DIVERGED" in capsys.readouterr().out

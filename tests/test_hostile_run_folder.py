@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rcmdp_jax import runner
+from rcmdp_jax.study import cli
 
 RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"
 TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
@@ -25,7 +25,7 @@ TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3"
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("hostile") / "run"
-    assert runner.main(TINY + ["--out", str(out)]) == 0
+    assert cli.main(TINY + ["--out", str(out)]) == 0
     return out
 
 
@@ -87,9 +87,9 @@ def test_an_edited_run_json_is_refused_and_nothing_changes(trained, tmp_path, ca
     out = _copy(trained, tmp_path)
     (out / "run.json").write_text(json.dumps(_edit(json.loads((out / "run.json").read_text()), what)))
     before = _snapshot(out)
-    assert runner.main(["--eval-only", str(out)]) == 2
+    assert cli.main(["--eval-only", str(out)]) == 2
     _one_line(capsys, EDITS[what])
-    assert runner.main(TINY + ["--resume", "--out", str(out)]) == 2
+    assert cli.main(TINY + ["--resume", "--out", str(out)]) == 2
     capsys.readouterr()
     if what != "policy_hidden=[7]":  # the report reads results only, never a checkpoint
         assert report.main([str(out)]) == 2
@@ -118,11 +118,11 @@ class _FullDisk:
 
 
 def test_a_full_disk_on_run_json_leaves_nothing_that_blocks_a_rerun(tmp_path, capsys, monkeypatch):
-    from rcmdp_jax import run_folder
+    from rcmdp_jax.study import run_folder
 
     out = tmp_path / "full"
     monkeypatch.setattr(run_folder, "open", _FullDisk("run.json"), raising=False)
-    assert runner.main(TINY + ["--out", str(out)]) == 2
+    assert cli.main(TINY + ["--out", str(out)]) == 2
     _one_line(capsys, f"--out {out}: cannot write run.json: No space left on device")
     assert not out.exists()  # a re-run with the same --out is not blocked
 
@@ -130,7 +130,7 @@ def test_a_full_disk_on_run_json_leaves_nothing_that_blocks_a_rerun(tmp_path, ca
 def test_a_full_disk_while_saving_is_one_line_and_resume_finishes(trained, tmp_path, capsys, monkeypatch):
     import orbax.checkpoint as ocp
 
-    from rcmdp_jax import run_folder
+    from rcmdp_jax.study import run_folder
 
     out = tmp_path / "full"
     real = ocp.StandardCheckpointer.save
@@ -145,18 +145,18 @@ def test_a_full_disk_while_saving_is_one_line_and_resume_finishes(trained, tmp_p
         )
 
     monkeypatch.setattr(ocp.StandardCheckpointer, "save", save_then_fail)
-    assert runner.main(TINY + ["--out", str(out)]) == 2
+    assert cli.main(TINY + ["--out", str(out)]) == 2
     _one_line(capsys, "MDPO-Lag/checkpoint: No space left on device (writing the checkpoint)", "--resume")
     algo = out / "cartpole" / "MDPO-Lag"
     assert sorted(p.name for p in algo.iterdir()) == ["timing.json", "train_metrics.npz"]  # no partial checkpoint
     monkeypatch.setattr(ocp.StandardCheckpointer, "save", real)
     # a result file cut short: the old one stays, no temporary file is left
     monkeypatch.setattr(run_folder, "open", _FullDisk("test_results.npz"), raising=False)
-    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 2
+    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 2
     _one_line(capsys, "test_results.npz: No space left on device")
     assert not (algo / "test_results.npz").exists() and not list(algo.glob(".*.tmp"))
     monkeypatch.undo()
-    assert runner.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
     for name in ("test_results.npz", "train_metrics.npz"):
         want, got = np.load(trained / "cartpole" / "MDPO-Lag" / name), np.load(algo / name)
         for key in want.files:
@@ -166,7 +166,7 @@ def test_a_full_disk_while_saving_is_one_line_and_resume_finishes(trained, tmp_p
 def test_a_full_disk_in_the_report_keeps_the_old_summary(trained, tmp_path, capsys, monkeypatch):
     import report
 
-    from rcmdp_jax import run_folder
+    from rcmdp_jax.study import run_folder
 
     out = _copy(trained, tmp_path)
     before = (out / "cartpole" / "summary.md").read_text()
@@ -188,9 +188,9 @@ def test_another_users_run_folder_is_one_line_and_untouched(trained, tmp_path, c
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p).startswith(str(out)) else real_access(
         p, mode, **kw))  # fmt: skip
-    assert runner.main(["--eval-only", str(out)]) == 2
+    assert cli.main(["--eval-only", str(out)]) == 2
     _one_line(capsys, f"{out}: Permission denied")
-    assert runner.main(TINY + ["--resume", "--out", str(out)]) == 2
+    assert cli.main(TINY + ["--resume", "--out", str(out)]) == 2
     _one_line(capsys, f"{out}: Permission denied")
     assert report.main([str(out)]) == 2
     _one_line(capsys, "Permission denied", "nothing was rewritten")
@@ -203,7 +203,7 @@ def test_another_users_run_folder_is_one_line_and_untouched(trained, tmp_path, c
         return real_read(self, *args, **kwargs)
 
     monkeypatch.setattr(pathlib.Path, "read_text", unreadable)
-    assert runner.main(["--eval-only", str(out)]) == 2
+    assert cli.main(["--eval-only", str(out)]) == 2
     _one_line(capsys, f"cannot read {out / 'run.json'}: Permission denied")
     assert report.main([str(out)]) == 2
     _one_line(capsys, "Permission denied")
@@ -213,12 +213,12 @@ def test_another_users_run_folder_is_one_line_and_untouched(trained, tmp_path, c
 
 def test_odd_names_a_long_out_and_a_lock_that_is_a_folder(trained, tmp_path, capsys):
     long = tmp_path / ("x" * 300)
-    assert runner.main(TINY + ["--out", str(long)]) == 2
+    assert cli.main(TINY + ["--out", str(long)]) == 2
     _one_line(capsys, "File name too long")
     out = _copy(trained, tmp_path)
     (out / ".lock").mkdir()
     before = _snapshot(out)
-    assert runner.main(["--eval-only", str(out)]) == 2
+    assert cli.main(["--eval-only", str(out)]) == 2
     _one_line(capsys, f"{out / '.lock'}: cannot take the run folder's lock (Is a directory)")
     assert _snapshot(out) == before and (out / ".lock").is_dir()
 
@@ -226,9 +226,9 @@ def test_odd_names_a_long_out_and_a_lock_that_is_a_folder(trained, tmp_path, cap
 def test_eval_only_checks_the_compile_cache_and_devices(trained, tmp_path, capsys):
     out = _copy(trained, tmp_path)
     before = _snapshot(out)
-    assert runner.main(["--eval-only", str(out), "--compile-cache", "/etc/passwd"]) == 2
+    assert cli.main(["--eval-only", str(out), "--compile-cache", "/etc/passwd"]) == 2
     _one_line(capsys, "--compile-cache /etc/passwd: cannot use it as a folder")
-    assert runner.main(["--eval-only", str(out), "--devices", "99"]) == 2
+    assert cli.main(["--eval-only", str(out), "--devices", "99"]) == 2
     _one_line(capsys, "--devices 99: this host has")
     assert _snapshot(out) == before
 

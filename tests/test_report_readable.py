@@ -3,8 +3,8 @@ results, the legend, named costs, and plots whose 14 lines are told apart."""
 
 import numpy as np
 
-from rcmdp_jax import plots, report_text
 from rcmdp_jax.presets import ALGORITHMS
+from rcmdp_jax.study import plots, report_text
 
 
 def _results(rng, seeds=3, levels=4, dirs=2, eps=5, m=2):

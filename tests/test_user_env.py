@@ -16,8 +16,10 @@ import jax
 import numpy as np
 import pytest
 
-from rcmdp_jax import envs, make_train, preset, runner, sweep
+from rcmdp_jax import envs, make_train, preset, sweep
 from rcmdp_jax.config import BudgetRounded
+from rcmdp_jax.study import cli
+from rcmdp_jax.study.plan import build_plan
 
 BIN = Path(sys.executable).parent
 POINTMASS = textwrap.dedent("""
@@ -134,10 +136,10 @@ def test_summary_says_whether_the_constraint_is_kept_by_hand(user_run):
 
 
 def test_any_gymnax_id_on_the_command_line(capsys):
-    args = runner.parse_args(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2,gravity=0.2",
-                              "--costs", "velocity:0.04", "--algos", "PPO-Robust-Lag", "--seeds", "1"])  # fmt: skip
-    plan = runner.build_plan(args)
-    (name,) = plan["envs"]
+    args = cli.parse_args(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2,gravity=0.2",
+                           "--costs", "velocity:0.04", "--algos", "PPO-Robust-Lag", "--seeds", "1"])  # fmt: skip
+    plan = build_plan(args)
+    (name,) = plan.envs
     env, params = envs.make(name)
     assert env.cost_names == ("|velocity|<=0.04",) and env.fields == ("force", "gravity")
     np.testing.assert_allclose(params.kappa, [0.2 * 0.001, 0.2 * 0.0025], rtol=1e-6)
@@ -145,19 +147,19 @@ def test_any_gymnax_id_on_the_command_line(capsys):
     info = env.step(jax.random.key(1), state, 1, params)[-1]
     assert info["costs"].shape == (1,)
     # without costs: --algos all runs the unconstrained six; a named constrained one is refused in one line
-    bare = runner.parse_args(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2"])
-    assert runner.build_plan(bare)["algos"] == ["MCPMD", "PPO", "MDPO", "RMCPMD", "PPO-Robust", "MDPO-Robust"]
+    bare = cli.parse_args(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2"])
+    assert list(build_plan(bare).algos) == ["MCPMD", "PPO", "MDPO", "RMCPMD", "PPO-Robust", "MDPO-Robust"]
     assert "the 6 unconstrained algorithms run" in capsys.readouterr().err
-    assert runner.main(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2", "--algos", "PPO,PPO-Lag"]) == 2
+    assert cli.main(["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2", "--algos", "PPO,PPO-Lag"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has no constraint costs, so PPO-Lag cannot run" in err[0], err
-    assert runner.main(["--env", "gymnax:MountainCar-v0", "--seeds", "1"]) == 2
+    assert cli.main(["--env", "gymnax:MountainCar-v0", "--seeds", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no preset box" in err[0] and "force, gravity" in err[0], err
 
 
 def test_a_missing_user_module_is_one_line(tmp_path, capsys):
-    assert runner.main(["--env", "nosuchmodule_xyz:make", "--out", str(tmp_path / "r")]) == 2
+    assert cli.main(["--env", "nosuchmodule_xyz:make", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot load nosuchmodule_xyz:make: ModuleNotFoundError" in err[0], err
     assert not (tmp_path / "r").exists()
@@ -226,7 +228,7 @@ def test_the_cpu_split_from_a_script_or_one_line_why_not():
     """On a CPU host: a script that has not started JAX gets one device per core; one that
     has is told in one line why not and how (the environment variable)."""
     code = (
-        "import jax, jax.numpy as jnp; {before}from rcmdp_jax.console import split_in_process; "
+        "import jax, jax.numpy as jnp; {before}from rcmdp_jax.study.console import split_in_process; "
         "print(repr(split_in_process('auto', 4))); print(len(jax.devices('cpu'))); print(jax.default_backend())"
     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "XLA_FLAGS"}
@@ -255,7 +257,7 @@ def test_console_commands_are_installed():
 
 
 def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user_run, tmp_path, capsys):
-    from rcmdp_jax.report_cli import main as report
+    from rcmdp_jax.study.report_cli import main as report
 
     out = tmp_path / "copy"
     shutil.copytree(user_run, out)
@@ -264,7 +266,7 @@ def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user
     plan["configs"] = {"pointmass-of-a-script": plan["configs"]["usermass:make"]}
     (out / "run.json").write_text(json.dumps({**plan, "env_sources": {}}))
     assert report([str(out)]) == 2
-    assert runner.main(["--eval-only", str(out)]) == 2
+    assert cli.main(["--eval-only", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("'pointmass-of-a-script' was registered by the script" in e for e in err), err
 
@@ -272,11 +274,11 @@ def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user
 def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, capsys):
     (tmp_path / "fileenv.py").write_text(POINTMASS)
     monkeypatch.chdir(tmp_path)
-    plan = runner.build_plan(runner.parse_args(["--env", "fileenv.py:make", "--algos", "PPO", "--seeds", "1"]))
-    assert plan["envs"] == ["fileenv.py:make"]
-    assert plan["env_sources"]["fileenv.py:make"] == {"file": str(tmp_path / "fileenv.py"), "attr": "make"}
+    plan = build_plan(cli.parse_args(["--env", "fileenv.py:make", "--algos", "PPO", "--seeds", "1"]))
+    assert plan.envs == ("fileenv.py:make",)
+    assert plan.env_sources["fileenv.py:make"] == {"file": str(tmp_path / "fileenv.py"), "attr": "make"}
     env, params = envs.make("fileenv.py:make")
     assert env.cost_names == ("speed",) and env.fields == ("mass", "friction")
     # a budget that whole batches round up is a note on the command line too
-    runner.build_plan(runner.parse_args(["--algos", "PPO", "--seeds", "1", "--set", "total_timesteps=1000"]))
+    build_plan(cli.parse_args(["--algos", "PPO", "--seeds", "1", "--set", "total_timesteps=1000"]))
     assert "note: --set total_timesteps=1000: PPO runs 1 iteration(s) of 1600" in capsys.readouterr().err

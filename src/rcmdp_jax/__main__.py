@@ -2,7 +2,7 @@
 
 import sys
 
-from rcmdp_jax.console import main
+from rcmdp_jax.study.console import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -47,14 +47,14 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
         size = -(-axis_size // n_chunks)  # chunks of at most `chunk` lanes, padded by < n_chunks
 
         def some(flag, args):
-            pick = lambda y, n: jnp.where(jnp.reshape(flag, (-1,) + (1,) * (y.ndim - 1)), y, n)  # noqa: E731
+            pick = lambda y, n: jnp.where(jnp.reshape(flag, (-1,) + (1,) * (y.ndim - 1)), y, n)
             return jax.tree.map(pick, jax.vmap(fn)(*args), jax.vmap(otherwise)(*args))
 
         def by_chunks(flag, args):
             order = jnp.argsort(jnp.logical_not(flag), stable=True)  # flagged lanes first
             order = jnp.concatenate([order, jnp.full((n_chunks * size - axis_size,), order[-1])])
             chunks = jax.tree.map(lambda x: x[order].reshape((n_chunks, size) + x.shape[1:]), (flag, args))
-            run = lambda c: jax.lax.cond(jnp.any(c[0]), some, lambda _, a: jax.vmap(otherwise)(*a), *c)  # noqa: E731
+            run = lambda c: jax.lax.cond(jnp.any(c[0]), some, lambda _, a: jax.vmap(otherwise)(*a), *c)
             out = jax.lax.map(run, chunks)
             inverse = jnp.argsort(order[:axis_size])
             return jax.tree.map(lambda y: y.reshape((n_chunks * size,) + y.shape[2:])[inverse], out)

@@ -4,9 +4,9 @@ JAX lowers its ``threefry2x32`` primitive on the CPU as a rolled ``while`` loop
 of 5 iterations (smaller programs), and on other backends as straight-line
 code. Our train step draws keys and bits inside its innermost loops (every
 environment step and minibatch step), and XLA's CPU runtime pays a fixed cost
-per loop iteration and per kernel: on a 2-core CPU the rolled loop made the
-fused MDPO train step ~25% slower *and* ~30% slower to compile than the
-straight-line lowering (``experiments/bench_train.py``, docs/performance.md).
+per loop iteration and per kernel, so the rolled loop makes the fused train step
+slower to run and to compile than the straight-line lowering (measured by
+``experiments/bench_train.py``; figures in docs/performance.md).
 
 ``use_unrolled_threefry()`` registers JAX's own straight-line lowering for the
 CPU platform. It is the identical algorithm on uint32 words, so every key and

@@ -52,8 +52,8 @@ class Sweep:
     def from_keys(self, actor_params, keys):
         """The sweep of every seed, with one evaluation key per seed given."""
         if jax.default_backend() == "cpu":
-            # one seed at a time keeps the ~10^4-episode working set in cache: on a
-            # 2-core CPU this is ~3.5x faster than vmapping the seeds too
+            # one seed at a time keeps the ~10^4-episode working set in cache, which
+            # on a CPU is faster than vmapping the seeds too (docs/performance.md)
             return jax.lax.map(lambda a: self.per_seed(*a), (actor_params, keys))
         return jax.vmap(self.per_seed)(actor_params, keys)
 

@@ -71,9 +71,8 @@ class Family(Program):
         return hp, jax.tree.map(lambda x: x[member], self.variants)
 
 
-def make_family(configs: list[Config], skip_idle_lanes: bool = True) -> Family:
-    """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key).
-    ``skip_idle_lanes``: see ``step.Step``."""
+def make_family(configs: list[Config]) -> Family:
+    """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key)."""
     configs = tuple(c.validate() for c in configs)
     if not configs:
         raise ValueError("make_family needs at least one config")
@@ -85,7 +84,7 @@ def make_family(configs: list[Config], skip_idle_lanes: bool = True) -> Family:
             f"got {len(keys)} different structures (use rcmdp_jax.family.group)"
         )
     methods = adversary.family_methods(configs)
-    step = Step(configs[0], skip_idle_lanes, methods)
+    step = Step(configs[0], methods)
     stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
     return Family(
         configs=configs,

@@ -9,9 +9,9 @@ reference code; ``"lecun"`` is flax's default.
 Dropout sits after the first hidden layer and is active only when
 ``train=True`` (gradient updates); rollouts and evaluation use ``train=False``.
 Dropout masks dominate the random bits of an update; by default they come from
-a cheap counter-based hash (``HashDropout``), which made MDPO training ~1.7x
-faster on a 2-core CPU at 100 seeds; ``Config.dropout_rng = "threefry"`` uses
-flax's ``nn.Dropout`` instead.
+a cheap counter-based hash (``HashDropout``), cheaper than threefry bits on a CPU
+(docs/performance.md); ``Config.dropout_rng = "threefry"`` uses flax's
+``nn.Dropout`` instead.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def dense(width: int, fan_in: int, init: str, gain: float) -> nn.Dense:
         return nn.Dense(width, kernel_init=orthogonal(gain), bias_init=nn.initializers.zeros)
     if init == "torch":
         bound = 1.0 / math.sqrt(fan_in)
-        uniform = lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)  # noqa: E731
+        uniform = lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
         return nn.Dense(width, kernel_init=uniform, bias_init=uniform)
     return nn.Dense(width)
 

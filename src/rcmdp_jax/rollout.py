@@ -165,7 +165,7 @@ def collect_episode(key, env, env_params, actor, actor_params, horizon: int, dro
     policy (in training mode when ``dropout``): MCPMD's batch. Steps after the episode
     ended are masked, so the buffer has a static shape under ``vmap``."""
     policy = Policy(actor, actor_params, dropout=dropout)
-    emit = lambda st: Episode(st.obs, st.action, st.dropout_key, st.log_prob, st.reward, st.costs, st.alive)  # noqa: E731
+    emit = lambda st: Episode(st.obs, st.action, st.dropout_key, st.log_prob, st.reward, st.costs, st.alive)
     return scan_episode(key, env, env_params, policy, horizon, emit=emit, replay_dropout=True)[1]
 
 
@@ -240,7 +240,7 @@ def reward_and_costs(st: EpisodeStep) -> jax.Array:
 
 def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Trajectory:
     """One fresh episode (``scan_episode``) stored step by step; leaves ``[H, ...]``."""
-    emit = lambda st: Trajectory(st.s, st.action, st.s_next, st.reward, st.costs, st.alive)  # noqa: E731
+    emit = lambda st: Trajectory(st.s, st.action, st.s_next, st.reward, st.costs, st.alive)
     return scan_episode(key, env, env_params, policy, horizon, emit=emit)[1]
 
 
@@ -265,6 +265,6 @@ def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deter
     """``n`` full episodes in parallel: ``(V [n], C [n, m], total steps)``."""
     policy = Policy(actor, actor_params, deterministic, dropout)
 
-    one = lambda k: episode_values(k, env, env_params, policy, gamma, env.episode_length)  # noqa: E731
+    one = lambda k: episode_values(k, env, env_params, policy, gamma, env.episode_length)
     v, c, steps, _ = jax.vmap(one)(jax.random.split(key, n))
     return v, c, steps.sum()

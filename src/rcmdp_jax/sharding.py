@@ -8,8 +8,7 @@ the device count is padded (by repeating its last element) and trimmed after.
 On a CPU, XLA runs one program's kernels mostly one after another, so a
 vmapped train step leaves cores idle. ``split_cpu(n)`` exposes the host as ``n``
 XLA devices (``jax_num_cpu_devices``) before JAX starts; sharding the seeds
-across them runs the shards in parallel (1.9x on a 2-core CPU at 10 seeds; see
-docs/performance.md). ``setup_devices("auto")`` does this with one device per core.
+across them runs the shards in parallel (figures in docs/performance.md). ``setup_devices("auto")`` does this with one device per core.
 
 Multi-host: ``init_distributed`` (or ``setup_devices(..., distributed=True)``) calls
 ``jax.distributed.initialize()``; each process then takes a contiguous block

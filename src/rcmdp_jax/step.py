@@ -74,13 +74,10 @@ class Step:
     robust method, schedule and hyperparameters are not read here: they come as
     ``hp`` and ``variant``). Each phase of docs/method.md §2a is one method.
     ``methods``: the robust methods the program holds (``adversary.family_methods``; one
-    algorithm's program holds its own only), chosen per lane by ``variant.adversary``.
-    ``skip_idle_lanes=False`` runs every method on every lane of a family and discards
-    what a lane does not use (the plain ``lax.cond``; for benchmarks)."""
+    algorithm's program holds its own only), chosen per lane by ``variant.adversary``."""
 
-    def __init__(self, cfg: Config, skip_idle_lanes: bool = True, methods: tuple[str, ...] | None = None):
+    def __init__(self, cfg: Config, methods: tuple[str, ...] | None = None):
         self.cfg = cfg
-        self.skip_idle_lanes = skip_idle_lanes
         self.methods = adversary.family_methods([cfg]) if methods is None else tuple(methods)
         self.adversaries = tuple(adversary.get(m) for m in self.methods)
         self.per_env = any(a.per_env for a in self.adversaries)  # rollout envs with kernels of their own
@@ -142,15 +139,18 @@ class Step:
             if method.name == adversary.NONE:
                 continue
             fn = functools.partial(method.step, self.context)
-            if self.skip_idle_lanes:
-                params, env_xi, n = only_where(fn, keep)(which == i, *args)
-            else:  # every lane runs the method and discards it where it is not the lane's
-                params, env_xi, n = jax.lax.cond(which == i, fn, keep, *args)
+            params, env_xi, n = self.on_lanes(fn, keep)(which == i, *args)
             args = (key, params, env_xi, *args[3:])
             samples = samples + n
         own = lanes_where(self.adversaries, which, lambda a: a.per_env)  # other lanes' envs run the adversary's kernel
         env_xi = jnp.where(own, env_xi, broadcast(params.xi, env_xi.shape[0]))
         return params, env_xi, samples
+
+    @staticmethod
+    def on_lanes(fn, keep):
+        """``(flag, *args) -> fn(*args)`` on the lanes whose flag is set and ``keep(*args)``
+        on the others, which do none of ``fn``'s work (``batching.only_where``)."""
+        return only_where(fn, keep)
 
     def fresh_kernels(self, key, state: TrainState, which) -> jax.Array | None:
         """The kernels rollout envs take when an episode ends, ``[n_steps, n_envs, ...]``:

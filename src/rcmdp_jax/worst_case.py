@@ -102,7 +102,7 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
 
     def run(xi_):
         params = env_params.replace(xi=xi_)
-        one = lambda k: episode_quantities(k, env, params, policy, gamma, horizon, truncate)  # noqa: E731
+        one = lambda k: episode_quantities(k, env, params, policy, gamma, horizon, truncate)
         totals, steps = jax.vmap(one)(keys)
         return totals.mean(0), steps
 
@@ -198,7 +198,7 @@ class WorstCase:
     def __call__(self, actor_params, starts, rng):
         out = {}
         for i, name in enumerate(self.objectives):
-            one = lambda ap, x0, k, name=name: search(  # noqa: E731
+            one = lambda ap, x0, k, name=name: search(
                 k, x0, self.env, self.env_params, Policy(self.actor, ap, deterministic=True), name, self.cfg,
                 self.gamma, self.lambda_max,
             )  # fmt: skip

@@ -1,6 +1,6 @@
 """The command line of the main job (``experiments/run.py``): arguments, the checks that
 come before anything is compiled or written (exit 2), and the sequence plan -> run
-folder -> devices -> study. ``rcmdp_jax.runner.main(argv)`` is the same function.
+folder -> devices -> study. ``rcmdp_jax.study.cli.main(argv)`` is this function.
 
     python experiments/run.py --seeds 10 --vmap
 """
@@ -12,10 +12,19 @@ import datetime as _dt
 import sys
 from pathlib import Path
 
-from rcmdp_jax import runtime
 from rcmdp_jax.config import ENV_NAMES
-from rcmdp_jax.plan import UsageError, build_plan, check_before_processes, check_devices, resume_differences
-from rcmdp_jax.run_folder import RunFolder
+from rcmdp_jax.study import runtime
+from rcmdp_jax.study.plan import PlanError, build_plan, check_before_processes, check_devices
+from rcmdp_jax.study.run_folder import RunFolder, RunFolderError
+from rcmdp_jax.study.run_plan import Plan
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported in one line, exit status 2, nothing written."""
+
+
+# what the command line reports in one line with exit status 2
+REFUSED = (UsageError, PlanError, RunFolderError)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -126,7 +135,7 @@ EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "algos", "schedules", "budget",
                     "sets", "resume")  # fmt: skip
 
 
-def new_plan(args) -> dict | None:
+def new_plan(args) -> Plan | None:
     """Every input of a training command checked and its plan built (nothing started
     yet, not even the other processes of ``--distributed``); None for ``--eval-only``."""
     runtime.check_compile_cache(args.compile_cache)
@@ -141,7 +150,7 @@ def new_plan(args) -> dict | None:
     return build_plan(args)
 
 
-def plan_and_folder(args, plan: dict | None, first: bool) -> tuple[dict, RunFolder]:
+def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFolder]:
     """The plan this command runs and its run folder: a saved one (``--eval-only``,
     ``--resume``, checked against this command) or a new one (not written yet)."""
     if args.eval_only:
@@ -153,9 +162,9 @@ def plan_and_folder(args, plan: dict | None, first: bool) -> tuple[dict, RunFold
         folder = RunFolder(args.eval_only)
         plan = folder.read_plan("--eval-only")
         folder.check_seeds(plan, "--eval-only")
-        if args.n_test is not None and args.n_test != plan["n_test"]:
+        if args.n_test is not None and args.n_test != plan.n_test:
             raise UsageError(
-                f"--eval-only reruns the sweep of {folder.root} as it was run (--n-test {plan['n_test'] or 'default'}); "
+                f"--eval-only reruns the sweep of {folder.root} as it was run (--n-test {plan.n_test or 'default'}); "
                 "to test with another --n-test, train into a new --out"
             )
         return plan, folder
@@ -164,7 +173,7 @@ def plan_and_folder(args, plan: dict | None, first: bool) -> tuple[dict, RunFold
     if args.resume:
         saved = folder.read_plan("--resume")
         folder.check_seeds(saved, "--resume")
-        if differ := resume_differences(saved, plan):
+        if differ := saved.differences(plan):
             raise UsageError(
                 f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use the same options"
             )
@@ -177,12 +186,12 @@ def plan_and_folder(args, plan: dict | None, first: bool) -> tuple[dict, RunFold
 
 
 def main(argv=None) -> int:
-    from rcmdp_jax.study import Study
+    from rcmdp_jax.study.orchestrate import Study
 
     split_note = ""
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        from rcmdp_jax.console import split_in_process
+        from rcmdp_jax.study.console import split_in_process
 
         split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
@@ -192,24 +201,24 @@ def main(argv=None) -> int:
         if not args.eval_only and not args.resume and first:
             folder.create(plan)
         release = folder.lock() if first else (lambda: None)
-    except UsageError as err:
+    except REFUSED as err:
         print(f"run.py: error: {err}", file=sys.stderr)
         return 2
     runtime.speed_up(args.compile_cache)
     if split_note:
         print(split_note, flush=True)
-    n_runs = len(plan["envs"]) * len(plan["algos"])
+    n_runs = len(plan.envs) * len(plan.algos)
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     if args.distributed:
         import jax
 
         where += f"; process {jax.process_index()} of {jax.process_count()}"
-    print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan['seeds']} seed(s) "
-          f"({'vmapped' if plan['vmap'] else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
+    print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
+          f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
     try:
         with runtime.ctrl_c_exits(folder.root, release):
             return Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case).run()
-    except UsageError as err:  # a run.json that does not match its checkpoints
+    except RunFolderError as err:  # a run.json that does not match its checkpoints
         print(f"run.py: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a full disk, a folder that is not ours: one line, nothing half-written kept

@@ -13,17 +13,22 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax.divergence import nonfinite_episodes
-from rcmdp_jax.plan import UsageError
-from rcmdp_jax.saved_plan import plan_problem  # noqa: F401  (re-exported)
-
-PLAN_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")
+from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan
+from rcmdp_jax.study.saved_plan import plan_problem
 
 
 def kept_seeds(test: dict) -> np.ndarray:
     """The seeds of a ``test_results.npz`` that count: not diverged in training and with
-    finite test episodes (the flag is also recomputed for results written before it)."""
+    finite test episodes (a result file without the ``diverged`` flag counts every seed
+    as trained)."""
     keep = ~test["diverged"] if "diverged" in test else np.ones(test["V"].shape[0], bool)
     return keep & ~nonfinite_episodes(test["V"], test["C"])
+
+
+class RunFolderError(ValueError):
+    """A run folder this command cannot use (not a run folder, an edited ``run.json``, in
+    use by another run, not writable); the command line reports it in one line, exit
+    status 2."""
 
 
 class DamagedFile(ValueError):
@@ -88,17 +93,15 @@ def restore_envs(plan: dict, flag: str) -> None:
     try:
         restore(plan)
     except ValueError as err:
-        raise UsageError(f"{flag}: {err}") from None
+        raise RunFolderError(f"{flag}: {err}") from None
 
 
 def _named_dir(parent: Path, name: str) -> Path:
     """The folder of an environment or algorithm: its name in letters, digits, ``-``,
-    ``_`` and ``.`` (``user_env.folder_name``; run.json keeps the full name), or the
-    full name where a run folder written before that has it."""
+    ``_`` and ``.`` (``user_env.folder_name``; run.json keeps the full name)."""
     from rcmdp_jax.user_env import folder_name
 
-    safe, legacy = parent / folder_name(name), parent / name
-    return legacy if legacy != safe and legacy.exists() and not safe.exists() else safe
+    return parent / folder_name(name)
 
 
 class RunFolder:
@@ -123,38 +126,38 @@ class RunFolder:
         return readable(d / "test_results.npz") and readable(d / "train_metrics.npz")
 
     # ---------------------------------------------------------------- the plan
-    def read_plan(self, flag: str) -> dict:
-        """``run.json``, or a ``UsageError`` naming what is wrong (``flag``: the option
+    def read_plan(self, flag: str) -> Plan:
+        """``run.json``, or a ``RunFolderError`` naming what is wrong (``flag``: the option
         that asked for it)."""
         path = self.root / "run.json"
         try:
             plan = json.loads(path.read_text())
         except (FileNotFoundError, NotADirectoryError):
-            raise UsageError(f"{flag}: {self.root} is not a run folder (no run.json)") from None
+            raise RunFolderError(f"{flag}: {self.root} is not a run folder (no run.json)") from None
         except OSError as err:
-            raise UsageError(f"{flag}: cannot read {path}: {err.strerror}") from None
+            raise RunFolderError(f"{flag}: cannot read {path}: {err.strerror}") from None
         except ValueError as err:
-            raise UsageError(f"{flag}: cannot read {path}: {err}") from None
-        missing = [k for k in PLAN_KEYS if k not in plan] if isinstance(plan, dict) else list(PLAN_KEYS)
+            raise RunFolderError(f"{flag}: cannot read {path}: {err}") from None
+        missing = [k for k in REQUIRED_KEYS if k not in plan] if isinstance(plan, dict) else list(REQUIRED_KEYS)
         if missing:
-            raise UsageError(f"{flag}: {path} is not a run.json of this runner (missing {', '.join(missing)})")
+            raise RunFolderError(f"{flag}: {path} is not a run.json of this runner (missing {', '.join(missing)})")
         restore_envs(plan, flag)  # a user environment first: the checks below know it by name then
         if problem := plan_problem(plan):
-            raise UsageError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
-        return plan
+            raise RunFolderError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
+        return Plan.from_dict(plan)
 
-    def check_seeds(self, plan: dict, flag: str) -> None:
-        """The saved training metrics must have ``plan["seeds"]`` seeds (an edited run.json
+    def check_seeds(self, plan: Plan, flag: str) -> None:
+        """The saved training metrics must have ``plan.seeds`` seeds (an edited run.json
         would otherwise fail after a restore, or set a good checkpoint aside)."""
-        for env in plan["envs"]:
-            for algo in plan["algos"]:
+        for env in plan.envs:
+            for algo in plan.algos:
                 path = self.algo_dir(env, algo) / "train_metrics.npz"
                 try:
-                    n = np.load(path)["active"].shape[0] if path.exists() else plan["seeds"]
+                    n = np.load(path)["active"].shape[0] if path.exists() else plan.seeds
                 except Exception:  # unreadable: the resume re-creates it from the checkpoint
                     continue
-                if n != plan["seeds"]:
-                    raise UsageError(f"{flag}: run.json says {plan['seeds']} seed(s) but {env}/{algo} was trained "
+                if n != plan.seeds:
+                    raise RunFolderError(f"{flag}: run.json says {plan.seeds} seed(s) but {env}/{algo} was trained "
                                      f"with {n}; it was edited: restore its seeds")  # fmt: skip
 
     def exists(self, flag: str) -> bool:
@@ -163,7 +166,7 @@ class RunFolder:
         except FileNotFoundError:
             return False
         except OSError as err:  # a name too long, a file on the way
-            raise UsageError(f"{flag} {self.root}: {err.strerror}") from None
+            raise RunFolderError(f"{flag} {self.root}: {err.strerror}") from None
         return True
 
     def lock(self):
@@ -174,18 +177,18 @@ class RunFolder:
 
         path = self.root / ".lock"
         if not os.access(self.root, os.W_OK | os.X_OK):
-            raise UsageError(f"{self.root}: Permission denied (the run folder is not writable by this user)")
+            raise RunFolderError(f"{self.root}: Permission denied (the run folder is not writable by this user)")
         while True:
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as err:
-                raise UsageError(f"{path}: cannot take the run folder's lock ({err.strerror}); remove it if no "
+                raise RunFolderError(f"{path}: cannot take the run folder's lock ({err.strerror}); remove it if no "
                                  "run is using the folder") from None  # fmt: skip
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise UsageError(f"{self.root} is in use by another run (PID {_holder(path)}); wait for it to "
+                raise RunFolderError(f"{self.root} is in use by another run (PID {_holder(path)}); wait for it to "
                                  "end") from None  # fmt: skip
             try:  # the file we locked may have been released and removed meanwhile: lock the one there
                 if os.fstat(fd).st_ino == os.stat(path).st_ino:
@@ -202,17 +205,17 @@ class RunFolder:
 
         return release
 
-    def create(self, plan: dict) -> None:
+    def create(self, plan: Plan) -> None:
         """Make the folder (it must not exist) and write ``run.json``."""
         try:
             self.root.mkdir(parents=True)
         except OSError as err:
-            raise UsageError(f"--out {self.root}: cannot create the run folder: {err.strerror or err}") from None
+            raise RunFolderError(f"--out {self.root}: cannot create the run folder: {err.strerror or err}") from None
         try:
-            write_text(self.root / "run.json", json.dumps(plan, indent=2))
+            write_text(self.root / "run.json", plan.to_json())
         except OSError as err:  # a full disk: the empty folder goes too, so a re-run is not blocked
             self.root.rmdir()
-            raise UsageError(f"--out {self.root}: cannot write run.json: {err.strerror or err}") from None
+            raise RunFolderError(f"--out {self.root}: cannot write run.json: {err.strerror or err}") from None
 
     # ---------------------------------------------------------------- writers
     def save_training(self, env: str, algo: str, metrics: dict, timing: dict | None = None) -> None:
@@ -245,15 +248,15 @@ class RunFolder:
                 results[algo] = (z["V"][keep], z["C"][keep]) if keep.any() else None
                 levels = z["levels"]
                 if bounds is not None and keep.any():
-                    bounds[algo] = (z["bound"] if "bound" in z else np.zeros_like(z["V"]))[keep]
+                    bounds[algo] = z["bound"][keep]
                 if seeds is not None:
                     seeds[algo] = (int(keep.sum()), int(keep.size))
             if (d / "train_metrics.npz").exists():
                 metrics[algo] = load_npz(d / "train_metrics.npz")
         return results, metrics, levels
 
-    def load_worst_case(self, env: str, algo: str) -> tuple[dict, np.ndarray | None]:
-        """``({objective: {field: per kept seed}}, the test kernels' xi or None)``."""
+    def load_worst_case(self, env: str, algo: str) -> tuple[dict, np.ndarray]:
+        """``({objective: {field: per kept seed}}, the test kernels' xi)``."""
         z = load_npz(self.algo_dir(env, algo) / "worst_case.npz")
         t = load_npz(self.algo_dir(env, algo) / "test_results.npz")
         keep = kept_seeds(t)
@@ -261,4 +264,4 @@ class RunFolder:
         for key in z:
             name, field = key.split("/")
             nested.setdefault(name, {})[field] = z[key][keep]
-        return nested, (t["test_xi"] if "test_xi" in t else None)
+        return nested, t["test_xi"]

@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from rcmdp_jax.compiled import Prepared, fmt, train_prepared
-from rcmdp_jax.config import config_from_dict
-from rcmdp_jax.report import write_env_report
-from rcmdp_jax.run_folder import RunFolder, readable
+from rcmdp_jax.study.compiled import Prepared, fmt, train_prepared
+from rcmdp_jax.study.report import write_env_report
+from rcmdp_jax.study.run_folder import RunFolder, readable
+from rcmdp_jax.study.run_plan import Plan
 
 
 def dual_blow_up(result, cfg) -> np.ndarray:
@@ -42,7 +42,7 @@ class Outcome:
 
 
 class Study:
-    def __init__(self, plan: dict, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
+    def __init__(self, plan: Plan, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
                  worst_case: bool = False):  # fmt: skip
         import jax
 
@@ -51,19 +51,19 @@ class Study:
 
         self.plan, self.folder, self.resume, self.eval_only = plan, folder, resume, eval_only
         self.mesh, self.worst_case = mesh, worst_case
-        self.all_keys = jax.random.split(jax.random.PRNGKey(plan["seed"]), plan["seeds"])
-        self.block = process_block(plan["seeds"])  # this process's seeds (all of them on one host)
+        self.all_keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)
+        self.block = process_block(plan.seeds)  # this process's seeds (all of them on one host)
         self.keys = np.asarray(self.all_keys[self.block])  # host data: the compile thread must not touch devices
         self.writer = jax.process_index() == 0
-        self.cfgs = {e: {a: config_from_dict(plan["configs"][e][a]) for a in plan["algos"]} for e in plan["envs"]}
-        self.groups = {e: family.group(self.cfgs[e]) for e in plan["envs"]}
+        self.cfgs = {e: {a: plan.configs[e][a] for a in plan.algos} for e in plan.envs}
+        self.groups = {e: family.group(self.cfgs[e]) for e in plan.envs}
         self.outcome = Outcome()
         self.sweeps: dict = {}
         self.finders: dict = {}
         # a family is trained (as a whole, so resumed runs give identical numbers) while any
         # member lacks a checkpoint; the next family compiles in a background thread
         self.todo = [
-            (e, tuple(g)) for e in plan["envs"] for g in self.groups[e]
+            (e, tuple(g)) for e in plan.envs for g in self.groups[e]
             if not eval_only and not all(self._has_ckpt(e, a) for a in g)
         ]  # fmt: skip
         self.pool = ThreadPoolExecutor(max_workers=1)
@@ -75,8 +75,8 @@ class Study:
         return checkpoint.exists(self.folder.ckpt_dir(env, algo))
 
     def _label(self, env: str, algos) -> str:
-        numbers = "+".join(str(self.plan["algos"].index(a) + 1) for a in algos)
-        return f"[{env} {numbers}/{len(self.plan['algos'])}] {', '.join(algos)}:"
+        numbers = "+".join(str(self.plan.algos.index(a) + 1) for a in algos)
+        return f"[{env} {numbers}/{len(self.plan.algos)}] {', '.join(algos)}:"
 
     # ------------------------------------------------------------------ steps
     def prepare(self, i: int) -> None:
@@ -84,7 +84,7 @@ class Study:
         if i < len(self.todo) and self.todo[i] not in self.pending:
             e, g = self.todo[i]
             self.pending[self.todo[i]] = self.pool.submit(
-                Prepared, [self.cfgs[e][a] for a in g], self.keys, self.plan["vmap"], self.mesh
+                Prepared, [self.cfgs[e][a] for a in g], self.keys, self.plan.vmap, self.mesh
             )
 
     def train(self, env: str, group: list[str], missing: list[str]) -> dict:
@@ -106,7 +106,7 @@ class Study:
         for algo, result in zip(group, per_member):
             if algo not in missing:  # trained again only to keep the family whole
                 continue
-            result = trained[algo] = gather_blocks(result, self.plan["seeds"])
+            result = trained[algo] = gather_blocks(result, self.plan.seeds)
             ckpt = self.folder.ckpt_dir(env, algo)
             if self.writer:
                 timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group)}
@@ -155,9 +155,9 @@ class Study:
         from rcmdp_jax.evaluate import make_eval
         from rcmdp_jax.sharding import sharded_blocks
 
-        key = (env, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, self.plan["n_test"])
+        key = (env, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, self.plan.n_test)
         if key not in self.sweeps:
-            sweep = make_eval(cfg, self.plan["n_test"])
+            sweep = make_eval(cfg, self.plan.n_test)
             fn = sharded_blocks(sweep.from_keys, self.mesh) if self.mesh is not None else jax.jit(sweep.from_keys)
             self.sweeps[key] = (fn, sweep)
         return self.sweeps[key]
@@ -173,9 +173,9 @@ class Study:
         label, plan = self._label(env, [algo]), self.plan
         sweep_fn, sweep = self._sweep(env, self.cfgs[env][algo])
         t0 = time.perf_counter()
-        seed_keys = jax.random.split(jax.random.PRNGKey(plan["seed"] + 1), plan["seeds"])[self.block]
+        seed_keys = jax.random.split(jax.random.PRNGKey(plan.seed + 1), plan.seeds)[self.block]
         local = jax.tree.map(lambda x: x[self.block], result)
-        res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys), plan["seeds"])
+        res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys), plan.seeds)
         V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
         bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
         if self.writer:
@@ -208,7 +208,7 @@ class Study:
         t0 = time.perf_counter()
         robust_env, params = made  # envs.make(env), once per environment
         starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
-        found = self.finders[key](result.state.params["actor"], starts, jax.random.PRNGKey(self.plan["seed"] + 2))
+        found = self.finders[key](result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2))
         found = jax.tree.map(np.asarray, found)
         if self.writer:
             self.folder.save_worst_case(env, algo, found)
@@ -240,17 +240,17 @@ class Study:
         robust_env, params = made
         o = self.outcome
         stale = {a.split("/", 1)[1] for a in o.missing + o.damaged if a.startswith(env + "/")}
-        algos = [a for a in self.plan["algos"] if a not in stale]
+        algos = [a for a in self.plan.algos if a not in stale]
         return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa)
 
     def check_checkpoints(self) -> None:
         """Every finished checkpoint must hold arrays of the shapes its run.json config
-        trains (one trace a family): an edited run.json is refused (``UsageError``) before
+        trains (one trace a family): an edited run.json is refused (``RunFolderError``) before
         anything is restored or rewritten, never taken for a damaged checkpoint."""
         from rcmdp_jax import checkpoint, make_train
-        from rcmdp_jax.plan import UsageError
+        from rcmdp_jax.study.run_folder import RunFolderError
 
-        for env in self.plan["envs"]:
+        for env in self.plan.envs:
             for group in self.groups[env]:
                 done = [a for a in group if self._has_ckpt(env, a)]
                 if not done:
@@ -258,7 +258,7 @@ class Study:
                 abstract = checkpoint.abstract_result(make_train(self.cfgs[env][done[0]]), self.all_keys)
                 for algo in done:
                     if checkpoint.matches(self.folder.ckpt_dir(env, algo), abstract) is False:
-                        raise UsageError(f"{self.folder.root / 'run.json'}: the config of {env}/{algo} does not match "
+                        raise RunFolderError(f"{self.folder.root / 'run.json'}: the config of {env}/{algo} does not match "
                                          "its checkpoint (other array shapes); it was edited: restore it")  # fmt: skip
 
     def run(self) -> int:
@@ -266,7 +266,7 @@ class Study:
         self.prepare(0)
         t_start = time.perf_counter()
         tables = {}
-        for env in self.plan["envs"]:
+        for env in self.plan.envs:
             md = self.environment(env)
             if md is not None:
                 tables[env] = md

@@ -36,7 +36,7 @@ def _type_problem(field: str, value) -> str:
 def config_problem(env: str, algo: str, d) -> str:
     """What is wrong with the saved config of ``algo`` on ``env`` ("" if nothing)."""
     from rcmdp_jax.presets import preset
-    from rcmdp_jax.sizes import derived_counts
+    from rcmdp_jax.study.sizes import derived_counts
 
     if not isinstance(d, dict):
         return "a config is not an object"

@@ -11,14 +11,14 @@ import sys
 import threading
 from pathlib import Path
 
-from rcmdp_jax.plan import UsageError
+from rcmdp_jax.study.plan import PlanError
 
 
 def start_processes(args) -> bool:
     """``--distributed``: join the other processes (before anything starts JAX's
     backends). Returns whether this is the first process (the one that writes)."""
     if not args.distributed and any(x is not None for x in (args.coordinator, args.num_processes, args.process_id)):
-        raise UsageError("--coordinator, --num-processes and --process-id need --distributed")
+        raise PlanError("--coordinator, --num-processes and --process-id need --distributed")
     if not args.distributed:
         return True
     import jax
@@ -28,7 +28,7 @@ def start_processes(args) -> bool:
     try:
         init_distributed(args.coordinator, args.num_processes, args.process_id)
     except (ValueError, RuntimeError) as err:
-        raise UsageError(f"--distributed: {err}") from None
+        raise PlanError(f"--distributed: {err}") from None
     return jax.process_index() == 0
 
 
@@ -41,7 +41,7 @@ def mesh_of(args):
     try:
         mesh = setup_devices(args.devices, args.distributed)
     except ValueError as err:
-        raise UsageError(f"--devices: {err}") from None
+        raise PlanError(f"--devices: {err}") from None
     return None if mesh.size == 1 and not args.distributed else mesh  # one device: nothing to split
 
 
@@ -56,11 +56,11 @@ def check_compile_cache(cache: str | None) -> None:
     if cache in (None, "off"):
         return
     if not cache.strip():
-        raise UsageError("--compile-cache is empty; name a folder, 'off', or leave it out for the default")
+        raise PlanError("--compile-cache is empty; name a folder, 'off', or leave it out for the default")
     try:  # the cache folder itself (not the run folder) may be made now
         Path(cache).mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UsageError(f"--compile-cache {cache}: cannot use it as a folder ({err.strerror or err}); "
+        raise PlanError(f"--compile-cache {cache}: cannot use it as a folder ({err.strerror or err}); "
                          "name a folder or 'off'") from None  # fmt: skip
 
 

@@ -30,21 +30,18 @@ class Prepared:
     init program's LAPACK deadlock showed: docs/known_issues.md); ``start`` (main
     thread) makes the arrays and the initial state.
 
-    ``per_device``: on a mesh, each device runs the program on its own lanes
-    (``shard_map``), so a device whose lanes all hit PPO's KL stop moves on; else one
-    SPMD program over all lanes (``jit`` with shardings; they wait for each other).
-    ``skip_idle_lanes``: see ``train.Step``. Both off: the program before they existed
-    (``experiments/bench_families.py`` times all three)."""
+    On a mesh, each device runs the program on its own lanes (``on_devices``), which
+    are dealt out to the devices in turn (``order``). ``make_family``, ``on_devices``
+    and ``order`` are methods so that ``experiments/bench_families.py`` can time the
+    program without them."""
 
-    def __init__(self, cfgs, keys: np.ndarray, use_vmap: bool, mesh=None, per_device: bool = True,
-                 skip_idle_lanes: bool = True):  # fmt: skip
+    def __init__(self, cfgs, keys: np.ndarray, use_vmap: bool, mesh=None):
         t0 = time.perf_counter()
         self.cfgs, self.keys, self.use_vmap, self.mesh = cfgs, np.asarray(keys), use_vmap, mesh
-        self.skip_idle_lanes = skip_idle_lanes
         self.n_iter = cfgs[0].num_iterations
         self.chunk = chunk_size(self.n_iter, max(10, -(-self.n_iter // 1000)))  # progress at least every 1,000
         if use_vmap:
-            self._compile_vmapped(per_device)
+            self._compile_vmapped()
         else:
             self._compile_loop()
         self.compile_s = time.perf_counter() - t0
@@ -64,20 +61,36 @@ class Prepared:
         shape = (-(-shape[0] // mesh.size) * mesh.size,) + shape[1:]
         return jax.ShapeDtypeStruct(shape, x.dtype, sharding=batch_sharding(mesh) if sharded else None)
 
-    def _compile_vmapped(self, per_device: bool) -> None:
-        """All members x seeds in one vmapped program (sharded over the mesh if any)."""
+    def make_family(self, cfgs):
+        """The family's program (``rcmdp_jax.family``)."""
+        from rcmdp_jax.family import make_family
+
+        return make_family(cfgs)
+
+    def on_devices(self, step):
+        """``step`` run by each device of the mesh on its own lanes (``shard_map``), so a
+        device whose lanes all hit PPO's KL stop moves on, and ``only_where`` (LTMA)
+        sorts the device's own lanes."""
         import jax
         from jax.sharding import PartitionSpec
 
+        from rcmdp_jax.sharding import AXIS
+
+        lanes, whole = PartitionSpec(AXIS), PartitionSpec()
+        return jax.shard_map(step, mesh=self.mesh, in_specs=(lanes, lanes, whole), out_specs=lanes, check_vma=False)
+
+    def _compile_vmapped(self) -> None:
+        """All members x seeds in one vmapped program (sharded over the mesh if any)."""
+        import jax
+
         from rcmdp_jax import make_train
-        from rcmdp_jax.family import make_family
-        from rcmdp_jax.sharding import AXIS, batch_sharding
+        from rcmdp_jax.sharding import batch_sharding
 
         cfgs, keys, mesh, chunk, spec = self.cfgs, self.keys, self.mesh, self.chunk, self._spec
         # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
         split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}
         if len(cfgs) > 1:
-            family = make_family(cfgs, self.skip_idle_lanes)
+            family = self.make_family(cfgs)
             members = np.repeat(np.arange(len(cfgs), dtype=np.int32), keys.shape[0])
             init_fn = jax.vmap(family.init)
             step = jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None))
@@ -94,11 +107,7 @@ class Prepared:
         state = jax.eval_shape(init_fn, spec(batch_keys, False), spec(members, False))
         if mesh is not None:
             state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=batch_sharding(mesh)), state)
-        if mesh is not None and per_device:
-            # each device runs its own lanes: a device whose lanes all hit PPO's KL stop
-            # moves on, and only_where (LTMA) sorts the device's own lanes
-            lanes, whole = PartitionSpec(AXIS), PartitionSpec()
-            step = jax.shard_map(step, mesh=mesh, in_specs=(lanes, lanes, whole), out_specs=lanes, check_vma=False)
+            step = self.on_devices(step)
         start_spec = jax.ShapeDtypeStruct((), np.int32)
         self.step = jax.jit(step, **split).lower(state, spec(members, True), start_spec).compile()
 
@@ -129,9 +138,12 @@ class Prepared:
 
         if not self.use_vmap or self.mesh is None:
             return self.init(keys, members), members
-        pad = lambda x: None if x is None else pad_leading(x, self.mesh.size)[self.order]  # noqa: E731
+
+        def pad(x):
+            return None if x is None else pad_leading(x, self.mesh.size)[self.order]
+
         # through the host: the init program finishes, then host memory is split across the
-        # devices (the init program used to hang XLA CPU: docs/known_issues.md)
+        # devices (a sharded init program can hang XLA CPU: docs/known_issues.md)
         state = jax.tree.map(np.asarray, self.init(pad(keys), pad(members)))
         state = jax.device_put(state, batch_sharding(self.mesh))
         placed = None if members is None else jax.device_put(pad(members), batch_sharding(self.mesh))
@@ -140,14 +152,11 @@ class Prepared:
     @functools.cached_property
     def order(self) -> np.ndarray:
         """The lanes (members x seeds, padded to the mesh) in the order the devices take
-        them in blocks: with ``skip_idle_lanes``, dealt out in turn (device ``d`` gets
-        lanes ``d, d + D, ...``), so every device gets its share of each member and of
-        the robust lanes' LTMA work; else in order."""
+        them in blocks: dealt out in turn (device ``d`` gets lanes ``d, d + D, ...``), so
+        every device gets its share of each member and of the robust lanes' LTMA work."""
         n = len(self.batches[0][0]) if self.use_vmap else 1
         d = 1 if self.mesh is None else self.mesh.size
         n = -(-n // d) * d
-        if not self.skip_idle_lanes or d == 1:
-            return np.arange(n)
         return np.concatenate([np.arange(i, n, d) for i in range(d)])
 
 

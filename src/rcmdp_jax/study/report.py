@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rcmdp_jax import aggregate, report_text, stats
-from rcmdp_jax.plots import plot_robustness, plot_training
-from rcmdp_jax.run_folder import RunFolder, write_text
+from rcmdp_jax import stats
+from rcmdp_jax.study import aggregate, report_text
+from rcmdp_jax.study.plots import plot_robustness, plot_training
+from rcmdp_jax.study.run_folder import RunFolder, write_text
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
 
@@ -105,7 +106,7 @@ def _has_matplotlib() -> bool:
     return True
 
 
-def load_worst_case(folder: RunFolder, env_name: str, results: dict, lambda_max: float, levels) -> dict:
+def load_worst_case(folder: RunFolder, env_name: str, results: dict, lambda_max: float) -> dict:
     """``{algo: worst_case.compare_with_grid(...)}`` for the algorithms with a
     ``worst_case.npz`` (``run.py --worst-case``), over the seeds kept in ``results``."""
     algos = [a for a, r in results.items() if r is not None
@@ -117,11 +118,6 @@ def load_worst_case(folder: RunFolder, env_name: str, results: dict, lambda_max:
     found = {}
     for algo in algos:
         nested, grid_xi = folder.load_worst_case(env_name, algo)
-        if grid_xi is None:  # a run folder written before the test kernels were stored
-            from rcmdp_jax import envs
-
-            env, params = envs.make(env_name)
-            grid_xi = np.asarray(env.test_kernels(levels, params).xi)
         found[algo] = compare_with_grid(*results[algo], nested, lambda_max, grid_xi)
     return found
 
@@ -164,7 +160,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         write_text(env_dir / "aggregate.json", json.dumps(agg_json, indent=2))
     elif kept:
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
-    found = load_worst_case(folder, env_name, results, lambda_max, levels)
+    found = load_worst_case(folder, env_name, results, lambda_max)
     if found:
         wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)})
         text += wc_text

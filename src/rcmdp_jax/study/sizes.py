@@ -1,7 +1,7 @@
 """What a plan's sizes cost, checked before anything is written: every derived count
 against the train step's int32 counters (``check_counts``) and every buffer of the run
 (training, the multiplier batch, LTMA's episodes, the robustness sweep) against this
-machine's memory (``check_memory``). Both raise ``plan.UsageError`` naming the field."""
+machine's memory (``check_memory``). Both raise ``plan.PlanError`` naming the field."""
 
 from __future__ import annotations
 
@@ -39,11 +39,11 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
 
 
 def check_counts(cfg: Config, where: str) -> None:
-    from rcmdp_jax.plan import UsageError
+    from rcmdp_jax.study.plan import PlanError
 
     for field, what, n in derived_counts(cfg):
         if n > INT32_MAX:
-            raise UsageError(f"--set {field}: {where}: {what} = {n:,} is beyond the int32 counters of the train step "
+            raise PlanError(f"--set {field}: {where}: {what} = {n:,} is beyond the int32 counters of the train step "
                              f"(at most {INT32_MAX:,}); make it smaller")  # fmt: skip
 
 
@@ -67,8 +67,8 @@ def lane_bytes(cfg: Config) -> float:
     """Bytes one lane (a seed of an algorithm) of ``cfg`` needs while training: rough upper
     figures (a step record and its intermediates <= 48 floats plus the activations, an
     episode lane 256 floats, parameters with gradients and optimizer state five times)."""
-    widths = lambda hidden: [16, *hidden, 16]  # noqa: E731  (observations and outputs: at most 16 wide)
-    n_params = sum(a * b for h in (cfg.policy_hidden, cfg.critic_hidden) for a, b in zip(widths(h), widths(h)[1:]))
+    layers = [[16, *h, 16] for h in (cfg.policy_hidden, cfg.critic_hidden)]  # observations, outputs: <= 16 wide
+    n_params = sum(a * b for w in layers for a, b in zip(w, w[1:]))
     act = 4.0 * sum(cfg.policy_hidden + cfg.critic_hidden)
     record, episode = 192.0 + act, 1024.0 + act
     need = cfg.batch_size * record + cfg.eval_episodes * episode + 20.0 * n_params + 3.0 * cfg.minibatch_size * act
@@ -95,12 +95,19 @@ def _default(cfg: Config, field: str) -> Config:
     return dataclasses.replace(cfg, **{field: getattr(Config(), field)})
 
 
+def family_bytes(members, n_test: int, seeds: int, kernels: int) -> float:
+    """Bytes a family of ``members`` needs: the larger of its training (every lane) and
+    the robustness sweep of one member."""
+    train = seeds * sum(lane_bytes(c) for c in members)
+    return max(train, max(sweep_bytes(c, n_test, seeds, kernels) for c in members))
+
+
 def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
     """Refuse a plan whose largest family (seeds x its algorithms, trained at once) or
     largest robustness sweep would not fit in this machine's memory, naming the field
     (or ``--n-test``) whose default would shrink it most."""
     from rcmdp_jax import envs
-    from rcmdp_jax.plan import UsageError
+    from rcmdp_jax.study.plan import PlanError
 
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -113,16 +120,13 @@ def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
         for cfg in cfgs.values():
             families.setdefault(cfg.learner, []).append(cfg)
         for members in families.values():
-            train = lambda ms: seeds * sum(lane_bytes(c) for c in ms)  # noqa: E731
-            sweep = lambda c, n: sweep_bytes(c, n, seeds, kernels)  # noqa: E731
             n = n_test or default_test
-            need = max(train(members), max(sweep(c, n) for c in members))
+            need = family_bytes(members, n, seeds, kernels)
             if need <= 0.9 * total:
                 continue
-            shrink = {f: max(train([_default(c, f) for c in members]), max(sweep(_default(c, f), n) for c in members))
-                      for f in SIZE_FIELDS}  # fmt: skip
-            shrink["--n-test"] = max(train(members), max(sweep(c, default_test) for c in members))
+            shrink = {f: family_bytes([_default(c, f) for c in members], n, seeds, kernels) for f in SIZE_FIELDS}
+            shrink["--n-test"] = family_bytes(members, default_test, seeds, kernels)
             field = min(shrink, key=shrink.get)
-            raise UsageError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "
+            raise PlanError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "
                              f"GiB of this machine's {total / 2**30:,.1f} GiB, mostly for {field}; make it "
                              "smaller or use fewer seeds")  # fmt: skip

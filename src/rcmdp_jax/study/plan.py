@@ -1,10 +1,10 @@
-"""The run plan: every command-line input validated and every config built before
-anything is compiled or written (``build_plan``), and what ``--resume`` compares."""
+"""The run plan from the command line: every input validated and every config built
+before anything is compiled or written (``build_plan`` -> ``run_plan.Plan``)."""
 
 from __future__ import annotations
 
 import ast
-import json
+import dataclasses
 import os
 import sys
 import warnings
@@ -21,14 +21,16 @@ from rcmdp_jax.config import (
     validate_hparams,  # fmt: skip
 )
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
-from rcmdp_jax.sizes import check_counts, check_memory
+from rcmdp_jax.study.run_plan import Plan
+from rcmdp_jax.study.sizes import check_counts, check_memory
 from rcmdp_jax.user_env import check_folder_names
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
 
-class UsageError(Exception):
-    """Bad command-line input: reported in one line, exit status 2, nothing written."""
+class PlanError(ValueError):
+    """An input the plan refuses (the message names the option and the allowed values);
+    the command line reports it in one line, exit status 2, nothing written."""
 
 
 # fields that choose the algorithm or the run: set by --algos / --env / --steps, never by --set
@@ -40,16 +42,16 @@ def parse_sets(sets) -> dict:
     out = {}
     for item in sets:
         if "=" not in item or not item.split("=", 1)[0].strip():
-            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+            raise PlanError(f"--set expects KEY=VALUE, got {item!r}")
         key, raw = (x.strip() for x in item.split("=", 1))
         if key in ALGORITHM_FIELDS:
-            raise UsageError(f"--set {key}=...: {key} is chosen by {ALGORITHM_FIELDS[key]}, not --set")
+            raise PlanError(f"--set {key}=...: {key} is chosen by {ALGORITHM_FIELDS[key]}, not --set")
         try:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
             value = float(raw) if raw.lower() in ("inf", "+inf", "-inf") else raw
         if key in out:  # else the last would win without the first being checked
-            raise UsageError(f"--set {key}=... is given more than once; give it once")
+            raise PlanError(f"--set {key}=... is given more than once; give it once")
         out[key] = value
     return out
 
@@ -59,26 +61,26 @@ def plan_envs(args) -> list[str]:
     from rcmdp_jax import envs, user_env
 
     if user_env.is_source(args.env):
-        from rcmdp_jax.plan_user import load_user_env
+        from rcmdp_jax.study.plan_user import load_user_env
 
         return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
     gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
     if (args.uncertain is not None or args.costs is not None) and not gymnax_env:
-        raise UsageError("--uncertain and --costs apply to a gymnax preset (--env gymnax:ID)")
+        raise PlanError("--uncertain and --costs apply to a gymnax preset (--env gymnax:ID)")
     if "@" in args.env and (args.uncertain is not None or args.costs is not None):
-        raise UsageError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
+        raise PlanError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
     for e in envs_:
         try:
             if not (gymnax_env and "@" not in e):  # gymnax:ID is checked with its --uncertain/--costs below
                 envs.check_name(e)
         except ValueError as err:
             if gymnax_env:
-                raise UsageError(f"--env {e}: {err}") from None
+                raise PlanError(f"--env {e}: {err}") from None
             from rcmdp_jax.envs.gymnax_presets import PRESETS
 
             presets = ", ".join(envs.GYMNAX_PREFIX + k for k in PRESETS)
-            raise UsageError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
+            raise PlanError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
                              f"{presets}, gymnax:ID (any gymnax id, with --uncertain), PACKAGE.MODULE:NAME or "
                              "FILE.py:NAME (your own environment)") from None  # fmt: skip
     if gymnax_env:  # every spelling built abstractly: each field, width and cost checked
@@ -90,7 +92,7 @@ def plan_envs(args) -> list[str]:
             else:
                 envs_ = [gymnax_name(args.env, args.uncertain, args.costs)]
         except ValueError as err:
-            raise UsageError(f"--env {args.env}: {err}") from None
+            raise PlanError(f"--env {args.env}: {err}") from None
     return envs_
 
 
@@ -98,48 +100,48 @@ def plan_algos(args) -> list[str]:
     """The algorithm names of ``--algos`` / ``--schedules``, each one parsed."""
     if args.schedules:
         if args.algos != "all":
-            raise UsageError("--schedules chooses the algorithms itself; drop --algos")
+            raise PlanError("--schedules chooses the algorithms itself; drop --algos")
         algos = list(schedule_variants())
     else:
         algos = list(ALGORITHMS) if args.algos == "all" else [a.strip() for a in args.algos.split(",") if a.strip()]
     if not algos:
-        raise UsageError("--algos is empty")
+        raise PlanError("--algos is empty")
     repeated = sorted({a for a in algos if algos.count(a) > 1})
     if repeated:
-        raise UsageError(f"--algos names {', '.join(repeated)} more than once")
+        raise PlanError(f"--algos names {', '.join(repeated)} more than once")
     for a in algos:
         try:
             parse_algorithm(split_variant(a)[0])
         except ValueError as err:
-            raise UsageError(f"--algos: {err}") from None
+            raise PlanError(f"--algos: {err}") from None
     return algos
 
 
 def check_numbers(args) -> None:
     """``--budget``, ``--seeds``, ``--seed``, ``--steps``, ``--n-test``, ``--devices``."""
     if args.budget not in BUDGETS:
-        raise UsageError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join(BUDGETS)}")
+        raise PlanError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join(BUDGETS)}")
     if args.seeds < 1:
-        raise UsageError(f"--seeds must be a positive integer, got {args.seeds}")
+        raise PlanError(f"--seeds must be a positive integer, got {args.seeds}")
     if not 0 <= args.seed < 2**32:
-        raise UsageError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
+        raise PlanError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
     if args.steps is not None and args.steps < 1:
-        raise UsageError(f"--steps must be a positive integer, got {args.steps}")
+        raise PlanError(f"--steps must be a positive integer, got {args.steps}")
     if args.n_test is not None and args.n_test < 1:
-        raise UsageError(f"--n-test must be a positive integer, got {args.n_test}")
+        raise PlanError(f"--n-test must be a positive integer, got {args.n_test}")
     check_devices(args)
 
 
 def check_devices(args) -> None:
     """``--devices``: 'auto', 'all' or N, at most this host's cores."""
     if args.devices not in ("all", "auto") and not (args.devices.isdigit() and int(args.devices) >= 1):
-        raise UsageError(f"--devices must be 'auto', 'all' or a positive integer, got {args.devices!r}")
+        raise PlanError(f"--devices must be 'auto', 'all' or a positive integer, got {args.devices!r}")
     if args.devices.isdigit() and not args.distributed:
         from rcmdp_jax.sharding import available_cores
 
         limit = max(available_cores(), 1)
         if int(args.devices) > limit and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-            raise UsageError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
+            raise PlanError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
 
 
 def check_before_processes(args) -> None:
@@ -153,7 +155,7 @@ def check_before_processes(args) -> None:
         with np.errstate(all="ignore"):
             validate_hparams(Config().replace(**overrides).hparams)
     except (ValueError, TypeError) as err:
-        raise UsageError(f"--set: {err}") from None
+        raise PlanError(f"--set: {err}") from None
 
 
 def check_distinct(configs: dict) -> None:
@@ -161,27 +163,27 @@ def check_distinct(configs: dict) -> None:
     ``MDPO-Lag@lr=0.001``) would train the same lanes twice."""
     seen: dict = {}
     for algo, cfg in configs.items():
-        key = json.dumps({k: v for k, v in cfg.items() if k != "name"}, sort_keys=True)
+        key = dataclasses.replace(cfg, name="")
         if key in seen:
-            raise UsageError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
+            raise PlanError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
         seen[key] = algo
 
 
-def build_plan(args) -> dict:
-    """Validate every input and build all configs; raises ``UsageError``. Compiles nothing."""
+def build_plan(args) -> Plan:
+    """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
-    from rcmdp_jax.plan_user import keep_constrained
+    from rcmdp_jax.study.plan_user import keep_constrained
 
     algos = keep_constrained(args, envs_, algos)
     try:
         check_folder_names(algos)
     except ValueError as err:
-        raise UsageError(f"--algos: {err}") from None
+        raise PlanError(f"--algos: {err}") from None
     check_numbers(args)
     overrides = parse_sets(args.sets)
     if args.steps is not None:
         if "total_timesteps" in overrides:
-            raise UsageError("--steps and --set total_timesteps=... both set the budget; give one")
+            raise PlanError("--steps and --set total_timesteps=... both set the budget; give one")
         overrides["total_timesteps"] = args.steps
     configs, will_run, built, notes = {}, {}, {}, []
     for e in envs_:
@@ -193,7 +195,7 @@ def build_plan(args) -> dict:
                     warnings.simplefilter("always", BudgetRounded)
                     cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
-                raise UsageError(f"--set: {err}") from None
+                raise PlanError(f"--set: {err}") from None
             check_counts(cfg, f"{a} on {e}")
             rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
             for w in caught:  # any other warning as it was
@@ -204,11 +206,12 @@ def build_plan(args) -> dict:
             if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
                 notes.append(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
                              f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps")  # fmt: skip
-            configs[e][a] = config_to_dict(cfg)
+            # as run.json records it: a fresh run and its --resume train one config
+            configs[e][a] = config_from_dict(config_to_dict(cfg))
             # what will run, recorded in run.json: MCPMD stops once its episodes have spent the budget
             steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
             will_run[e][a] = {"iterations": cfg.num_iterations, "policy_steps": steps}
-        check_distinct(configs[e])
+        check_distinct(built[e])
     check_memory(built, args.seeds, args.n_test)
     steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())
     if steps > LONG_RUN:
@@ -218,42 +221,6 @@ def build_plan(args) -> dict:
         print(note, file=sys.stderr)
     from rcmdp_jax.user_env import sources
 
-    extra = {"env_sources": sources(envs_)} if sources(envs_) else {}  # how a fresh process rebuilds them
-    return dict(envs=envs_, algos=algos, seeds=args.seeds, seed=args.seed, vmap=args.vmap, n_test=args.n_test,
-                worst_case=args.worst_case, devices=args.devices, configs=configs, will_run=will_run, **extra)  # fmt: skip
-
-
-def config_differences(saved: dict, current: dict) -> str:
-    """The config fields in which a saved run's configs differ from this command's, as
-    ``env/algo: field, ...`` ("" if none). A field the saved run.json lacks (written by
-    an older version) counts as its default, the value that version ran."""
-
-    def flat(d):  # one level: the config's fields and its hyperparameters
-        d = json.loads(json.dumps(d))
-        return {**d.pop("hparams"), **d}
-
-    out = []
-    for env in current:
-        for algo, cfg in current[env].items():
-            try:
-                old = flat(config_to_dict(config_from_dict(saved.get(env, {}).get(algo, {}))))
-            except (TypeError, ValueError):  # fields this version does not know
-                out.append(f"{env}/{algo}: unreadable")
-                continue
-            new = flat(cfg)
-            if fields := [k for k in new if old.get(k) != new[k]]:
-                out.append(f"{env}/{algo}: {', '.join(fields)}")
-    return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")
-
-
-def resume_differences(saved: dict, plan: dict) -> list[str]:
-    """What differs between a saved run's plan and this command's (``[]``: none)."""
-    differ = [
-        k for k in ("envs", "algos", "seeds", "seed", "vmap", "n_test")
-        if json.loads(json.dumps(saved.get(k))) != json.loads(json.dumps(plan[k]))
-    ]  # fmt: skip
-    if bool(saved.get("worst_case", False)) != bool(plan["worst_case"]):  # else a table of only the resumed part
-        differ.append("--worst-case")
-    if not differ and (fields := config_differences(saved["configs"], plan["configs"])):
-        differ.append(f"configs: {fields}")
-    return differ
+    return Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
+                n_test=args.n_test, worst_case=args.worst_case, devices=args.devices, configs=configs,
+                will_run=will_run, env_sources=sources(envs_))  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from rcmdp_jax.plan import UsageError
+from rcmdp_jax.study.plan import PlanError
 
 
 def load_user_env(args) -> str:
@@ -15,12 +15,12 @@ def load_user_env(args) -> str:
     from rcmdp_jax import user_env
 
     if args.uncertain is not None or args.costs is not None:
-        raise UsageError(f"--uncertain and --costs apply to a gymnax preset (--env gymnax:ID); {args.env} "
+        raise PlanError(f"--uncertain and --costs apply to a gymnax preset (--env gymnax:ID); {args.env} "
                          "brings its own box and costs")  # fmt: skip
     try:
         return user_env.load_spec(args.env)[0]
     except ValueError as err:
-        raise UsageError(f"--env {args.env}: {err}") from None
+        raise PlanError(f"--env {args.env}: {err}") from None
 
 
 def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
@@ -35,7 +35,7 @@ def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
         return algos
     constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
     if constrained and args.algos != "all":
-        raise UsageError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
+        raise PlanError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
                          "--costs FIELD:LIMIT,... or choose unconstrained algorithms (MCPMD, PPO, MDPO, RMCPMD, "
                          "PPO-Robust, MDPO-Robust)")  # fmt: skip
     if constrained:

@@ -8,16 +8,15 @@ import os
 import sys
 from pathlib import Path
 
-from rcmdp_jax.plan import UsageError
-from rcmdp_jax.run_folder import DamagedFile, RunFolder
-from rcmdp_jax.runtime import os_error
+from rcmdp_jax.study.run_folder import DamagedFile, RunFolder, RunFolderError
+from rcmdp_jax.study.runtime import os_error
 
 USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)"
 
 
 def main(argv=None) -> int:
     from rcmdp_jax import envs
-    from rcmdp_jax.report import write_env_report
+    from rcmdp_jax.study.report import write_env_report
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1 or argv[0].startswith("-"):
@@ -26,10 +25,10 @@ def main(argv=None) -> int:
     folder = RunFolder(Path(argv[0]))
     try:
         plan = folder.read_plan("RUN_DIR")
-    except UsageError as err:
+    except RunFolderError as err:
         print(f"report: error: {err}", file=sys.stderr)
         return 2
-    envs_, algos = plan["envs"], plan["algos"]
+    envs_, algos = list(plan.envs), list(plan.algos)
     missing = [f"{e}/{a}" for e in envs_ for a in algos if not (folder.algo_dir(e, a) / "test_results.npz").exists()]
     if missing:
         print(f"report: error: no test results for {', '.join(missing)}; nothing was rewritten "

@@ -26,7 +26,7 @@ _SAID: list[bool] = []
 
 
 def split_in_process(devices: str, seeds: int) -> str:
-    """For ``rcmdp_jax.runner.main`` called from a user's script: split the CPU into one
+    """For ``rcmdp_jax.study.cli.main`` called from a user's script: split the CPU into one
     device per core (``--devices auto``) unless JAX already started; then, once per
     process, the one line that says why the seeds run on fewer devices and how to get
     them all ("" when there is nothing to say)."""
@@ -46,20 +46,20 @@ def split_in_process(devices: str, seeds: int) -> str:
         return ""
     _SAID.append(True)
     return (f"note: JAX started in this process before rcmdp_jax could split the CPU, so the seeds run on {have} "
-            f"device(s), not {cores}; call rcmdp_jax.console.split_cpu() before any JAX work, or set "
+            f"device(s), not {cores}; call rcmdp_jax.study.console.split_cpu() before any JAX work, or set "
             f"XLA_FLAGS=--xla_force_host_platform_device_count={cores}")  # fmt: skip
 
 
 def train(argv=None) -> int:
-    """The main job (``rcmdp_jax.cli.main``) with the CPU split into devices first."""
+    """The main job (``rcmdp_jax.study.cli.main``) with the CPU split into devices first."""
     split_cpu()
-    from rcmdp_jax.cli import main
+    from rcmdp_jax.study.cli import main
 
     return main(argv)
 
 
 def report(argv=None) -> int:
-    from rcmdp_jax.report_cli import main
+    from rcmdp_jax.study.report_cli import main
 
     return main(argv)
 

@@ -1,0 +1,19 @@
+"""The study's orchestration: the command line around the library (``rcmdp``,
+``experiments/run.py``). Its modules, by what they do:
+
+* ``cli`` -- arguments and the sequence plan -> run folder -> devices -> study;
+  ``UsageError`` and the one-line refusals (exit 2);
+* ``plan`` / ``plan_user`` / ``sizes`` -- every input checked and every config built
+  before anything is written; ``run_plan`` -- the plan (``Plan``, ``run.json``);
+  ``saved_plan`` -- a saved ``run.json`` checked;
+* ``run_folder`` -- the run folder's paths, readers and writers (shared with the report);
+* ``compiled`` -- a family compiled ahead of time, its lanes over devices, the chunked loop;
+* ``orchestrate`` -- train, restore, test, search and report, as named steps (``Study``);
+* ``runtime`` -- processes, devices, compilation cache, Ctrl-C;
+* ``report`` / ``report_text`` / ``plots`` / ``aggregate`` / ``report_cli`` -- the tables
+  and plots of a run folder;
+* ``console`` -- the installed commands.
+
+Importing the subpackage imports none of them (``console`` splits the CPU into devices
+before JAX starts).
+"""

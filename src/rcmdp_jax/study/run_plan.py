@@ -1,0 +1,94 @@
+"""The run plan: what one command trains and tests, as ``run.json`` records it
+(``Plan.to_json`` / ``Plan.from_json``), and what ``--resume`` compares
+(``Plan.differences``). ``plan.build_plan`` makes one from the command line;
+``saved_plan.plan_problem`` checks a saved one before it is read."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from rcmdp_jax.config import Config, HParams, config_from_dict, config_to_dict
+
+# the keys every run.json has; the others default (``Plan.from_dict``)
+REQUIRED_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Every choice of a run, checked (``plan.build_plan``).
+
+    ``configs``: ``{env: {algo: Config}}``, each as ``run.json`` records it
+    (``config_to_dict``); ``will_run``: ``{env: {algo: {"iterations",
+    "policy_steps"}}}``, what will run; ``env_sources``: how a fresh process rebuilds
+    the user environments among ``envs`` (``user_env.sources``)."""
+
+    envs: tuple[str, ...]
+    algos: tuple[str, ...]
+    seeds: int
+    seed: int
+    vmap: bool
+    n_test: int | None
+    configs: dict[str, dict[str, Config]]
+    worst_case: bool = False
+    devices: str = "auto"
+    will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)
+    env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``run.json`` object (``env_sources`` only where there are user environments)."""
+        out = {"envs": list(self.envs), "algos": list(self.algos), "seeds": self.seeds, "seed": self.seed,
+               "vmap": self.vmap, "n_test": self.n_test, "worst_case": self.worst_case, "devices": self.devices,
+               "configs": {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()},
+               "will_run": self.will_run}  # fmt: skip
+        if self.env_sources:
+            out["env_sources"] = self.env_sources
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        """The plan of a ``run.json`` object that ``saved_plan.plan_problem`` accepts
+        (unknown keys are ignored; ``worst_case``, ``devices``, ``will_run`` and
+        ``env_sources`` default)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        kept = {k: v for k, v in d.items() if k in known and (v is not None or k == "n_test")}
+        configs = {e: {a: config_from_dict(c) for a, c in cs.items()} for e, cs in d["configs"].items()}
+        return cls(**{**kept, "envs": tuple(d["envs"]), "algos": tuple(d["algos"]), "configs": configs})
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        return cls.from_dict(json.loads(text))
+
+    def differences(self, current: Plan) -> list[str]:
+        """What differs between this saved plan and the ``current`` command's, as
+        ``--resume`` names it (``[]``: none)."""
+        differ = [k for k in ("envs", "algos", "seeds", "seed", "vmap", "n_test")
+                  if getattr(self, k) != getattr(current, k)]  # fmt: skip
+        if self.worst_case != current.worst_case:  # else a table of only the resumed part
+            differ.append("--worst-case")
+        if not differ and (fields := config_differences(self.configs, current.configs)):
+            differ.append(f"configs: {fields}")
+        return differ
+
+
+def _fields(cfg: Config) -> dict[str, Any]:
+    """One level: the hyperparameters, then the config's other fields."""
+    hp = {f.name: getattr(cfg.hparams, f.name) for f in dataclasses.fields(HParams)}
+    return {**hp, **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(Config) if f.name != "hparams"}}
+
+
+def config_differences(saved: dict, current: dict) -> str:
+    """The config fields in which a saved run's configs differ from this command's, as
+    ``env/algo: field, ...`` ("" if none; a field the saved run.json lacks is its
+    default, as ``config_from_dict`` reads it)."""
+    out = []
+    for env in current:
+        for algo, cfg in current[env].items():
+            old, new = _fields(saved[env][algo]), _fields(cfg)
+            if fields := [k for k in new if old[k] != new[k]]:
+                out.append(f"{env}/{algo}: {', '.join(fields)}")
+    return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")

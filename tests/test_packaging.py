@@ -1,0 +1,43 @@
+"""What ``pip install`` installs: every package of the source tree (a folder with an
+``__init__.py`` under ``src/rcmdp_jax`` or ``envs``) is listed in ``pyproject.toml``, so
+a new subpackage cannot be left out of a non-editable install."""
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _setuptools_table() -> dict:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
+def source_packages(root: Path, package_dir: dict) -> set[str]:
+    """The dotted names of the folders with an ``__init__.py`` under each mapped folder,
+    named from the mapping (``rcmdp_jax.envs`` = ``envs``)."""
+    found = set()
+    for name, folder in package_dir.items():
+        base = root / folder
+        for init in base.rglob("__init__.py"):
+            rel = init.parent.relative_to(base).parts
+            found.add(".".join((name, *rel)))
+    return found
+
+
+def test_every_package_of_the_source_tree_is_installed():
+    table = _setuptools_table()
+    listed = set(table["packages"])
+    in_tree = source_packages(ROOT, table["package-dir"])
+    assert {"rcmdp_jax.adversary", "rcmdp_jax.study", "rcmdp_jax.envs"} <= in_tree  # the walk finds subpackages
+    assert in_tree - listed == set(), f"add to pyproject.toml's packages: {sorted(in_tree - listed)}"
+    assert listed - in_tree == set(), f"listed but not in the tree: {sorted(listed - in_tree)}"
+
+
+def test_the_walk_names_a_nested_package_from_its_mapping(tmp_path):
+    (tmp_path / "lib" / "sub" / "deeper").mkdir(parents=True)
+    for folder in ("lib", "lib/sub", "lib/sub/deeper"):
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "lib" / "data").mkdir()  # no __init__.py: not a package
+    assert source_packages(tmp_path, {"pkg": "lib"}) == {"pkg", "pkg.sub", "pkg.sub.deeper"}
