@@ -2,21 +2,20 @@
 ``RobustEnvironment`` with the study domains' contract (learners, LTMA, the robustness
 test, the worst-case search, checkpoints and the runner work on it unchanged).
 
-* ``xi``: the ``uncertain`` float fields of the env's ``EnvParams`` (nominal: the env's
-  default; box half-width absolute or relative); a ``derive`` hook recomputes fields gymnax
-  stores rather than computes (CartPole-v1's ``total_mass`` and ``polemass_length``).
-* Kernel ``s' ~ Normal(f_xi(s, a), diag(noise^2))`` around gymnax's own ``step_env``, on
-  the float fields of ``EnvState`` as one vector (``time`` apart); an entry built with zero
-  noise is deterministic (no draw, no density). gymnax cuts gradients at the end of its
-  classic steps; the wrapper evaluates the step's jaxpr without those ``stop_gradient``
-  equations, so ``grad_xi log p`` and pathwise gradients reach the physics. An inner env's
-  own randomness (Acrobot's torque noise) gets a fixed key: the Normal is the whole density.
-* Rewards, observations, termination and truncation are gymnax's (the noiseless step's
-  reward; ``get_obs`` and ``is_terminated`` on the sampled state); under ``jit`` an action
-  outside the action space (or a non-finite step) gives NaN and ends the episode.
-* Costs ``c(state, action, next_state, params) -> (k,)`` on gymnax ``EnvState``s and the
-  perturbed ``EnvParams``, concatenated into the ``m`` constraint-costs (a constraint
-  holds when its discounted sum is <= 0).
+* ``xi``: the ``uncertain`` float fields of the env's ``EnvParams`` (nominal: the env's default;
+  box half-width absolute or relative); a ``derive`` hook recomputes fields gymnax stores
+  rather than computes (CartPole-v1's ``total_mass``, ``polemass_length``).
+* Kernel ``s' ~ Normal(f_xi(s, a), diag(noise^2))`` around gymnax's own ``step_env``, on the
+  float fields of ``EnvState`` as one vector (``time`` apart); an entry built with zero noise
+  is deterministic (no draw, no density). gymnax cuts gradients at the end of its classic
+  steps; the wrapper evaluates the step's jaxpr without those ``stop_gradient`` equations, so
+  ``grad_xi log p`` and pathwise gradients reach the physics. An inner env's own randomness
+  (Acrobot's torque noise) gets a fixed key: the Normal is the whole density.
+* Rewards, observations, termination and truncation are gymnax's (the noiseless step's reward;
+  ``get_obs``, ``is_terminated`` on the sampled state); under ``jit`` an action outside the
+  action space (or a non-finite step) gives NaN and ends the episode.
+* Costs ``c(state, action, next_state, params) -> (k,)`` on gymnax ``EnvState``s and the perturbed
+  ``EnvParams``, the ``m`` constraint-costs (a constraint holds when its discounted sum is <= 0).
 """
 
 from __future__ import annotations
@@ -41,8 +40,7 @@ CostFn = Callable[[Any, jax.Array, Any, Any], jax.Array]
 
 @struct.dataclass
 class WrappedParams(environment.EnvParams):
-    """``xi`` (the uncertain fields), their nominal values ``xi_c`` and half-widths
-    ``kappa``, the kernel's noise (std per state entry) and the gymnax ``EnvParams``."""
+    """``xi`` (uncertain fields), nominal ``xi_c``, half-widths ``kappa``, noise, gymnax ``EnvParams``."""
 
     xi: jax.Array = None
     xi_c: jax.Array = None

@@ -1,7 +1,6 @@
 """The robust training methods (``rcmdp_jax.adversary``): each method's rule against
 hand-worked or NumPy numbers, the methods as lanes of one family program, the names."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -177,9 +176,14 @@ def test_robust_names_and_errors():
     assert preset("gymnax:Pendulum-v1", "PPO-Robust-Lag").adversary == "worst-of-n"
     # outside the study the dual phase reads the start state's value (docs/robustness.md)
     assert (preset("gymnax:Pendulum-v1", "PPO-Lag").dual_estimator, preset("cartpole", "PPO-Lag").dual_estimator) == (
-        "start_value", "cost_to_go")
-    assert family_methods([preset("cartpole", a) for a in ("PPO", "PPO-Lag+dr", "PPO-Robust")]) == ("none", "ltma",
-                                                                                                     "dr")
+        "start_value",
+        "cost_to_go",
+    )
+    assert family_methods([preset("cartpole", a) for a in ("PPO", "PPO-Lag+dr", "PPO-Robust")]) == (
+        "none",
+        "ltma",
+        "dr",
+    )
     with pytest.raises(ValueError, match="unknown robust method 'bogus'.*worst-of-n"):
         preset("cartpole", "PPO-Lag+bogus")
     with pytest.raises(ValueError, match="-Robust algorithm with \\+none"):

@@ -201,7 +201,9 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
         else:
             k_act, k_step = jax.random.split(key)
             action, log_prob = policy.act(obs, k_act)
-        next_obs, env_state, reward, term, trunc, info = step(jax.random.split(k_step, n_envs), env_state, action, params)
+        next_obs, env_state, reward, term, trunc, info = step(
+            jax.random.split(k_step, n_envs), env_state, action, params
+        )
         done = jnp.logical_or(term, trunc)
         if fresh is not None:
             xi = jnp.where(jnp.reshape(done, (-1,) + (1,) * (xi.ndim - 1)), fresh, xi)

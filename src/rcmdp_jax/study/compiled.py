@@ -83,23 +83,16 @@ class Prepared:
         """All members x seeds in one vmapped program (sharded over the mesh if any)."""
         import jax
 
-        from rcmdp_jax import make_train
         from rcmdp_jax.sharding import batch_sharding
 
         cfgs, keys, mesh, chunk, spec = self.cfgs, self.keys, self.mesh, self.chunk, self._spec
         # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
         split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}
-        if len(cfgs) > 1:
-            family = self.make_family(cfgs)
-            members = np.repeat(np.arange(len(cfgs), dtype=np.int32), keys.shape[0])
-            init_fn = jax.vmap(family.init)
-            step = jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None))
-        else:
-            train = make_train(cfgs[0])
-            members = None
-            init_fn = jax.vmap(lambda k, m: train.init(k), in_axes=(0, None))
-            step = jax.vmap(lambda s, m, start: train.run(s, None, start, chunk), in_axes=(0, None, None))
-        batch_keys = np.tile(keys, (len(cfgs), 1)) if members is not None else keys
+        family = self.make_family(cfgs)  # one algorithm is a family of one
+        members = np.repeat(np.arange(len(cfgs), dtype=np.int32), keys.shape[0])
+        init_fn = jax.vmap(family.init)
+        step = jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None))
+        batch_keys = np.tile(keys, (len(cfgs), 1))
         self.batches = [(batch_keys, members)]
         # the initial state is computed unsharded, then split across the mesh: a sharded
         # init program (orthogonal init = LAPACK QR) also deadlocks XLA CPU on several devices

@@ -29,12 +29,19 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
     per_batch = 1 if cfg.episodic else max(cfg.num_minibatches, 1)  # MCPMD: one episode an iteration
     return [
         ("total_timesteps", "num_iterations x n_envs x n_steps policy steps", (not cfg.episodic) * it * cfg.batch_size),
-        ("epochs", "the alpha schedule's num_iterations x epochs ticks", it * (cfg.epochs if cfg.alpha_tick == "epoch" else 1)),
+        (
+            "epochs",
+            "the alpha schedule's num_iterations x epochs ticks",
+            it * (cfg.epochs if cfg.alpha_tick == "epoch" else 1),
+        ),
         ("epochs", "epochs x minibatches gradient steps an iteration", cfg.epochs * per_batch),
         ("dual_epochs", "dual_epochs x dual_batch/dual_minibatch ascent steps an iteration", cfg.dual_steps),
         ("ltma_horizon", "ltma_episodes x ltma_horizon adversary steps", cfg.ltma_episodes * cfg.ltma_horizon),
-        ("adversary_candidates", "adversary_candidates x adversary_episodes x episode_length worst-of-n steps",
-         cfg.adversary_candidates * cfg.adversary_episodes * env_length(cfg)),
+        (
+            "adversary_candidates",
+            "adversary_candidates x adversary_episodes x episode_length worst-of-n steps",
+            cfg.adversary_candidates * cfg.adversary_episodes * env_length(cfg),
+        ),
     ]
 
 
@@ -79,7 +86,9 @@ def lane_bytes(cfg: Config) -> float:
         if cfg.adversary == "ltma-norm":  # its pathwise episodes, kept for the gradient
             need += cfg.adversary_episodes * (cfg.ltma_horizon * record + episode)
         if cfg.adversary in ("worst-of-n", "corners"):  # every candidate's episodes at once (corners: at most 2^8)
-            need += (cfg.adversary_candidates if cfg.adversary == "worst-of-n" else 256) * cfg.adversary_episodes * episode
+            need += (
+                (cfg.adversary_candidates if cfg.adversary == "worst-of-n" else 256) * cfg.adversary_episodes * episode
+            )
     return need
 
 
