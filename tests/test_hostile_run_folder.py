@@ -253,9 +253,10 @@ def test_sigterm_is_handled_like_ctrl_c_and_frees_the_lock(tmp_path):
 
 
 def test_a_truncated_checkpoint_is_set_aside_without_event_loop_noise(trained, tmp_path):
-    """orbax's reads still in flight when a restore fails finish on a closed event loop;
-    their tracebacks, printed from tensorstore's threads as the process goes on, are kept
-    off. The command itself: the noise belongs to the process, not to one call."""
+    """A checkpoint whose files are not those listed when it was saved is refused before
+    orbax reads it (orbax's reads of a cut checkpoint end on a closed event loop, whose
+    tracebacks tensorstore's threads print as the process goes on). The command itself:
+    stderr is the one line."""
     out = _copy(trained, tmp_path)
     ckpt = out / "cartpole" / "MDPO-Lag" / "checkpoint"
     for f in ckpt.iterdir():
@@ -264,7 +265,25 @@ def test_a_truncated_checkpoint_is_set_aside_without_event_loop_noise(trained, t
     proc = subprocess.run([sys.executable, str(RUN_PY), "--eval-only", str(out)], capture_output=True, text=True,
                           env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)  # fmt: skip
     assert proc.returncode == 5, proc.stderr
-    # orbax's "Event loop is closed" tracebacks still reach stderr in some runs of the command
-    # (its background threads, after the refusal; the filter's own test is below)
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "damaged checkpoint(s) of cartpole/MDPO-Lag set aside; --resume retrains them" in proc.stderr
+    assert "is missing" in proc.stdout, proc.stdout  # the file list names what is gone
     assert (out / "cartpole" / "MDPO-Lag" / "checkpoint.damaged").is_dir()
+    assert (out / "cartpole" / "MDPO-Lag" / "checkpoint.damaged.files.json").is_file()
+
+
+def test_a_checkpoint_file_cut_short_or_missing_is_named_by_the_file_list(trained, tmp_path):
+    from rcmdp_jax import checkpoint
+
+    out = _copy(trained, tmp_path)
+    ckpt = out / "cartpole" / "MDPO-Lag" / "checkpoint"
+    assert checkpoint.files_problem(ckpt) is None
+    listing = json.loads(checkpoint.files_path(ckpt).read_text())
+    big = max(listing, key=listing.get)  # the largest file: cut it to half
+    with open(ckpt / big, "r+b") as f:
+        f.truncate(listing[big] // 2)
+    assert checkpoint.files_problem(ckpt) == f"{big} has {listing[big] // 2} bytes, {listing[big]} when saved"
+    (ckpt / big).unlink()
+    assert checkpoint.files_problem(ckpt) == f"{big} is missing"
+    checkpoint.files_path(ckpt).write_text("[")
+    assert "cannot be read" in checkpoint.files_problem(ckpt)

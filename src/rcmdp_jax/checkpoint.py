@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import re
@@ -24,6 +25,10 @@ import jax
 import orbax.checkpoint as ocp
 
 
+class Damaged(ValueError):
+    """A checkpoint whose files are not those listed when it was saved (the message says which)."""
+
+
 def save(path: str | os.PathLike, tree: Any) -> None:
     """Write ``tree`` to ``path`` (a directory that must not exist yet); blocks until done.
     In a multi-process run every process calls it (orbax's multi-host protocol)."""
@@ -36,10 +41,14 @@ def save(path: str | os.PathLike, tree: Any) -> None:
         raise FileExistsError(f"checkpoint {path} already exists; refusing to overwrite it")
     if jax.process_index() == 0:
         remove_partial(path)  # a killed save's leftovers
+    if jax.process_index() == 0:
+        files_path(path).unlink(missing_ok=True)  # a list of an earlier checkpoint at this path
     try:  # orbax's threads' own error logs and event-loop noise: said below in one line
         with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
             ckpt.save(path, tree)
             ckpt.wait_until_finished()
+        if jax.process_index() == 0:
+            write_files(path)
     except Exception as err:  # a full disk, a folder that is not ours: nothing half-written stays
         if jax.process_index() == 0:
             for _ in range(3):  # orbax's threads may still finish a file or two
@@ -79,6 +88,8 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
     path = Path(path).absolute()
     if not exists(path):
         raise FileNotFoundError(f"no complete checkpoint at {path}")
+    if problem := files_problem(path):  # refused before orbax reads (its reads of a cut checkpoint
+        raise Damaged(problem)  # end on a closed event loop)
     try:
         with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
             return ckpt.restore(path, abstract_tree)
@@ -86,6 +97,41 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
         asyncio_quiet_from_now()
         time.sleep(0.5)  # the reads in flight end now, while the filter is on, not at the process's exit
         raise
+
+
+def files_path(path: Path) -> Path:
+    """Where the list of a checkpoint's files and their sizes lives: beside its folder."""
+    return path.with_name(path.name + ".files.json")
+
+
+def write_files(path: Path) -> None:
+    """Record every file of the finished checkpoint at ``path`` and its size (a temporary
+    name, then renamed: a list is whole or absent)."""
+    listing = {str(p.relative_to(path)): p.stat().st_size for p in sorted(path.rglob("*")) if p.is_file()}
+    target = files_path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(listing, indent=0))
+    os.replace(tmp, target)
+
+
+def files_problem(path: Path) -> str | None:
+    """What differs between the checkpoint at ``path`` and the list written when it was saved
+    (a file missing or of another size), or None (the same, or no list to compare with)."""
+    try:
+        listing = json.loads(files_path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return f"its file list {files_path(path).name} cannot be read"
+    if not isinstance(listing, dict):
+        return f"its file list {files_path(path).name} cannot be read"
+    for name, size in listing.items():
+        f = path / name
+        if not f.is_file():
+            return f"{name} is missing"
+        if f.stat().st_size != size:
+            return f"{name} has {f.stat().st_size} bytes, {size} when saved"
+    return None
 
 
 def asyncio_quiet_from_now() -> None:
@@ -173,6 +219,8 @@ def set_aside(path: str | os.PathLike) -> Path:
     while target.exists():
         target, n = path.with_name(f"{path.name}.damaged-{n}"), n + 1
     path.rename(target)
+    if files_path(path).exists():  # its file list goes with it
+        files_path(path).rename(files_path(target))
     return target
 
 

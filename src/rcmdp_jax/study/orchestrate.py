@@ -137,7 +137,8 @@ class Study:
         try:
             result = checkpoint.restore(ckpt, abstract)
         except Exception as err:  # a truncated or foreign checkpoint
-            print(f"{label} damaged checkpoint ({type(err).__name__}); moved to {checkpoint.set_aside(ckpt)}; "
+            why = err if isinstance(err, checkpoint.Damaged) else type(err).__name__
+            print(f"{label} damaged checkpoint ({why}); moved to {checkpoint.set_aside(ckpt)}; "
                   f"run again with --resume to retrain {algo}", flush=True)  # fmt: skip
             self.outcome.damaged.append(f"{env}/{algo}")
             return None
