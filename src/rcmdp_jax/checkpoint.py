@@ -192,12 +192,15 @@ class _LoopClosedFilter:
 def matches(path: str | os.PathLike, abstract_tree: Any) -> bool | None:
     """Whether the checkpoint's arrays have the shapes and dtypes of ``abstract_tree``
     (None: its metadata cannot be read, a damaged checkpoint)."""
+    if files_problem(Path(path).absolute()):  # damaged: orbax does not read it (see ``restore``)
+        return None
     try:
-        with quiet_absl(), ocp.StandardCheckpointer() as ckpt:
+        with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
             saved = ckpt.metadata(Path(path).absolute())
         saved = getattr(saved, "item_metadata", saved)
         have = sorted((tuple(m.shape), str(m.dtype)) for m in jax.tree.leaves(saved))
     except Exception:
+        asyncio_quiet_from_now()
         return None
     if not have:
         return None
