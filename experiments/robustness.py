@@ -6,10 +6,14 @@
 For each setting (the study's CartPole and Inventory 1-D, gymnax CartPole-v1, Pendulum-v1
 and Acrobot-v1, short budgets) it trains PPO-Lag and MDPO-Lag under every robust method
 (``none``, ``ltma``, ``ltma-norm``, ``dr``, ``worst-of-n``, ``corners``; one family program
-per learner) with ``experiments/run.py --worst-case``, then reads each seed's constraint
+per learner) with ``experiments/run.py --worst-case costs``, then reads each seed's constraint
 value at the nominal kernel, on its worst kernel of the test grid and on the worst kernel
 the gradient search finds, and writes ``docs/robustness.md`` and ``docs/robustness.json``.
 A second pass times each method trained alone (PPO-Lag, compile excluded).
+
+Two cores are kept busy: the settings run two at a time, longest first, and the timing
+pass's programs are compiled in the same pool (into an XLA cache in ``--out``), so that
+the pass itself, which needs the machine alone, only loads and times them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ("cartpole", "inventory", "gymnax:CartPole-v1", "gymnax:Pendulum-v1", "gymnax:Acrobot-v1")
+# the pool's order, longest first (walls measured on a 2-core CPU: Acrobot ~25 min, Pendulum and
+# CartPole-v1 ~22, the study's CartPole ~12, the timing programs' compile ~8 each, Inventory ~5)
+LONGEST_FIRST = ("gymnax:Acrobot-v1", "gymnax:Pendulum-v1", "gymnax:CartPole-v1", "cartpole")
 OUTSIDE = SETTINGS[2:]  # the environments outside the study: where the default is chosen
 LEARNERS = ("PPO-Lag", "MDPO-Lag")
 METHODS = ("none", "ltma", "ltma-norm", "dr", "worst-of-n", "corners")
@@ -47,53 +54,76 @@ def setting_command(out: Path, env: str, seeds: int, jobs: int) -> list[str]:
     run_dir = out / "runs" / slug(env)
     algos = ",".join(algo_name(learner, m) for learner in LEARNERS for m in METHODS)
     cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "--env", env, "--algos", algos, "--seeds",
-           str(seeds), "--budget", "short", "--worst-case", "--out", str(run_dir)]  # fmt: skip
+           str(seeds), "--budget", "short", "--worst-case", "costs", "--out", str(run_dir)]  # fmt: skip
     cmd += ["--devices", "1"] if jobs > 1 else []
     return cmd + (["--resume"] if (run_dir / "run.json").exists() else [])
 
 
-def train_settings(out: Path, todo: list[str], seeds: int, jobs: int, log, done) -> float:
-    """Run the settings ``jobs`` at a time (XLA compiles a program on one core, and compiling
-    dominates short budgets, so two settings on two cores overlap one's compile with the
-    other's); ``done(env, seconds)`` after each. The pool's wall time."""
-    t0, queue, running = time.time(), list(todo), {}
+def run_pool(jobs: list[tuple[str, list[str]]], width: int, log, done) -> float:
+    """Run the ``(name, command)`` jobs ``width`` at a time, in order (XLA compiles a
+    program on one core, and compiling dominates short budgets, so two jobs on two cores
+    overlap one's compile with the other's); ``done(name, seconds)`` after each. The
+    pool's wall time."""
+    t0, queue, running = time.time(), list(jobs), {}
     while queue or running:
-        while queue and len(running) < jobs:
-            env = queue.pop(0)
-            cmd = setting_command(out, env, seeds, jobs)
+        while queue and len(running) < width:
+            name, cmd = queue.pop(0)
             log(" ".join(cmd[1:]))
-            running[env] = (subprocess.Popen(cmd, cwd=ROOT), time.time())
+            running[name] = (subprocess.Popen(cmd, cwd=ROOT), time.time())
         time.sleep(1.0)
-        for env, (proc, start) in list(running.items()):
+        for name, (proc, start) in list(running.items()):
             if proc.poll() is None:
                 continue
-            del running[env]
+            del running[name]
             if proc.returncode not in (0, 3):  # 3: some seeds diverged (named in the report)
                 for other, _ in running.values():
                     other.terminate()
-                raise SystemExit(f"{env}: the runner exited with status {proc.returncode}")
-            done(env, time.time() - start)
+                raise SystemExit(f"{name}: exited with status {proc.returncode}")
+            done(name, time.time() - start)
     return time.time() - t0
 
 
-def time_methods(env: str, seeds: int) -> dict:
-    """PPO-Lag under each method alone on ``env``: seconds to train ``seeds`` seeds (the
-    compiled program, compile excluded; the best of two calls)."""
+def pool_order(names: list[str]) -> list[str]:
+    """Longest first (``LONGEST_FIRST``, then the timing programs' compiles, then the rest)."""
+
+    def rank(name):
+        if name in LONGEST_FIRST:
+            return LONGEST_FIRST.index(name)
+        return len(LONGEST_FIRST) + (0 if name.startswith(COMPILE) else 1)
+
+    return sorted(names, key=rank)
+
+
+COMPILE = "compile:"  # a pool job that compiles one environment's timing programs into the cache
+
+
+def timing_programs(env: str, seeds: int, out: Path, threads: int) -> tuple[dict, object]:
+    """PPO-Lag under each method alone on ``env``, compiled (through the XLA cache in
+    ``out``: the pool's compile job fills it, the timing pass reads it), and their keys."""
     import jax
 
     from rcmdp_jax import make_train, preset
 
+    jax.config.update("jax_compilation_cache_dir", str(out / "xla_cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     keys = jax.random.split(jax.random.PRNGKey(0), seeds)
-    out = {}
 
     def compile_one(method):
         return jax.jit(jax.vmap(make_train(preset(env, algo_name("PPO-Lag", method))))).lower(keys).compile()
 
-    # compile two at a time (one core each), then time one at a time with nothing else running
-    with ThreadPoolExecutor(2) as pool:
-        programs = dict(zip(METHODS, pool.map(compile_one, METHODS)))
+    with ThreadPoolExecutor(threads) as pool:
+        return dict(zip(METHODS, pool.map(compile_one, METHODS))), keys
+
+
+def time_methods(env: str, seeds: int, out: Path) -> dict:
+    """PPO-Lag under each method alone on ``env``: seconds to train ``seeds`` seeds (the
+    compiled program, compile excluded; the best of two calls)."""
+    import jax
+
+    programs, keys = timing_programs(env, seeds, out, threads=2)
     jax.block_until_ready(programs[METHODS[0]](keys))  # a first call pays for the process's warm-up
-    for method in METHODS:
+    out = {}
+    for method in METHODS:  # one at a time, with nothing else running
         compiled = programs[method]
         best = np.inf
         for _ in range(2):
@@ -196,11 +226,16 @@ def main(argv=None) -> None:
     p.add_argument("--jobs", type=int, default=2, help="settings trained at once (default 2: one per core)")
     p.add_argument("--report", action="store_true", help="only write the report from what --out holds")
     p.add_argument("--time-only", default=None, help=argparse.SUPPRESS)  # one timing pass (a subprocess)
+    p.add_argument("--compile-only", default=None, help=argparse.SUPPRESS)  # a pool job: fill the XLA cache
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.compile_only:
+        timing_programs(args.compile_only, args.seeds, out, threads=1)
+        return
     if args.time_only:
-        (out / f"timing-{slug(args.time_only)}.json").write_text(json.dumps(time_methods(args.time_only, args.seeds)))
+        timing = time_methods(args.time_only, args.seeds, out)
+        (out / f"timing-{slug(args.time_only)}.json").write_text(json.dumps(timing))
         return
     meta_path = out / "meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"wall_s": {}, "timing": {}}
@@ -214,25 +249,31 @@ def main(argv=None) -> None:
                 raise SystemExit(f"--settings: {env!r} is not one of {', '.join(SETTINGS)}")
         if args.jobs < 1:
             raise SystemExit(f"--jobs: {args.jobs} must be at least 1")
-        todo = [env for env in args.settings.split(",") if env not in meta["wall_s"]]
+        me = [sys.executable, __file__, "--out", str(out), "--seeds", str(args.seeds)]
+        jobs = {env: setting_command(out, env, args.seeds, args.jobs)
+                for env in args.settings.split(",") if env not in meta["wall_s"]}  # fmt: skip
+        jobs.update({COMPILE + env: me + ["--compile-only", env] for env in TIMED if env not in meta["timing"]})
 
-        def done(env, seconds):
-            meta.setdefault("code_versions", {})[env] = code_version()
-            meta["wall_s"][env] = seconds
+        def done(name, seconds):
+            if name.startswith(COMPILE):
+                meta.setdefault("timing_compile_s", {})[name[len(COMPILE) :]] = seconds
+            else:
+                meta.setdefault("code_versions", {})[name] = code_version()
+                meta["wall_s"][name] = seconds
             meta_path.write_text(json.dumps(meta, indent=1))
 
-        if todo:
+        if jobs:
             meta["jobs"] = args.jobs
-            meta["settings_wall_s"] = meta.get("settings_wall_s", 0.0) + train_settings(
-                out, todo, args.seeds, args.jobs, log, done
+            order = pool_order(list(jobs))
+            meta["settings_wall_s"] = meta.get("settings_wall_s", 0.0) + run_pool(
+                [(name, jobs[name]) for name in order], args.jobs, log, done
             )
             meta_path.write_text(json.dumps(meta, indent=1))
         for env in TIMED:
             if env in meta["timing"]:
                 continue
             t0 = time.time()
-            subprocess.run([sys.executable, __file__, "--out", str(out), "--seeds", str(args.seeds),
-                            "--time-only", env], check=True)  # fmt: skip
+            subprocess.run(me + ["--time-only", env], check=True)
             meta["timing"][env] = json.loads((out / f"timing-{slug(env)}.json").read_text())
             meta["timing_wall_s"] = meta.get("timing_wall_s", 0.0) + time.time() - t0
             meta_path.write_text(json.dumps(meta, indent=1))

@@ -30,7 +30,7 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
         "(pathwise gradient, each step moves `xi` by `xi_step` of the half-width), `dr` (a uniform kernel per "
         "training episode), `worst-of-n` (16 uniform kernels, train on the worst quarter) and `corners` "
         "(train on the worst of the box's corners). Then the robustness test (every kernel of the grid) and "
-        "the gradient search for each seed's worst kernel (`--worst-case`).",
+        "the gradient search for each seed's worst kernel of each constraint (`--worst-case costs`).",
         "",
         "Columns: `C nom` the constraint value at the nominal kernel (mean ± SE over seeds; > 0 breaks it); "
         "`C grid` / `C search` the worst constraint value on the test grid / found by the gradient search; "
@@ -84,8 +84,10 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
         settings = meta.get("settings_wall_s", sum(meta["wall_s"].values()))
         total = settings + meta.get("timing_wall_s", 0.0)
         jobs = meta.get("jobs", 1)
-        lines += [f"Whole benchmark: {total / 60:.1f} min (settings {settings / 60:.1f} min, {jobs} at a time; "
-                  f"timing pass {meta.get('timing_wall_s', 0.0) / 60:.1f} min).", ""]  # fmt: skip
+        pool = "the settings and the timing programs' compiles" if meta.get("timing_compile_s") else "settings"
+        lines += [f"Whole benchmark: {total / 60:.1f} min on a {meta.get('machine', '?')} ({pool} "
+                  f"{settings / 60:.1f} min, {jobs} at a time, longest first; timing pass "
+                  f"{meta.get('timing_wall_s', 0.0) / 60:.1f} min).", ""]  # fmt: skip
     js["wins"] = wins
     js["default_rule"] = ranking = default_ranking(table, outside, learners, methods, algo_name)
     if ranking:

@@ -34,15 +34,29 @@ def test_a_run_json_without_the_optional_keys_reads_as_their_defaults():
     for key in ("worst_case", "devices", "will_run"):
         d.pop(key)
     plan = Plan.from_dict({**d, "unknown": 1})
-    assert (plan.worst_case, plan.devices, plan.will_run, plan.env_sources) == (False, "auto", {}, {})
+    assert (plan.worst_case, plan.devices, plan.will_run, plan.env_sources) == (None, "auto", {}, {})
+    # a run.json from before --worst-case took a value: true/false
+    assert [Plan.from_dict({**d, "worst_case": b}).worst_case for b in (True, False)] == ["all", None]
 
 
 def test_resume_names_the_options_and_config_fields_that_differ():
     saved = build_plan(cli.parse_args(ARGS))
     other = build_plan(cli.parse_args(ARGS + ["--set", "eta_lam=0.5"]))
     assert saved.differences(other) == ["configs: cartpole/MDPO-Lag: eta_lam; cartpole/PPO: eta_lam"]
-    assert saved.differences(dataclasses.replace(other, seeds=3, worst_case=True)) == ["seeds", "--worst-case"]
+    assert saved.differences(dataclasses.replace(other, seeds=3, worst_case="all")) == ["seeds", "--worst-case"]
+    assert saved.differences(dataclasses.replace(saved, worst_case="costs")) == ["--worst-case"]
     # a config field the saved run.json lacks counts as its default
     d = json.loads(saved.to_json())
     d["configs"]["cartpole"]["PPO"].pop("ltma_estimator")
     assert Plan.from_dict(d).differences(saved) == []
+
+
+def test_worst_case_takes_all_or_costs():
+    import pytest
+
+    assert [build_plan(cli.parse_args(ARGS + extra)).worst_case
+            for extra in ([], ["--worst-case"], ["--worst-case", "costs"])] == [None, "all", "costs"]  # fmt: skip
+    with pytest.raises(
+        cli.UsageError, match="--worst-case: invalid choice: 'return' \\(choose from '?all'?, '?costs'?\\)"
+    ):
+        cli.parse_args(ARGS + ["--worst-case", "return"])

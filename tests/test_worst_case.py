@@ -140,3 +140,27 @@ def test_training_with_the_pathwise_adversary_keeps_xi_in_the_box():
     assert np.any(np.abs(xi[-1] - xi_c) > 1e-3)  # the adversary moved
     with pytest.raises(ValueError, match="ltma_estimator"):
         preset("inventory", "MDPO-Robust-Lag", ltma_estimator="finite-differences")
+
+
+def test_a_costs_only_search_equals_the_full_search_on_the_costs(inventory):
+    """``--worst-case costs`` searches only the constraints' objectives, with the keys the
+    full search gives them: the same points and values (up to float rounding: XLA compiles
+    the smaller program differently), nothing else searched."""
+    from rcmdp_jax import preset
+    from rcmdp_jax.train import build_networks
+    from rcmdp_jax.worst_case import make_worst_case
+
+    env, p = inventory
+    cfg = preset("inventory", "MDPO-Lag")
+    actor, _ = build_networks(cfg, env)
+    obs = jnp.zeros((env.obs_dim,), jnp.float32)
+    params = jax.vmap(lambda k: actor.init(k, obs))(jax.random.split(jax.random.PRNGKey(3), 2))
+    starts = jnp.asarray(corner_starts(env, p, np.zeros((2, 4), np.float32), max_corners=2))
+    small = SearchConfig(steps=3, episodes=4, eval_episodes=8)
+    runs = {w: jax.jit(make_worst_case(cfg, small, objectives=w))(params, starts, jax.random.PRNGKey(4))
+            for w in ("all", "costs")}  # fmt: skip
+    assert sorted(runs["all"]) == ["cost0", "r_pen", "return"] and sorted(runs["costs"]) == ["cost0"]
+    for field in ("xi", "episodes", "history"):
+        np.testing.assert_allclose(runs["costs"]["cost0"][field], runs["all"]["cost0"][field], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="'cost' is not one of all, costs"):
+        make_worst_case(cfg, small, objectives="cost")

@@ -49,9 +49,17 @@ from rcmdp_jax.rollout import Policy, reward_and_costs, scan_episode
 ESTIMATORS = ("score", "pathwise")
 
 
-def objective_names(m: int) -> tuple[str, ...]:
-    """The objectives of an environment with ``m`` constraints."""
-    return ("return", "r_pen") + tuple(f"cost{j}" for j in range(m))
+OBJECTIVE_SETS = ("all", "costs")  # ``run.py --worst-case [all|costs]``
+
+
+def objective_names(m: int, which: str = "all") -> tuple[str, ...]:
+    """The objectives of an environment with ``m`` constraints: ``"all"``, or only the
+    constraints' (``"costs"``: a search that asks only where each constraint is worst,
+    at ``m / (m + 2)`` of the cost)."""
+    if which not in OBJECTIVE_SETS:
+        raise ValueError(f"objectives: {which!r} is not one of {', '.join(OBJECTIVE_SETS)}")
+    costs = tuple(f"cost{j}" for j in range(m))
+    return costs if which == "costs" else ("return", "r_pen") + costs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +205,9 @@ class WorstCase:
 
     def __call__(self, actor_params, starts, rng):
         out = {}
-        for i, name in enumerate(self.objectives):
+        every = objective_names(self.env.num_constraints)
+        for name in self.objectives:
+            i = every.index(name)  # an objective's keys do not depend on which others are searched
             one = lambda ap, x0, k, name=name: search(
                 k, x0, self.env, self.env_params, Policy(self.actor, ap, deterministic=True), name, self.cfg,
                 self.gamma, self.lambda_max,
@@ -210,19 +220,21 @@ class WorstCase:
         return out
 
 
-def make_worst_case(config, search: SearchConfig | None = None, env_params=None) -> WorstCase:
-    """The ``WorstCase`` finder of ``config``'s deterministic policies (every objective)."""
+def make_worst_case(config, search: SearchConfig | None = None, env_params=None, objectives: str = "all") -> WorstCase:
+    """The ``WorstCase`` finder of ``config``'s deterministic policies (``objectives``:
+    ``"all"`` or ``"costs"``, see ``objective_names``)."""
     from rcmdp_jax import envs
     from rcmdp_jax.train import build_networks
 
     cfg = config.validate()
     search = (search or SearchConfig()).validate()
+    objective_names(0, objectives)  # a clear error before anything is built
     env, default_params = envs.make(cfg.env)
     actor, _ = build_networks(cfg, env)
     params = default_params if env_params is None else env_params
     env.check_estimator(params, search.estimator)
     return WorstCase(env, params, actor, search, cfg.hparams.gamma, env.lambda_max,
-                     objective_names(env.num_constraints))  # fmt: skip
+                     objective_names(env.num_constraints, objectives))  # fmt: skip
 
 
 def corner_starts(env, env_params, grid_values: np.ndarray | None = None, max_corners: int = 4) -> np.ndarray:
@@ -246,7 +258,8 @@ def compare_with_grid(V: np.ndarray, C: np.ndarray, found: dict, lambda_max: flo
     """Per seed, the worst value the grid found and the worst the search found, for the
     robustness test's quantities scored as the test scores them (per episode, then the
     mean over a kernel's episodes): ``Return`` (lowest ``V``), ``R_pen`` (lowest
-    ``V - lambda_max sum_j max(0, C_j)``) and each ``C<j>`` (highest).
+    ``V - lambda_max sum_j max(0, C_j)``) and each ``C<j>`` (highest); those whose
+    objective was searched (all, or only the ``C<j>`` after ``objectives="costs"``).
 
     ``V`` ``[S, L, D, E]``, ``C`` ``[S, L, D, E, m]`` (the sweep), ``found`` a
     ``WorstCase`` result (NumPy), ``grid_xi`` ``[L, D, *xi]`` the test kernels.
@@ -269,6 +282,8 @@ def compare_with_grid(V: np.ndarray, C: np.ndarray, found: dict, lambda_max: flo
     }
     out = {}
     for metric, (objective, score, lower) in metrics.items():
+        if objective not in found:
+            continue
         grid_values = score(V, C).reshape(s, -1)  # [S, L * D]
         gi = worst(grid_values, lower)
         ep = found[objective]["episodes"]  # [S, K, E, 1 + m]

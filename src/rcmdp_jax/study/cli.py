@@ -97,9 +97,11 @@ def _how_to_run(p) -> None:
         help="override any Config/HParams field, e.g. --set eta_xi=1e-6 (repeatable)",
     )
     p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default docs/method.md §4)")
-    p.add_argument("--worst-case", action="store_true",
+    p.add_argument("--worst-case", nargs="?", const="all", default=None, choices=("all", "costs"),
                    help="after the grid, search the uncertainty box for each seed's worst kernel by projected "
-                        "gradient steps (rcmdp_jax.worst_case); adds a grid-vs-search table")  # fmt: skip
+                        "gradient steps (rcmdp_jax.worst_case); adds a grid-vs-search table. 'all' (the default): "
+                        "the lowest return, the lowest R_pen and each constraint's highest C; 'costs': only the "
+                        "constraints' (a third of the time with one constraint)")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished algorithms")
     p.add_argument(
         "--eval-only", metavar="RUN_DIR", default=None, help="re-run the sweep of RUN_DIR from its checkpoints"

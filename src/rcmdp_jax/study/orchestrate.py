@@ -43,7 +43,7 @@ class Outcome:
 
 class Study:
     def __init__(self, plan: Plan, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
-                 worst_case: bool = False):  # fmt: skip
+                 worst_case: str | None = None):  # fmt: skip
         import jax
 
         from rcmdp_jax import family
@@ -164,7 +164,7 @@ class Study:
         return self.sweeps[key]
 
     def test(self, env: str, algo: str, result):
-        """The robustness test (one vmapped call per algorithm): ``(V, diverged seeds,
+        """The robustness test (one vmapped call per algorithm): ``(V, C, diverged seeds,
         levels)``, or None when every seed diverged."""
         import jax
 
@@ -193,9 +193,9 @@ class Study:
         at_bound = f", {100 * bound.mean():.1f}% of episodes at the state bound" if bound.any() else ""
         print(f"{label} sweep {V.shape} in {fmt(time.perf_counter() - t0)}: "
               f"mean test return {V[~bad].mean():.2f}{at_bound}", flush=True)  # fmt: skip
-        return V, bad, sweep.levels
+        return V, C, bad, sweep.levels
 
-    def search(self, env: str, algo: str, result, made, V, bad, levels) -> None:
+    def search(self, env: str, algo: str, result, made, V, C, bad, levels) -> None:
         """``--worst-case``: each seed's worst kernel by projected gradient steps, from the
         centre and the corners the grid found worst (level 1)."""
         import jax
@@ -205,7 +205,7 @@ class Study:
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
         key = (env, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma)
         if key not in self.finders:
-            self.finders[key] = jax.jit(make_worst_case(cfg))
+            self.finders[key] = jax.jit(make_worst_case(cfg, objectives=self.worst_case))
         t0 = time.perf_counter()
         robust_env, params = made  # envs.make(env), once per environment
         starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
@@ -213,11 +213,18 @@ class Study:
         found = jax.tree.map(np.asarray, found)
         if self.writer:
             self.folder.save_worst_case(env, algo, found)
-        ret = found["return"]["episodes"][..., 0].mean(-1).min(1)[~bad]  # each seed's lowest return
-        grid = V.mean(-1).reshape(V.shape[0], -1).min(1)[~bad]
-        print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: lowest return per seed "
+        if "return" in found:
+            what, lower = "lowest return", True
+            grid, ret = V.mean(-1), found["return"]["episodes"][..., 0].mean(-1)
+        else:  # --worst-case costs: the first constraint's
+            what, lower = "highest C", False
+            grid, ret = C[..., 0].mean(-1), found["cost0"]["episodes"][..., 1].mean(-1)
+        pick = np.min if lower else np.max
+        grid, ret = pick(grid.reshape(grid.shape[0], -1), 1)[~bad], pick(ret, 1)[~bad]  # each seed's worst
+        beyond = ret < grid if lower else ret > grid
+        print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed "
               f"{grid.mean():.2f} on the grid, {ret.mean():.2f} by the search "
-              f"(lower in {int((ret < grid).sum())}/{ret.size} seeds)", flush=True)  # fmt: skip
+              f"({'lower' if lower else 'higher'} in {int(beyond.sum())}/{ret.size} seeds)", flush=True)  # fmt: skip
 
     def environment(self, env: str) -> str | None:
         """Every family of ``env``: train or restore, test, search; then its report."""

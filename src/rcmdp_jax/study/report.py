@@ -219,9 +219,11 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
                 "search_xi": np.asarray(d["search_xi"]).tolist(),
                 "grid_xi": np.asarray(d["grid_xi"]).tolist(),
             }
-        r = cmp["Return"]
-        worst_seed = int(np.argmin(r["search"]))
-        xi = np.round(np.asarray(r["search_xi"][worst_seed], np.float64).ravel(), 3).tolist()
+        xi = "(not searched)"  # --worst-case costs
+        if "Return" in cmp:
+            r = cmp["Return"]
+            worst_seed = int(np.argmin(r["search"]))
+            xi = np.round(np.asarray(r["search_xi"][worst_seed], np.float64).ravel(), 3).tolist()
         lines.append(f"| {algo} | " + " | ".join(cells) + f" | {xi} |")
         js["per_algorithm"][algo] = entry
     summary = [_domain_line(m, pairs[m], found[next(iter(found))][m]["lower_is_worse"], js) for m in metrics]

@@ -31,7 +31,7 @@ class Plan:
     vmap: bool
     n_test: int | None
     configs: dict[str, dict[str, Config]]
-    worst_case: bool = False
+    worst_case: str | None = None  # --worst-case: None, "all" or "costs"
     devices: str = "auto"
     will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)
     env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
@@ -56,6 +56,8 @@ class Plan:
         ``env_sources`` default)."""
         known = {f.name for f in dataclasses.fields(cls)}
         kept = {k: v for k, v in d.items() if k in known and (v is not None or k == "n_test")}
+        if isinstance(kept.get("worst_case"), bool):  # a folder from before --worst-case took a value
+            kept["worst_case"] = "all" if kept["worst_case"] else None
         configs = {e: {a: config_from_dict(c) for a, c in cs.items()} for e, cs in d["configs"].items()}
         return cls(**{**kept, "envs": tuple(d["envs"]), "algos": tuple(d["algos"]), "configs": configs})
 

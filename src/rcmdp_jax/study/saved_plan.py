@@ -86,8 +86,8 @@ def plan_problem(plan: dict) -> str:
         return f"seed must be an integer in [0, 2**32), got {plan['seed']!r}"
     if plan["n_test"] is not None and not (_is_int(plan["n_test"]) and plan["n_test"] >= 1):
         return "n_test must be null or a positive integer"
-    if not isinstance(plan.get("worst_case", False), bool):
-        return "worst_case must be true or false"
+    if plan.get("worst_case") not in (None, True, False, "all", "costs"):
+        return f"worst_case must be null, \"all\" or \"costs\", got {plan['worst_case']!r}"
     try:
         for e in plan["envs"]:
             envs.check_name(e)
