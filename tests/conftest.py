@@ -56,3 +56,15 @@ cpu_prng.apply_default()  # the lowering the runner uses (``import rcmdp_jax`` a
 
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 sys.path.insert(0, str(EXPERIMENTS))
+
+if os.environ.get("RCMDP_JAX_TEST_COMPILE_LOG"):  # a profile of the suite: where compile time goes
+
+    def _compile_listener(event, seconds, **_):
+        if event.startswith("/jax/core/compile/"):
+            test = os.environ.get("PYTEST_CURRENT_TEST", "-").rsplit(" ", 1)[0]
+            with open(Path(os.environ["RCMDP_JAX_TEST_COMPILE_LOG"]) / f"{os.getpid()}.tsv", "a") as f:
+                f.write(f"{test}\t{event.rsplit('/', 1)[1]}\t{seconds:.3f}\n")
+
+    import jax.monitoring  # noqa: E402
+
+    jax.monitoring.register_event_duration_secs_listener(_compile_listener)
