@@ -106,6 +106,11 @@ def registered() -> tuple[str, ...]:
     return tuple(_REGISTERED)
 
 
+def registered_spec(name: str):
+    """The ``DomainSpec`` that ``register`` gave ``name`` in this process, or None."""
+    return _REGISTERED.get(name)
+
+
 def gymnax_has_costs(name: str) -> bool:
     """Whether a ``gymnax:`` name carries constraint costs (see ``gymnax_any``)."""
     return import_module("rcmdp_jax.envs.gymnax_presets").has_costs(name)

@@ -159,6 +159,31 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_pat
     _assert_same_run(full_run, out, ALGOS.split(","))
 
 
+def test_a_second_study_in_the_process_reuses_its_compiled_programs(full_run, tmp_path):
+    """Run twice in one process (a notebook, the tests): the second run traces and
+    compiles nothing of the families, sweeps and layouts (``study.programs``) and gives
+    the same numbers; an environment name registered anew is a new program."""
+    import dataclasses
+
+    from rcmdp_jax import envs
+    from rcmdp_jax.study import programs
+
+    assert cli.main(TINY + ["--out", str(tmp_path / "a")]) == 0  # full_run's programs, unless dropped since
+    before = dict(programs.counts)
+    assert cli.main(TINY + ["--out", str(tmp_path / "b")]) == 0
+    assert programs.counts["built"] == before["built"], (before, programs.counts)
+    assert programs.counts["reused"] >= before["reused"] + 3  # two families and the sweep at least
+    _assert_same_run(full_run, tmp_path / "b", ALGOS.split(","))
+    spec = envs.spec("cartpole")
+    try:
+        envs.register("programs-test", spec)
+        first = programs.env_identity("programs-test")
+        envs.register("programs-test", dataclasses.replace(spec))
+        assert programs.env_identity("programs-test") != first and programs.env_identity("cartpole") == "cartpole"
+    finally:
+        envs._REGISTERED.pop("programs-test", None)  # the name is this test's alone
+
+
 def _copy(run, tmp_path):
     out = tmp_path / "copy"
     shutil.copytree(run, out)

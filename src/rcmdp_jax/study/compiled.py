@@ -8,6 +8,8 @@ import time
 
 import numpy as np
 
+from rcmdp_jax.study.programs import cached, env_identity, plugins
+
 
 def fmt(seconds: float) -> str:
     return f"{seconds:5.1f}s" if seconds < 120 else f"{seconds / 60:5.1f}min"
@@ -86,23 +88,28 @@ class Prepared:
         from rcmdp_jax.sharding import batch_sharding
 
         cfgs, keys, mesh, chunk, spec = self.cfgs, self.keys, self.mesh, self.chunk, self._spec
-        # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
-        split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}
-        family = self.make_family(cfgs)  # one algorithm is a family of one
         members = np.repeat(np.arange(len(cfgs), dtype=np.int32), keys.shape[0])
-        init_fn = jax.vmap(family.init)
-        step = jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None))
         batch_keys = np.tile(keys, (len(cfgs), 1))
         self.batches = [(batch_keys, members)]
-        # the initial state is computed unsharded, then split across the mesh: a sharded
-        # init program (orthogonal init = LAPACK QR) also deadlocks XLA CPU on several devices
-        self.init = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False)).compile()
-        state = jax.eval_shape(init_fn, spec(batch_keys, False), spec(members, False))
-        if mesh is not None:
-            state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=batch_sharding(mesh)), state)
-            step = self.on_devices(step)
-        start_spec = jax.ShapeDtypeStruct((), np.int32)
-        self.step = jax.jit(step, **split).lower(state, spec(members, True), start_spec).compile()
+
+        def build():
+            # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
+            split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}
+            family = self.make_family(cfgs)  # one algorithm is a family of one
+            init_fn = jax.vmap(family.init)
+            step = jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None))
+            # the initial state is computed unsharded, then split across the mesh: a sharded
+            # init program (orthogonal init = LAPACK QR) also deadlocks XLA CPU on several devices
+            init = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False)).compile()
+            state = jax.eval_shape(init_fn, spec(batch_keys, False), spec(members, False))
+            if mesh is not None:
+                sharded = batch_sharding(mesh)
+                state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharded), state)
+                step = self.on_devices(step)
+            start_spec = jax.ShapeDtypeStruct((), np.int32)
+            return init, jax.jit(step, **split).lower(state, spec(members, True), start_spec).compile()
+
+        self.init, self.step = self._compiled("vmap", build)
 
     def _compile_loop(self) -> None:
         """A Python loop over algorithms and seeds; the step is compiled per algorithm."""
@@ -111,17 +118,32 @@ class Prepared:
         from rcmdp_jax import make_train
 
         keys, chunk, spec = self.keys, self.chunk, self._spec
-        trains = [make_train(c) for c in self.cfgs]
         self.batches = [(keys[i], m) for m in range(len(self.cfgs)) for i in range(keys.shape[0])]
-        inits = [jax.jit(t.init).lower(spec(keys[0], False)).compile() for t in trains]
+
+        def build():
+            trains = [make_train(c) for c in self.cfgs]
+            inits = [jax.jit(t.init).lower(spec(keys[0], False)).compile() for t in trains]
+            start_spec = jax.ShapeDtypeStruct((), np.int32)
+            steps = [
+                jax.jit(lambda s, start, t=t: t.run(s, None, start, chunk))
+                .lower(jax.eval_shape(t.init, spec(keys[0], False)), start_spec).compile()
+                for t in trains
+            ]  # fmt: skip
+            return inits, steps
+
+        inits, steps = self._compiled("loop", build)
         self.init = lambda k, m: inits[m](k)
-        start_spec = jax.ShapeDtypeStruct((), np.int32)
-        compiled = [
-            jax.jit(lambda s, start, t=t: t.run(s, None, start, chunk))
-            .lower(jax.eval_shape(t.init, spec(keys[0], False)), start_spec).compile()
-            for t in trains
-        ]  # fmt: skip
-        self.step = lambda state, m, start: compiled[m](state, start)
+        self.step = lambda state, m, start: steps[m](state, start)
+
+    def _compiled(self, layout: str, build):
+        """``build()``, kept for the process (``study.programs``) under what it is built
+        from; a subclass (a benchmark's variant) builds its own each time."""
+        if type(self) is not Prepared:
+            return build()
+        envs_ = tuple(env_identity(c.env) for c in self.cfgs)
+        key = ("family", layout, tuple(self.cfgs), envs_, plugins(), self.keys.shape, str(self.keys.dtype), self.mesh,
+               self.chunk)  # fmt: skip
+        return cached(key, build)
 
     def start(self, keys, members):
         """(main thread) The initial state of one batch and the members argument of the step."""

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from rcmdp_jax.study.compiled import Prepared, fmt, train_prepared
+from rcmdp_jax.study.programs import cached, env_identity
 from rcmdp_jax.study.report import write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, readable
 from rcmdp_jax.study.run_plan import Plan
@@ -58,8 +59,6 @@ class Study:
         self.cfgs = {e: {a: plan.configs[e][a] for a in plan.algos} for e in plan.envs}
         self.groups = {e: family.group(self.cfgs[e]) for e in plan.envs}
         self.outcome = Outcome()
-        self.sweeps: dict = {}
-        self.finders: dict = {}
         # a family is trained (as a whole, so resumed runs give identical numbers) while any
         # member lacks a checkpoint; the next family compiles in a background thread
         self.todo = [
@@ -133,7 +132,9 @@ class Study:
             raise RuntimeError(f"{ckpt} exists")  # guarded earlier; never overwrite
         if not self.eval_only and self.folder.tested(env, algo):
             return None  # finished before: nothing to load
-        abstract = checkpoint.abstract_result(make_train(self.cfgs[env][algo]), self.all_keys)
+        cfg = self.cfgs[env][algo]
+        abstract = cached(("layout", cfg, env_identity(env), self.all_keys.shape),
+                          lambda: checkpoint.abstract_result(make_train(cfg), self.all_keys))  # fmt: skip
         try:
             result = checkpoint.restore(ckpt, abstract)
         except Exception as err:  # a truncated or foreign checkpoint
@@ -156,12 +157,18 @@ class Study:
         from rcmdp_jax.evaluate import make_eval
         from rcmdp_jax.sharding import sharded_blocks
 
-        key = (env, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma, self.plan.n_test)
-        if key not in self.sweeps:
+        def build():
             sweep = make_eval(cfg, self.plan.n_test)
             fn = sharded_blocks(sweep.from_keys, self.mesh) if self.mesh is not None else jax.jit(sweep.from_keys)
-            self.sweeps[key] = (fn, sweep)
-        return self.sweeps[key]
+            return fn, sweep
+
+        return cached(("sweep", *self._policy_key(env, cfg), self.plan.n_test, self.mesh), build)
+
+    @staticmethod
+    def _policy_key(env: str, cfg) -> tuple:
+        """What a program that runs ``cfg``'s trained policy is built from (the sweep, the
+        search): the environment, the actor and the discount, not the training."""
+        return env_identity(env), cfg.policy_hidden, cfg.dropout, cfg.dropout_rng, cfg.init, cfg.hparams.gamma
 
     def test(self, env: str, algo: str, result):
         """The robustness test (one vmapped call per algorithm): ``(V, C, diverged seeds,
@@ -203,13 +210,12 @@ class Study:
         from rcmdp_jax.worst_case import corner_starts, make_worst_case
 
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
-        key = (env, cfg.policy_hidden, cfg.dropout, cfg.hparams.gamma)
-        if key not in self.finders:
-            self.finders[key] = jax.jit(make_worst_case(cfg, objectives=self.worst_case))
+        key = ("search", *self._policy_key(env, cfg), self.worst_case)
+        finder = cached(key, lambda: jax.jit(make_worst_case(cfg, objectives=self.worst_case)))
         t0 = time.perf_counter()
         robust_env, params = made  # envs.make(env), once per environment
         starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
-        found = self.finders[key](result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2))
+        found = finder(result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2))
         found = jax.tree.map(np.asarray, found)
         if self.writer:
             self.folder.save_worst_case(env, algo, found)

@@ -87,7 +87,7 @@ def plan_problem(plan: dict) -> str:
     if plan["n_test"] is not None and not (_is_int(plan["n_test"]) and plan["n_test"] >= 1):
         return "n_test must be null or a positive integer"
     if plan.get("worst_case") not in (None, True, False, "all", "costs"):
-        return f"worst_case must be null, \"all\" or \"costs\", got {plan['worst_case']!r}"
+        return f'worst_case must be null, "all" or "costs", got {plan["worst_case"]!r}'
     try:
         for e in plan["envs"]:
             envs.check_name(e)
