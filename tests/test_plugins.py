@@ -1,14 +1,16 @@
-"""Plug-ins: a toy learner and a toy constraint rule, each defined here as its one file would
-be, registered, and trained through the family program (``make_family``) beside a built-in
-rule. The rule's multiplier and dual steps are checked against a hand computation from the
-run's own metrics; the learner's update against the steps and parameters it leaves."""
+"""Plug-ins: a toy learner, a toy constraint rule and a toy robust method, each defined here
+as its one file would be, registered, and trained through the family program
+(``make_family``) beside a built-in one. The rule's multiplier and dual steps are checked
+against a hand computation from the run's own metrics; the learner's update against the
+steps and parameters it leaves; the method's kernels against the box corner it picks."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rcmdp_jax import constraints, learners, preset
+from rcmdp_jax import adversary, constraints, learners, preset
+from rcmdp_jax.adversary.base import Adversary, broadcast
 from rcmdp_jax.family import make_family
 from rcmdp_jax.learners import Learner
 from rcmdp_jax.learners.batch import episode_means, lagrangian_gae
@@ -59,13 +61,25 @@ class PlainGradient(Learner):
         return state.replace(params=state.params | {"actor": actor}), jnp.float32(self.cfg.batch_size), upd
 
 
+# ----------------------------------------------------------------- the toy method's file
+class UpperCorner(Adversary):
+    """Every iteration, the box's upper corner ``xi_c + kappa`` for the kernel and every
+    rollout env; no environment steps spent."""
+
+    def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
+        corner = params.replace(xi=params.xi_c + params.kappa)
+        return corner, broadcast(corner.xi, env_xi.shape[0]), jnp.float32(0.0)
+
+
 @pytest.fixture(scope="module")
 def registered():
     constraints.register(Halving())
     learners.register("toy-gradient", PlainGradient)
+    adversary.register("toy-upper", UpperCorner)
     yield
     constraints.unregister("toy-halving")
     learners.unregister("toy-gradient")
+    adversary.unregister("toy-upper")
 
 
 def _config(rule):
@@ -124,3 +138,27 @@ def test_registered_names_are_config_choices(registered):
         _config("toy-halving").replace(learner="no-such-learner").validate()
     with pytest.raises(ValueError, match="registered already"):
         constraints.register(Halving())
+
+
+def test_a_toy_robust_method_trains_as_a_lane_beside_none(registered):
+    """``PPO-Lag+toy-upper`` names the registered method; in one family with ``PPO-Lag`` its
+    lanes train on the upper corner from the first iteration, the other lane on the nominal
+    kernel."""
+    tiny = dict(total_timesteps=64 * 3, n_steps=16, minibatch_size=16, eval_episodes=2)
+    configs = [preset("cartpole", name, **tiny) for name in ("PPO-Lag", "PPO-Lag+toy-upper")]
+    assert configs[1].adversary == "toy-upper" and configs[1].robust
+    family = make_family(configs)
+    assert family.step.methods == ("none", "toy-upper")
+    out = jax.jit(jax.vmap(family))(jax.random.split(jax.random.PRNGKey(1), 2), jnp.arange(2))
+    params = family.step.default_env_params
+    xi = np.asarray(out.metrics["xi"])  # [lane, iteration, *xi]
+    np.testing.assert_allclose(xi[0], np.broadcast_to(params.xi, xi[0].shape))
+    np.testing.assert_allclose(xi[1], np.broadcast_to(params.xi_c + params.kappa, xi[1].shape), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(out.state.env_xi[1]), np.broadcast_to(params.xi_c + params.kappa,
+                               out.state.env_xi[1].shape), rtol=1e-6)  # fmt: skip
+    with pytest.raises(ValueError, match="toy-upper"):  # the registered method among the choices
+        preset("cartpole", "PPO-Lag+no-such-method")
+    with pytest.raises(ValueError, match="registered already"):
+        adversary.register("toy-upper", UpperCorner)
+    with pytest.raises(ValueError, match="built-in"):
+        adversary.unregister("dr")

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from rcmdp_jax import constraints, learners, schedules
+from rcmdp_jax import adversary, constraints, learners, schedules
 from rcmdp_jax.adversary import ADVERSARY_NAMES
 from rcmdp_jax.constraints import CONSTRAINT_NAMES
 from rcmdp_jax.dual_batch import DUAL_ESTIMATORS
@@ -240,7 +240,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 
 # The choices that registries hold (plug-ins included): read when a config is checked.
-REGISTERED = {"learner": learners.names, "constraint": constraints.names, "alpha_schedule": schedules.names}
+REGISTERED = {"learner": learners.names, "constraint": constraints.names, "alpha_schedule": schedules.names,
+              "adversary": adversary.names}  # fmt: skip
 
 
 def _plain(value: Any) -> Any:

@@ -10,8 +10,8 @@ import math
 import re
 from typing import Any
 
-from rcmdp_jax import envs
-from rcmdp_jax.adversary import ADVERSARY_NAMES, NONE
+from rcmdp_jax import adversary, envs
+from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, BUDGETS, Config, HParams, _check_env, _choice
 
 # The reference grid of docs/method.md §2, in its order.
@@ -68,9 +68,9 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
     overrides: dict[str, Any] = {}
     name, plus, method = name.partition("+")
     if plus:
-        if method not in (NONE, *ADVERSARY_NAMES):
+        if method not in (NONE, *adversary.names()):
             raise ValueError(f"unknown robust method {method!r} in {name}+{method}: write ALGO+METHOD with METHOD one "
-                             f"of {', '.join((NONE, *ADVERSARY_NAMES))}")  # fmt: skip
+                             f"of {', '.join((NONE, *adversary.names()))}")  # fmt: skip
         overrides = {"robust": False} if method == NONE else {"robust": True, "adversary": method}
     hp_fields = {f.name for f in dataclasses.fields(HParams)}
     for item in hp_items:

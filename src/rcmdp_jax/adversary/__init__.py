@@ -12,32 +12,66 @@ family's methods), like the constraint rule, so several methods train in one pro
   training on the worst ``adversary_fraction`` of them by the Lagrangian value (EPOpt's idea);
 * ``corners``: the policy run on the box's ``2^n`` corners, training on the worst one.
 
-A non-robust algorithm has no adversary (``"none"`` in a family's method list).
+A non-robust algorithm has no adversary (``"none"`` in a family's method list). A method of
+your own is one file with an ``Adversary`` subclass and one call, ``register(name, cls)``;
+then ``ALGO+name`` and ``Config(adversary=name)`` choose it (docs/design.md).
 """
 
 from __future__ import annotations
 
-ADVERSARY_NAMES = ("ltma", "ltma-norm", "dr", "worst-of-n", "corners")
+from importlib import import_module
+
+ADVERSARY_NAMES = ("ltma", "ltma-norm", "dr", "worst-of-n", "corners")  # the built-in methods
 NONE = "none"
 
-_MODULES = {
-    "ltma": ("rcmdp_jax.adversary.ltma", "StudyLTMA"),
-    "ltma-norm": ("rcmdp_jax.adversary.ltma_norm", "NormalisedLTMA"),
-    "dr": ("rcmdp_jax.adversary.randomise", "DomainRandomisation"),
-    "worst-of-n": ("rcmdp_jax.adversary.worst_of_n", "WorstOfN"),
-    "corners": ("rcmdp_jax.adversary.corners", "Corners"),
-    NONE: ("rcmdp_jax.adversary.base", "Nominal"),
+# name -> the Adversary class, or "module:class" for a built-in one (imported when first used)
+_METHODS: dict = {
+    "ltma": "rcmdp_jax.adversary.ltma:StudyLTMA",
+    "ltma-norm": "rcmdp_jax.adversary.ltma_norm:NormalisedLTMA",
+    "dr": "rcmdp_jax.adversary.randomise:DomainRandomisation",
+    "worst-of-n": "rcmdp_jax.adversary.worst_of_n:WorstOfN",
+    "corners": "rcmdp_jax.adversary.corners:Corners",
+    NONE: "rcmdp_jax.adversary.base:Nominal",
 }
 
 
-def get(name: str):
-    """The ``Adversary`` registered as ``name`` (``"none"`` or one of ``ADVERSARY_NAMES``)."""
-    from importlib import import_module
+def register(name: str, cls) -> type:
+    """Add robust method ``name`` (a new name; ``cls`` an ``Adversary`` subclass); returns ``cls``."""
+    from rcmdp_jax.adversary.base import Adversary
 
-    if name not in _MODULES:
-        raise ValueError(f"unknown robust method {name!r}; choose one of: {', '.join((NONE, *ADVERSARY_NAMES))}")
-    module, cls = _MODULES[name]
-    return getattr(import_module(module), cls)()
+    if not isinstance(name, str) or not name or "+" in name or "@" in name or ":" in name:
+        raise ValueError(f"a robust method's name must be a non-empty string without '+', '@' or ':', got {name!r}")
+    if name in _METHODS:
+        raise ValueError(f"robust method {name!r} is registered already")
+    if not (isinstance(cls, type) and issubclass(cls, Adversary)):
+        raise ValueError(f"a robust method must be an rcmdp_jax.adversary.base.Adversary subclass, got {cls!r}")
+    _METHODS[name] = cls
+    return cls
+
+
+def unregister(name: str) -> None:
+    """Remove plug-in method ``name`` (the built-in methods stay)."""
+    if name in (NONE, *ADVERSARY_NAMES):
+        raise ValueError(f"{name!r} is a built-in robust method")
+    _METHODS.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    """The robust methods a config may name: the built-in ones, then the registered ones."""
+    return tuple(m for m in _METHODS if m != NONE)
+
+
+def get(name: str):
+    """An instance of the ``Adversary`` registered as ``name`` (``"none"`` or one of ``names()``)."""
+    if name not in _METHODS:
+        raise ValueError(f"unknown robust method {name!r}; choose one of: {', '.join((NONE, *names()))}")
+    cls = _METHODS[name]
+    if isinstance(cls, str):
+        module, _, attr = cls.partition(":")
+        cls = getattr(import_module(module), attr)
+    method = cls()
+    method.name = name  # the program skips the lanes of a method named "none"
+    return method
 
 
 def method_of(cfg) -> str:
@@ -48,7 +82,7 @@ def method_of(cfg) -> str:
 def family_methods(configs) -> tuple[str, ...]:
     """The methods a family's configs use, in registry order (a family's static list)."""
     used = {method_of(c) for c in configs}
-    return tuple(m for m in (NONE, *ADVERSARY_NAMES) if m in used)
+    return tuple(m for m in (NONE, *names()) if m in used)
 
 
-__all__ = ["ADVERSARY_NAMES", "NONE", "family_methods", "get", "method_of"]
+__all__ = ["ADVERSARY_NAMES", "NONE", "family_methods", "get", "method_of", "names", "register", "unregister"]

@@ -7,7 +7,8 @@ instead of tracing, lowering and compiling them again (JAX's persistent cache sa
 only the last of the three). A key holds everything the program is built from: the
 configurations (frozen dataclasses), the shapes, the devices, each environment's
 identity (``envs.register`` may give a name another environment) and, for a family, the
-registered learners, constraint rules and alpha schedules (its program switches over them).
+registered learners, constraint rules, alpha schedules and robust methods (its program
+switches over them).
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ def env_identity(name: str) -> Any:
 
 
 def plugins() -> tuple:
-    """The registered learners, constraint rules and alpha schedules, themselves (a key
+    """The registered learners, constraint rules, alpha schedules and robust methods, themselves (a key
     that holds them keeps them alive, so no identity is reused)."""
-    from rcmdp_jax import constraints, learners, schedules
+    from rcmdp_jax import adversary, constraints, learners, schedules
 
-    return tuple(learners._LEARNERS.items()), tuple(constraints._RULES.items()), tuple(schedules._SCHEDULES.items())
+    registries = (learners._LEARNERS, constraints._RULES, schedules._SCHEDULES, adversary._METHODS)
+    return tuple(tuple(r.items()) for r in registries)
 
 
 def cached(key: tuple, build: Callable[[], Any]) -> Any:
