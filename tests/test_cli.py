@@ -526,6 +526,13 @@ def test_worst_case_flag_puts_the_search_next_to_the_grid(tmp_path):
     md = (env_dir / "summary.md").read_text()
     assert "Worst case: the grid's vs a gradient search's" in md
     assert f"| MDPO-Lag | {np.mean(wc['grid']):.2f} | {np.mean(wc['search']):.2f} (" in md
+    # a run stopped between the test and the search: --resume searches, to the same numbers
+    (env_dir / "MDPO-Lag" / "worst_case.npz").unlink()
+    assert cli.main(args + ["--out", str(out), "--resume"]) == 0
+    again = np.load(env_dir / "MDPO-Lag" / "worst_case.npz")
+    for key in z.files:
+        np.testing.assert_array_equal(again[key], z[key], err_msg=key)
+    np.testing.assert_array_equal(np.load(env_dir / "MDPO-Lag" / "test_results.npz")["V"], V)
 
 
 def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_path, capsys):

@@ -162,3 +162,17 @@ def test_a_toy_robust_method_trains_as_a_lane_beside_none(registered):
         adversary.register("toy-upper", UpperCorner)
     with pytest.raises(ValueError, match="built-in"):
         adversary.unregister("dr")
+    with pytest.raises(ValueError, match="no robust method 'never-made' is registered; registered: toy-upper"):
+        adversary.unregister("never-made")
+    for bad in ("", "a,b", "a b", "../up", "x\ny", "p+q"):  # names that go in --algos lists and folder names
+        with pytest.raises(ValueError, match="letters, digits"):
+            adversary.register(bad, UpperCorner)
+    with pytest.raises(ValueError, match="the name of no method"):
+        adversary.register("none", UpperCorner)
+
+    class NeedsArgs(UpperCorner):
+        def __init__(self, scale):
+            self.scale = scale
+
+    with pytest.raises(ValueError, match=r"NeedsArgs\(\) must take no arguments"):
+        adversary.register("toy-args", NeedsArgs)

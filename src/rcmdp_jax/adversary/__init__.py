@@ -36,15 +36,25 @@ _METHODS: dict = {
 
 
 def register(name: str, cls) -> type:
-    """Add robust method ``name`` (a new name; ``cls`` an ``Adversary`` subclass); returns ``cls``."""
+    """Add robust method ``name`` (a new name of letters, digits, ``-``, ``_`` and ``.``;
+    ``cls`` an ``Adversary`` subclass made without arguments); returns ``cls``. Its ``step``
+    must keep the kernels in the box (``env.project``, as the built-in methods do)."""
+    import re
+
     from rcmdp_jax.adversary.base import Adversary
 
-    if not isinstance(name, str) or not name or "+" in name or "@" in name or ":" in name:
-        raise ValueError(f"a robust method's name must be a non-empty string without '+', '@' or ':', got {name!r}")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ValueError(f"a robust method's name must be letters, digits, '-', '_' and '.' (it goes in ALGO+METHOD "
+                         f"names, --algos lists and folder names), got {name!r}")  # fmt: skip
     if name in _METHODS:
-        raise ValueError(f"robust method {name!r} is registered already")
+        what = "the name of no method (a non-robust algorithm)" if name == NONE else "registered already"
+        raise ValueError(f"robust method {name!r} is {what}")
     if not (isinstance(cls, type) and issubclass(cls, Adversary)):
         raise ValueError(f"a robust method must be an rcmdp_jax.adversary.base.Adversary subclass, got {cls!r}")
+    try:
+        cls()
+    except TypeError as err:
+        raise ValueError(f"robust method {name!r}: {cls.__name__}() must take no arguments ({err})") from None
     _METHODS[name] = cls
     return cls
 
@@ -53,7 +63,10 @@ def unregister(name: str) -> None:
     """Remove plug-in method ``name`` (the built-in methods stay)."""
     if name in (NONE, *ADVERSARY_NAMES):
         raise ValueError(f"{name!r} is a built-in robust method")
-    _METHODS.pop(name, None)
+    if name not in _METHODS:
+        plugins = [m for m in names() if m not in ADVERSARY_NAMES]
+        raise ValueError(f"no robust method {name!r} is registered; registered: {', '.join(plugins) or 'none'}")
+    del _METHODS[name]
 
 
 def names() -> tuple[str, ...]:

@@ -130,8 +130,8 @@ class Study:
             return None
         if not (self.resume or self.eval_only):
             raise RuntimeError(f"{ckpt} exists")  # guarded earlier; never overwrite
-        if not self.eval_only and self.folder.tested(env, algo):
-            return None  # finished before: nothing to load
+        if not self.eval_only and self.folder.tested(env, algo, searched=bool(self.worst_case)):
+            return None  # finished before: nothing to load (else tested again, then searched)
         cfg = self.cfgs[env][algo]
         abstract = cached(("layout", cfg, env_identity(env), self.all_keys.shape),
                           lambda: checkpoint.abstract_result(make_train(cfg), self.all_keys))  # fmt: skip

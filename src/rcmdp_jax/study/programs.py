@@ -8,7 +8,8 @@ only the last of the three). A key holds everything the program is built from: t
 configurations (frozen dataclasses), the shapes, the devices, each environment's
 identity (``envs.register`` may give a name another environment) and, for a family, the
 registered learners, constraint rules, alpha schedules and robust methods (its program
-switches over them).
+switches over them). Registered objects count by identity: one changed in place between two
+studies (a class attribute edited) is not seen; register a new one, or call ``clear()``.
 """
 
 from __future__ import annotations

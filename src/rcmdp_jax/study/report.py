@@ -191,7 +191,8 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
     Per algorithm and quantity: the mean over seeds of each seed's worst value on the
     grid and by the search, and in how many seeds the search went beyond the grid; per
     quantity, the domain's count and mean gap; ``xi`` where the search found each
-    seed's lowest return (the worst seed's in the table)."""
+    seed's lowest return, or with ``--worst-case costs`` the first constraint's highest
+    (the worst seed's in the table)."""
     if not found:
         return "", {}
     metrics = list(next(iter(found.values())))
@@ -199,7 +200,8 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
     head = (
         "| Algorithm | "
         + " | ".join(f"{label(m, m)}: grid | {label(m, m)}: search" for m in metrics)
-        + " | xi of the lowest return (search) |"
+        + f" | xi of the {'lowest return' if metrics[0] == 'Return' else 'highest ' + label(metrics[0], metrics[0])}"
+        + " (search) |"
     )
     lines = [head, "|" + "---|" * (2 * len(metrics) + 2)]
     js: dict = {"per_algorithm": {}, "domain": {}}
@@ -219,11 +221,9 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
                 "search_xi": np.asarray(d["search_xi"]).tolist(),
                 "grid_xi": np.asarray(d["grid_xi"]).tolist(),
             }
-        xi = "(not searched)"  # --worst-case costs
-        if "Return" in cmp:
-            r = cmp["Return"]
-            worst_seed = int(np.argmin(r["search"]))
-            xi = np.round(np.asarray(r["search_xi"][worst_seed], np.float64).ravel(), 3).tolist()
+        r = cmp[metrics[0]]  # the lowest return's, or with --worst-case costs the first constraint's highest
+        worst_seed = int(np.argmin(r["search"]) if r["lower_is_worse"] else np.argmax(r["search"]))
+        xi = np.round(np.asarray(r["search_xi"][worst_seed], np.float64).ravel(), 3).tolist()
         lines.append(f"| {algo} | " + " | ".join(cells) + f" | {xi} |")
         js["per_algorithm"][algo] = entry
     summary = [_domain_line(m, pairs[m], found[next(iter(found))][m]["lower_is_worse"], js) for m in metrics]
@@ -232,7 +232,12 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
         "Per seed, the worst value over the test grid (11 levels x all corners) and the worst a projected-"
         "gradient search found inside the box (``--worst-case``, ``rcmdp_jax.worst_case``; values on fresh "
         "episodes, scored as the test scores them), averaged over seeds; in brackets, the seeds where the "
-        "search went beyond the grid. Return and R_pen: lower is worse; C: higher is worse.\n\n"
+        "search went beyond the grid. "
+        + (
+            "Return and R_pen: lower is worse; C: higher is worse.\n\n"
+            if "Return" in metrics
+            else "Only the constraints were searched (``--worst-case costs``); C: higher is worse.\n\n"
+        )
         + "\n".join(lines)
         + "\n\n"
         + "\n".join(summary)

@@ -120,10 +120,12 @@ class RunFolder:
     def ckpt_dir(self, env: str, algo: str) -> Path:
         return self.algo_dir(env, algo) / "checkpoint"
 
-    def tested(self, env: str, algo: str) -> bool:
-        """Whether ``algo``'s test results and training metrics are there and readable."""
+    def tested(self, env: str, algo: str, searched: bool = False) -> bool:
+        """Whether ``algo``'s test results and training metrics are there and readable (and,
+        with ``searched``, its worst-case search: ``--worst-case``)."""
         d = self.algo_dir(env, algo)
-        return readable(d / "test_results.npz") and readable(d / "train_metrics.npz")
+        done = readable(d / "test_results.npz") and readable(d / "train_metrics.npz")
+        return done and (not searched or readable(d / "worst_case.npz"))
 
     # ---------------------------------------------------------------- the plan
     def read_plan(self, flag: str) -> Plan:
