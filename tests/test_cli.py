@@ -526,12 +526,13 @@ def test_worst_case_flag_puts_the_search_next_to_the_grid(tmp_path):
     md = (env_dir / "summary.md").read_text()
     assert "Worst case: the grid's vs a gradient search's" in md
     assert f"| MDPO-Lag | {np.mean(wc['grid']):.2f} | {np.mean(wc['search']):.2f} (" in md
-    # a run stopped between the test and the search: --resume searches, to the same numbers
+    # a run stopped between the test and the search: --resume searches, to the same numbers (up to
+    # float rounding: the policy now comes from the checkpoint, and the search may be compiled anew)
     (env_dir / "MDPO-Lag" / "worst_case.npz").unlink()
     assert cli.main(args + ["--out", str(out), "--resume"]) == 0
     again = np.load(env_dir / "MDPO-Lag" / "worst_case.npz")
     for key in z.files:
-        np.testing.assert_array_equal(again[key], z[key], err_msg=key)
+        np.testing.assert_allclose(again[key], z[key], rtol=1e-5, atol=1e-5, err_msg=key)
     np.testing.assert_array_equal(np.load(env_dir / "MDPO-Lag" / "test_results.npz")["V"], V)
 
 
