@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from rcmdp_jax.study.compiled import Prepared, fmt, train_prepared
-from rcmdp_jax.study.programs import cached, env_identity
+from rcmdp_jax.study.programs import cached, env_identity, policy_key
 from rcmdp_jax.study.report import write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, readable
 from rcmdp_jax.study.run_plan import Plan
@@ -162,17 +162,11 @@ class Study:
             fn = sharded_blocks(sweep.from_keys, self.mesh) if self.mesh is not None else jax.jit(sweep.from_keys)
             return fn, sweep
 
-        return cached(("sweep", *self._policy_key(env, cfg), self.plan.n_test, self.mesh), build)
-
-    @staticmethod
-    def _policy_key(env: str, cfg) -> tuple:
-        """What a program that runs ``cfg``'s trained policy is built from (the sweep, the
-        search): the environment, the actor and the discount, not the training."""
-        return env_identity(env), cfg.policy_hidden, cfg.dropout, cfg.dropout_rng, cfg.init, cfg.hparams.gamma
+        return cached(("sweep", *policy_key(env, cfg), self.plan.n_test, self.mesh), build)
 
     def test(self, env: str, algo: str, result):
         """The robustness test (one vmapped call per algorithm): ``(V, C, diverged seeds,
-        levels)``, or None when every seed diverged."""
+        levels, the test kernels' xi)``, or None when every seed diverged."""
         import jax
 
         from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
@@ -186,8 +180,8 @@ class Study:
         res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys), plan.seeds)
         V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
         bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
+        test_xi = np.asarray(sweep.kernels.xi)
         if self.writer:
-            test_xi = np.asarray(sweep.kernels.xi)
             self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi)
         if bad.any():
             self.outcome.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
@@ -200,17 +194,17 @@ class Study:
         at_bound = f", {100 * bound.mean():.1f}% of episodes at the state bound" if bound.any() else ""
         print(f"{label} sweep {V.shape} in {fmt(time.perf_counter() - t0)}: "
               f"mean test return {V[~bad].mean():.2f}{at_bound}", flush=True)  # fmt: skip
-        return V, C, bad, sweep.levels
+        return V, C, bad, sweep.levels, test_xi
 
-    def search(self, env: str, algo: str, result, made, V, C, bad, levels) -> None:
+    def search(self, env: str, algo: str, result, made, V, C, bad, levels, test_xi) -> None:
         """``--worst-case``: each seed's worst kernel by projected gradient steps, from the
         centre and the corners the grid found worst (level 1)."""
         import jax
 
-        from rcmdp_jax.worst_case import corner_starts, make_worst_case
+        from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
 
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
-        key = ("search", *self._policy_key(env, cfg), self.worst_case)
+        key = ("search", *policy_key(env, cfg), self.worst_case)
         finder = cached(key, lambda: jax.jit(make_worst_case(cfg, objectives=self.worst_case)))
         t0 = time.perf_counter()
         robust_env, params = made  # envs.make(env), once per environment
@@ -219,18 +213,15 @@ class Study:
         found = jax.tree.map(np.asarray, found)
         if self.writer:
             self.folder.save_worst_case(env, algo, found)
-        if "return" in found:
-            what, lower = "lowest return", True
-            grid, ret = V.mean(-1), found["return"]["episodes"][..., 0].mean(-1)
-        else:  # --worst-case costs: the first constraint's
-            what, lower = "highest C", False
-            grid, ret = C[..., 0].mean(-1), found["cost0"]["episodes"][..., 1].mean(-1)
-        pick = np.min if lower else np.max
-        grid, ret = pick(grid.reshape(grid.shape[0], -1), 1)[~bad], pick(ret, 1)[~bad]  # each seed's worst
-        beyond = ret < grid if lower else ret > grid
-        print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed "
-              f"{grid.mean():.2f} on the grid, {ret.mean():.2f} by the search "
-              f"({'lower' if lower else 'higher'} in {int(beyond.sum())}/{ret.size} seeds)", flush=True)  # fmt: skip
+        kept = jax.tree.map(lambda x: x[~bad], found)
+        cmp = compare_with_grid(V[~bad], C[~bad], kept, robust_env.lambda_max, test_xi)
+        metric = "Return" if "Return" in cmp else "C0"  # --worst-case costs: the first constraint's
+        d = cmp[metric]
+        beyond = d["search"] < d["grid"] if d["lower_is_worse"] else d["search"] > d["grid"]
+        what = "lowest return" if d["lower_is_worse"] else "highest C"
+        print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed {d['grid'].mean():.2f} on the "
+              f"grid, {d['search'].mean():.2f} by the search ({'lower' if d['lower_is_worse'] else 'higher'} in "
+              f"{int(beyond.sum())}/{beyond.size} seeds)", flush=True)  # fmt: skip
 
     def environment(self, env: str) -> str | None:
         """Every family of ``env``: train or restore, test, search; then its report."""

@@ -39,6 +39,12 @@ def env_identity(name: str) -> Any:
     return name, id(registered)
 
 
+def policy_key(env: str, cfg) -> tuple:
+    """What a program that runs ``cfg``'s trained policy is built from (the sweep, the
+    search): the environment, the actor and the discount, not the training."""
+    return env_identity(env), cfg.policy_hidden, cfg.dropout, cfg.dropout_rng, cfg.init, cfg.hparams.gamma
+
+
 def plugins() -> tuple:
     """The registered learners, constraint rules, alpha schedules and robust methods, themselves (a key
     that holds them keeps them alive, so no identity is reused)."""
