@@ -269,9 +269,19 @@ def make_gymnax(name: str, noise: float | None = None):
     ``noise`` replaces the preset's kernel noise (a new, uncached instance)."""
     if noise is not None:
         return _build(name, noise)
-    if name not in _CACHE:
-        _CACHE[name] = _build(name)
-    return _CACHE[name]
+    if name in _CACHE:
+        return _CACHE[name]
+    env = _build(name)
+    if not _under_a_trace(env):  # built inside ``jax.eval_shape`` (sizes, checks): its arrays are not kept
+        _CACHE[name] = env
+    return env
+
+
+def _under_a_trace(env) -> bool:
+    """Whether ``env`` was built while JAX traced (its parameters are tracers)."""
+    import jax
+
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(env.default_params))
 
 
 __all__ = ["PRESETS", "PREFIX", "CostSpec", "GymnaxPreset", "check", "cost_names", "domain_spec", "gymnax_name", "has_costs", "make_gymnax",

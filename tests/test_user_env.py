@@ -282,3 +282,16 @@ def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, 
     # a budget that whole batches round up is a note on the command line too
     build_plan(cli.parse_args(["--algos", "PPO", "--seeds", "1", "--set", "total_timesteps=1000"]))
     assert "note: --set total_timesteps=1000: PPO runs 1 iteration(s) of 1600" in capsys.readouterr().err
+
+
+def test_a_registered_gymnax_spec_is_not_built_inside_the_size_estimate():
+    """The size estimate counts a registered environment's kernels under ``jax.eval_shape``;
+    the gymnax instance built there must not be kept (its arrays are tracers), or the
+    study's programs later close over them (a run of ``--env NAME`` failed at its start)."""
+    from rcmdp_jax.study.sizes import kernel_count
+
+    envs.register("gymnax_cartpole_again", envs.spec("gymnax:CartPole-v1"))
+    assert kernel_count("gymnax_cartpole_again") == kernel_count("gymnax:CartPole-v1")
+    for spec_name in ("gymnax_cartpole_again", "gymnax:CartPole-v1"):
+        leaves = jax.tree.leaves(envs.make(spec_name)[1])
+        assert leaves and not any(isinstance(x, jax.core.Tracer) for x in leaves), spec_name
