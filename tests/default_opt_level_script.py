@@ -1,5 +1,6 @@
 """Run by ``test_portability.py`` in a subprocess at XLA's *default* optimisation level
-(the suite itself runs at level 0, older fusion emitters, for compile speed): a tiny training run of MDPO-Robust-Lag
+and random-bit lowering
+(the suite itself runs at level 0, older fusion emitters, JAX's rolled threefry, for compile speed): a tiny training run of MDPO-Robust-Lag
 on Inventory 1-D, and the fixed-policy pattern XLA CPU once miscompiled at this level.
 Prints ``SMOKE OK``."""
 
@@ -13,9 +14,11 @@ assert not any(
     f in os.environ.get("XLA_FLAGS", "") for f in ("xla_backend_optimization_level", "xla_cpu_use_fusion_emitters")
 )
 
-from rcmdp_jax import envs  # noqa: E402
+from rcmdp_jax import cpu_prng, envs  # noqa: E402
 from rcmdp_jax import make_train, preset  # noqa: E402
 from rcmdp_jax.train import build_networks  # noqa: E402
+
+assert cpu_prng.apply_default()  # as the runner does: the straight-line threefry
 
 keys = jax.random.split(jax.random.PRNGKey(0), 2)
 for algo in ("MDPO-Robust-Lag",):

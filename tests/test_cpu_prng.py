@@ -23,14 +23,15 @@ def _draws(key):
 
 def test_unrolled_threefry_is_bit_identical_to_the_rolled_lowering():
     key = jax.random.PRNGKey(123)
-    assert cpu_prng.use_rolled_threefry()
     try:  # fresh function objects, so no compiled program is reused across lowerings
+        assert cpu_prng.use_rolled_threefry()
         rolled_fn = jax.jit(lambda k: _draws(k))
         rolled, rolled_text = rolled_fn(key), rolled_fn.lower(key).as_text()
-    finally:
         assert cpu_prng.use_unrolled_threefry()
-    unrolled_fn = jax.jit(lambda k: _draws(k))
-    unrolled, unrolled_text = unrolled_fn(key), unrolled_fn.lower(key).as_text()
+        unrolled_fn = jax.jit(lambda k: _draws(k))
+        unrolled, unrolled_text = unrolled_fn(key), unrolled_fn.lower(key).as_text()
+    finally:
+        cpu_prng.apply_default()  # the session's lowering (tests/conftest.py)
     # the two programs really differ (one 5-round loop per threefry call is gone) ...
     assert unrolled_text.count("stablehlo.while") + 5 <= rolled_text.count("stablehlo.while")
     # ... and give the same bits
