@@ -201,5 +201,9 @@ def test_schedules_are_traced_in_one_family():
         np.testing.assert_allclose(out.metrics["lam"][i], alone.metrics["lam"], rtol=1e-4, atol=1e-5)
     alpha = np.asarray(out.metrics["alpha"])
     assert np.all(alpha[0] == 2.0) and np.all(np.diff(alpha[2]) > 0) and np.all(np.diff(alpha[6]) < 0)
-    # per-epoch ticks: alpha_0 = 5 and 2 ticks (epochs) per iteration (docs/method.md §2d)
-    np.testing.assert_allclose(alpha[5], 5.0 * 0.95 ** (2 * np.arange(3)), rtol=1e-5)
+    # per-batch ticks: alpha_0 = 2 and one tick per iteration, K = the iterations (linear-batch) ...
+    k, big_k = np.arange(3), configs[names[2]].num_iterations
+    np.testing.assert_allclose(alpha[2], 2.0 / (1 - k / big_k), rtol=1e-5)
+    # ... per-epoch ticks: 2 ticks (epochs) per iteration, geometric's alpha_0 = 5 (docs/method.md §2d)
+    np.testing.assert_allclose(alpha[5], 5.0 * 0.95 ** (2 * k), rtol=1e-5)
+    np.testing.assert_allclose(alpha[1], 2.0 / (1 - 2 * k / (2 * big_k)), rtol=1e-5)  # linear: alpha_0 = 2

@@ -29,6 +29,20 @@ def tiny(env="cartpole", algo="MDPO-Robust-Lag", iterations=3, **kw):
     return preset(env, algo, **base)
 
 
+@functools.cache
+def _alone_program(cfg):
+    return jax.jit(make_train(cfg))
+
+
+def alone(cfg, key, hp=None, kernel=None):
+    """``cfg`` trained alone on seed ``key`` through one compiled program per config for the
+    file (several tests compare with it): the hyperparameters and the training kernel are
+    its arguments, the preset's unless given."""
+    hp = cfg.hparams if hp is None else hp
+    kernel = envs.make(cfg.env)[1] if kernel is None else kernel
+    return _alone_program(cfg)(key, *jax.tree.map(np.asarray, (hp, kernel)))
+
+
 def random_policy_return(env_name, n=200):
     env, params = envs.make(env_name)
 
@@ -56,10 +70,32 @@ def deterministic_return(cfg, result, n=50):
     return jax.vmap(one)(result.state.params["actor"], keys)
 
 
+@functools.cache
+def constrained_family() -> dict:
+    """MDPO, MDPO-Lag and MDPO-Augmented-Lag on CartPole, 16,000 steps, four seeds each, as
+    lanes of one family program: ``{algo: (config, result)}``. Trained once per test run;
+    the learning and the constraint tests assert on it."""
+    from rcmdp_jax.family import make_family
+
+    seeds = jax.random.split(jax.random.PRNGKey(42), 4)
+    names = ("MDPO", "MDPO-Lag", "MDPO-Augmented-Lag")
+    cfgs = [preset("cartpole", a, total_timesteps=16_000) for a in names]
+    members = jnp.repeat(jnp.arange(3), len(seeds))
+    batched = jax.jit(jax.vmap(make_family(cfgs)))(jnp.tile(seeds, (3, 1)), members)  # one compile
+    return {
+        algo: (cfg, jax.tree.map(lambda x, i=i: x[i * len(seeds) : (i + 1) * len(seeds)], batched))
+        for i, (algo, cfg) in enumerate(zip(names, cfgs))
+    }
+
+
 @pytest.mark.parametrize("algo,steps", [("MDPO", 16_000), ("PPO", 8_000)])
 def test_learning_beats_random_policy(algo, steps):
-    cfg = preset("cartpole", algo, total_timesteps=steps)
-    result = jax.jit(jax.vmap(make_train(cfg)))(SEEDS)
+    if algo == "MDPO":  # the constraint test's unconstrained lanes (four seeds)
+        cfg, result = constrained_family()["MDPO"]
+        assert cfg.total_timesteps == steps
+    else:
+        cfg = preset("cartpole", algo, total_timesteps=steps)
+        result = jax.jit(jax.vmap(make_train(cfg)))(SEEDS)
     v, _ = deterministic_return(cfg, result)
     baseline = random_policy_return("cartpole")
     assert 8.0 < baseline < 25.0
@@ -68,16 +104,9 @@ def test_learning_beats_random_policy(algo, steps):
 
 
 def test_constraints_lower_the_constraint_cost_and_lam_rises_when_violated():
-    seeds = jax.random.split(jax.random.PRNGKey(42), 4)
-    from rcmdp_jax.family import make_family
-
     costs, rollout, results = {}, {}, {}
-    names = ("MDPO", "MDPO-Lag", "MDPO-Augmented-Lag")
-    cfgs = [preset("cartpole", a, total_timesteps=16_000) for a in names]
-    members = jnp.repeat(jnp.arange(3), len(seeds))
-    batched = jax.jit(jax.vmap(make_family(cfgs)))(jnp.tile(seeds, (3, 1)), members)  # one compile
-    for i, (algo, cfg) in enumerate(zip(names, cfgs)):
-        results[algo] = jax.tree.map(lambda x, i=i: x[i * len(seeds) : (i + 1) * len(seeds)], batched)
+    for algo, (cfg, result) in constrained_family().items():
+        results[algo] = result
         costs[algo] = np.asarray(deterministic_return(cfg, results[algo])[1][:, 0])
         # the stochastic policy's discounted constraint-cost over the last 5 iterations
         rollout[algo] = np.nanmean(np.asarray(results[algo].metrics["episode_costs"][:, -5:, 0]))
@@ -86,7 +115,7 @@ def test_constraints_lower_the_constraint_cost_and_lam_rises_when_violated():
         assert rollout[algo] < rollout["MDPO"] - 2.0, rollout
     m = results["MDPO-Lag"].metrics
     lam, c_hat = np.asarray(m["lam"][..., 0]), np.asarray(m["c_hat"][..., 0])
-    prev = np.concatenate([np.full((len(seeds), 1), 5.0), lam[:, :-1]], axis=1)
+    prev = np.concatenate([np.full((lam.shape[0], 1), 5.0), lam[:, :-1]], axis=1)
     violated = c_hat > 0
     assert violated.any()
     assert np.all(lam[violated] > prev[violated])
@@ -186,65 +215,43 @@ def test_ltma_stays_in_the_box_and_lowers_the_lagrangian_return_on_the_inventori
     assert np.mean(attacked < nominal) >= 0.5, (attacked, nominal)
 
 
-def test_alpha_schedule_in_training_follows_its_formula():
-    cfg = tiny(algo="MDPO", alpha_schedule="linear", alpha_tick="batch", total_timesteps=16 * 4 * 5)
-    result = jax.jit(make_train(cfg))(SEEDS[0])
-    big_k = cfg.num_iterations
-    np.testing.assert_allclose(result.metrics["alpha"], [2.0 / (1 - k / big_k) for k in range(big_k)], rtol=1e-5)
-    cfg = tiny(algo="MDPO", alpha_schedule="geometric", alpha_tick="epoch", alpha_decay=0.5,
-               total_timesteps=16 * 4 * 3)  # fmt: skip
-    result = jax.jit(make_train(cfg))(SEEDS[0])
-    # per-epoch ticks: iteration k starts at tick k * epochs; alpha_0 = 5 (docs/method.md §2d)
-    np.testing.assert_allclose(result.metrics["alpha"], [5.0 * 0.5 ** (2 * k) for k in range(3)], rtol=1e-5)
-
-
 def test_vmap_over_seeds_equals_each_seed_alone_and_is_deterministic():
-    train = make_train(tiny())
+    cfg = tiny(algo="MDPO-Robust-Augmented-Lag")  # every phase: dual, LTMA, the augmented rule
+    train = make_train(cfg)
     batched = jax.jit(jax.vmap(train))(SEEDS)
-    single = jax.jit(train)
     for i in range(len(SEEDS)):
-        alone = single(SEEDS[i])
+        single = alone(cfg, SEEDS[i])
         for key in ("eval_return", "lam", "xi", "policy_loss"):
-            np.testing.assert_allclose(batched.metrics[key][i], alone.metrics[key], rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(batched.metrics[key][i], single.metrics[key], rtol=1e-4, atol=1e-5)
     again = jax.jit(jax.vmap(train))(SEEDS)
     for a, b in zip(jax.tree.leaves(batched), jax.tree.leaves(again)):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(batched.metrics["policy_loss"][0], batched.metrics["policy_loss"][1])
 
 
-def test_vmap_over_two_alpha_values_in_one_call():
-    cfg = tiny(algo="MDPO")
-    hp = jax.tree.map(lambda x: jnp.full((2,), x, jnp.float32), cfg.hparams)
-    hp = hp.replace(alpha=jnp.array([0.5, 3.0]))
-    train = make_train(cfg)
-    result = jax.jit(jax.vmap(train, in_axes=(None, 0)))(SEEDS[0], hp)
-    np.testing.assert_allclose(result.metrics["alpha"][:, 0], [0.5, 3.0])
-    # each member is the run with that alpha alone, and the two runs differ
-    for i, alpha in enumerate((0.5, 3.0)):
-        alone = jax.jit(train)(SEEDS[0], cfg.hparams.replace(alpha=alpha))
-        np.testing.assert_allclose(result.metrics["policy_loss"][i], alone.metrics["policy_loss"], rtol=1e-4, atol=1e-5)
-    assert not np.allclose(result.metrics["policy_loss"][0], result.metrics["policy_loss"][1])
-
-
-def test_vmap_over_kernels():
+def test_vmap_over_hyperparameters_and_kernels_in_one_call():
+    """Lanes that differ in alpha or in the training kernel, in one vmapped call: each lane
+    equals its run alone, and each of the two changes the numbers."""
     cfg = tiny(algo="MDPO")
     env, params = envs.make("cartpole")
-    kernels = jax.tree.map(lambda x: x[-1, :2], env.test_kernels([0.0, 1.0], params))
-    train = make_train(cfg)
-    result = jax.jit(jax.vmap(train, in_axes=(None, None, 0)))(SEEDS[0], None, kernels)
+    corners = jax.tree.map(lambda x: x[-1, :2], env.test_kernels([0.0, 1.0], params))
+    alphas, corner = [0.5, 3.0, 0.5], np.array([0, 0, 1])  # lane 1: another alpha; lane 2: another kernel
+    hp = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), cfg.hparams).replace(alpha=jnp.array(alphas))
+    kernels = jax.tree.map(lambda x: x[corner], corners)
+    result = jax.jit(jax.vmap(make_train(cfg), in_axes=(None, 0, 0)))(SEEDS[0], hp, kernels)
+    np.testing.assert_allclose(result.metrics["alpha"][:, 0], alphas)
     np.testing.assert_allclose(result.state.env_params.xi, kernels.xi)
-    # each member trained on its own kernel: equal to that run alone, different from the other
-    for i in range(2):
-        alone = jax.jit(train)(SEEDS[0], None, jax.tree.map(lambda x, i=i: x[i], kernels))
-        np.testing.assert_allclose(
-            result.metrics["episode_costs"][i], alone.metrics["episode_costs"], rtol=1e-4, atol=1e-5
-        )
-    assert not np.allclose(result.metrics["eval_costs"][0], result.metrics["eval_costs"][1])
+    for i in range(3):
+        single = alone(cfg, SEEDS[0], cfg.hparams.replace(alpha=alphas[i]), jax.tree.map(lambda x, i=i: x[i], kernels))
+        for key in ("policy_loss", "episode_costs"):
+            np.testing.assert_allclose(result.metrics[key][i], single.metrics[key], rtol=1e-4, atol=1e-5, err_msg=key)
+    assert not np.allclose(result.metrics["policy_loss"][0], result.metrics["policy_loss"][1])
+    assert not np.allclose(result.metrics["eval_costs"][0], result.metrics["eval_costs"][2])
 
 
 def test_sample_counts():
     cfg = tiny()
-    m = jax.jit(make_train(cfg))(SEEDS[0]).metrics
+    m = preset_member("cartpole", cfg.name)  # its family's lane: its numbers alone (the family test)
     np.testing.assert_allclose(m["policy_steps"], cfg.batch_size * np.arange(1, cfg.num_iterations + 1))
     assert np.all(np.diff(m["dual_steps"]) > 0) and np.all(np.diff(m["ltma_steps"]) > 0)
     assert np.all(np.asarray(m["ltma_steps"][0]) <= cfg.ltma_iterations * cfg.ltma_horizon)
@@ -263,6 +270,12 @@ def preset_families(env_name: str) -> tuple[dict, dict]:
         family = make_family([configs[a] for a in names])
         results[tuple(names)] = jax.jit(jax.vmap(family, in_axes=(None, 0)))(SEEDS[0], jnp.arange(len(names)))
     return configs, results
+
+
+def preset_member(env_name: str, algo: str) -> dict:
+    """The metrics of ``algo``'s lane in ``preset_families(env_name)``."""
+    names, result = next((k, r) for k, r in preset_families(env_name)[1].items() if algo in k)
+    return {k: np.asarray(v[names.index(algo)]) for k, v in result.metrics.items()}
 
 
 @pytest.mark.parametrize("env_name", envs.ENV_NAMES)
@@ -391,7 +404,7 @@ def test_bad_hparams_are_rejected_before_tracing():
 def test_augmented_mode_works_for_every_learner(algo):
     cfg = tiny(algo=algo)
     assert cfg.constraint == "augmented"
-    m = jax.jit(make_train(cfg))(SEEDS[0]).metrics
+    m = alone(cfg, SEEDS[0]).metrics  # not in the grid: no preset family has it
     active = np.asarray(m["active"]) > 0
     assert all(np.all(np.isfinite(np.asarray(m[k])[active])) for k in ("lam", "lam_tilde", "c_hat", "policy_loss"))
     # lam~_k = lam_{k-1} + eta_lam * C^_{k-1}; lam_k = K_k steps of max(-eta C^_k, lam + eta C^_k)
@@ -422,10 +435,10 @@ def test_family_member_equals_its_algorithm_alone():
     assert all(configs[a] == presets[a] for a in names)
     row = {a: members.index(a) for a in names}
     for a in ("MDPO", "MDPO-Robust-Augmented-Lag"):  # the two ends; the others differ only in flags
-        alone = jax.jit(make_train(configs[a]))(SEEDS[0])
+        single = alone(configs[a], SEEDS[0])
         for key in ("eval_return", "lam", "xi", "policy_loss", "dual_steps", "ltma_steps", "c_hat"):
             got = np.asarray(batched.metrics[key][row[a]])
-            np.testing.assert_allclose(got, alone.metrics[key], rtol=1e-4, atol=1e-5, err_msg=f"{a} {key}")
+            np.testing.assert_allclose(got, single.metrics[key], rtol=1e-4, atol=1e-5, err_msg=f"{a} {key}")
     # the members really differ: no LTMA samples without -Robust, no dual samples without -Lag
     steps = np.asarray(batched.metrics["ltma_steps"][:, -1])[[row[a] for a in names]]
     np.testing.assert_array_equal(steps > 0, [False, False, True, True])
