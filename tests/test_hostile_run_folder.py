@@ -238,7 +238,7 @@ def test_sigterm_is_handled_like_ctrl_c_and_frees_the_lock(tmp_path):
     leaves no lock behind."""
     out = tmp_path / "stopped"
     args = [a if a != "128" else "64000" for a in TINY]  # long enough to be stopped while training
-    proc = subprocess.Popen([sys.executable, str(RUN_PY), *args, "--out", str(out), "--compile-cache", "off"],
+    proc = subprocess.Popen([sys.executable, str(RUN_PY), *args, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, JAX_PLATFORMS="cpu"))  # fmt: skip
     for line in proc.stdout:
