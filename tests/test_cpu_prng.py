@@ -1,5 +1,7 @@
 """The unrolled CPU lowering of threefry gives bit-identical keys and random numbers."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,6 +34,8 @@ def test_unrolled_threefry_is_bit_identical_to_the_rolled_lowering():
         unrolled, unrolled_text = unrolled_fn(key), unrolled_fn.lower(key).as_text()
     finally:
         cpu_prng.apply_default()  # the session's lowering (tests/conftest.py)
+    after = jax.jit(lambda k: jax.random.split(k, 3)).lower(key).as_text()
+    assert ("stablehlo.while" in after) == (os.environ.get("RCMDP_JAX_ROLLED_THREEFRY") == "1")
     # the two programs really differ (one 5-round loop per threefry call is gone) ...
     assert unrolled_text.count("stablehlo.while") + 5 <= rolled_text.count("stablehlo.while")
     # ... and give the same bits

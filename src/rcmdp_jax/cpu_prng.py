@@ -57,7 +57,9 @@ def use_rolled_threefry() -> bool:
 
 def apply_default() -> bool:
     """What the runner and the benchmarks do at start: unrolled unless the environment
-    sets ``RCMDP_JAX_ROLLED_THREEFRY=1``; ``True`` if the unrolled lowering took effect."""
+    sets ``RCMDP_JAX_ROLLED_THREEFRY=1`` (then JAX's rolled loop, restored if it was
+    changed); ``True`` if the unrolled lowering took effect."""
     if os.environ.get("RCMDP_JAX_ROLLED_THREEFRY", "0") == "1":
+        use_rolled_threefry()
         return False
     return use_unrolled_threefry()
