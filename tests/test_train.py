@@ -190,9 +190,10 @@ def _ltma_phases(env_name):
 
 @pytest.mark.parametrize("env_name", envs.ENV_NAMES)
 def test_ltma_stays_in_the_box_and_moves_every_phase(env_name):
-    """On every domain, each phase keeps ``xi`` in the box and moves it. (On CartPole, with sigma2 = 1e-7, the score-function estimate is dominated by noise,
-    its variance scaling like 1 / sigma2: a phase is close to a random walk; the
-    scale-free adversary's learning test is in test_adversary.py.)"""
+    """On every domain, each phase keeps ``xi`` in the box and moves it. (On CartPole, with
+    sigma2 = 1e-7, the score-function estimate is dominated by noise, its variance scaling
+    like 1 / sigma2: a phase is close to a random walk; the scale-free adversary's learning
+    test is in test_adversary.py.)"""
     _, params, _, _, _, adversarial = _ltma_phases(env_name)
     dev = np.abs(np.asarray(adversarial.xi - params.xi_c))
     assert np.all(dev <= np.asarray(params.kappa) + 1e-6)
