@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from rcmdp_jax import envs
-from rcmdp_jax.worst_case import SearchConfig, corner_starts, episode_quantities, search, value_and_jacobian
+from rcmdp_jax.kernel_gradients import episode_quantities
+from rcmdp_jax.worst_case import SearchConfig, corner_starts, search, value_and_jacobian
 
 ORDER_6 = 3  # Inventory 1-D's action index of the order size 6
 

@@ -1,15 +1,48 @@
 """Gradients of episode quantities in the kernel parameters ``xi``, from the kernel's
-distrax distribution (no hand-written gradient): the one score-function estimator that
-LTMA (``rcmdp_jax.ltma``) and the worst-case search (``rcmdp_jax.worst_case``) use.
-Pathwise gradients need no helper: they are ``jax.grad``/``jax.jacfwd`` through episodes
-whose next states are reparameterised samples (``rollout.scan_episode``)."""
+distrax distribution (no hand-written gradient), for LTMA and its variants
+(``rcmdp_jax.ltma``, ``rcmdp_jax.adversary``) and the worst-case search
+(``rcmdp_jax.worst_case``):
+
+* the Monte-Carlo ``[V, C]`` at ``xi`` (``mean_quantities``), differentiable in ``xi``
+  through the episodes' next states, reparameterised samples (distrax's ``sample``): its
+  ``jax.grad``/``jax.jacfwd`` is the *pathwise* gradient;
+* the *score-function* surrogate of the same episodes (``score_surrogate``).
+"""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.advantages import discounts
+from rcmdp_jax.advantages import discounted_fold, discounts
+from rcmdp_jax.rollout import Trajectory, reward_and_costs, scan_episode
+
+
+def episode_quantities(key, env, env_params, policy, gamma, horizon: int, truncate: int = 0):
+    """One episode under ``env_params``: its discounted return and constraint values
+    ``[1 + m]``, and its steps (a ``Trajectory``, leaves ``[H, ...]``) for the score
+    function. ``truncate``: see ``rollout.scan_episode`` (it changes no value)."""
+
+    def fold(acc, st):
+        return discounted_fold(acc, reward_and_costs(st), st.alive, gamma)
+
+    def emit(st):
+        return Trajectory(st.s, st.action, st.s_next, st.reward, st.costs, st.alive)
+
+    init = (jnp.float32(1.0), jnp.zeros((1 + env.num_constraints,)))
+    (_, total), steps = scan_episode(key, env, env_params, policy, horizon, emit=emit, fold=fold, init=init,
+                                     truncate=truncate)  # fmt: skip
+    return total, steps
+
+
+def mean_quantities(xi, env, env_params, policy, keys, gamma, horizon: int, truncate: int = 0):
+    """``[V, C_1..C_m]`` at ``xi``, the mean over the episodes of ``keys``, and the episodes
+    (a ``Trajectory``, leaves ``[E, H, ...]``). Its derivative in ``xi`` is the pathwise
+    gradient: how ``xi`` moves the sampled actions and the termination time is not
+    differentiated (a bias the score function does not have)."""
+    params = env_params.replace(xi=xi)
+    totals, steps = jax.vmap(lambda k: episode_quantities(k, env, params, policy, gamma, horizon, truncate))(keys)
+    return totals.mean(0), steps
 
 
 def transition_log_probs(env, env_params, xi, s, a, s_next) -> jax.Array:

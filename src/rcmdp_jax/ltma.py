@@ -5,9 +5,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.advantages import discounts, episode_returns_to_go
+from rcmdp_jax.advantages import episode_returns_to_go
 from rcmdp_jax.constraints import lagrangian_reward
-from rcmdp_jax.kernel_gradients import score_surrogate, score_weights
+from rcmdp_jax.kernel_gradients import mean_quantities, score_surrogate, score_weights
 from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
 
 
@@ -31,20 +31,18 @@ def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.A
 
 
 def pathwise_direction(env, env_params, policy, keys, lam_tilde, gamma, horizon: int):
-    """The pathwise ascent direction: ``jax.grad`` in ``xi`` of ``mean_e sum_t gamma^t cL_t``
-    over the episodes of ``keys``, whose next states are reparameterised samples
-    (``s' = mean(xi, s, a) + std * eps``: distrax's ``sample``). How ``xi`` changes the
-    sampled actions and the termination time is not differentiated (a bias the score
-    function does not have). Returns ``(direction, episodes)``."""
+    """The pathwise ascent direction: ``jax.grad`` in ``xi`` of the Lagrangian cost
+    ``lam~ . C - V`` of the episodes of ``keys``, whose ``[V, C]``
+    (``kernel_gradients.mean_quantities``) are differentiable through the reparameterised
+    next states (``s' = mean(xi, s, a) + std * eps``: distrax's ``sample``). How ``xi``
+    changes the sampled actions and the termination time is not differentiated (a bias the
+    score function does not have). Returns ``(direction, episodes)``."""
 
     def cost(xi):
-        params = env_params.replace(xi=xi)
-        traj = jax.vmap(lambda k: sample_episode(k, env, params, policy, horizon))(keys)
-        disc = discounts(horizon, gamma)
-        return jnp.mean(jnp.sum(disc * lagrangian_cost(traj, lam_tilde), axis=1)), traj
+        values, traj = mean_quantities(xi, env, env_params, policy, keys, gamma, horizon)
+        return -lagrangian_reward(values[0], values[1:], lam_tilde), traj
 
-    direction, traj = jax.grad(cost, has_aux=True)(env_params.xi)
-    return direction, traj
+    return jax.grad(cost, has_aux=True)(env_params.xi)
 
 
 def ltma_step(key, env, env_params, actor, actor_params, lam_tilde, eta_xi, gamma, n_episodes, horizon, dropout=False,

@@ -235,9 +235,9 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
     return traj, env_state, obs, acc, stats
 
 
-def reward_and_costs(st: EpisodeStep) -> jax.Array:
-    """A step's reward and constraint-costs, ``[1 + m]``."""
-    return jnp.concatenate([st.reward[None], st.costs])
+def reward_and_costs(st: EpisodeStep | Trajectory) -> jax.Array:
+    """The reward and constraint-costs of a step, ``[1 + m]``, or of every step of a batch, ``[..., 1 + m]``."""
+    return jnp.concatenate([st.reward[..., None], st.costs], axis=-1)
 
 
 def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Trajectory:

@@ -42,9 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax import stats
-from rcmdp_jax.advantages import discounted_fold, episode_returns_to_go
-from rcmdp_jax.kernel_gradients import score_surrogate, score_weights
-from rcmdp_jax.rollout import Policy, reward_and_costs, scan_episode
+from rcmdp_jax.advantages import episode_returns_to_go
+from rcmdp_jax.kernel_gradients import episode_quantities, mean_quantities, score_surrogate, score_weights
+from rcmdp_jax.rollout import Policy, reward_and_costs
 
 ESTIMATORS = ("score", "pathwise")
 
@@ -87,33 +87,10 @@ class SearchConfig:
         return self
 
 
-def episode_quantities(key, env, env_params, policy, gamma, horizon: int, truncate: int = 0):
-    """One episode under ``env_params``: the discounted return and constraint values
-    ``[1 + m]`` (differentiable in ``env_params.xi`` through the sampled next states),
-    and the episode's steps for the score function."""
-
-    def fold(acc, st):
-        return discounted_fold(acc, reward_and_costs(st), st.alive, gamma)
-
-    def emit(st):
-        return (st.s, st.action, st.s_next, reward_and_costs(st), st.alive)
-
-    init = (jnp.float32(1.0), jnp.zeros((1 + env.num_constraints,)))
-    (_, total), steps = scan_episode(key, env, env_params, policy, horizon, emit=emit, fold=fold, init=init,
-                                     truncate=truncate)  # fmt: skip
-    return total, steps
-
-
 def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, estimator: str, truncate: int = 0):
     """Monte-Carlo ``[V, C_1..C_m]`` (mean over the episodes of ``keys``) at ``xi`` and
     its Jacobian ``[1 + m, *xi.shape]`` by ``estimator``."""
-
-    def run(xi_):
-        params = env_params.replace(xi=xi_)
-        one = lambda k: episode_quantities(k, env, params, policy, gamma, horizon, truncate)
-        totals, steps = jax.vmap(one)(keys)
-        return totals.mean(0), steps
-
+    run = lambda x: mean_quantities(x, env, env_params, policy, keys, gamma, horizon, truncate)
     if estimator == "pathwise":
 
         def mean_values(x):
@@ -122,15 +99,15 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
 
         jac, values = jax.jacfwd(mean_values, has_aux=True)(xi)
         return values, jac
-    values, (s, a, s_next, per_step, alive) = run(jax.lax.stop_gradient(xi))
+    values, traj = run(jax.lax.stop_gradient(xi))
     # reward-to-go of each quantity, gamma^t weights, masked after termination: [E, H, 1 + m]
-    to_go = episode_returns_to_go(per_step * alive[..., None], gamma)
+    to_go = episode_returns_to_go(reward_and_costs(traj) * traj.alive[..., None], gamma)
     # leave-one-out baseline per step: unbiased (it does not depend on the episode's own
     # transitions) and it removes the large common level of the returns-to-go
     n = to_go.shape[0]
     baseline = (to_go.sum(0, keepdims=True) - to_go) / max(n - 1, 1)
-    weights = score_weights(to_go - baseline, alive, gamma)
-    surrogate = score_surrogate(env, env_params, s, a, s_next, weights)  # xi -> [1 + m]
+    weights = score_weights(to_go - baseline, traj.alive, gamma)
+    surrogate = score_surrogate(env, env_params, traj.s, traj.action, traj.s_next, weights)  # xi -> [1 + m]
     # forward mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the
     # cost's at 20,000 episodes (docs/known_issues.md; tests/test_worst_case.py)
     return values, jax.jacfwd(surrogate)(xi)

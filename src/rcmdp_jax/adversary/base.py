@@ -10,6 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.rollout import Policy, episode_values
 
 
@@ -69,7 +70,7 @@ def lagrangian_costs(ctx: Context, key, params, xis: jax.Array, actor_params, la
     def on(xi):
         one = lambda k: episode_values(k, ctx.env, params.replace(xi=xi), policy, hp.gamma, ctx.env.episode_length)
         v, c, n, _ = jax.vmap(one)(keys)
-        return jnp.mean(c @ lam_tilde - v), n.sum()
+        return jnp.mean(-lagrangian_reward(v, c, lam_tilde)), n.sum()
 
     costs, steps = jax.vmap(on)(xis)
     return costs, steps.sum()
