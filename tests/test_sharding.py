@@ -39,10 +39,10 @@ def test_sharded_training_and_sweep_equal_single_device():
 def test_split_cpu_exposes_the_host_as_several_devices_before_jax_starts():
     script = textwrap.dedent(
         """
-        from rcmdp_jax import sharding            # imports nothing that starts JAX
+        import jax, jax.numpy as jnp              # importing starts no backend (docs/custom_envs.md)
+        from rcmdp_jax import envs, make_train, preset, sharding
         assert sharding.split_cpu(3)
-        import jax, jax.numpy as jnp
-        from rcmdp_jax import envs                               # gymnax starts the backends
+        envs.make("cartpole")                     # the first computation starts the backends
         assert jax.device_count() == 3, jax.devices()
         assert not sharding.split_cpu(2)          # too late now: refused, not an error
         mesh = sharding.setup_devices("auto")

@@ -271,6 +271,31 @@ def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user
     assert len(err) == 2 and all("'pointmass-of-a-script' was registered by the script" in e for e in err), err
 
 
+def test_a_run_of_a_name_only_its_script_registered_says_that_a_shell_cannot_reopen_it(tmp_path, monkeypatch, capsys):
+    from rcmdp_jax.study import orchestrate
+    from rcmdp_jax.user_env import unsaved
+
+    class Trained:  # the study itself is not this test's: the note comes before it
+        def __init__(self, *args):
+            pass
+
+        def run(self):
+            return 0
+
+    monkeypatch.setattr(orchestrate, "Study", Trained)
+    args = ["--algos", "PPO", "--seeds", "1", "--devices", "1"]
+    try:
+        envs.register("only-in-this-script", envs.spec("cartpole"))
+        assert unsaved(["only-in-this-script", "cartpole"], {}) == ["only-in-this-script"]
+        assert unsaved(["only-in-this-script"], {"only-in-this-script": {"module": "m", "attr": "a"}}) == []
+        assert cli.main(["--env", "only-in-this-script", *args, "--out", str(tmp_path / "a")]) == 0
+        assert "note: 'only-in-this-script' was registered by this script; `rcmdp report`" in capsys.readouterr().out
+        assert cli.main(["--env", "cartpole", *args, "--out", str(tmp_path / "b")]) == 0
+        assert "note:" not in capsys.readouterr().out
+    finally:
+        envs._REGISTERED.pop("only-in-this-script", None)  # the name is this test's alone
+
+
 def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, capsys):
     (tmp_path / "fileenv.py").write_text(POINTMASS)
     monkeypatch.chdir(tmp_path)

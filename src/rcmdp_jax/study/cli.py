@@ -217,6 +217,12 @@ def main(argv=None) -> int:
         where += f"; process {jax.process_index()} of {jax.process_count()}"
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
           f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
+    from rcmdp_jax.user_env import unsaved
+
+    for name in unsaved(plan.envs, plan.env_sources):
+        print(f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "
+              "cannot rebuild it (re-read the folder from a script that registers it, or train with --env "
+              "FILE.py:NAME)", flush=True)  # fmt: skip
     try:
         with runtime.ctrl_c_exits(folder.root, release):
             return Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case).run()
