@@ -2,6 +2,7 @@
 result, MCPMD's one-episode REINFORCE, SB3 initialisation and optimizer, the
 geometric schedule's factor, traced schedules in one family."""
 
+import functools
 import math
 
 import jax
@@ -176,25 +177,35 @@ def test_sb3_initialisation_and_optimizer():
     assert float(adam_state[1].hyperparams["eps"]) == pytest.approx(1e-5)
 
 
+@functools.cache
+def schedules_family():
+    """MDPO-Robust-Lag under every alpha schedule on Inventory (``SMALL``), as lanes of one
+    family program: ``(names, configs, result)``. Trained once per test run."""
+    from rcmdp_jax.family import make_family
+    from rcmdp_jax.presets import schedule_variants
+
+    names = list(schedule_variants(("MDPO-Robust-Lag",)))
+    configs = {n: preset("inventory", n, **SMALL) for n in names}
+    family = make_family(list(configs.values()))
+    return names, configs, jax.jit(jax.vmap(family, in_axes=(None, 0)))(KEY, jnp.arange(len(names)))
+
+
 def test_geometric_alpha_decays_by_the_domains_gamma():
     for env_name, gamma in (("cartpole", 0.99), ("inventory", 0.95), ("inventory3d", 0.95)):
         cfg = preset(env_name, "MDPO-Robust-Lag", alpha_schedule="geometric", alpha_tick="batch")
         assert cfg.hparams.alpha_decay == pytest.approx(gamma) and cfg.hparams.alpha == 2.0
-    cfg = preset("inventory", "MDPO:geometric-batch", **SMALL)
-    m = jax.jit(make_train(cfg))(KEY).metrics
-    np.testing.assert_allclose(m["alpha"], 2.0 * 0.95 ** np.arange(cfg.num_iterations), rtol=1e-5)
+    names, configs, out = schedules_family()
+    i = names.index("MDPO-Robust-Lag:geometric-batch")  # in training: alpha_0 = 2, one tick of gamma per iteration
+    k = np.arange(configs[names[i]].num_iterations)
+    np.testing.assert_allclose(out.metrics["alpha"][i], 2.0 * 0.95**k, rtol=1e-5)
 
 
 def test_schedules_are_traced_in_one_family():
-    from rcmdp_jax.family import group, make_family
-    from rcmdp_jax.presets import schedule_variants
+    from rcmdp_jax.family import group
 
-    names = list(schedule_variants(("MDPO-Robust-Lag",)))
+    names, configs, out = schedules_family()
     assert names[0] == "MDPO-Robust-Lag:fixed" and len(names) == 7
-    configs = {n: preset("inventory", n, **SMALL) for n in names}
     assert group(configs) == [names]  # one compiled program for every schedule
-    family = make_family(list(configs.values()))
-    out = jax.jit(jax.vmap(family, in_axes=(None, 0)))(KEY, jnp.arange(len(names)))
     for i in (3, 6):  # restart-epoch and geometric-batch against their algorithm alone
         alone = jax.jit(make_train(configs[names[i]]))(KEY)
         np.testing.assert_allclose(out.metrics["alpha"][i], alone.metrics["alpha"], rtol=1e-5)
