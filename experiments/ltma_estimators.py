@@ -127,12 +127,17 @@ def main(argv=None) -> int:
 
     fig_dir = docs / "ltma_estimators"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    report = {"seeds": args.seeds, "algorithm": ALGO, "train_and_test_s": train_s, "domains": {}}
+    from robustness import code_version  # experiments/robustness.py: the commit, "+uncommitted" if edited
+
+    version = code_version()
+    report = {"seeds": args.seeds, "algorithm": ALGO, "train_and_test_s": train_s, "code_version": version,
+              "domains": {}}  # fmt: skip
     lines = [
         "# LTMA: the score function (the study's) vs the pathwise gradient",
         "",
         f"{ALGO}, the study's short budgets, {args.seeds} seeds, the same seeds for both; "
-        "`python experiments/ltma_estimators.py` (the machine: see docs/performance.md). "
+        f"`python experiments/ltma_estimators.py` at code version `{version}` (the machine: see "
+        "docs/performance.md). "
         "`--set ltma_estimator=pathwise` trains with the pathwise adversary. What the numbers say: "
         "[ltma_estimators_findings.md](ltma_estimators_findings.md).",
         "",
