@@ -247,6 +247,12 @@ def test_the_cpu_split_from_a_script_or_one_line_why_not():
         assert f"xla_force_host_platform_device_count={cores}" in said
     else:  # one core, or an accelerator: nothing to split, nothing to say
         assert said == "''"
+    # split_cpu() itself, called after importing gymnax (which starts the backends): the same line, once
+    late_call = "import gymnax; from rcmdp_jax.study import console; console.split_cpu(); console.split_cpu()"
+    late_call = subprocess.run([sys.executable, "-c", late_call], capture_output=True, text=True, env=env)
+    expected = ["rcmdp_jax: note: JAX started"] if cores > 1 and backend == "cpu" else []
+    said = [line[:28] for line in late_call.stdout.splitlines()]
+    assert said == expected, (late_call.stdout, late_call.stderr[-2000:])
 
 
 def test_console_commands_are_installed():

@@ -116,8 +116,9 @@ def restore(plan: dict) -> None:
             envs.check_name(name)
         except ValueError:
             raise ValueError(f"environment {name!r} was registered by the script that trained it and cannot be "
-                             "rebuilt here: call this from that script after envs.register, or train with --env "
-                             "FILE.py:NAME or PACKAGE.MODULE:NAME") from None  # fmt: skip
+                             "rebuilt here: from a script that registers the same environment under this name, call "
+                             "rcmdp_jax.study.console.report([RUN_DIR]) (or console.train(['--eval-only', RUN_DIR])); "
+                             "or train with --env FILE.py:NAME or PACKAGE.MODULE:NAME") from None  # fmt: skip
 
 
 def unsaved(names, saved: dict) -> list[str]:

@@ -221,8 +221,8 @@ def main(argv=None) -> int:
 
     for name in unsaved(plan.envs, plan.env_sources):
         print(f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "
-              "cannot rebuild it (re-read the folder from a script that registers it, or train with --env "
-              "FILE.py:NAME)", flush=True)  # fmt: skip
+              "cannot rebuild it (re-read the folder from a script that registers it: "
+              "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)", flush=True)  # fmt: skip
     try:
         with runtime.ctrl_c_exits(folder.root, release):
             return Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case).run()

@@ -14,12 +14,13 @@ import sys
 
 
 def split_cpu() -> None:
-    """One XLA device per CPU core, before anything starts JAX's backends (importing
-    gymnax does): ``--devices auto`` then shards the seeds over all cores. No effect on
-    accelerators, or where ``XLA_FLAGS`` already sets the count."""
-    from rcmdp_jax import sharding
-
-    sharding.split_cpu(sharding.available_cores())
+    """One XLA device per CPU core, before anything starts JAX's backends (the first
+    computation does, and so does importing gymnax): ``--devices auto`` then shards the
+    seeds over all cores. Called too late, it says so in one line (once per process). No
+    effect on accelerators, or where ``XLA_FLAGS`` already sets the count."""
+    note = split_in_process("auto", 2)
+    if note:
+        print(note, flush=True)
 
 
 _SAID: list[bool] = []
@@ -45,9 +46,9 @@ def split_in_process(devices: str, seeds: int) -> str:
     if jax.default_backend() != "cpu" or have >= cores or seeds < 2:
         return ""
     _SAID.append(True)
-    return (f"note: JAX started in this process before rcmdp_jax could split the CPU, so the seeds run on {have} "
-            f"device(s), not {cores}; call rcmdp_jax.study.console.split_cpu() before any JAX work, or set "
-            f"XLA_FLAGS=--xla_force_host_platform_device_count={cores}")  # fmt: skip
+    return (f"rcmdp_jax: note: JAX started in this process before rcmdp_jax could split the CPU, so the seeds "
+            f"run on {have} device(s), not {cores}; call rcmdp_jax.study.console.split_cpu() before any JAX work "
+            f"and before importing gymnax, or set XLA_FLAGS=--xla_force_host_platform_device_count={cores}")  # fmt: skip
 
 
 def train(argv=None) -> int:
