@@ -302,6 +302,45 @@ def test_a_run_of_a_name_only_its_script_registered_says_that_a_shell_cannot_reo
         envs._REGISTERED.pop("only-in-this-script", None)  # the name is this test's alone
 
 
+def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
+    """run.json describes each user environment (its spec's numbers, every parameter); a
+    --resume, --eval-only or report with another environment under that name (another
+    box registered by the script, an edited file) is one line naming what differs."""
+    from rcmdp_jax.user_env import restore
+
+    args = ["--env", "pendulum-of-a-script", "--algos", "PPO", "--seeds", "1"]
+    try:
+        envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1"))
+        plan = json.loads(build_plan(cli.parse_args(args)).to_json())  # as run.json keeps it
+        described = plan["env_descriptions"]["pendulum-of-a-script"]
+        assert described["params.kappa"] == pytest.approx([2.0, 0.2, 0.2]) and described["cost_names"] == ["speed"]
+        restore(plan)  # the same environment: accepted
+        envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1@uncertain=g:0.2,m:0.5,l:0.2"))
+        with pytest.raises(ValueError, match=r"'pendulum-of-a-script' is not the one this run was trained on "
+                                             r"\(params.kappa differ\)"):  # fmt: skip
+            restore(plan)
+    finally:
+        envs._REGISTERED.pop("pendulum-of-a-script", None)  # the name is this test's alone
+
+
+def test_an_edited_environment_is_refused_before_anything_is_rewritten(user_run, tmp_path, capsys):
+    from rcmdp_jax.study.report_cli import main as report
+
+    out = tmp_path / "copy"
+    shutil.copytree(user_run, out)
+    plan = json.loads((out / "run.json").read_text())
+    assert len(plan["env_descriptions"]["usermass:make"]["params.kappa"]) == 2  # mass and friction
+    plan["env_descriptions"]["usermass:make"]["params.kappa"] = [0.5, 0.5]  # as if the module's box had changed
+    (out / "run.json").write_text(json.dumps(plan))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert report([str(out)]) == 2
+    assert cli.main(["--eval-only", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("'usermass:make' is not the one this run was trained on (params.kappa" in e
+                                 for e in err), err  # fmt: skip
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, capsys):
     (tmp_path / "fileenv.py").write_text(POINTMASS)
     monkeypatch.chdir(tmp_path)

@@ -107,8 +107,10 @@ def load_spec(spec: str) -> tuple[str, dict]:
 
 def restore(plan: dict) -> None:
     """Register the user environments a saved plan names (``env_sources``), once;
-    ``ValueError`` in one line for an environment this process cannot rebuild."""
+    ``ValueError`` in one line for an environment this process cannot rebuild, or one
+    that is not the environment the run was trained on (``descriptions``)."""
     saved = plan.get("env_sources") or {}
+    described = plan.get("env_descriptions")
     for name in plan.get("envs", []):
         if name in saved and name not in envs.registered():
             load(saved[name], name)
@@ -119,6 +121,36 @@ def restore(plan: dict) -> None:
                              "rebuilt here: from a script that registers the same environment under this name, call "
                              "rcmdp_jax.study.console.report([RUN_DIR]) (or console.train(['--eval-only', RUN_DIR])); "
                              "or train with --env FILE.py:NAME or PACKAGE.MODULE:NAME") from None  # fmt: skip
+        if isinstance(described, dict) and name in described:
+            now = description(name)
+            was = described[name] if isinstance(described[name], dict) else {}
+            if differ := sorted(k for k in {*now, *was} if now.get(k) != was.get(k)):
+                raise ValueError(f"environment {name!r} is not the one this run was trained on ({', '.join(differ)} "
+                                 "differ): register or load that environment, or train a new run")  # fmt: skip
+
+
+def descriptions(names) -> dict:
+    """``{name: description(name)}`` of the user environments among ``names`` (for run.json)."""
+    return {n: description(n) for n in names if n in envs.registered()}
+
+
+def description(name: str) -> dict:
+    """What ``run.json`` keeps of a user environment, so that a later ``--resume``,
+    ``--eval-only`` or report can tell that the environment under ``name`` now is the one
+    that trained the run: its spec's numbers and cost names, and every leaf of its default
+    parameters (the box ``xi_c`` / ``kappa``, the noise, the inner environment's
+    parameters), each a JSON list."""
+    import jax
+    import numpy as np
+
+    spec = envs.spec(name)
+    out = {k: getattr(spec, k) for k in ("gamma", "lambda_max", "episode_length", "min_episode_length", "n_test")}
+    out["cost_names"] = list(spec.cost_names)
+    for path, leaf in jax.tree_util.tree_flatten_with_path(envs.make(name)[1])[0]:
+        leaf = np.asarray(leaf)  # NaN as a string: NaN != NaN would tell the same environment from itself
+        out["params" + jax.tree_util.keystr(path)] = np.where(np.isnan(leaf), "nan", leaf).tolist() if (
+            leaf.dtype.kind == "f" and np.isnan(leaf).any()) else leaf.tolist()  # fmt: skip
+    return out
 
 
 def unsaved(names, saved: dict) -> list[str]:

@@ -22,7 +22,9 @@ class Plan:
     ``configs``: ``{env: {algo: Config}}``, each as ``run.json`` records it
     (``config_to_dict``); ``will_run``: ``{env: {algo: {"iterations",
     "policy_steps"}}}``, what will run; ``env_sources``: how a fresh process rebuilds
-    the user environments among ``envs`` (``user_env.sources``)."""
+    the user environments among ``envs`` (``user_env.sources``); ``env_descriptions``:
+    what tells them from another environment under the same name
+    (``user_env.descriptions``)."""
 
     envs: tuple[str, ...]
     algos: tuple[str, ...]
@@ -35,15 +37,19 @@ class Plan:
     devices: str = "auto"
     will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)
     env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    env_descriptions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``run.json`` object (``env_sources`` only where there are user environments)."""
+        """The ``run.json`` object (``env_sources`` and ``env_descriptions`` only where there are
+        user environments)."""
         out = {"envs": list(self.envs), "algos": list(self.algos), "seeds": self.seeds, "seed": self.seed,
                "vmap": self.vmap, "n_test": self.n_test, "worst_case": self.worst_case, "devices": self.devices,
                "configs": {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()},
                "will_run": self.will_run}  # fmt: skip
         if self.env_sources:
             out["env_sources"] = self.env_sources
+        if self.env_descriptions:
+            out["env_descriptions"] = self.env_descriptions
         return out
 
     def to_json(self) -> str:
@@ -52,8 +58,8 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:
         """The plan of a ``run.json`` object that ``saved_plan.plan_problem`` accepts
-        (unknown keys are ignored; ``worst_case``, ``devices``, ``will_run`` and
-        ``env_sources`` default)."""
+        (unknown keys are ignored; ``worst_case``, ``devices``, ``will_run``,
+        ``env_sources`` and ``env_descriptions`` default)."""
         known = {f.name for f in dataclasses.fields(cls)}
         kept = {k: v for k, v in d.items() if k in known and (v is not None or k == "n_test")}
         if isinstance(kept.get("worst_case"), bool):  # a folder from before --worst-case took a value
