@@ -317,7 +317,7 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
         restore(plan)  # the same environment: accepted
         envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1@uncertain=g:0.2,m:0.5,l:0.2"))
         with pytest.raises(ValueError, match=r"'pendulum-of-a-script' is not the one this run was trained on "
-                                             r"\(params.kappa differ\)"):  # fmt: skip
+                                             r"\(params.kappa differs\)"):  # fmt: skip
             restore(plan)
     finally:
         envs._REGISTERED.pop("pendulum-of-a-script", None)  # the name is this test's alone
@@ -339,6 +339,17 @@ def test_an_edited_environment_is_refused_before_anything_is_rewritten(user_run,
     assert len(err) == 2 and all("'usermass:make' is not the one this run was trained on (params.kappa" in e
                                  for e in err), err  # fmt: skip
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    # run.json's descriptions or sources edited: one line, never a check turned off or a traceback
+    edits = {
+        "its description deleted": ("env_descriptions", {}, "env_descriptions has no description of 'usermass:make'"),
+        "descriptions not a dict": ("env_descriptions", ["x"], "env_descriptions has no description"),
+        "a source not a record": ("env_sources", {"usermass:make": 5}, "env_sources must map each environment"),
+    }
+    for what, (key, value, said) in edits.items():
+        (out / "run.json").write_text(json.dumps({**plan, key: value}))
+        assert report([str(out)]) == 2, what
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], (what, err)
 
 
 def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, capsys):

@@ -108,10 +108,16 @@ def load_spec(spec: str) -> tuple[str, dict]:
 def restore(plan: dict) -> None:
     """Register the user environments a saved plan names (``env_sources``), once;
     ``ValueError`` in one line for an environment this process cannot rebuild, or one
-    that is not the environment the run was trained on (``descriptions``)."""
-    saved = plan.get("env_sources") or {}
-    described = plan.get("env_descriptions")
-    for name in plan.get("envs", []):
+    that is not the environment the run was trained on (``check_described``)."""
+    names, saved = plan.get("envs"), plan.get("env_sources") or {}
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return  # ``saved_plan.plan_problem`` names it
+    if not isinstance(saved, dict) or not all(isinstance(r, dict) and isinstance(r.get("attr"), str)
+                                              and isinstance(r.get("file") or r.get("module"), str)
+                                              for r in saved.values()):  # fmt: skip
+        raise ValueError("env_sources must map each environment to its file or module and attr; it was edited: "
+                         "restore it")  # fmt: skip
+    for name in names:
         if name in saved and name not in envs.registered():
             load(saved[name], name)
         try:
@@ -121,12 +127,21 @@ def restore(plan: dict) -> None:
                              "rebuilt here: from a script that registers the same environment under this name, call "
                              "rcmdp_jax.study.console.report([RUN_DIR]) (or console.train(['--eval-only', RUN_DIR])); "
                              "or train with --env FILE.py:NAME or PACKAGE.MODULE:NAME") from None  # fmt: skip
-        if isinstance(described, dict) and name in described:
-            now = description(name)
-            was = described[name] if isinstance(described[name], dict) else {}
-            if differ := sorted(k for k in {*now, *was} if now.get(k) != was.get(k)):
-                raise ValueError(f"environment {name!r} is not the one this run was trained on ({', '.join(differ)} "
-                                 "differ): register or load that environment, or train a new run")  # fmt: skip
+        if name in envs.registered() and "env_descriptions" in plan:  # a folder of an older version has none
+            check_described(name, plan["env_descriptions"])
+
+
+def check_described(name: str, described) -> None:
+    """``ValueError`` in one line unless ``described`` (a plan's ``env_descriptions``) holds
+    ``name``'s ``description`` now, naming what differs."""
+    if not isinstance(described, dict) or not isinstance(described.get(name), dict):
+        raise ValueError(f"env_descriptions has no description of {name!r}; it was edited: restore it")
+    now, was = description(name), described[name]
+    if differ := sorted(k for k in {*now, *was} if now.get(k) != was.get(k)):
+        said = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
+        raise ValueError(f"environment {name!r} is not the one this run was trained on ({said} "
+                         f"{'differs' if len(differ) == 1 else 'differ'}): register or load that environment, "
+                         "or train a new run")  # fmt: skip
 
 
 def descriptions(names) -> dict:
@@ -134,22 +149,37 @@ def descriptions(names) -> dict:
     return {n: description(n) for n in names if n in envs.registered()}
 
 
+def _json_leaf(leaf):
+    """An array as JSON: floats (of any width, bfloat16 too) as numbers, NaN and the
+    infinities as strings (NaN != NaN, and strict JSON has neither); other kinds
+    (complex, ...) as their text."""
+    import math
+
+    import jax.numpy as jnp
+    import numpy as np
+
+    leaf = np.asarray(leaf)
+    if jnp.issubdtype(leaf.dtype, jnp.floating):
+        as_json = np.vectorize(lambda x: x if math.isfinite(x) else str(x), otypes=[object])
+        return as_json(leaf.astype(np.float64)).tolist()
+    if jnp.issubdtype(leaf.dtype, jnp.integer) or leaf.dtype == np.bool_:
+        return leaf.tolist()
+    return str(leaf.tolist())
+
+
 def description(name: str) -> dict:
     """What ``run.json`` keeps of a user environment, so that a later ``--resume``,
     ``--eval-only`` or report can tell that the environment under ``name`` now is the one
     that trained the run: its spec's numbers and cost names, and every leaf of its default
     parameters (the box ``xi_c`` / ``kappa``, the noise, the inner environment's
-    parameters), each a JSON list."""
+    parameters). Not its code: an edited step, cost or termination is not seen."""
     import jax
-    import numpy as np
 
     spec = envs.spec(name)
     out = {k: getattr(spec, k) for k in ("gamma", "lambda_max", "episode_length", "min_episode_length", "n_test")}
     out["cost_names"] = list(spec.cost_names)
     for path, leaf in jax.tree_util.tree_flatten_with_path(envs.make(name)[1])[0]:
-        leaf = np.asarray(leaf)  # NaN as a string: NaN != NaN would tell the same environment from itself
-        out["params" + jax.tree_util.keystr(path)] = np.where(np.isnan(leaf), "nan", leaf).tolist() if (
-            leaf.dtype.kind == "f" and np.isnan(leaf).any()) else leaf.tolist()  # fmt: skip
+        out["params" + jax.tree_util.keystr(path)] = _json_leaf(leaf)
     return out
 
 
