@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -125,6 +126,11 @@ def test_a_full_disk_on_run_json_leaves_nothing_that_blocks_a_rerun(tmp_path, ca
     assert cli.main(TINY + ["--out", str(out)]) == 2
     _one_line(capsys, f"--out {out}: cannot write run.json: No space left on device")
     assert not out.exists()  # a re-run with the same --out is not blocked
+    # Ctrl-C while run.json is written: no folder left either
+    monkeypatch.setattr(run_folder, "write_text", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        run_folder.RunFolder(out).create(SimpleNamespace(to_json=lambda: "{}"))
+    assert not out.exists()
 
 
 def test_a_full_disk_while_saving_is_one_line_and_resume_finishes(trained, tmp_path, capsys, monkeypatch):

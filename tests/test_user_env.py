@@ -2,6 +2,7 @@
 and --eval-only in fresh processes; any gymnax id on the command line; the checks on
 registered settings; the sweep helper; run folder names."""
 
+import dataclasses
 import json
 import re
 import shutil
@@ -315,6 +316,11 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
         described = plan["env_descriptions"]["pendulum-of-a-script"]
         assert described["params.kappa"] == pytest.approx([2.0, 0.2, 0.2]) and described["cost_names"] == ["speed"]
         restore(plan)  # the same environment: accepted
+        # another n_test in the spec: refused, unless the run chose its own with --n-test
+        envs.register("pendulum-of-a-script", dataclasses.replace(envs.spec("gymnax:Pendulum-v1"), n_test=7))
+        with pytest.raises(ValueError, match=r"\(n_test differs\)"):
+            restore(plan)
+        restore({**plan, "n_test": 3})
         envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1@uncertain=g:0.2,m:0.5,l:0.2"))
         with pytest.raises(ValueError, match=r"'pendulum-of-a-script' is not the one this run was trained on "
                                              r"\(params.kappa differs\)"):  # fmt: skip

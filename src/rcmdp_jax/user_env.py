@@ -128,16 +128,18 @@ def restore(plan: dict) -> None:
                              "rcmdp_jax.study.console.report([RUN_DIR]) (or console.train(['--eval-only', RUN_DIR])); "
                              "or train with --env FILE.py:NAME or PACKAGE.MODULE:NAME") from None  # fmt: skip
         if name in envs.registered() and "env_descriptions" in plan:  # a folder of an older version has none
-            check_described(name, plan["env_descriptions"])
+            # a run given --n-test tests at its own resolution: the spec's n_test is not used
+            check_described(name, plan["env_descriptions"], ignore=("n_test",) if plan.get("n_test") else ())
 
 
-def check_described(name: str, described) -> None:
+def check_described(name: str, described, ignore=()) -> None:
     """``ValueError`` in one line unless ``described`` (a plan's ``env_descriptions``) holds
-    ``name``'s ``description`` now, naming what differs."""
+    ``name``'s ``description`` now, naming what differs; the keys in ``ignore`` are not
+    compared."""
     if not isinstance(described, dict) or not isinstance(described.get(name), dict):
         raise ValueError(f"env_descriptions has no description of {name!r}; it was edited: restore it")
     now, was = description(name), described[name]
-    if differ := sorted(k for k in {*now, *was} if now.get(k) != was.get(k)):
+    if differ := sorted(k for k in {*now, *was} - {*ignore} if now.get(k) != was.get(k)):
         said = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
         raise ValueError(f"environment {name!r} is not the one this run was trained on ({said} "
                          f"{'differs' if len(differ) == 1 else 'differ'}): register or load that environment, "

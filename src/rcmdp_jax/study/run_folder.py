@@ -215,9 +215,11 @@ class RunFolder:
             raise RunFolderError(f"--out {self.root}: cannot create the run folder: {err.strerror or err}") from None
         try:
             write_text(self.root / "run.json", plan.to_json())
-        except OSError as err:  # a full disk: the empty folder goes too, so a re-run is not blocked
+        except BaseException as err:  # a full disk, Ctrl-C: the empty folder goes too, so a re-run is not blocked
             self.root.rmdir()
-            raise RunFolderError(f"--out {self.root}: cannot write run.json: {err.strerror or err}") from None
+            if isinstance(err, OSError):
+                raise RunFolderError(f"--out {self.root}: cannot write run.json: {err.strerror or err}") from None
+            raise
 
     # ---------------------------------------------------------------- writers
     def save_training(self, env: str, algo: str, metrics: dict, timing: dict | None = None) -> None:
