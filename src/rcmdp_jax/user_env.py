@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -139,7 +140,8 @@ def check_described(name: str, described, ignore=()) -> None:
     if not isinstance(described, dict) or not isinstance(described.get(name), dict):
         raise ValueError(f"env_descriptions has no description of {name!r}; it was edited: restore it")
     now, was = description(name), described[name]
-    if differ := sorted(k for k in {*now, *was} - {*ignore} if now.get(k) != was.get(k)):
+    same = lambda a, b: json.dumps(a) == json.dumps(b)  # as JSON: True is not 1.0
+    if differ := sorted(k for k in {*now, *was} - {*ignore} if not same(now.get(k), was.get(k))):
         said = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
         raise ValueError(f"environment {name!r} is not the one this run was trained on ({said} "
                          f"{'differs' if len(differ) == 1 else 'differ'}): register or load that environment, "
