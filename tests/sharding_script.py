@@ -9,7 +9,7 @@ import numpy as np
 
 from rcmdp_jax import make_train, preset
 from rcmdp_jax.evaluate import make_eval
-from rcmdp_jax.sharding import local_mesh, sharded_vmap
+from rcmdp_jax.sharding import local_mesh, shard_batch, sharded_blocks, sharded_vmap, unshard
 
 assert jax.device_count() == 4, jax.devices()
 cfg = preset(
@@ -25,17 +25,15 @@ keys = jax.random.split(jax.random.PRNGKey(0), 6)  # 6 seeds on 4 devices: padde
 train = make_train(cfg)
 mesh = local_mesh()
 single = jax.jit(jax.vmap(train))(keys)
-sharded = sharded_vmap(train, mesh)(keys)
+# a user's jax.jit(jax.vmap(train)) on seeds placed across the mesh: split across the 4 devices
+# (``sharded_vmap`` is this program; its own padding and trimming are checked on the sweep below)
+raw = jax.jit(jax.vmap(train))(shard_batch(keys, mesh))
+sharded = unshard(raw, len(keys))
 sweep = make_eval(cfg, n_test=2)
 eval_keys = jax.random.split(jax.random.PRNGKey(1), 6)
 s_single = jax.jit(jax.vmap(sweep.per_seed))(single.state.params["actor"], eval_keys)
 s_sharded = sharded_vmap(sweep.per_seed, mesh)(sharded.state.params["actor"], eval_keys)
-from rcmdp_jax.sharding import sharded_blocks
-
 s_blocks = sharded_blocks(sweep.from_keys, mesh)(sharded.state.params["actor"], eval_keys)
-from rcmdp_jax.sharding import shard_batch
-
-raw = jax.jit(jax.vmap(train))(shard_batch(keys, mesh))
 # a hyperparameter sweep (3 alphas, replicated seed) sharded the same way
 hp = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), cfg.hparams).replace(alpha=jnp.array([0.5, 2.0, 4.0]))
 hp_single = jax.jit(jax.vmap(train, in_axes=(None, 0)))(keys[0], hp)
