@@ -119,6 +119,7 @@ def family_run():
     return names, configs, family, seeds, result
 
 
+@pytest.mark.slow
 def test_every_method_is_a_lane_of_one_family_program(family_run):
     names, configs, family, _, result = family_run
     assert family.step.methods == METHODS
@@ -136,6 +137,7 @@ def test_every_method_is_a_lane_of_one_family_program(family_run):
     assert len(np.unique(dr[..., 0])) == dr[..., 0].size  # a kernel of its own for every env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", METHODS[1:])
 def test_each_method_in_the_family_equals_the_method_alone(family_run, method):
     names, configs, _, seeds, batched = family_run

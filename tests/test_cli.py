@@ -33,6 +33,7 @@ def full_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_end_to_end_artifacts_and_table(full_run, capsys):
     out = full_run
     meta = json.loads((out / "run.json").read_text())
@@ -87,6 +88,7 @@ def test_end_to_end_artifacts_and_table(full_run, capsys):
             assert summary[a][metric]["marked"] == within, (metric, a)
 
 
+@pytest.mark.slow
 def test_sweep_level_zero_is_identical_across_directions(full_run):
     res = _load(full_run, "MDPO-Lag", "test_results.npz")
     V, C = res["V"], res["C"]
@@ -96,6 +98,7 @@ def test_sweep_level_zero_is_identical_across_directions(full_run):
     assert np.any(V[:, -1] != V[:, -1, :1])
 
 
+@pytest.mark.slow
 def test_vmap_and_no_vmap_give_the_same_numbers(full_run, tmp_path):
     out = tmp_path / "loop"
     assert cli.main(TINY + ["--no-vmap", "--out", str(out)]) == 0
@@ -125,6 +128,7 @@ class Killed(Exception):
     """Stands for the process being killed (a real signal would end pytest too)."""
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_path, monkeypatch):
     out = tmp_path / "interrupted"
     # the first family (MDPO-Lag and MDPO-Robust, trained in one program), then a "kill"
@@ -159,6 +163,7 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_pat
     _assert_same_run(full_run, out, ALGOS.split(","))
 
 
+@pytest.mark.slow
 def test_a_second_study_in_the_process_reuses_its_compiled_programs(full_run, tmp_path):
     """Run twice in one process (a notebook, the tests): the second run traces and
     compiles nothing of the families, sweeps and layouts (``study.programs``) and gives
@@ -190,6 +195,7 @@ def _copy(run, tmp_path):
     return out
 
 
+@pytest.mark.slow
 def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
     out = _copy(full_run, tmp_path)  # the shared run stays as it is for the other tests
     before = {a: _load(out, a, "test_results.npz")["V"] for a in ALGOS.split(",")}
@@ -260,6 +266,7 @@ def test_an_empty_out_or_a_compile_cache_that_is_a_file_is_refused(tmp_path, cap
     assert a_file.read_text() == "not a folder" and not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [(["--set", "lr=-1"], "lr must be finite and > 0")])
 def test_bad_input_to_the_command_exits_2_with_one_line(tmp_path, args, message):
     out = tmp_path / "never"
@@ -373,6 +380,7 @@ def test_bad_run_folders_are_one_line_errors(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_stale_results_are_never_served(full_run, tmp_path, capsys):
     import report
 
@@ -394,6 +402,7 @@ def test_stale_results_are_never_served(full_run, tmp_path, capsys):
     assert (env_dir / "summary.md").read_text() == before
 
 
+@pytest.mark.slow
 def test_report_on_results_with_nan_says_so_instead_of_nan(full_run, tmp_path, capsys):
     import report
 
@@ -408,6 +417,7 @@ def test_report_on_results_with_nan_says_so_instead_of_nan(full_run, tmp_path, c
     assert "nan" not in md and "PPO-Lag (1/2 seeds; 1 diverged)" in md
 
 
+@pytest.mark.slow
 def test_the_schedules_study_writes_one_table(tmp_path):
     out = tmp_path / "schedules"
     args = ["--schedules", "--env", "inventory", "--seeds", "1", "--steps", "64", "--n-test", "1",
@@ -424,6 +434,7 @@ def test_the_schedules_study_writes_one_table(tmp_path):
     assert len(timing["family"]) == 21  # every variant in one compiled program
 
 
+@pytest.mark.slow
 def test_resume_names_the_option_that_differs(full_run, tmp_path, capsys):
     out = _copy(full_run, tmp_path)
     assert cli.main(TINY + ["--out", str(out), "--resume", "--seeds", "3"]) == 2
@@ -433,6 +444,7 @@ def test_resume_names_the_option_that_differs(full_run, tmp_path, capsys):
     assert "(configs: cartpole/MDPO-Lag: eta_lam; cartpole/MDPO-Robust: eta_lam; cartpole/PPO-Lag: eta_lam)" in err
 
 
+@pytest.mark.slow
 def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_path, capsys):
     """An older version's run.json lacks fields added since (e.g. ``ltma_estimator``): they
     count as their defaults, what that version ran, so the run resumes; a field whose
@@ -450,6 +462,7 @@ def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_pat
     assert "cartpole/MDPO-Lag: ltma_estimator" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_resume_with_a_damaged_checkpoint_retrains_only_that_family(full_run, tmp_path, capsys):
     out = _copy(full_run, tmp_path)
     env_dir = out / "cartpole"
@@ -473,6 +486,7 @@ def test_resume_with_a_damaged_checkpoint_retrains_only_that_family(full_run, tm
     _assert_same_run(full_run, out, ["PPO-Lag"])
 
 
+@pytest.mark.slow
 def test_ctrl_c_is_a_short_message_without_traceback(tmp_path):
     import signal
     import time
@@ -508,6 +522,7 @@ def test_existing_output_folder_is_never_overwritten(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["precious.txt"]
 
 
+@pytest.mark.slow
 def test_worst_case_flag_puts_the_search_next_to_the_grid(tmp_path):
     out = tmp_path / "worst"
     args = ["--env", "inventory", "--algos", "MDPO-Lag", "--seeds", "2", "--steps", "64", "--n-test", "3",
@@ -540,6 +555,7 @@ def test_worst_case_flag_puts_the_search_next_to_the_grid(tmp_path):
     np.testing.assert_array_equal(np.load(env_dir / "MDPO-Lag" / "test_results.npz")["V"], V)
 
 
+@pytest.mark.slow
 def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_path, capsys):
     """--eval-only refuses the options it would ignore; --resume refuses a different
     --worst-case and an edited run.json; a second process is refused by the folder's

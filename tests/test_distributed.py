@@ -9,9 +9,12 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 
 from rcmdp_jax import make_train, preset
 from rcmdp_jax.evaluate import make_eval
+
+pytestmark = pytest.mark.slow  # the quick tier leaves them out (pyproject.toml's markers)
 
 RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"
 TINY = ["--algos", "MDPO-Lag", "--seeds", "4", "--steps", "64", "--n-test", "2", "--devices", "1",

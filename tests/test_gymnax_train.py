@@ -7,9 +7,12 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from rcmdp_jax import ALGORITHMS, envs, preset
 from rcmdp_jax.study import cli
+
+pytestmark = pytest.mark.slow  # the quick tier leaves them out (pyproject.toml's markers)
 
 
 def test_every_algorithm_trains_a_few_iterations_on_the_discrete_preset_through_the_api():

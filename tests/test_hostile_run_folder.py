@@ -239,6 +239,7 @@ def test_eval_only_checks_the_compile_cache_and_devices(trained, tmp_path, capsy
     assert _snapshot(out) == before
 
 
+@pytest.mark.slow
 def test_sigterm_is_handled_like_ctrl_c_and_frees_the_lock(tmp_path):
     """The command itself: SIGTERM (a scheduler's stop) prints one line, exits 143 and
     leaves no lock behind."""

@@ -4,6 +4,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the quick tier leaves them out (pyproject.toml's markers)
+
 
 def test_smoke_run_at_the_default_xla_optimisation_level():
     env = dict(os.environ, JAX_PLATFORMS="cpu")

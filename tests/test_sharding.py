@@ -9,10 +9,12 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from rcmdp_jax.sharding import pad_leading, process_block, unshard
 
 
+@pytest.mark.slow
 def test_sharded_training_and_sweep_equal_single_device():
     env = dict(os.environ)
     env["XLA_FLAGS"] = env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
@@ -36,6 +38,7 @@ def test_sharded_training_and_sweep_equal_single_device():
     assert out["blocks_shape"] == [6, 11, 16, 2] and out["blocks_max_diff"] < 1e-4
 
 
+@pytest.mark.slow
 def test_split_cpu_exposes_the_host_as_several_devices_before_jax_starts():
     script = textwrap.dedent(
         """

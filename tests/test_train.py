@@ -88,6 +88,7 @@ def constrained_family() -> dict:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo,steps", [("MDPO", 16_000), ("PPO", 8_000)])
 def test_learning_beats_random_policy(algo, steps):
     if algo == "MDPO":  # the constraint test's unconstrained lanes (four seeds)
@@ -103,6 +104,7 @@ def test_learning_beats_random_policy(algo, steps):
     assert float(v.min()) > baseline + 5.0
 
 
+@pytest.mark.slow
 def test_constraints_lower_the_constraint_cost_and_lam_rises_when_violated():
     costs, rollout, results = {}, {}, {}
     for algo, (cfg, result) in constrained_family().items():
@@ -253,6 +255,7 @@ def test_vmap_over_hyperparameters_and_kernels_in_one_call():
     assert not np.allclose(result.metrics["eval_costs"][0], result.metrics["eval_costs"][2])
 
 
+@pytest.mark.slow
 def test_sample_counts():
     cfg = tiny()
     m = preset_member("cartpole", cfg.name)  # its family's lane: its numbers alone (the family test)
@@ -282,6 +285,7 @@ def preset_member(env_name: str, algo: str) -> dict:
     return {k: np.asarray(v[names.index(algo)]) for k, v in result.metrics.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_name", envs.ENV_NAMES)
 def test_every_preset_compiles_and_runs_without_nans(env_name):
     """Every algorithm of the grid, 3 iterations, trained as members of its family (one
@@ -425,6 +429,7 @@ def test_augmented_mode_works_for_every_learner(algo):
     np.testing.assert_allclose(lam[1:], want, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_family_member_equals_its_algorithm_alone():
     """A member of the family program (the preset test's MDPO family on CartPole) gives
     its algorithm's numbers trained alone; the members really differ."""

@@ -96,6 +96,7 @@ def user_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_a_user_environment_trains_reports_and_evaluates_in_fresh_processes(user_run, tmp_path):
     plan = json.loads((user_run / "run.json").read_text())
     assert plan["envs"] == ["usermass:make"] and plan["env_sources"]["usermass:make"]["module"] == "usermass"
@@ -114,6 +115,7 @@ def test_a_user_environment_trains_reports_and_evaluates_in_fresh_processes(user
     assert "PPO-Lag" in report.stdout and (user_run / "usermass_make" / "summary.md").read_text() == summary
 
 
+@pytest.mark.slow
 def test_summary_says_whether_the_constraint_is_kept_by_hand(user_run):
     z = np.load(user_run / "usermass_make" / "PPO-Lag" / "test_results.npz")
     C = z["C"][..., 0].astype(np.float64)  # seed, level, direction, episode
@@ -263,6 +265,7 @@ def test_console_commands_are_installed():
     assert out.returncode == 0 and "gymnax:ID" in out.stdout and "FILE.py:NAME" in out.stdout
 
 
+@pytest.mark.slow
 def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user_run, tmp_path, capsys):
     from rcmdp_jax.study.report_cli import main as report
 
@@ -337,6 +340,7 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
         envs._REGISTERED.pop("pendulum-of-a-script", None)  # the name is this test's alone
 
 
+@pytest.mark.slow
 def test_an_edited_environment_is_refused_before_anything_is_rewritten(user_run, tmp_path, capsys):
     from rcmdp_jax.study.report_cli import main as report
 
