@@ -14,6 +14,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 
 def _default_hp() -> dict[str, float]:
     return dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4)
@@ -147,6 +149,9 @@ class DomainSpec:
                              f"{self.episode_length}")  # fmt: skip
         if not (isinstance(self.gamma, float) and 0.0 < self.gamma <= 1.0):
             raise ValueError(f"DomainSpec.gamma must be a float in (0, 1], got {self.gamma!r}")
+        lam = self.lambda_max
+        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= lam <= float(np.finfo(np.float32).max):
+            raise ValueError(f"DomainSpec.lambda_max (the multipliers' cap) must be a finite number >= 0, got {lam!r}")
         if not isinstance(self.learner, LearnerSpec):
             raise ValueError(f"DomainSpec.learner must be a LearnerSpec (envs.learner_spec(dict)), got "
                              f"{type(self.learner).__name__}")  # fmt: skip

@@ -16,6 +16,7 @@ import functools
 from collections.abc import Callable
 
 import jax.numpy as jnp
+import numpy as np
 
 NO_COSTS = "none"  # the zero cost of an environment named without costs
 
@@ -61,6 +62,8 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
         limit = float(raw)
     except ValueError:
         raise ValueError(f"costs: {item!r} — write FIELD:LIMIT with a number, e.g. velocity:0.04") from None
+    if not abs(limit) <= float(np.finfo(np.float32).max):  # NaN, the infinities, beyond float32
+        raise ValueError(f"costs: {item!r} — the limit must be a finite number in float32, got {raw}")
     if field not in state_fields:
         raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r}; write FIELD:LIMIT with FIELD "
                          f"one of {', '.join(state_fields)}")  # fmt: skip

@@ -139,6 +139,9 @@ def test_unknown_spec_keys_are_refused_with_the_allowed_ones():
     (dict(episode_length=10.0), "DomainSpec.episode_length must be a positive integer"),
     (dict(min_episode_length=11), "min_episode_length=11 exceeds episode_length=10"),
     (dict(gamma=1.5), "DomainSpec.gamma must be a float in (0, 1]"),
+    (dict(lambda_max=-5.0), "DomainSpec.lambda_max (the multipliers' cap) must be a finite number >= 0, got -5.0"),
+    (dict(lambda_max=float("nan")), "DomainSpec.lambda_max (the multipliers' cap) must be a finite number >= 0, got nan"),
+    (dict(lambda_max=1e40), "must be a finite number >= 0, got 1e+40"),
     (dict(factory=3), "DomainSpec.factory must build the environment"),
     (dict(learner={"ppo_epochs": 3}), "DomainSpec.learner must be a LearnerSpec"),
 ])  # fmt: skip

@@ -82,6 +82,8 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
         if not eq or key not in hp_fields or value is None:
             raise ValueError(f"unknown hyperparameter variant {item!r} in {name!r}: write ALGO@FIELD=NUMBER with FIELD "
                              f"one of {', '.join(sorted(hp_fields))}")  # fmt: skip
+        if key in overrides:
+            raise ValueError(f"{key} given twice in {name}@{'@'.join(hp_items)}: give each hyperparameter once")
         overrides[key] = value
     if ":" not in name:
         return name, overrides
