@@ -150,7 +150,11 @@ class DomainSpec:
         if not (isinstance(self.gamma, float) and 0.0 < self.gamma <= 1.0):
             raise ValueError(f"DomainSpec.gamma must be a float in (0, 1], got {self.gamma!r}")
         lam = self.lambda_max
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= lam <= float(np.finfo(np.float32).max):
+        if (
+            isinstance(lam, bool)
+            or not isinstance(lam, (int, float))
+            or not 0.0 <= lam <= float(np.finfo(np.float32).max)
+        ):
             raise ValueError(f"DomainSpec.lambda_max (the multipliers' cap) must be a finite number >= 0, got {lam!r}")
         if not isinstance(self.learner, LearnerSpec):
             raise ValueError(f"DomainSpec.learner must be a LearnerSpec (envs.learner_spec(dict)), got "
