@@ -166,6 +166,25 @@ def test_a_missing_user_module_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot load nosuchmodule_xyz:make: ModuleNotFoundError" in err[0], err
     assert not (tmp_path / "r").exists()
+    # a module that calls sys.exit on import: one line too, not a silent exit 0
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
+    assert cli.main(["--env", f"{tmp_path / 'exits.py'}:make", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "exits.py:make: SystemExit" in err[0], err
+    assert not (tmp_path / "r").exists()
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the imports, the checks or a user's module (before the study's own
+    handler): one line and exit 130, no traceback (the study's: test_cli.py)."""
+    from rcmdp_jax.study import console
+
+    (tmp_path / "interrupts.py").write_text("raise KeyboardInterrupt\n")  # as if Ctrl-C hit its import
+    monkeypatch.setattr(console, "split_cpu", lambda: None)  # this process's JAX is up already
+    assert console.train(["--env", f"{tmp_path / 'interrupts.py'}:make", "--out", str(tmp_path / "r")]) == 130
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "interrupted while starting: nothing was trained", captured.err
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize("learner,message", [

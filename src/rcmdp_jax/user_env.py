@@ -95,7 +95,7 @@ def load(record: dict, name: str) -> str:
         envs.register(name, _spec(getattr(module, record["attr"]), where))
         _RECORDS[name] = record
         return name
-    except Exception as err:  # the user's code: any error, said in one line
+    except (Exception, SystemExit) as err:  # the user's code: any error (sys.exit too), said in one line
         msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise ValueError(f"cannot load {where}: {type(err).__name__}: {msg}") from None
 

@@ -52,11 +52,17 @@ def split_in_process(devices: str, seeds: int) -> str:
 
 
 def train(argv=None) -> int:
-    """The main job (``rcmdp_jax.study.cli.main``) with the CPU split into devices first."""
-    split_cpu()
-    from rcmdp_jax.study.cli import main
+    """The main job (``rcmdp_jax.study.cli.main``) with the CPU split into devices first.
+    Ctrl-C while it starts (imports, checks, a user's module) is one line and exit 130,
+    as it is once the study runs (``runtime.ctrl_c_exits``)."""
+    try:
+        split_cpu()
+        from rcmdp_jax.study.cli import main
 
-    return main(argv)
+        return main(argv)
+    except KeyboardInterrupt:
+        print("\ninterrupted while starting: nothing was trained", file=sys.stderr)
+        return 130
 
 
 def report(argv=None) -> int:
