@@ -421,6 +421,25 @@ def test_report_on_results_with_nan_says_so_instead_of_nan(full_run, tmp_path, c
 
 
 @pytest.mark.slow
+def test_report_on_a_results_file_of_another_environment_is_one_line(full_run, tmp_path, capsys):
+    """A test_results.npz copied in from a run on another environment (4 kernels, not
+    CartPole's 16): one line naming it, nothing rewritten (not an IndexError)."""
+    import report
+
+    out = _copy(full_run, tmp_path)
+    path = out / "cartpole" / "PPO-Lag" / "test_results.npz"
+    z = dict(np.load(path))
+    z["V"], z["C"] = z["V"][:, :, :4], z["C"][:, :, :4]
+    np.savez_compressed(path, **z)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert report.main([str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "PPO-Lag/test_results.npz holds results of shape (11, 4, 3)" in err, err
+    assert "MDPO-Lag's (11, 16, 3): it is not this run's" in err, err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.slow
 def test_the_schedules_study_writes_one_table(tmp_path):
     out = tmp_path / "schedules"
     args = ["--schedules", "--env", "inventory", "--seeds", "1", "--steps", "64", "--n-test", "1",
