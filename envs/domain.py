@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from rcmdp_jax.hparams import finite_f32
+
 
 def _default_hp() -> dict[str, float]:
     return dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4)
@@ -150,11 +152,7 @@ class DomainSpec:
         if not (isinstance(self.gamma, float) and 0.0 < self.gamma <= 1.0):
             raise ValueError(f"DomainSpec.gamma must be a float in (0, 1], got {self.gamma!r}")
         lam = self.lambda_max
-        if (
-            isinstance(lam, bool)
-            or not isinstance(lam, (int, float))
-            or not 0.0 <= lam <= float(np.finfo(np.float32).max)
-        ):
+        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not (finite_f32(lam, np) and lam >= 0):
             raise ValueError(f"DomainSpec.lambda_max (the multipliers' cap) must be a finite number >= 0, got {lam!r}")
         if not isinstance(self.learner, LearnerSpec):
             raise ValueError(f"DomainSpec.learner must be a LearnerSpec (envs.learner_spec(dict)), got "

@@ -18,6 +18,8 @@ from collections.abc import Callable
 import jax.numpy as jnp
 import numpy as np
 
+from rcmdp_jax.hparams import finite_f32
+
 NO_COSTS = "none"  # the zero cost of an environment named without costs
 
 
@@ -62,7 +64,7 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
         limit = float(raw)
     except ValueError:
         raise ValueError(f"costs: {item!r} — write FIELD:LIMIT with a number, e.g. velocity:0.04") from None
-    if not abs(limit) <= float(np.finfo(np.float32).max):  # NaN, the infinities, beyond float32
+    if not finite_f32(limit, np):  # NaN, the infinities, beyond float32
         raise ValueError(f"costs: {item!r} — the limit must be a finite number in float32, got {raw}")
     if field not in state_fields:
         raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r}; write FIELD:LIMIT with FIELD "

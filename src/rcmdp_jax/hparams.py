@@ -28,27 +28,30 @@ class HParams:
     ent_coef: float = 0.0
 
 
-def _finite(x, xp):  # and representable in float32, the dtype training uses
+def finite_f32(x, xp):  # and representable in float32, the dtype training uses
     return xp.isfinite(x) & (xp.abs(x) <= 3.4028235e38)
 
 
 # The range of every hyperparameter, once: ``(rule(x, xp), words)``; ``xp`` is NumPy for
 # concrete values (``validate_hparams``) or jax.numpy for traced ones (``hparams_ok``).
 HPARAM_RULES = {
-    "lr": (lambda x, xp: _finite(x, xp) & (x.astype(xp.float32) > 0), "finite and > 0 in float32 (at least ~1.4e-45)"),
-    "alpha": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
-    "alpha_decay": (lambda x, xp: _finite(x, xp) & (x > 0), "finite and > 0"),
-    "eta_lam": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
-    "lam_init": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
+    "lr": (
+        lambda x, xp: finite_f32(x, xp) & (x.astype(xp.float32) > 0),
+        "finite and > 0 in float32 (at least ~1.4e-45)",
+    ),
+    "alpha": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0"),
+    "alpha_decay": (lambda x, xp: finite_f32(x, xp) & (x > 0), "finite and > 0"),
+    "eta_lam": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0"),
+    "lam_init": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0"),
     "lam_clip": (lambda x, xp: x >= 0, ">= 0 (inf: no clip)"),
-    "eta_xi": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
-    "xi_step": (lambda x, xp: _finite(x, xp) & (x >= 0) & (x <= 1), "in [0, 1] (a fraction of the half-width)"),
-    "clip_eps": (lambda x, xp: _finite(x, xp) & (x > 0), "finite and > 0"),
+    "eta_xi": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0"),
+    "xi_step": (lambda x, xp: finite_f32(x, xp) & (x >= 0) & (x <= 1), "in [0, 1] (a fraction of the half-width)"),
+    "clip_eps": (lambda x, xp: finite_f32(x, xp) & (x > 0), "finite and > 0"),
     "gae_lambda": (lambda x, xp: (x >= 0) & (x <= 1), "in [0, 1]"),
     "gamma": (lambda x, xp: (x >= 0) & (x <= 1), "in [0, 1]"),
     "target_kl": (lambda x, xp: x > 0, "> 0 (inf disables early stopping)"),
-    "vf_coef": (lambda x, xp: _finite(x, xp) & (x >= 0), "finite and >= 0"),
-    "ent_coef": (lambda x, xp: _finite(x, xp), "finite"),
+    "vf_coef": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0"),
+    "ent_coef": (lambda x, xp: finite_f32(x, xp), "finite"),
 }
 
 

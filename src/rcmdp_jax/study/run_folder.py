@@ -243,15 +243,15 @@ class RunFolder:
         """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``;
         fills ``bounds`` (if given) with each algorithm's per-episode state-bound flags and
         ``seeds`` with ``(seeds used, seeds trained)``."""
-        results, metrics, levels, shapes = {}, {}, None, {}
+        results, metrics, levels, first = {}, {}, None, None
         for algo in algos:
             d = self.algo_dir(env, algo)
             if (d / "test_results.npz").exists():
                 z = load_npz(d / "test_results.npz")
-                shape = shapes.setdefault("first", (algo, z["V"].shape[1:]))
-                if z["V"].shape[1:] != shape[1]:  # a file of another run or environment
+                first = first or (algo, z["V"].shape[1:])
+                if z["V"].shape[1:] != first[1]:  # a file of another run or environment
                     raise DamagedFile(f"{d / 'test_results.npz'} holds results of shape {z['V'].shape[1:]} (levels, "
-                                      f"kernels, episodes), {shape[0]}'s {shape[1]}: it is not this run's; run.py "
+                                      f"kernels, episodes), {first[0]}'s {first[1]}: it is not this run's; run.py "
                                       "--eval-only re-creates it from the checkpoints")  # fmt: skip
                 keep = kept_seeds(z)
                 results[algo] = (z["V"][keep], z["C"][keep]) if keep.any() else None
