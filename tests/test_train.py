@@ -337,12 +337,31 @@ def check_golden(env_name: str, pinned: dict) -> None:
     assert env_name in table, f"no golden numbers for {env_name}: run once with RCMDP_WRITE_GOLDEN=1"
     assert sorted(table[env_name]) == sorted(pinned)
     for algo, want in table[env_name].items():
-        for key, value in want.items():
-            got = pinned[algo][key]
-            np.testing.assert_allclose(
-                np.asarray(got, np.float64), np.asarray(value, np.float64), rtol=2e-4, atol=2e-5,
-                err_msg=f"{env_name} {algo} {key}",
-            )  # fmt: skip
+        assert_golden(f"{env_name} {algo}", pinned[algo], want)
+
+
+def assert_golden(what: str, got: dict, want: dict) -> None:
+    """Every pinned number of one run within float rounding of the golden file's."""
+    assert sorted(got) == sorted(want), what
+    for key, value in want.items():
+        np.testing.assert_allclose(
+            np.asarray(got[key], np.float64), np.asarray(value, np.float64), rtol=2e-4, atol=2e-5,
+            err_msg=f"{what} {key}",
+        )  # fmt: skip
+
+
+def test_the_two_mdpo_ends_alone_keep_their_golden_numbers():
+    """The quick tier's guard on the numbers (the slow tier pins every algorithm of every
+    domain above): MDPO and MDPO-Robust-Augmented-Lag on CartPole, trained alone through
+    the programs the vmap tests compiled; a member's numbers are its algorithm's alone
+    (``test_family_member_equals_its_algorithm_alone``)."""
+    import json
+
+    table = json.loads(GOLDEN.read_text())["cartpole"]
+    for algo in ("MDPO", "MDPO-Robust-Augmented-Lag"):
+        result = alone(tiny(algo=algo), SEEDS[0])
+        m = {k: np.asarray(v) for k, v in result.metrics.items()}
+        assert_golden(f"cartpole {algo} alone", golden_summary(m, result.state.params), table[algo])
 
 
 def test_presets_follow_the_spec_table():
