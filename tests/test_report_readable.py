@@ -1,6 +1,8 @@
 """Results a person reads: the constraint section of summary.md by hand on made-up
 results, the legend, named costs, and plots whose 14 lines are told apart."""
 
+import re
+
 import numpy as np
 
 from rcmdp_jax.presets import ALGORITHMS
@@ -29,6 +31,17 @@ def test_the_constraint_section_by_hand():
     assert f"| PPO-Lag | speed | {nominal:.3f} ({broken_nominal}/3) | {worst:.3f} ({broken}/3) | 0.6, 1 |" in text
     assert js["PPO-Lag"]["speed"]["worst_seeds_broken"] == broken and "MDPO" not in js
     assert "torque" in js["PPO-Lag"]
+
+
+def test_a_cost_name_with_a_bar_stays_one_markdown_cell():
+    """CartPole's ``|x_dot|-0.15`` and the command's ``|speed|<=1`` hold ``|``: each row of
+    the constraint section keeps the header's five cells."""
+    rng = np.random.default_rng(1)
+    text, js = report_text.constraint_section({"PPO-Lag": _results(rng, m=1)}, ("|x_dot|-0.15",), np.arange(4.0))
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    cells = [len(re.split(r"(?<!\\)\|", row)) - 2 for row in rows]  # bars not escaped by a backslash
+    assert cells == [5, 5, 5], rows
+    assert r"| \|x_dot\|-0.15 |" in rows[2] and "|x_dot|-0.15" in js["PPO-Lag"]
 
 
 def test_the_legend_defines_every_column_and_mark():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rcmdp_jax import stats
+from rcmdp_jax.study.report_text import md_cell
 
 # bootstrap resamples of the IQM intervals (rliable's default is 50,000; rliable's
 # bootstrap runs in Python: 500 keep a 14-algorithm x 176-kernel report to seconds)
@@ -106,7 +107,7 @@ def section(results: dict, lambda_max: float, env_name: str, out_dir=None) -> tu
         for a in scores:
             p = poi.get((best, a))
             cell = "—" if p is None else f"{p:.2f}"
-            lines.append(f"| {a} | {iqm[a][0]:.2f} [{iqm[a][1]:.2f}, {iqm[a][2]:.2f}] | {cell} |")
+            lines.append(f"| {md_cell(a)} | {iqm[a][0]:.2f} [{iqm[a][1]:.2f}, {iqm[a][2]:.2f}] | {cell} |")
         figures[metric] = (iqm, taus, profiles)
     if out_dir is not None:
         _plot(out_dir, figures, env_name)

@@ -46,13 +46,13 @@ def markdown_table(rows) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     for _, label, cells in rows:
         if cells is None:
-            lines.append(f"| {label} | diverged: no seed left | | |")
+            lines.append(f"| {report_text.md_cell(label)} | diverged: no seed left | | |")
             continue
         out = []
         for m in stats.METRICS:
             s, marked = cells[m]
             out.append(f"**{_cell(s)}**" if marked else _cell(s))
-        lines.append(f"| {label} | " + " | ".join(out) + " |")
+        lines.append(f"| {report_text.md_cell(label)} | " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -94,7 +94,7 @@ def state_bound_table(bounds: dict, levels: np.ndarray) -> str:
     lines = [head, "|" + "---|" * (len(levels) + 1)]
     for algo, b in bounds.items():
         frac = 100.0 * np.asarray(b, np.float64).mean(axis=(0, 2, 3))
-        lines.append(f"| {algo} | " + " | ".join(f"{f:.1f}" for f in frac) + " |")
+        lines.append(f"| {report_text.md_cell(algo)} | " + " | ".join(f"{f:.1f}" for f in frac) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -224,7 +224,7 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
         r = cmp[metrics[0]]  # the lowest return's, or with --worst-case costs the first constraint's highest
         worst_seed = int(np.argmin(r["search"]) if r["lower_is_worse"] else np.argmax(r["search"]))
         xi = np.round(np.asarray(r["search_xi"][worst_seed], np.float64).ravel(), 3).tolist()
-        lines.append(f"| {algo} | " + " | ".join(cells) + f" | {xi} |")
+        lines.append(f"| {report_text.md_cell(algo)} | " + " | ".join(cells) + f" | {xi} |")
         js["per_algorithm"][algo] = entry
     summary = [_domain_line(m, pairs[m], found[next(iter(found))][m]["lower_is_worse"], js) for m in metrics]
     text = (

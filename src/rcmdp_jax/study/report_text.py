@@ -20,6 +20,12 @@ def cost_names(env_name: str, m: int) -> tuple[str, ...]:
     return tuple(names) if len(names) == m else tuple(f"C_{j + 1}" for j in range(m))
 
 
+def md_cell(text: str) -> str:
+    """``text`` as one Markdown table cell: its ``|`` escaped (cost names such as
+    ``|x_dot|-0.15`` would otherwise split the cell)."""
+    return str(text).replace("|", r"\|")
+
+
 def legend(lambda_max: float) -> str:
     return (
         "\nHow to read it. Return: the discounted return of the trained (deterministic) policy. "
@@ -63,7 +69,7 @@ def constraint_section(results: dict, names: tuple[str, ...], levels) -> tuple[s
             continue
         for name, s in zip(names, constraint_stats(r[1])):
             n = s["seeds"]
-            lines.append(f"| {algo} | {name} | {s['nominal']:.3f} ({s['nominal_seeds_broken']}/{n}) | {s['worst']:.3f} "
+            lines.append(f"| {md_cell(algo)} | {md_cell(name)} | {s['nominal']:.3f} ({s['nominal_seeds_broken']}/{n}) | {s['worst']:.3f} "
                          f"({s['worst_seeds_broken']}/{n}) | {float(levels[s['worst_level_index']]):g}, "
                          f"{s['worst_direction']} |")  # fmt: skip
             js.setdefault(algo, {})[name] = {**s, "worst_level": float(levels[s["worst_level_index"]])}
