@@ -67,8 +67,10 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
     if not finite_f32(limit, np):  # NaN, the infinities, beyond float32
         raise ValueError(f"costs: {item!r} — the limit must be a finite number in float32, got {raw}")
     if field not in state_fields:
-        raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r}; write FIELD:LIMIT with FIELD "
-                         f"one of {', '.join(state_fields)}")  # fmt: skip
+        from rcmdp_jax.envs.gymnax_wrapper import allowed_fields
+
+        raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r} for FIELD:LIMIT; "
+                         f"{allowed_fields(state_fields, 'no FIELD:LIMIT cost can bound it')}")  # fmt: skip
 
     def cost(state, action, next_state, params):
         return jnp.reshape(jnp.abs(getattr(next_state, field)), (-1,))[:1] - limit
@@ -116,8 +118,11 @@ def check_box(name: str, pre, uncertain: dict) -> None:
         return
     import gymnax
     from rcmdp_jax.envs import GYMNAX_PREFIX
-    from rcmdp_jax.envs.gymnax_wrapper import float_fields
+    from rcmdp_jax.envs.gymnax_wrapper import allowed_fields, float_fields
 
     fields = float_fields(gymnax.make(pre.env_id)[1])
+    if not fields:
+        raise ValueError(f"{GYMNAX_PREFIX}{pre.env_id}'s EnvParams has no float field: no uncertainty box can be "
+                         "put on its dynamics (an environment of your own: docs/custom_envs.md)")  # fmt: skip
     raise ValueError(f"{GYMNAX_PREFIX}{pre.env_id} has no preset box: name its uncertain EnvParams fields with --uncertain "
-                     f"FIELD=WIDTH,... (in a name: @uncertain=FIELD:WIDTH,...); float fields: {', '.join(fields)}")  # fmt: skip
+                     f"FIELD=WIDTH,... (in a name: @uncertain=FIELD:WIDTH,...); {allowed_fields(fields)}")  # fmt: skip

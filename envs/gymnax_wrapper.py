@@ -85,6 +85,12 @@ def float_fields(params) -> list[str]:
     return out
 
 
+def allowed_fields(fields, none: str = "none can be made uncertain") -> str:
+    """The end of an error on a field name: the float fields one may name, or that there are
+    none (gymnax's Catch-bsuite has no float parameter: no box can be put on it)."""
+    return f"float fields: {', '.join(fields)}" if fields else f"it has no float field ({none})"
+
+
 def eval_without_stop_gradient(fn: Callable, *args):
     """``fn(*args)`` with the ``stop_gradient`` equations of its jaxpr's top level dropped,
     so gradients flow through an environment step that cuts them (gymnax's classic
@@ -128,10 +134,10 @@ class RobustGymnax(RobustEnvironment):
         for field in uncertain:
             if not hasattr(params, field):
                 raise ValueError(f"uncertain: {type(env).__name__}'s EnvParams has no field {field!r}; "
-                                 f"float fields: {', '.join(allowed)}")  # fmt: skip
+                                 f"{allowed_fields(allowed)}")  # fmt: skip
             if field not in allowed:
                 raise ValueError(f"uncertain: EnvParams.{field} = {getattr(params, field)!r} is not a float "
-                                 f"scalar; float fields: {', '.join(allowed)}")  # fmt: skip
+                                 f"scalar; {allowed_fields(allowed)}")  # fmt: skip
         self.fields = tuple(uncertain)
         nominal = np.array([float(getattr(params, f)) for f in self.fields], np.float32)
         kappa = np.array([_half_width(f, uncertain[f], float(n)) for f, n in zip(self.fields, nominal)], np.float32)

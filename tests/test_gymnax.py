@@ -219,6 +219,9 @@ def test_bad_wrapper_input_is_a_clear_error(kwargs, error, match):
         (["--env", "gymnax:Pendulum-v1", "--costs", "fuel"], "choose distinct ones of speed, torque"),
         (["--env", "gymnax:Nope-v0"], "gymnax:Pendulum-v1"),
         (["--env", "cartpole", "--uncertain", "g=0.1"], "apply to a gymnax preset"),
+        (["--env", "gymnax:Catch-bsuite"], "EnvParams has no float field: no uncertainty box can be put"),
+        (["--env", "gymnax:Catch-bsuite", "--uncertain", "x=1"], "no field 'x'; it has no float field (none"),
+        (["--env", "gymnax:Pendulum-v1", "--costs", "spin:1"], "'spin' for FIELD:LIMIT; float fields: th"),
     ],
 )
 def test_bad_gymnax_cli_input_exits_2_and_writes_nothing(tmp_path, capsys, args, message):
