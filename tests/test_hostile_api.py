@@ -29,6 +29,16 @@ def test_a_family_member_outside_the_family_is_flagged_per_lane_under_vmap():
     np.testing.assert_array_equal(diverged_seeds(TrainResult(res.state, res.metrics)), [False, True, False])
 
 
+@pytest.mark.parametrize("start,n,match", [(0, -1, "n must be a whole number"), (0, 0, "n must be a whole number"),
+                                           (0, 1.5, "n must be"), (0, True, "n must be"), (-2, 1, "start must be")])  # fmt: skip
+def test_run_names_a_chunk_that_is_not_one(start, n, match):
+    from rcmdp_jax import make_train, preset
+
+    train = make_train(preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16))
+    with pytest.raises(ValueError, match=match):
+        train.run(None, None, start, n)  # refused before the state is looked at
+
+
 def test_an_infinite_kappa_is_refused_and_flagged_when_traced():
     import jax
     import jax.numpy as jnp

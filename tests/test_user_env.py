@@ -236,6 +236,13 @@ def test_sweep_lanes_equal_separate_runs():
     assert np.shape(sweep(cfg, grid=True, lam_init=[0, 1], lr=[1e-3, 1e-4, 1e-2]).lr) == (6,)
 
 
+@pytest.mark.parametrize("values", [["a"], [1e-3, "2"], [1e-3, None], [True], [], [[1e-3]]])
+def test_sweep_names_the_field_whose_values_are_not_numbers(values):
+    cfg = preset("cartpole", "MDPO-Lag")
+    with pytest.raises(ValueError, match=r"sweep: lr must be a non-empty list of numbers, got "):
+        sweep(cfg, lr=values)
+
+
 def test_folder_names_are_plain():
     from rcmdp_jax.user_env import check_folder_names, folder_name
 

@@ -35,7 +35,8 @@ def sweep(base, grid: bool = False, **values) -> HParams:
     for name, vals in values.items():
         if name not in fields:
             raise ValueError(f"sweep: {name!r} is not a hyperparameter; fields: {', '.join(fields)}")
-        if np.ndim(vals) != 1 or len(vals) == 0:
+        numbers = np.ndim(vals) == 1 and len(vals) > 0 and np.issubdtype(np.asarray(vals).dtype, np.number)
+        if not numbers or np.issubdtype(np.asarray(vals).dtype, np.bool_):
             raise ValueError(f"sweep: {name} must be a non-empty list of numbers, got {vals!r}")
     names = list(values)
     if grid:

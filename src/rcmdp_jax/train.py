@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from rcmdp_jax.config import Config
@@ -67,6 +68,10 @@ class Program:
         """Iterations ``start .. start + n - 1`` (``n`` static, default all): ``(state, metrics)``;
         ``run(init(rng), lane, start, n)`` over consecutive chunks gives the numbers of one call."""
         n = self.num_iterations() if n is None else n
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"run: n must be a whole number of iterations >= 1 (static, not traced), got {n!r}")
+        if isinstance(start, (int, np.integer)) and (isinstance(start, bool) or start < 0):
+            raise ValueError(f"run: start must be an iteration index >= 0, got {start!r}")
         return self.step.run(state, *self.inputs(lane), start, n)
 
     def __call__(self, rng: jax.Array, lane=None, env_params=None) -> TrainResult:
