@@ -183,6 +183,25 @@ def test_a_full_disk_in_the_report_keeps_the_old_summary(trained, tmp_path, caps
     assert not list((out / "cartpole").glob(".*.tmp"))
 
 
+def test_the_report_names_a_run_that_still_writes_the_folder(trained, tmp_path, capsys):
+    """A run writing the folder holds its lock: the report says so instead of "no test
+    results", and rewrites nothing; once the lock is free it reports."""
+    import report
+
+    from rcmdp_jax.study.run_folder import RunFolder
+
+    out = _copy(trained, tmp_path)
+    before = _snapshot(out)
+    release = RunFolder(out).lock()
+    try:
+        assert report.main([str(out)]) == 2
+        _one_line(capsys, f"{out} is in use by another run (PID {os.getpid()})", "nothing was rewritten")
+    finally:
+        release()
+    assert _snapshot(out) == before
+    assert report.main([str(out)]) == 0 and not (out / ".lock").exists()
+
+
 def test_another_users_run_folder_is_one_line_and_untouched(trained, tmp_path, capsys, monkeypatch):
     """Tests run as root, who may write anywhere: the permission check is injected."""
     import pathlib

@@ -15,9 +15,6 @@ USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)
 
 
 def main(argv=None) -> int:
-    from rcmdp_jax import envs
-    from rcmdp_jax.study.report import write_env_report
-
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1 or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
@@ -28,6 +25,24 @@ def main(argv=None) -> int:
     except RunFolderError as err:
         print(f"report: error: {err}", file=sys.stderr)
         return 2
+    release = None
+    if os.access(folder.root, os.W_OK | os.X_OK):  # not while a run writes the folder (a read-only one: below)
+        try:
+            release = folder.lock()
+        except RunFolderError as err:
+            print(f"report: error: {err}; nothing was rewritten", file=sys.stderr)
+            return 2
+    try:
+        return _rewrite(folder, plan)
+    finally:
+        if release is not None:
+            release()
+
+
+def _rewrite(folder: RunFolder, plan) -> int:
+    from rcmdp_jax import envs
+    from rcmdp_jax.study.report import write_env_report
+
     envs_, algos = list(plan.envs), list(plan.algos)
     missing = [f"{e}/{a}" for e in envs_ for a in algos if not (folder.algo_dir(e, a) / "test_results.npz").exists()]
     if missing:
