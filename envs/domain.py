@@ -85,6 +85,13 @@ def _check_hp(hp) -> None:
             raise ValueError(f"learner['hp'][{key!r}] is not a hyperparameter: write learner={{{key!r}: ...}}")
         if key not in allowed:
             raise ValueError(f"unknown hyperparameter learner['hp'][{key!r}]; allowed: {', '.join(allowed)}")
+    from rcmdp_jax.hparams import HParams, validate_hparams
+
+    try:  # the values too, here rather than when a run's configurations are built (blamed on --set there)
+        with np.errstate(all="ignore"):
+            validate_hparams(HParams().replace(**hp))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"learner['hp']: {err}") from None
 
 
 def learner_spec(learner: dict | LearnerSpec | None = None) -> LearnerSpec:

@@ -193,6 +193,8 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, capsys, monkeypat
     ({"ppo_epoch": 3}, "unknown learner key 'ppo_epoch'; allowed: adversary, budgets, critic_hidden"),
     ({"hp": {"ppo_epochs": 3}}, "learner['hp']['ppo_epochs'] is not a hyperparameter"),
     ({"budgets": {"short": 100}}, "learner['budgets'] must be"),
+    ({"hp": {"lr": -1e-3}}, "learner['hp']: lr must be finite and > 0"),
+    ({"hp": {"gamma": "x"}}, "learner['hp']: gamma must be a number"),
 ])  # fmt: skip
 def test_registered_learner_settings_are_checked(learner, message):
     env = envs.make("gymnax:Pendulum-v1")[0]
