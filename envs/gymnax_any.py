@@ -7,11 +7,13 @@ and no costs of its own: the box must be named; without costs the environment ca
 one zero cost (``none``) and only the unconstrained algorithms may run on it.
 
 Also here: the derived fields gymnax *stores* in its own ``EnvParams`` (CartPole-v1's
-``total_mass`` and ``polemass_length``), which ``robustify`` recomputes by itself.
+``total_mass`` and ``polemass_length``), which ``robustify`` recomputes by itself, and the
+float fields a box (``EnvParams``) or a ``FIELD:LIMIT`` cost (``EnvState``) may name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 
@@ -67,8 +69,6 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
     if not finite_f32(limit, np):  # NaN, the infinities, beyond float32
         raise ValueError(f"costs: {item!r} — the limit must be a finite number in float32, got {raw}")
     if field not in state_fields:
-        from rcmdp_jax.envs.gymnax_wrapper import allowed_fields
-
         raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r} for FIELD:LIMIT; "
                          f"{allowed_fields(state_fields, 'no FIELD:LIMIT cost can bound it')}")  # fmt: skip
 
@@ -101,10 +101,25 @@ def generic_preset(env_id: str):
                         lambda_max=50.0, learner=LearnerSpec(), derive=known_derive(env, {}))  # fmt: skip
 
 
+def float_fields(params) -> list[str]:
+    """The scalar float fields of a gymnax ``EnvParams``: the ones that can be uncertain."""
+    out = []
+    for f in dataclasses.fields(params):
+        v = getattr(params, f.name)
+        scalar_float = np.ndim(v) == 0 and np.issubdtype(np.asarray(v).dtype, np.floating)
+        if not isinstance(v, bool) and (isinstance(v, float) or scalar_float):
+            out.append(f.name)
+    return out
+
+
+def allowed_fields(fields, none: str = "none can be made uncertain") -> str:
+    """The end of an error on a field name: the float fields one may name, or that there are
+    none (gymnax's Catch-bsuite has no float parameter: no box can be put on it)."""
+    return f"float fields: {', '.join(fields)}" if fields else f"it has no float field ({none})"
+
+
 def float_state_fields(env, params) -> tuple[str, ...]:
     """The float fields of ``env``'s ``EnvState`` (``time`` apart): what a cost may bound."""
-    import dataclasses
-
     import jax
 
     _, shape = jax.eval_shape(env.reset_env, jax.random.key(0), params)
@@ -118,7 +133,6 @@ def check_box(name: str, pre, uncertain: dict) -> None:
         return
     import gymnax
     from rcmdp_jax.envs import GYMNAX_PREFIX
-    from rcmdp_jax.envs.gymnax_wrapper import allowed_fields, float_fields
 
     fields = float_fields(gymnax.make(pre.env_id)[1])
     if not fields:

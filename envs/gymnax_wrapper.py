@@ -34,6 +34,7 @@ from flax import struct
 from gymnax.environments import environment, spaces
 from jax.extend import core as jcore
 from rcmdp_jax.envs.base import RobustEnvironment, RobustState
+from rcmdp_jax.envs.gymnax_any import allowed_fields, float_fields
 
 CostFn = Callable[[Any, jax.Array, Any, Any], jax.Array]
 
@@ -72,23 +73,6 @@ def _half_width(field: str, spec, nominal: float) -> float:
         raise ValueError(f"uncertain[{field!r}]: the box must be non-empty and finite in float32 (half-width > 0); "
                          f"{spec!r} around nominal {nominal} gives {float(width)}")  # fmt: skip
     return float(width)
-
-
-def float_fields(params) -> list[str]:
-    """The scalar float fields of a gymnax ``EnvParams``: the ones that can be uncertain."""
-    out = []
-    for f in dataclasses.fields(params):
-        v = getattr(params, f.name)
-        scalar_float = np.ndim(v) == 0 and np.issubdtype(np.asarray(v).dtype, np.floating)
-        if not isinstance(v, bool) and (isinstance(v, float) or scalar_float):
-            out.append(f.name)
-    return out
-
-
-def allowed_fields(fields, none: str = "none can be made uncertain") -> str:
-    """The end of an error on a field name: the float fields one may name, or that there are
-    none (gymnax's Catch-bsuite has no float parameter: no box can be put on it)."""
-    return f"float fields: {', '.join(fields)}" if fields else f"it has no float field ({none})"
 
 
 def eval_without_stop_gradient(fn: Callable, *args):
