@@ -615,7 +615,7 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
     try:
         holder.stdout.readline()  # held
         assert cli.main(["--eval-only", str(out)]) == 2
-        assert f"in use by another run (PID {holder.pid})" in capsys.readouterr().err
+        assert f"in use by another run or report (PID {holder.pid})" in capsys.readouterr().err
     finally:
         holder.kill()
         holder.wait()

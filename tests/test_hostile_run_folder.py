@@ -183,7 +183,7 @@ def test_a_full_disk_in_the_report_keeps_the_old_summary(trained, tmp_path, caps
     assert not list((out / "cartpole").glob(".*.tmp"))
 
 
-def test_the_report_names_a_run_that_still_writes_the_folder(trained, tmp_path, capsys):
+def test_the_report_names_a_run_that_still_writes_the_folder(trained, tmp_path, capsys, monkeypatch):
     """A run writing the folder holds its lock: the report says so instead of "no test
     results", and rewrites nothing; once the lock is free it reports."""
     import report
@@ -195,11 +195,34 @@ def test_the_report_names_a_run_that_still_writes_the_folder(trained, tmp_path, 
     release = RunFolder(out).lock()
     try:
         assert report.main([str(out)]) == 2
-        _one_line(capsys, f"{out} is in use by another run (PID {os.getpid()})", "nothing was rewritten")
+        _one_line(capsys, f"{out} is in use by another run or report (PID {os.getpid()})", "nothing was rewritten")
+        real_access = os.access  # a folder this user may not write (its env folders writable): still refused
+        monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(out) else real_access(
+            p, mode, **kw))  # fmt: skip
+        (out / ".lock").write_text("4242\n\x1b[31mRED")  # what the holder wrote is repeated only as a PID
+        assert report.main([str(out)]) == 2
+        _one_line(capsys, f"{out} is in use by another run or report (PID ?)", "nothing was rewritten")
+        monkeypatch.undo()
     finally:
         release()
     assert _snapshot(out) == before
     assert report.main([str(out)]) == 0 and not (out / ".lock").exists()
+
+
+def test_a_lock_that_is_a_link_is_refused_and_what_it_points_to_is_untouched(trained, tmp_path, capsys):
+    import report
+
+    out = _copy(trained, tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not the run's")
+    (out / ".lock").symlink_to(victim)
+    before = _snapshot(out)
+    assert report.main([str(out)]) == 2
+    _one_line(capsys, "cannot take the run folder's lock")
+    assert cli.main(["--eval-only", str(out)]) == 2
+    _one_line(capsys, "cannot take the run folder's lock")
+    assert victim.read_text() == "not the run's" and (out / ".lock").is_symlink()
+    assert _snapshot(out) == before
 
 
 def test_another_users_run_folder_is_one_line_and_untouched(trained, tmp_path, capsys, monkeypatch):

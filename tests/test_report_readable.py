@@ -44,6 +44,18 @@ def test_a_cost_name_with_a_bar_stays_one_markdown_cell():
     assert r"| \|x_dot\|-0.15 |" in rows[2] and "|x_dot|-0.15" in js["PPO-Lag"]
 
 
+def test_the_worst_case_table_keeps_its_cells_with_a_bar_in_the_cost_name():
+    from rcmdp_jax.study.report import worst_case_section
+
+    entry = {"grid": [0.1, 0.2], "search": [0.3, 0.1], "lower_is_worse": False,
+             "search_xi": [[1.0, 2.0], [1.5, 2.5]], "grid_xi": [[1.0, 2.0], [1.0, 2.0]]}  # fmt: skip
+    text, _ = worst_case_section({"PPO-Lag": {"C0": entry}}, "cartpole", {"C0": "|x_dot|-0.15"})
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    cells = [len(re.split(r"(?<!\\)\|", row)) - 2 for row in rows]
+    assert cells == [4, 4, 4], rows
+    assert r"* \|x_dot\|-0.15: the search went beyond the grid's worst in 1 of 2" in text
+
+
 def test_the_legend_defines_every_column_and_mark():
     text = report_text.legend(50.0)
     for word in ("R_pen = Return - lambda_max * sum_j max(0, C_j)", "R_pen± = Return - lambda_max * sum_j C_j",

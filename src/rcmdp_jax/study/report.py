@@ -196,7 +196,11 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
     if not found:
         return "", {}
     metrics = list(next(iter(found.values())))
-    label = (labels or {}).get  # a cost's name for its metric C<j>
+    names = labels or {}
+
+    def label(m, default):  # a cost's name for its metric C<j>, as one Markdown cell
+        return report_text.md_cell(names.get(m, default))
+
     head = (
         "| Algorithm | "
         + " | ".join(f"{label(m, m)}: grid | {label(m, m)}: search" for m in metrics)
@@ -226,7 +230,8 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
         xi = np.round(np.asarray(r["search_xi"][worst_seed], np.float64).ravel(), 3).tolist()
         lines.append(f"| {report_text.md_cell(algo)} | " + " | ".join(cells) + f" | {xi} |")
         js["per_algorithm"][algo] = entry
-    summary = [_domain_line(m, pairs[m], found[next(iter(found))][m]["lower_is_worse"], js) for m in metrics]
+    first = found[next(iter(found))]
+    summary = [_domain_line(m, label(m, m), pairs[m], first[m]["lower_is_worse"], js) for m in metrics]
     text = (
         f"\n## Worst case: the grid's vs a gradient search's ({env_name})\n\n"
         "Per seed, the worst value over the test grid (11 levels x all corners) and the worst a projected-"
@@ -246,9 +251,9 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
     return text, js
 
 
-def _domain_line(m: str, pairs: list, lower_is_worse: bool, js: dict) -> str:
-    """Quantity ``m`` over all (algorithm, seed) pairs: how often and by how much the
-    search went beyond the grid (into ``js["domain"][m]``), as one Markdown bullet."""
+def _domain_line(m: str, name: str, pairs: list, lower_is_worse: bool, js: dict) -> str:
+    """Quantity ``m`` (shown as ``name``) over all (algorithm, seed) pairs: how often and by how
+    much the search went beyond the grid (into ``js["domain"][m]``), as one Markdown bullet."""
     g = np.concatenate([p[0] for p in pairs])
     f = np.concatenate([p[1] for p in pairs])
     beyond = np.concatenate([p[2] for p in pairs])
@@ -261,7 +266,7 @@ def _domain_line(m: str, pairs: list, lower_is_worse: bool, js: dict) -> str:
         "mean_gap_where_beyond": float(gap[beyond].mean()) if beyond.any() else 0.0,
     }
     return (
-        f"* {m}: the search went beyond the grid's worst in {d['search_beyond_grid']} of "
+        f"* {name}: the search went beyond the grid's worst in {d['search_beyond_grid']} of "
         f"{d['pairs']} (algorithm, seed) pairs; by {d['mean_gap_where_beyond']:.3f} on average "
         f"where it did (mean over all pairs {d['mean_gap']:+.3f}; > 0: the search found worse)."
     )

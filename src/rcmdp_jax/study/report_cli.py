@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from rcmdp_jax.study import folder_lock
 from rcmdp_jax.study.run_folder import DamagedFile, RunFolder, RunFolderError
 from rcmdp_jax.study.runtime import os_error
 
@@ -26,12 +27,14 @@ def main(argv=None) -> int:
         print(f"report: error: {err}", file=sys.stderr)
         return 2
     release = None
-    if os.access(folder.root, os.W_OK | os.X_OK):  # not while a run writes the folder (a read-only one: below)
-        try:
+    try:  # not while a run writes the folder; one this user may not write: whether a run holds it
+        if os.access(folder.root, os.W_OK | os.X_OK):
             release = folder.lock()
-        except RunFolderError as err:
-            print(f"report: error: {err}; nothing was rewritten", file=sys.stderr)
-            return 2
+        elif (pid := folder_lock.holder(folder.root)) is not None:
+            raise RunFolderError(folder_lock.in_use(folder.root, pid))
+    except RunFolderError as err:
+        print(f"report: error: {err}; nothing was rewritten", file=sys.stderr)
+        return 2
     try:
         return _rewrite(folder, plan)
     finally:

@@ -79,13 +79,6 @@ def save_npz(path: Path, **arrays) -> None:
     write_atomic(path, lambda f: np.savez_compressed(f, **arrays))
 
 
-def _holder(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return "?"
-
-
 def restore_envs(plan: dict, flag: str) -> None:
     """A user environment of the plan registered again in this process (``user_env.restore``)."""
     from rcmdp_jax.user_env import restore
@@ -172,40 +165,10 @@ class RunFolder:
         return True
 
     def lock(self):
-        """Take the folder's lock and return the function that releases it: ``.lock``
-        held with ``fcntl.flock`` (atomic; the kernel drops it when its process dies, so a
-        killed run's lock is free) and holding the PID, which a refused second run names."""
-        import fcntl
+        """Take the folder's lock; the function that releases it (``folder_lock.take``)."""
+        from rcmdp_jax.study import folder_lock
 
-        path = self.root / ".lock"
-        if not os.access(self.root, os.W_OK | os.X_OK):
-            raise RunFolderError(f"{self.root}: Permission denied (the run folder is not writable by this user)")
-        while True:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as err:
-                raise RunFolderError(f"{path}: cannot take the run folder's lock ({err.strerror}); remove it if no "
-                                 "run is using the folder") from None  # fmt: skip
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                raise RunFolderError(f"{self.root} is in use by another run (PID {_holder(path)}); wait for it to "
-                                 "end") from None  # fmt: skip
-            try:  # the file we locked may have been released and removed meanwhile: lock the one there
-                if os.fstat(fd).st_ino == os.stat(path).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-
-        def release():
-            path.unlink(missing_ok=True)  # while still held: a waiting run then locks a new file
-            os.close(fd)
-
-        return release
+        return folder_lock.take(self.root)
 
     def create(self, plan: Plan) -> None:
         """Make the folder (it must not exist) and write ``run.json``."""
