@@ -11,6 +11,8 @@ work here: the config reads a spec before any backend starts.
 from __future__ import annotations
 
 import dataclasses
+import math
+import reprlib
 from collections.abc import Callable
 from typing import Any
 
@@ -80,14 +82,22 @@ def _check_hp(hp) -> None:
     if not isinstance(hp, dict):
         raise ValueError(f"learner['hp'] must be a dict of HParams fields, got {type(hp).__name__}")
     allowed, top = _hparam_fields(), _learner_keys()
+    own = {"gamma": "the environment's own: give gamma to robustify or to the DomainSpec",
+           "target_kl": "PPO's: write learner={'ppo_target_kl': ...}"}  # fmt: skip
     for key in hp:
+        if key in own:
+            raise ValueError(f"learner['hp'][{key!r}] is {own[key]}")
         if key in top:
             raise ValueError(f"learner['hp'][{key!r}] is not a hyperparameter: write learner={{{key!r}: ...}}")
         if key not in allowed:
             raise ValueError(f"unknown hyperparameter learner['hp'][{key!r}]; allowed: {', '.join(allowed)}")
     from rcmdp_jax.hparams import HParams, validate_hparams
 
-    try:  # the values too, here rather than when a run's configurations are built (blamed on --set there)
+    for key, value in hp.items():  # one number each: not an array, a bool, a string, beyond float
+        number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+        if not number or not finite_f32(float(value) if abs(value) < 1e300 else math.inf, np):
+            raise ValueError(f"learner['hp'][{key!r}] must be a finite number in float32, got {reprlib.repr(value)}")
+    try:  # the ranges too, here rather than when a run's configurations are built (blamed on --set there)
         with np.errstate(all="ignore"):
             validate_hparams(HParams().replace(**hp))
     except (ValueError, TypeError) as err:

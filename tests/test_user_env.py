@@ -194,12 +194,24 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, capsys, monkeypat
     ({"hp": {"ppo_epochs": 3}}, "learner['hp']['ppo_epochs'] is not a hyperparameter"),
     ({"budgets": {"short": 100}}, "learner['budgets'] must be"),
     ({"hp": {"lr": -1e-3}}, "learner['hp']: lr must be finite and > 0"),
-    ({"hp": {"gamma": "x"}}, "learner['hp']: gamma must be a number"),
+    ({"hp": {"lr": "1e-3"}}, "learner['hp']['lr'] must be a finite number in float32, got '1e-3'"),
+    ({"hp": {"lr": 10**400}}, "learner['hp']['lr'] must be a finite number in float32"),
+    ({"hp": {"lr": np.array([1e-3, 2e-3])}}, "learner['hp']['lr'] must be a finite number"),
+    ({"hp": {"lr": True}}, "learner['hp']['lr'] must be a finite number"),
+    ({"hp": {"gamma": 0.5}}, "learner['hp']['gamma'] is the environment's own"),
+    ({"hp": {"target_kl": 0.1}}, "write learner={'ppo_target_kl': ...}"),
 ])  # fmt: skip
 def test_registered_learner_settings_are_checked(learner, message):
     env = envs.make("gymnax:Pendulum-v1")[0]
     with pytest.raises(ValueError, match=re.escape(message)):
         envs.register("checked-pendulum", env, learner=learner)
+
+
+def test_a_spec_may_set_the_initial_multiplier_and_alpha():
+    env = envs.make("gymnax:Pendulum-v1")[0]
+    envs.register("pendulum-lam-init", env, learner={"hp": {"lam_init": 1.0, "alpha": 0.5}})
+    hp = preset("pendulum-lam-init", "PPO-Lag").hparams
+    assert (hp.lam_init, hp.alpha) == (1.0, 0.5) and np.isclose(hp.gamma, env.gamma)  # gamma stays the env's
 
 
 def test_robustify_recomputes_gymnax_cartpole_stored_fields():

@@ -113,14 +113,14 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         raise ValueError(f"{algorithm!r}: a -Robust algorithm with +none; drop -Robust for the non-robust one")
     domain = envs.spec(env)
     p = domain.learner
-    hp = HParams(
-        target_kl=p.ppo_target_kl if learner == "ppo" else math.inf,
-        lam_init=5.0,
-        alpha=2.0,
-        gamma=domain.gamma,
-        alpha_decay=domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
-        **p.hp,
-    )
+    hp = HParams(**{
+        "lam_init": 5.0,
+        "alpha": 2.0,
+        "alpha_decay": domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
+        **p.hp,  # over the three above; never gamma or target_kl (envs.domain refuses them there)
+        "gamma": domain.gamma,
+        "target_kl": p.ppo_target_kl if learner == "ppo" else math.inf,
+    })  # fmt: skip
     common = dict(
         env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
         total_timesteps=p.budgets[budget], policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
