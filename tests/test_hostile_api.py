@@ -5,6 +5,7 @@ the lock under a race; the filter that keeps orbax's event-loop noise off stderr
 import subprocess
 import threading
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -29,8 +30,13 @@ def test_a_family_member_outside_the_family_is_flagged_per_lane_under_vmap():
     np.testing.assert_array_equal(diverged_seeds(TrainResult(res.state, res.metrics)), [False, True, False])
 
 
-@pytest.mark.parametrize("start,n,match", [(0, -1, "n must be a whole number"), (0, 0, "n must be a whole number"),
-                                           (0, 1.5, "n must be"), (0, True, "n must be"), (-2, 1, "start must be")])  # fmt: skip
+@pytest.mark.parametrize("start,n,match", [
+    (0, -1, "n must be a whole number"), (0, 0, "n must be a whole number"), (0, 1.5, "n must be"), (0, True, "n must be"),
+    (-2, 1, r"iterations -2..-2 are outside this program's 0..0"), (0, 2, r"iterations 0..1 are outside"),
+    (1, 1, "outside"), (np.uint64(2**63), 1, "outside"), (1.5, 1, "start must be one integer"),
+    ("1", 1, "start must be one integer"), (None, 1, "start must be one integer"), (True, 1, "start must be one"),
+    (jnp.array([0, 0]), 1, "start must be one integer"), (jnp.array(0.0), 1, "start must be one integer"),
+])  # fmt: skip
 def test_run_names_a_chunk_that_is_not_one(start, n, match):
     from rcmdp_jax import make_train, preset
 

@@ -250,11 +250,14 @@ def test_sweep_lanes_equal_separate_runs():
     assert np.shape(sweep(cfg, grid=True, lam_init=[0, 1], lr=[1e-3, 1e-4, 1e-2]).lr) == (6,)
 
 
-@pytest.mark.parametrize("values", [["a"], [1e-3, "2"], [1e-3, None], [True], [], [[1e-3]]])
+@pytest.mark.parametrize("values", [["a"], [1e-3, "2"], [1e-3, None], [True], [], [[1e-3]], [1e-3 + 1j],
+                                    np.array([1], "m8[s]"), [10**400], [[1e-3], [1e-3, 2e-3]]])  # fmt: skip
 def test_sweep_names_the_field_whose_values_are_not_numbers(values):
     cfg = preset("cartpole", "MDPO-Lag")
-    with pytest.raises(ValueError, match=r"sweep: lr must be a non-empty list of numbers, got "):
+    with pytest.raises(ValueError, match=r"sweep: lr must be a non-empty list of real numbers, got "):
         sweep(cfg, lr=values)
+    with pytest.raises(ValueError, match=r"sweep: grid must be True or False, got 'yes'"):
+        sweep(cfg, grid="yes", lr=[1e-3])
 
 
 def test_folder_names_are_plain():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import reprlib
 
 import numpy as np
 
@@ -35,9 +36,14 @@ def sweep(base, grid: bool = False, **values) -> HParams:
     for name, vals in values.items():
         if name not in fields:
             raise ValueError(f"sweep: {name!r} is not a hyperparameter; fields: {', '.join(fields)}")
-        numbers = np.ndim(vals) == 1 and len(vals) > 0 and np.issubdtype(np.asarray(vals).dtype, np.number)
-        if not numbers or np.issubdtype(np.asarray(vals).dtype, np.bool_):
-            raise ValueError(f"sweep: {name} must be a non-empty list of numbers, got {vals!r}")
+        try:
+            kind = np.asarray(vals).dtype.kind if np.ndim(vals) == 1 and len(vals) > 0 else ""
+        except (TypeError, ValueError, OverflowError):  # ragged, or an int beyond every dtype
+            kind = ""
+        if kind not in ("i", "u", "f"):  # not bools, complex numbers, times, strings or objects
+            raise ValueError(f"sweep: {name} must be a non-empty list of real numbers, got {reprlib.repr(vals)}")
+    if not isinstance(grid, (bool, np.bool_)):
+        raise ValueError(f"sweep: grid must be True or False, got {grid!r}")
     names = list(values)
     if grid:
         lanes = list(itertools.product(*(values[n] for n in names)))

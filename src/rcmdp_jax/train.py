@@ -70,13 +70,27 @@ class Program:
         n = self.num_iterations() if n is None else n
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"run: n must be a whole number of iterations >= 1 (static, not traced), got {n!r}")
-        if isinstance(start, (int, np.integer)) and (isinstance(start, bool) or start < 0):
-            raise ValueError(f"run: start must be an iteration index >= 0, got {start!r}")
+        check_start(start, n, self.num_iterations())
         return self.step.run(state, *self.inputs(lane), start, n)
 
     def __call__(self, rng: jax.Array, lane=None, env_params=None) -> TrainResult:
         state, metrics = self.run(self.init(rng, lane, env_params), lane)
         return TrainResult(state=state, metrics=metrics)
+
+
+def check_start(start, n: int, total: int) -> None:
+    """``start``: one integer iteration index (traced or not; a concrete one with its chunk
+    inside the program's ``total`` iterations)."""
+    try:
+        integer = np.ndim(start) == 0 and jnp.issubdtype(jnp.result_type(start), jnp.integer)
+    except TypeError:
+        integer = False
+    if isinstance(start, (bool, np.bool_)) or not integer:
+        raise ValueError(f"run: start must be one integer iteration index, got {start!r}")
+    if not isinstance(start, jax.core.Tracer) and not 0 <= int(start) <= total - n:
+        raise ValueError(
+            f"run: iterations {int(start)}..{int(start) + n - 1} are outside this program's 0..{total - 1}"
+        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
