@@ -83,6 +83,18 @@ def zero_cost(state, action, next_state, params):
     return jnp.zeros((1,), jnp.float32)
 
 
+def make_inner(env_id: str):
+    """``gymnax.make(env_id)``; a ``ValueError`` in one line where gymnax cannot build it here
+    (FourRooms-misc and MetaMaze-misc under a trace, MNISTBandit-bsuite without a network)."""
+    import gymnax
+
+    try:
+        return gymnax.make(env_id)
+    except Exception as err:  # gymnax's own failure, whatever its kind
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise ValueError(f"gymnax cannot build {env_id} here: {type(err).__name__}: {first}") from None
+
+
 @functools.cache
 def generic_preset(env_id: str):
     """The ``GymnaxPreset`` of a gymnax id without one: gymnax's own episode length, no
@@ -95,7 +107,7 @@ def generic_preset(env_id: str):
     if env_id not in gymnax.registered_envs:
         raise ValueError(f"unknown gymnax id {env_id!r}; presets: {', '.join(GYMNAX_PREFIX + k for k in PRESETS)}; "
                          f"other gymnax ids (with --uncertain): {', '.join(sorted(set(gymnax.registered_envs) - set(PRESETS)))}")  # fmt: skip
-    env, params = gymnax.make(env_id)
+    env, params = make_inner(env_id)
     return GymnaxPreset(env_id=env_id, uncertain={}, costs={}, default_costs=(), noise=1e-3,
                         params=dict(max_steps_in_episode=int(params.max_steps_in_episode)), gamma=0.99,
                         lambda_max=50.0, learner=LearnerSpec(), derive=known_derive(env, {}))  # fmt: skip
@@ -131,10 +143,9 @@ def check_box(name: str, pre, uncertain: dict) -> None:
     """An id without a preset needs its box named."""
     if uncertain:
         return
-    import gymnax
     from rcmdp_jax.envs import GYMNAX_PREFIX
 
-    fields = float_fields(gymnax.make(pre.env_id)[1])
+    fields = float_fields(make_inner(pre.env_id)[1])
     if not fields:
         raise ValueError(f"{GYMNAX_PREFIX}{pre.env_id}'s EnvParams has no float field: no uncertainty box can be "
                          "put on its dynamics (an environment of your own: docs/custom_envs.md)")  # fmt: skip

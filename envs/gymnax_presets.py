@@ -243,12 +243,11 @@ def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = N
 
 
 def _build(name: str, noise: float | None = None):
-    import gymnax
     from rcmdp_jax.envs import gymnax_any
     from rcmdp_jax.envs.gymnax_wrapper import robustify
 
     pre, uncertain, costs = parse_gymnax_name(name)
-    env, params = gymnax.make(pre.env_id)
+    env, params = gymnax_any.make_inner(pre.env_id)
     params = params.replace(**pre.params)
     state_fields = gymnax_any.float_state_fields(env, params)
     fns = {c: pre.costs[c].fn if c in pre.costs else gymnax_any.limit_cost(c, state_fields, pre.env_id)

@@ -220,6 +220,7 @@ def test_bad_wrapper_input_is_a_clear_error(kwargs, error, match):
         (["--env", "gymnax:Nope-v0"], "gymnax:Pendulum-v1"),
         (["--env", "cartpole", "--uncertain", "g=0.1"], "apply to a gymnax preset"),
         (["--env", "gymnax:Catch-bsuite"], "EnvParams has no float field: no uncertainty box can be put"),
+        (["--env", "gymnax:FourRooms-misc", "--uncertain", "x=1"], "gymnax cannot build FourRooms-misc here: Tracer"),
         (["--env", "gymnax:Catch-bsuite", "--uncertain", "x=1"], "no field 'x'; it has no float field (none"),
         (["--env", "gymnax:Pendulum-v1", "--costs", "spin:1"], "'spin' for FIELD:LIMIT; float fields: th"),
     ],
