@@ -11,7 +11,6 @@ work here: the config reads a spec before any backend starts.
 from __future__ import annotations
 
 import dataclasses
-import math
 import reprlib
 from collections.abc import Callable
 from typing import Any
@@ -95,7 +94,11 @@ def _check_hp(hp) -> None:
 
     for key, value in hp.items():  # one number each: not an array, a bool, a string, beyond float
         number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-        if not number or not finite_f32(float(value) if abs(value) < 1e300 else math.inf, np):
+        try:
+            number = number and finite_f32(float(value), np)
+        except OverflowError:  # an int beyond every float
+            number = False
+        if not number:
             raise ValueError(f"learner['hp'][{key!r}] must be a finite number in float32, got {reprlib.repr(value)}")
     try:  # the ranges too, here rather than when a run's configurations are built (blamed on --set there)
         with np.errstate(all="ignore"):

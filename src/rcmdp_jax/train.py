@@ -68,9 +68,7 @@ class Program:
         """Iterations ``start .. start + n - 1`` (``n`` static, default all): ``(state, metrics)``;
         ``run(init(rng), lane, start, n)`` over consecutive chunks gives the numbers of one call."""
         n = self.num_iterations() if n is None else n
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"run: n must be a whole number of iterations >= 1 (static, not traced), got {n!r}")
-        check_start(start, n, self.num_iterations())
+        check_chunk(start, n, self.num_iterations())
         return self.step.run(state, *self.inputs(lane), start, n)
 
     def __call__(self, rng: jax.Array, lane=None, env_params=None) -> TrainResult:
@@ -78,9 +76,11 @@ class Program:
         return TrainResult(state=state, metrics=metrics)
 
 
-def check_start(start, n: int, total: int) -> None:
-    """``start``: one integer iteration index (traced or not; a concrete one with its chunk
-    inside the program's ``total`` iterations)."""
+def check_chunk(start, n: int, total: int) -> None:
+    """``n``: a whole number of iterations (static); ``start``: one integer iteration index
+    (traced or not; a concrete one with its chunk inside the program's ``total`` iterations)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"run: n must be a whole number of iterations >= 1 (static, not traced), got {n!r}")
     try:
         integer = np.ndim(start) == 0 and jnp.issubdtype(jnp.result_type(start), jnp.integer)
     except TypeError:
