@@ -34,6 +34,7 @@ _PUBLIC = {
     "InventoryParams": "rcmdp_jax.envs.inventory",
     "Inventory3DParams": "rcmdp_jax.envs.inventory",
     "robustify": "rcmdp_jax.envs.gymnax_wrapper",
+    "cost_minimising": "rcmdp_jax.envs.minimise_cost",
     "relative": "rcmdp_jax.envs.gymnax_wrapper",
     "absolute": "rcmdp_jax.envs.gymnax_wrapper",
     "RobustGymnax": "rcmdp_jax.envs.gymnax_wrapper",

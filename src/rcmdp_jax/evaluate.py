@@ -35,19 +35,10 @@ class Sweep:
     n_test: int
     gamma: float
 
-    def one_episode(self, actor_params, kernel, key):
-        policy = Policy(self.actor, actor_params, deterministic=True)
-        v, c, _, hit = episode_values(key, self.env, kernel, policy, self.gamma, self.env.episode_length)
-        return v, c, hit
-
     def per_seed(self, actor_params, key):
         """One seed's sweep (unbatched): ``{"V": [L, D, E], "C": [L, D, E, m], "bound": [L, D, E]}``."""
-        keys = jax.random.split(key, self.n_test)
-        over_eps = jax.vmap(self.one_episode, in_axes=(None, None, 0))
-        over_dirs = jax.vmap(over_eps, in_axes=(None, 0, None))
-        over_levels = jax.vmap(over_dirs, in_axes=(None, 0, None))
-        v, c, hit = over_levels(actor_params, self.kernels, keys)
-        return {"V": v, "C": c, "bound": hit}
+        policy = Policy(self.actor, actor_params, deterministic=True)
+        return policy_sweep(self.env, self.kernels, policy, self.n_test, self.gamma, key)
 
     def from_keys(self, actor_params, keys):
         """The sweep of every seed, with one evaluation key per seed given."""
@@ -60,6 +51,21 @@ class Sweep:
     def __call__(self, actor_params, rng):
         n_seeds = jax.tree.leaves(actor_params)[0].shape[0]
         return self.from_keys(actor_params, jax.random.split(rng, n_seeds))
+
+
+def policy_sweep(env, kernels, policy, n_test: int, gamma, key) -> dict:
+    """One policy (``policy(obs, key) -> action``: a ``rollout.Policy``, or a controller of
+    one's own) on every kernel of ``kernels`` (leading axes ``[L, D]``), ``n_test`` episodes
+    each with the same keys on every kernel: ``{"V": [L, D, E], "C": [L, D, E, m], "bound": [L, D, E]}``."""
+
+    def one_episode(kernel, k):
+        v, c, _, hit = episode_values(k, env, kernel, policy, gamma, env.episode_length)
+        return v, c, hit
+
+    over_eps = jax.vmap(one_episode, in_axes=(None, 0))
+    over_levels = jax.vmap(jax.vmap(over_eps, in_axes=(0, None)), in_axes=(0, None))
+    v, c, hit = over_levels(kernels, jax.random.split(key, n_test))
+    return {"V": v, "C": c, "bound": hit}
 
 
 def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVELS, env_params=None) -> Sweep:

@@ -1,0 +1,180 @@
+"""The feasibility check: can the constraints be kept on the uncertainty box at all?
+
+For each constraint ``j`` of an environment: train *cost-minimising* policies (the reward
+replaced by ``-c_j``: ``envs.cost_minimising``; no constraint rule) robust against the box
+(``corners`` where the box has at most 8 parameters, else ``worst-of-n``), a few seeds; run
+each on every test kernel of the robustness test (docs/method.md §4) and keep, per kernel,
+the least ``C_j``; search the box by gradient steps (``rcmdp_jax.worst_case``) for the best
+policy's worst kernel; optionally add a controller of the user's own as a second witness.
+``feasibility_report.summarise`` turns the numbers into the verdict.
+
+The result is an upper bound on the least value a policy can reach: "not keepable" means
+no policy found keeps it. ``check_feasibility(name)`` returns the report as a dict (what
+``rcmdp feasibility`` writes to ``feasibility.json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rcmdp_jax import envs
+from rcmdp_jax.adversary.corners import MAX_PARAMS
+from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
+from rcmdp_jax.feasibility_report import kernel_labels, summarise
+from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
+
+LEARNERS = ("ppo", "mdpo")
+PREFIX = "min-cost"  # the cost-minimising environments' names: "min-cost<j>:<env>"
+
+
+@dataclasses.dataclass(frozen=True)
+class FeasibilityConfig:
+    """How the check runs (defaults: what ``rcmdp feasibility`` uses)."""
+
+    seeds: int = 3
+    steps: int | None = None  # policy steps per policy (None: the environment's short budget)
+    learner: str = "ppo"
+    method: str | None = None  # robust method (None: corners if the box has <= 8 parameters, else worst-of-n)
+    n_test: int | None = None  # episodes per test kernel (None: the environment's own)
+    margin: float = 0.0  # keepable: least C <= -margin
+    search: SearchConfig | None = dataclasses.field(default_factory=SearchConfig)  # None: grid only
+    seed: int = 0
+
+    def validate(self) -> FeasibilityConfig:
+        for field in ("seeds", "steps", "n_test"):
+            v = getattr(self, field)
+            if v is None and field != "seeds":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"feasibility: {field} must be a whole number >= 1, got {v!r}")
+        if self.learner not in LEARNERS:
+            raise ValueError(f"feasibility: learner={self.learner!r}; choose one of {', '.join(LEARNERS)}")
+        from rcmdp_jax import adversary
+
+        if self.method is not None and self.method not in adversary.names():
+            raise ValueError(f"feasibility: method={self.method!r}; choose one of {', '.join(adversary.names())}")
+        m = self.margin
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not (math.isfinite(m) and m >= 0):
+            raise ValueError(f"feasibility: margin must be a finite number >= 0, got {m!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"feasibility: seed must be an integer, got {self.seed!r}")
+        if self.search is not None:
+            self.search.validate()
+        return self
+
+
+def cost_env(name: str, j: int) -> str:
+    """Register (in this process) and return the name of ``name``'s environment whose reward
+    is ``-c_j``: the same spec, learner settings and test episodes."""
+    spec = envs.spec(name)
+    own = f"{PREFIX}{j}:{name}"
+    envs.register(own, dataclasses.replace(spec, factory=lambda: envs.cost_minimising(spec.build(), j)))
+    return own
+
+
+def default_method(env) -> str:
+    """``corners`` (training against the box's worst corner) where the box has at most
+    ``MAX_PARAMS`` parameters, else ``worst-of-n``."""
+    return "corners" if env.num_kernel_params <= MAX_PARAMS else "worst-of-n"
+
+
+def _check_controller(controller, env) -> None:
+    if controller is None:
+        return
+    if not callable(controller):
+        raise TypeError(f"feasibility: controller must be a function of the observation, got {type(controller).__name__}")
+    obs = jnp.zeros((env.obs_dim,), jnp.float32)
+    try:
+        shape = jax.eval_shape(controller, obs).shape
+    except Exception as err:  # a user's function: any error it raises on an observation
+        raise ValueError(f"feasibility: controller(obs) failed on an observation of shape {obs.shape}: {err}") from None
+    want = () if env.discrete else (env.action_dim,)
+    if tuple(shape) != want:
+        raise ValueError(f"feasibility: controller(obs) must return an action of shape {want}, got {tuple(shape)}")
+
+
+def learned(name: str, j: int, cfg: FeasibilityConfig, key):
+    """Train ``cfg.seeds`` cost-minimising policies for constraint ``j``: ``(config, actor
+    params with a seed axis, which seeds trained to finite values)``."""
+    from rcmdp_jax import make_train, preset
+
+    own = cost_env(name, j)
+    env, _ = envs.make(own)
+    method = cfg.method or default_method(env)
+    overrides = {} if cfg.steps is None else {"total_timesteps": int(cfg.steps)}
+    config = preset(own, f"{cfg.learner.upper()}+{method}", **overrides)
+    result = jax.jit(jax.vmap(make_train(config)))(jax.random.split(key, cfg.seeds))
+    leaves = [np.asarray(x).reshape(cfg.seeds, -1) for x in jax.tree.leaves(result.state.params)]
+    ok = np.all([np.isfinite(x).all(1) for x in leaves], axis=0)  # a diverged seed is left out
+    return config, result.state.params["actor"], ok
+
+
+def check_feasibility(name: str, config: FeasibilityConfig | None = None, controller: Callable | None = None,
+                      progress: Callable[[str], None] | None = None) -> dict:  # fmt: skip
+    """The feasibility report of environment ``name`` (any name ``envs.make`` takes) with
+    its box and costs: ``{"env", "levels", "constraints": [one ``summarise`` dict each],
+    "settings"}``. ``controller(obs) -> action`` (jit-able) is a second witness."""
+    cfg = (config or FeasibilityConfig()).validate()
+    say = progress or (lambda _: None)
+    env, params = envs.make(name)
+    m = int(env.num_constraints)
+    if m < 1:
+        raise ValueError(f"feasibility: {name} has no constraint costs to check")
+    _check_controller(controller, env)
+    spec = envs.spec(name)
+    n_test = int(cfg.n_test or spec.n_test)
+    names = tuple(spec.cost_names) if len(spec.cost_names) == m else tuple(f"C{j}" for j in range(m))
+    levels = np.asarray(DISTORTION_LEVELS, np.float64)
+    grid = env.test_kernels(levels, params)
+    labels, xi_c = kernel_labels(env), np.asarray(params.xi_c)
+    key = jax.random.PRNGKey(cfg.seed)
+    witness = None
+    if controller is not None:
+        say("the controller on every test kernel")
+        policy = lambda obs, _key: controller(obs)
+        out = jax.jit(lambda k: policy_sweep(env, grid, policy, n_test, env.gamma, k))(jax.random.fold_in(key, 7))
+        witness = np.asarray(out["C"]).mean(2)  # [L, D, m]
+    rows = []
+    for j in range(m):
+        k_train, k_test, k_search = jax.random.split(jax.random.fold_in(key, j), 3)
+        say(f"{names[j]}: training {cfg.seeds} cost-minimising {cfg.learner.upper()} policies")
+        config, actors, ok = learned(name, j, cfg, k_train)
+        if not ok.any():
+            raise FloatingPointError(f"feasibility: every seed's training diverged on {names[j]} (NaN)")
+        sweep = make_eval(config, n_test=n_test, env_params=params)
+        C = np.asarray(jax.jit(sweep)(actors, k_test)["C"])[..., j].mean(-1)[ok]  # [S', L, D]
+        actors = jax.tree.map(lambda x: x[np.flatnonzero(ok)], actors)
+        found = None
+        if cfg.search is not None:
+            say(f"{names[j]}: gradient search of the box for the best policy's worst kernel")
+            found = search_worst(config, params, actors, C, j, cfg.search, k_search)
+        w = None if witness is None else witness[..., j]
+        rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found))
+    settings = dataclasses.asdict(cfg) | {"n_test": n_test, "method": cfg.method or default_method(env),
+                                          "steps": cfg.steps or spec.learner.budgets["short"]}  # fmt: skip
+    return {"env": name, "levels": levels.tolist(), "constraints": rows, "settings": settings,
+            "controller": controller is not None}  # fmt: skip
+
+
+def search_worst(config, params, actors, C, j: int, search: SearchConfig, key) -> dict | None:
+    """The gradient search's highest ``C_j`` for the policy whose grid worst is least,
+    started from the centre and the corners the grid found worst; None where the kernel
+    allows no search (e.g. a kernel without a density for the score estimator)."""
+    best = int(np.argmin(C.reshape(C.shape[0], -1).max(1)))
+    try:
+        finder = make_worst_case(config, search, env_params=params, objectives="costs")
+    except ValueError:
+        return None
+    finder = dataclasses.replace(finder, objectives=(f"cost{j}",))
+    starts = corner_starts(finder.env, params, -C[best : best + 1, -1].reshape(1, -1))
+    one = jax.tree.map(lambda x: x[best : best + 1], actors)
+    found = jax.jit(finder)(one, starts, key)[f"cost{j}"]
+    values = np.asarray(found["episodes"])[0, :, :, 1 + j].mean(-1)  # [K]
+    k = int(np.argmax(values))
+    return {"C": float(values[k]), "xi": np.asarray(found["xi"])[0, k]}
