@@ -38,4 +38,3 @@ def cost_minimising(env: RobustEnvironment, j: int) -> RobustEnvironment:
     new.__class__ = _CLASSES[base]
     new.minimised_cost = j
     return new
-

@@ -2,70 +2,19 @@
 known in closed form, the cost-minimising signal by hand, a user's controller as witness, and
 the report's verdicts. One training per box (a tiny PPO program), shared by the tests."""
 
-import distrax
+import json
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import struct
-from gymnax.environments import environment, spaces
+from feasibility_toy import DISCOUNT, Drift  # tests/ is on the path (pytest's rootdir-relative import)
 
 from rcmdp_jax import envs
-from rcmdp_jax.envs.base import RobustEnvironment
 from rcmdp_jax.feasibility import FeasibilityConfig, check_feasibility
 from rcmdp_jax.feasibility_report import lines, summarise
 from rcmdp_jax.worst_case import SearchConfig
-
-GAMMA, HORIZON = 0.9, 10
-DISCOUNT = sum(GAMMA**t for t in range(HORIZON))  # the discounted sum of a constant per-step cost
-
-
-@struct.dataclass
-class DriftParams(environment.EnvParams):
-    xi: jax.Array = struct.field(default_factory=lambda: jnp.array([0.5]))
-    xi_c: jax.Array = struct.field(default_factory=lambda: jnp.array([0.5]))
-    kappa: jax.Array = struct.field(default_factory=lambda: jnp.array([0.8]))
-    max_steps_in_episode: int = HORIZON
-
-
-class Drift(RobustEnvironment):
-    """``s' ~ N(xi - a, 0.01^2)``, ``a in {0, 1}``, cost ``c = s'``: the least expected cost per
-    step is ``xi - 1`` (always ``a = 1``), so the least ``C`` is ``(xi - 1) * DISCOUNT``."""
-
-    num_constraints, gamma, lambda_max = 1, GAMMA, 10.0
-    episode_length = min_episode_length = HORIZON
-    state_dim, discrete, action_dim = 1, True, 2
-
-    def __init__(self, kappa: float):
-        super().__init__()
-        self.kappa = kappa
-
-    @property
-    def default_params(self):
-        return DriftParams(kappa=jnp.array([self.kappa]))
-
-    @property
-    def name(self):
-        return "Drift"
-
-    def initial_state(self, key, params):
-        return jnp.zeros((1,))
-
-    def next_state_distribution(self, params, s, action):
-        return distrax.MultivariateNormalDiag(params.xi - action, 0.01 * jnp.ones((1,)))
-
-    def reward(self, params, s, action, s_next):
-        return jnp.zeros(())
-
-    def constraint_costs(self, params, s, action, s_next):
-        return s_next
-
-    def action_space(self, params=None):
-        return spaces.Discrete(2)
-
-    def observation_space(self, params):
-        return spaces.Box(-jnp.inf, jnp.inf, (1,), jnp.float32)
-
 
 SMALL = dict(policy_hidden=(16,), critic_hidden=(16,), hp={"lr": 3e-3})
 
@@ -153,3 +102,24 @@ def test_bad_settings_are_refused_before_training():
             check_feasibility("cartpole", FeasibilityConfig(**bad))
     with pytest.raises(ValueError, match="controller"):
         check_feasibility("cartpole", controller=lambda obs: jnp.zeros((3,)))
+
+
+def test_command_writes_feasibility_json_and_never_overwrites_it(tmp_path, capsys):
+    from rcmdp_jax.study.console import main
+
+    toy = Path(__file__).parent / "feasibility_toy.py"
+    argv = ["feasibility", "--env", f"{toy}:make", "--seeds", "1", "--steps", "1600", "--no-search",
+            "--out", str(tmp_path / "f")]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "f" / "feasibility.json").read_text())
+    (r,) = report["constraints"]
+    assert r["keepable"] is False and r["least_worst_C"] > 0 and r["not_keepable_kernels"]
+    assert {"level", "direction", "kernel", "described", "least_C"} <= set(r["not_keepable_kernels"][0])
+    assert (tmp_path / "f" / "feasibility.png").stat().st_size > 0
+    out = capsys.readouterr().out
+    assert "NOT keepable" in out and "feasibility.json" in out
+    before = (tmp_path / "f" / "feasibility.json").read_bytes()
+    assert main(argv) == 2 and "already exists" in capsys.readouterr().err
+    assert (tmp_path / "f" / "feasibility.json").read_bytes() == before
+    assert main(["feasibility", "--env", "gymnax:MountainCar-v0", "--uncertain", "gravity=0.1"]) == 2
+    assert "no constraint costs" in capsys.readouterr().err

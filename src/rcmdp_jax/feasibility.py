@@ -69,6 +69,14 @@ class FeasibilityConfig:
         return self
 
 
+def has_costs(name: str) -> bool:
+    """Whether environment ``name`` has constraint costs (a gymnax id named without costs
+    carries a placeholder constraint that is always 0)."""
+    if name.startswith(envs.GYMNAX_PREFIX) and not envs.gymnax_has_costs(name):
+        return False
+    return envs.spec(name).build().num_constraints >= 1
+
+
 def cost_env(name: str, j: int) -> str:
     """Register (in this process) and return the name of ``name``'s environment whose reward
     is ``-c_j``: the same spec, learner settings and test episodes."""
@@ -88,7 +96,9 @@ def _check_controller(controller, env) -> None:
     if controller is None:
         return
     if not callable(controller):
-        raise TypeError(f"feasibility: controller must be a function of the observation, got {type(controller).__name__}")
+        raise TypeError(
+            f"feasibility: controller must be a function of the observation, got {type(controller).__name__}"
+        )
     obs = jnp.zeros((env.obs_dim,), jnp.float32)
     try:
         shape = jax.eval_shape(controller, obs).shape
@@ -122,10 +132,10 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
     "settings"}``. ``controller(obs) -> action`` (jit-able) is a second witness."""
     cfg = (config or FeasibilityConfig()).validate()
     say = progress or (lambda _: None)
+    if not has_costs(name):
+        raise ValueError(f"feasibility: {name} has no constraint costs to check (name them, e.g. --costs FIELD:LIMIT)")
     env, params = envs.make(name)
     m = int(env.num_constraints)
-    if m < 1:
-        raise ValueError(f"feasibility: {name} has no constraint costs to check")
     _check_controller(controller, env)
     spec = envs.spec(name)
     n_test = int(cfg.n_test or spec.n_test)

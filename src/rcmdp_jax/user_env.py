@@ -100,6 +100,23 @@ def load(record: dict, name: str) -> str:
         raise ValueError(f"cannot load {where}: {type(err).__name__}: {msg}") from None
 
 
+def load_object(spec: str):
+    """What ``MODULE:NAME`` / ``FILE.py:NAME`` names (e.g. a controller for ``rcmdp
+    feasibility``); ``ValueError`` in one line if it cannot be imported."""
+    if not is_source(spec):
+        raise ValueError(f"{spec!r} is not PACKAGE.MODULE:NAME or FILE.py:NAME")
+    record = _source_record(spec)[1]
+    where = f"{record.get('file') or record.get('module')}:{record['attr']}"
+    try:
+        module = _import(record)
+    except (Exception, SystemExit) as err:  # the user's code: any error, said in one line
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ValueError(f"cannot load {where}: {type(err).__name__}: {msg}") from None
+    if not hasattr(module, record["attr"]):
+        raise ValueError(f"{where}: the module has no {record['attr']!r}")
+    return getattr(module, record["attr"])
+
+
 def load_spec(spec: str) -> tuple[str, dict]:
     """Load ``--env spec``: ``(registered name, its record for run.json)``."""
     name, record = _source_record(spec)

@@ -2,6 +2,7 @@
 
     rcmdp [run.py's options]     train and test (``rcmdp --help``)
     rcmdp report RUN_DIR         rewrite a run folder's tables and plots
+    rcmdp feasibility --env ...  whether the constraints can be kept on the box at all
     rcmdp-report RUN_DIR         the same
     python -m rcmdp_jax ...      the same as ``rcmdp``
 
@@ -71,11 +72,23 @@ def report(argv=None) -> int:
     return main(argv)
 
 
+def feasibility(argv=None) -> int:
+    try:
+        from rcmdp_jax.study.feasibility_cli import main
+
+        return main(argv)
+    except KeyboardInterrupt:
+        print("\ninterrupted: no feasibility.json was written", file=sys.stderr)
+        return 130
+
+
 def main(argv=None) -> int:
-    """``rcmdp report RUN_DIR`` or ``rcmdp [options]`` (training)."""
+    """``rcmdp report RUN_DIR``, ``rcmdp feasibility ...`` or ``rcmdp [options]`` (training)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["report"]:
         return report(argv[1:])
+    if argv[:1] == ["feasibility"]:
+        return feasibility(argv[1:])
     return train(argv)
 
 
