@@ -9,6 +9,9 @@ and Acrobot-v1, short budgets) it trains PPO-Lag and MDPO-Lag under every robust
 per learner) with ``experiments/run.py --worst-case costs``, then reads each seed's constraint
 value at the nominal kernel, on its worst kernel of the test grid and on the worst kernel
 the gradient search finds, and writes ``docs/robustness.md`` and ``docs/robustness.json``.
+Each setting's feasibility check (``rcmdp feasibility``, into the setting's run folder) gives
+the feasible bound, each row's share of the gap to it closed, and whether the setting passes
+the calibration rule (``robustness_report.CALIBRATION``).
 A second pass times each method trained alone (PPO-Lag, compile excluded).
 
 Two cores are kept busy: the settings run two at a time, longest first, and the timing
@@ -204,6 +207,24 @@ def poi_vs_none(rows: dict, learner: str, reps: int = 2000) -> dict:
     return {m: tuple(float(x) for x in np.ravel([point[m], *np.ravel(interval[m])])) for m in pairs}
 
 
+FEASIBILITY = "feasibility:"  # the pool's names of the feasibility jobs
+
+
+def feasibility_command(out: Path, env: str) -> list[str]:
+    """``rcmdp feasibility`` for one setting (its defaults), into ``out/feasibility/<setting>``."""
+    return [sys.executable, "-m", "rcmdp_jax", "feasibility", "--env", env, "--out", str(out / "feasibility" / slug(env))]
+
+
+def feasible_bound(out: Path, env: str) -> dict | None:
+    """The setting's feasibility verdict: ``{"least_worst_C", "keepable"}`` (the worst of its
+    constraints), or None before its check ran."""
+    path = out / "feasibility" / slug(env) / "feasibility.json"
+    if not path.exists():
+        return None
+    rows = json.loads(path.read_text())["constraints"]
+    return {"least_worst_C": max(r["least_worst_C"] for r in rows), "keepable": all(r["keepable"] for r in rows)}
+
+
 def evidence(out: Path) -> dict:
     table = {}
     for env in SETTINGS:
@@ -212,7 +233,7 @@ def evidence(out: Path) -> dict:
             continue
         rows = {algo_name(lr, m): seed_table(run_dir, env, algo_name(lr, m)) for lr in LEARNERS for m in METHODS}
         poi = {lr: poi_vs_none(rows, lr) for lr in LEARNERS}
-        table[env] = {"rows": rows, "poi": poi}
+        table[env] = {"rows": rows, "poi": poi, "feasible": feasible_bound(out, env)}
     return table
 
 
@@ -260,10 +281,14 @@ def main(argv=None) -> None:
         jobs = {env: setting_command(out, env, args.seeds, args.jobs)
                 for env in args.settings.split(",") if env not in meta["wall_s"]}  # fmt: skip
         jobs.update({COMPILE + env: me + ["--compile-only", env] for env in TIMED if env not in meta["timing"]})
+        jobs.update({FEASIBILITY + env: feasibility_command(out, env) for env in args.settings.split(",")
+                     if feasible_bound(out, env) is None})  # fmt: skip
 
         def done(name, seconds):
             if name.startswith(COMPILE):
                 meta.setdefault("timing_compile_s", {})[name[len(COMPILE) :]] = seconds
+            elif name.startswith(FEASIBILITY):
+                meta.setdefault("feasibility_wall_s", {})[name[len(FEASIBILITY) :]] = seconds
             else:
                 meta.setdefault("code_versions", {})[name] = code_version()
                 meta["wall_s"][name] = seconds

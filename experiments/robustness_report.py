@@ -15,6 +15,39 @@ def _broken(x) -> int:
     return int(np.sum(np.asarray(x) > 0))
 
 
+# the calibration rule, fixed before the results and applied the same way to every setting
+CALIBRATION = (
+    "a setting can tell robust methods apart when (1) the feasibility check keeps its constraint on the whole "
+    "box with a margin — the least worst-kernel C found is at most -10 % of the gap between *none*'s mean "
+    "worst-kernel C and that bound — and (2) the non-robust learner (*none*) breaks the constraint on its worst "
+    "kernel in at least half its seeds"
+)
+
+
+def gap_closed(c_none, c_method, c_feasible) -> float | None:
+    """The share of the gap to the feasible bound a method closes on the worst kernel:
+    ``(C_none - C_method) / (C_none - C_feasible)`` of the mean worst-kernel C; None when
+    *none* is already at or below the bound."""
+    c_none, c_method = float(np.mean(c_none)), float(np.mean(c_method))
+    gap = c_none - float(c_feasible)
+    return None if gap <= 0 else (c_none - c_method) / gap
+
+
+def calibrated(c_none, feasible: dict | None) -> tuple[bool, str]:
+    """Whether a setting passes ``CALIBRATION``, and why (in words)."""
+    if feasible is None:
+        return False, "no feasibility check"
+    bound = feasible["least_worst_C"]
+    c_none = np.asarray(c_none, np.float64)
+    margin = 0.1 * max(float(c_none.mean()) - bound, 0.0)
+    keeps = feasible["keepable"] and bound <= -margin
+    broken = _broken(c_none)
+    half = broken * 2 >= c_none.size
+    why = (f"feasible bound {bound:+.3g} ({'keepable' if feasible['keepable'] else 'not keepable'}; margin needed "
+           f"{margin:.3g}), none breaks on its worst kernel in {broken}/{c_none.size} seeds")  # fmt: skip
+    return bool(keeps and half), why
+
+
 def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) -> tuple[str, dict]:
     seeds = meta.get("seeds", 10)
     lines = [
@@ -38,7 +71,11 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
         "(the worse of grid and search); `R_pen nom` / `R_pen worst` the penalised return at the nominal and "
         "the grid's worst kernel; `PoI` rliable's probability that a seed of the method has a lower worst-kernel "
         "C than a seed of `none`, with its 95 % bootstrap interval (**bold**: lower end above 0.5); `time` "
-        "training time of the method alone (PPO-Lag, compile excluded) where timed.",
+        "training time of the method alone (PPO-Lag, compile excluded) where timed; `gap closed` the share of the "
+        "gap between *none* and the feasible bound (`rcmdp feasibility`'s least worst-kernel C) the method closes "
+        "on the worst kernel, `(C_none - C_method) / (C_none - C_feasible)` of the mean worst-kernel C.",
+        "",
+        f"The calibration rule (fixed before the results): {CALIBRATION}.",
         "",
     ]
     js: dict = {"meta": meta, "settings": {}}
@@ -47,13 +84,19 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
         rows, poi = block["rows"], block["poi"]
         timing = meta.get("timing", {}).get(env, {})
         lines += [f"## `{env}`", ""]
+        feasible = block.get("feasible")
+        if feasible is not None:
+            ok = {lr: calibrated(rows[algo_name(lr, "none")]["C_worst"], feasible) for lr in learners}
+            js.setdefault("calibration", {})[env] = {lr: {"passes": o[0], "why": o[1]} for lr, o in ok.items()}
+            lines += ["Calibration rule: " + "; ".join(f"{lr} {'passes' if o[0] else 'fails'} ({o[1]})"
+                                                       for lr, o in ok.items()) + ".", ""]  # fmt: skip
         if env in meta.get("wall_s", {}):
             version = meta.get("code_versions", {}).get(env, meta.get("code_version", "?"))
             lines += [f"Code version `{version}`; wall time of the setting (train, test, search): "
                       f"{meta['wall_s'][env] / 60:.1f} min.", ""]  # fmt: skip
         lines += ["| algorithm | seeds | C nom | C grid | C search | broken nom / worst | R_pen nom | R_pen worst "
-                  "| PoI vs none | time |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "| PoI vs none | gap closed | time |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         js["settings"][env] = {}
         for learner in learners:
             for m in methods:
@@ -67,15 +110,19 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
                     if p[1] > 0.5:
                         poi_s = f"**{poi_s}**"
                         wins.setdefault(env, []).append(a)
+                g = None if feasible is None else gap_closed(
+                    rows[algo_name(learner, "none")]["C_worst"], r["C_worst"], feasible["least_worst_C"]
+                )
+                g_s = "—" if g is None else f"{g:.2f}"
                 t = timing.get(m) if learner == "PPO-Lag" else None
                 t_s = "" if t is None else f"{t:.1f} s ({t / timing['none']:.2f}×)"
                 lines.append(
                     f"| {a} | {r['seeds']}/{r['trained']} | {_mean_se(r['C_nominal'])} | {_mean_se(r['C_grid'])} | "
                     f"{_mean_se(r['C_search'])} | {_broken(r['C_nominal'])} / {_broken(r['C_worst'])} | "
-                    f"{_mean_se(r['R_pen_nominal'])} | {_mean_se(r['R_pen_worst'])} | {poi_s} | {t_s} |"
+                    f"{_mean_se(r['R_pen_nominal'])} | {_mean_se(r['R_pen_worst'])} | {poi_s} | {g_s} | {t_s} |"
                 )
                 js["settings"][env][a] = {k: (np.asarray(v).tolist() if not isinstance(v, int) else v)
-                                          for k, v in r.items()} | {"poi_vs_none": p}  # fmt: skip
+                                          for k, v in r.items()} | {"poi_vs_none": p, "gap_closed": g}  # fmt: skip
         lines.append("")
     lines += ["## Where a robust method beats *none*", ""]
     lines += [f"* `{env}`: {', '.join(wins.get(env, [])) or 'no method'} (PoI's lower end > 0.5)" for env in table]

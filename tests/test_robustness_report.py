@@ -1,0 +1,38 @@
+"""The robustness benchmark's report (experiments/robustness_report.py): the share of the gap to
+the feasible bound a method closes, and the calibration rule, against hand-computed cases."""
+
+import numpy as np
+import pytest
+from robustness_report import calibrated, gap_closed, render
+
+
+def test_gap_closed_by_hand():
+    # none's mean worst C is 2, the bound -1: a method at 0.5 closes (2 - 0.5) / 3 = 0.5 of the gap
+    assert gap_closed([1.0, 3.0], [0.0, 1.0], -1.0) == pytest.approx(0.5)
+    assert gap_closed([1.0, 3.0], [-1.0, -1.0], -1.0) == pytest.approx(1.0)
+    assert gap_closed([-2.0], [-3.0], -1.0) is None  # none already below the bound: no gap
+
+
+def test_calibration_rule():
+    keep = {"least_worst_C": -1.0, "keepable": True}
+    assert calibrated([0.5, 1.0, -0.2, 2.0], keep)[0]  # bound -1 <= -0.1 * (0.825 + 1); 3/4 seeds broken
+    assert not calibrated([0.5, -1.0, -0.2, -2.0], keep)[0]  # 1/4 seeds broken: nothing to gain
+    assert not calibrated([30.0, 30.0], keep)[0]  # margin 3.1 needed, the bound gives 1
+    ok, why = calibrated([1.0, 1.0], {"least_worst_C": 0.5, "keepable": False})
+    assert not ok and "not keepable" in why
+    assert calibrated([1.0], None) == (False, "no feasibility check")
+
+
+def test_report_rows_carry_the_gap_and_the_verdict():
+    worst = {"none": [1.0, 3.0], "corners": [0.0, 1.0]}
+    row = lambda c: {"seeds": 2, "trained": 2, "C_nominal": np.array([-1.0, -1.0]), "C_grid": np.array(c),
+                     "C_search": np.array(c), "C_worst": np.array(c), "R_pen_nominal": np.array([1.0, 1.0]),
+                     "R_pen_worst": np.array([0.0, 0.0])}  # fmt: skip
+    name = lambda lr, m: lr if m == "none" else f"{lr}+{m}"
+    table = {"gymnax:Toy": {"rows": {name("PPO-Lag", m): row(c) for m, c in worst.items()},
+                            "poi": {"PPO-Lag": {"corners": (0.8, 0.6, 0.9)}},
+                            "feasible": {"least_worst_C": -1.0, "keepable": True}}}  # fmt: skip
+    md, js = render(table, {"seeds": 2}, ("PPO-Lag",), ("none", "corners"), name)
+    assert js["settings"]["gymnax:Toy"]["PPO-Lag+corners"]["gap_closed"] == pytest.approx(0.5)
+    assert js["calibration"]["gymnax:Toy"]["PPO-Lag"]["passes"]
+    assert "| 0.50 |" in md and "PPO-Lag passes" in md
