@@ -63,17 +63,12 @@ def summarise(C, levels, grid_xi, xi_c, labels, name: str, margin: float = 0.0, 
     li, di = np.unravel_index(int(np.argmax(least)), least.shape)
     ok_level = [bool(np.all(least[: i + 1] <= -margin)) for i in range(len(levels))]
     up_to = max((float(levels[i]) for i, ok in enumerate(ok_level) if ok), default=None)
-    breaking = [
-        kernel_record(
-            labels,
-            flat_xi[i * least.shape[1] + d],
-            xi_c,
-            level=float(levels[i]),
-            direction=int(d),
-            least_C=float(least[i, d]),
-        )  # fmt: skip
-        for i, d in zip(*np.nonzero(least > -margin))
-    ]
+
+    def grid_kernel(i, d):
+        x = flat_xi[i * least.shape[1] + d]
+        return kernel_record(labels, x, xi_c, level=float(levels[i]), direction=int(d), least_C=float(least[i, d]))
+
+    breaking = [grid_kernel(i, d) for i, d in zip(*np.nonzero(least > -margin))]
     if search is not None and by == "learned" and best_source == "search" and best_worst > -margin:
         breaking.append(kernel_record(labels, search["xi"], xi_c, level=None, direction=None, least_C=best_worst,
                                       found_by="gradient search (best learned policy)"))  # fmt: skip
@@ -85,14 +80,7 @@ def summarise(C, levels, grid_xi, xi_c, labels, name: str, margin: float = 0.0, 
         "margin": float(margin),
         "keepable_up_to_level": up_to,
         "box_fraction": None if up_to is None else up_to**2,
-        "worst_kernel": kernel_record(
-            labels,
-            flat_xi[li * least.shape[1] + di],
-            xi_c,
-            level=float(levels[li]),
-            direction=int(di),
-            least_C=float(least[li, di]),
-        ),  # fmt: skip
+        "worst_kernel": grid_kernel(li, di),
         "not_keepable_kernels": breaking,
         "least_C_per_level": least.max(1).tolist(),
         "least_C": least.tolist(),
