@@ -117,7 +117,7 @@ def plot(report: dict, path) -> None:
     import matplotlib.pyplot as plt
 
     rows = report["constraints"]
-    fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(rows), figsize=(max(6.5, 5 * len(rows)), 4), squeeze=False)
     for ax, r in zip(axes[0], rows):
         ax.plot(report["levels"], r["least_C_per_level"], marker="o", label="least C (worst direction)")
         ax.axhline(-r["margin"], color="k", lw=0.8, ls="--", label="limit" if not r["margin"] else "limit - margin")
@@ -125,7 +125,7 @@ def plot(report: dict, path) -> None:
         ax.set_ylabel("C (kept when <= 0)")
         ax.set_title(f"{r['constraint']}: {'keepable' if r['keepable'] else 'not keepable'}", fontsize=10)
         ax.legend(fontsize=8)
-    fig.suptitle(f"Feasibility on {report['env']} (an upper bound: the best policy found)", fontsize=10)
+    fig.suptitle(f"{report['env']}: the least C found (an upper bound)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
