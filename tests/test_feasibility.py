@@ -108,7 +108,7 @@ def test_command_writes_feasibility_json_and_never_overwrites_it(tmp_path, capsy
     from rcmdp_jax.study.console import main
 
     toy = Path(__file__).parent / "feasibility_toy.py"
-    argv = ["feasibility", "--env", f"{toy}:make", "--seeds", "1", "--steps", "1600", "--no-search",
+    argv = ["feasibility", "--env", f"{toy}:make", "--seeds", "2", "--steps", "4800", "--no-search",
             "--out", str(tmp_path / "f")]  # fmt: skip
     assert main(argv) == 0
     report = json.loads((tmp_path / "f" / "feasibility.json").read_text())
