@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rcmdp_jax.config import Config, HParams, config_from_dict
+from rcmdp_jax.config import Config, config_from_dict
+from rcmdp_jax.hparams import HParams
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
 _HP_FIELDS = {f.name for f in dataclasses.fields(HParams)}
