@@ -14,8 +14,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.advantages import discounted_fold, discounts
-from rcmdp_jax.rollout import Trajectory, reward_and_costs, scan_episode
+from rcmdp_jax.advantages import discounts
+from rcmdp_jax.rollout import Trajectory, fold_values, init_values, scan_episode
 
 
 def episode_quantities(key, env, env_params, policy, gamma, horizon: int, truncate: int = 0):
@@ -23,13 +23,12 @@ def episode_quantities(key, env, env_params, policy, gamma, horizon: int, trunca
     ``[1 + m]``, and its steps (a ``Trajectory``, leaves ``[H, ...]``) for the score
     function. ``truncate``: see ``rollout.scan_episode`` (it changes no value)."""
 
-    def fold(acc, st):
-        return discounted_fold(acc, reward_and_costs(st), st.alive, gamma)
+    fold = lambda acc, st: fold_values(acc, st, gamma)
 
     def emit(st):
         return Trajectory(st.s, st.action, st.s_next, st.reward, st.costs, st.alive)
 
-    init = (jnp.float32(1.0), jnp.zeros((1 + env.num_constraints,)))
+    init = init_values(env.num_constraints)
     (_, total), steps = scan_episode(key, env, env_params, policy, horizon, emit=emit, fold=fold, init=init,
                                      truncate=truncate)  # fmt: skip
     return total, steps

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax import stats
+from rcmdp_jax import box, stats
 from rcmdp_jax.advantages import episode_returns_to_go
 from rcmdp_jax.kernel_gradients import episode_quantities, mean_quantities, score_surrogate, score_weights
 from rcmdp_jax.rollout import Policy, reward_and_costs
@@ -135,8 +135,7 @@ def search(key, xi0, env, env_params, policy, name: str, cfg: SearchConfig, gamm
     horizon = env.episode_length
     k_search, k_eval = jax.random.split(key)
     keys = jax.random.split(k_search, cfg.episodes)  # common random numbers: the same at every step
-    lo, hi = env_params.xi_c - env_params.kappa, env_params.xi_c + env_params.kappa
-    kappa = env_params.kappa
+    xi_c, kappa = env_params.xi_c, env_params.kappa
     etas = cfg.eta0 * (1.0 / 20.0) ** (jnp.arange(cfg.steps, dtype=jnp.float32) / max(cfg.steps - 1, 1))
 
     def step(carry, eta):
@@ -149,9 +148,9 @@ def search(key, xi0, env, env_params, policy, name: str, cfg: SearchConfig, gamm
         g = jnp.where(jnp.isfinite(grad), grad, 0.0) * kappa
         scale = jnp.max(jnp.abs(g))
         move = jnp.where(scale > 0, eta * kappa * g / jnp.where(scale > 0, scale, 1.0), 0.0)
-        return (jnp.clip(xi - move, lo, hi), best_xi, best), value
+        return (box.project(xi - move, xi_c, kappa), best_xi, best), value
 
-    xi0 = jnp.clip(xi0, lo, hi)
+    xi0 = box.project(xi0, xi_c, kappa)
     (xi, best_xi, best), history = jax.lax.scan(step, (xi0, xi0, jnp.float32(jnp.inf)), etas)
     # the last point is judged too (its value only: no gradient needed)
     last = env_params.replace(xi=xi)
@@ -218,11 +217,10 @@ def corner_starts(env, env_params, grid_values: np.ndarray | None = None, max_co
     """Start points ``[S, K, *xi]``: the centre and the box corners; with more than
     ``max_corners`` corners, the ``max_corners`` the grid found worst for each seed
     (``grid_values`` ``[S, D]``: each seed's value at level 1 per direction, lower = worse)."""
-    dirs = env.sign_directions()
     xi_c, kappa = np.asarray(env_params.xi_c, np.float32), np.asarray(env_params.kappa, np.float32)
-    corners = xi_c[None] + kappa[None] * dirs.reshape((-1,) + xi_c.shape)
+    corners = box.corners(xi_c, kappa)
     n_seeds = 1 if grid_values is None else grid_values.shape[0]
-    if len(dirs) <= max_corners or grid_values is None:
+    if len(corners) <= max_corners or grid_values is None:
         chosen = np.broadcast_to(corners[None], (n_seeds,) + corners.shape)
     else:
         worst = np.argsort(grid_values, axis=1)[:, :max_corners]

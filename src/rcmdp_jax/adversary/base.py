@@ -10,6 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from rcmdp_jax import box
 from rcmdp_jax.constraints import lagrangian_cost
 from rcmdp_jax.plugin import Plugin
 from rcmdp_jax.rollout import Policy, episode_values
@@ -64,8 +65,7 @@ def broadcast(xi: jax.Array, n: int) -> jax.Array:
 
 def uniform_kernels(key, params, n: int) -> jax.Array:
     """``n`` kernels drawn uniformly from the box ``|xi - xi_c| <= kappa``: ``[n, *xi.shape]``."""
-    u = jax.random.uniform(key, (n,) + jnp.shape(params.xi_c), minval=-1.0, maxval=1.0)
-    return params.xi_c + params.kappa * u
+    return box.uniform(key, params.xi_c, params.kappa, n)
 
 
 def lagrangian_costs(ctx: Context, key, params, xis: jax.Array, actor_params, lam_tilde, hp):

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from rcmdp_jax import box
 from rcmdp_jax.adversary.base import Adversary, broadcast, lagrangian_costs
 
 MAX_PARAMS = 8
 
 
 def corner_kernels(env, params) -> jnp.ndarray:
-    """The ``2^n`` corners of the box, ``[2^n, *xi.shape]``."""
-    d = jnp.asarray(env.sign_directions()).reshape((-1,) + jnp.shape(params.xi_c))
-    return params.xi_c + params.kappa * d
+    """The ``2^n`` corners of the box, ``[2^n, *xi.shape]`` (``box.corners``)."""
+    return box.corners(params.xi_c, params.kappa)
 
 
 class Corners(Adversary):
