@@ -86,6 +86,12 @@ class UpperCorner(Adversary):
     option ``toy_reach`` in (0, 1] (1: the box's upper corner); no environment steps spent."""
 
     options = {"toy_reach": 1.0}
+    size_fields = ("toy_reach",)
+    BYTES = 2.0**40  # its memory need, a mark the size estimate must read
+
+    @classmethod
+    def lane_bytes(cls, cfg, record, episode):
+        return cls.BYTES
 
     @classmethod
     def check_options(cls, cfg):
@@ -269,3 +275,12 @@ def test_a_toy_robust_method_trains_as_a_lane_beside_none(registered):
 
     with pytest.raises(ValueError, match=r"NeedsArgs\(\) must take no arguments"):
         adversary.register("toy-args", NeedsArgs)
+
+
+def test_the_size_estimate_reads_a_methods_own_memory_and_fields(registered):
+    from rcmdp_jax.study import sizes
+
+    tiny = dict(total_timesteps=64 * 3, n_steps=16, minibatch_size=16, eval_episodes=2)
+    toy, plain = preset("cartpole", "PPO-Lag+toy-upper", **tiny), preset("cartpole", "PPO-Lag", **tiny)
+    assert sizes.lane_bytes(toy) - sizes.lane_bytes(plain) == UpperCorner.BYTES
+    assert "toy_reach" in sizes.size_fields([toy]) and "toy_reach" not in sizes.size_fields([plain])

@@ -5,9 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.advantages import episode_returns_to_go
 from rcmdp_jax.constraints import lagrangian_cost
-from rcmdp_jax.kernel_gradients import mean_quantities, score_surrogate, score_weights
+from rcmdp_jax.kernel_gradients import mean_quantities, score_gradient
 from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
 
 
@@ -24,10 +23,7 @@ def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.A
     ``G_t = sum_{l>=t} gamma^(l-t) cL_l``; the gradient is ``jax.grad`` of the
     environment's distrax ``log_prob`` (``kernel_gradients.score_surrogate``).
     """
-    g = episode_returns_to_go(step_costs(traj, lam_tilde), gamma)  # [E, H]
-    weights = score_weights(g, traj.alive, gamma)
-    surrogate = score_surrogate(env, env_params, traj.s, traj.action, traj.s_next, weights)
-    return jax.grad(surrogate)(env_params.xi)
+    return score_gradient(env, env_params, env_params.xi, traj, step_costs(traj, lam_tilde), gamma)
 
 
 def pathwise_direction(env, env_params, policy, keys, lam_tilde, gamma, horizon: int):

@@ -38,7 +38,9 @@ class TrainState:
     env_state: Any  # the parallel rollout envs
     obs: jax.Array
     episodes: EpisodeAccumulator
-    samples: jax.Array  # cumulative (policy, dual, LTMA) environment steps
+    # cumulative (policy, dual, robust method) environment steps; the third is the metric
+    # ``ltma_steps`` (the name kept for the golden runs and run folders), whatever the method
+    samples: jax.Array
     rng: jax.Array
 
 
@@ -202,7 +204,7 @@ class Step:
 
     # ------------------------------------------------------------------ iteration
     def iteration(self, state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
-        rng, k_learn, k_ltma, k_dual, k_eval = jax.random.split(state.rng, 5)
+        rng, k_learn, k_robust, k_dual, k_eval = jax.random.split(state.rng, 5)
         k_roll, k_upd = self.learner.learn_keys(k_learn)
         lam_tilde = constraints.multiplier(variant.constraint, state.dual, hp, cfg=self.cfg)
 
@@ -211,7 +213,7 @@ class Step:
         signal = self.learner.signal(data, state.params, lam_tilde, hp)
         state, policy_steps, upd = self.learner.update(k_upd, state, data, signal, hp, variant.schedule)
         check_update_metrics(type(self.learner).__name__, upd)
-        env_params, env_xi, ltma_steps = self.adversary(k_ltma, state, lam_tilde, hp, variant.adversary)
+        env_params, env_xi, robust_steps = self.adversary(k_robust, state, lam_tilde, hp, variant.adversary)
         dual, dual_steps, n_ascent = self.dual_phase(k_dual, state, env_params, hp, variant.constraint,
                                                      upd["policy_epochs"], env_xi if self.per_env else None)  # fmt: skip
         eval_v, eval_c = self.evaluation(k_eval, it, state.params, env_params, hp)
@@ -219,7 +221,7 @@ class Step:
         moved = schedules.restart_trigger(state.env_params.xi, env_params.xi, env_params.kappa)
         sched = schedules.maybe_restart(state.schedule, moved)  # only the restart schedule reads it
         sched = schedules.advance(sched, 1 - variant.schedule.per_epoch())  # per-batch ticks
-        samples = state.samples + jnp.stack([policy_steps, dual_steps, ltma_steps]).astype(jnp.float32)
+        samples = state.samples + jnp.stack([policy_steps, dual_steps, robust_steps]).astype(jnp.float32)
         metrics = (
             metrics
             | upd

@@ -42,8 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax import box, stats
-from rcmdp_jax.advantages import episode_returns_to_go
-from rcmdp_jax.kernel_gradients import episode_quantities, mean_quantities, score_surrogate, score_weights
+from rcmdp_jax.kernel_gradients import episode_quantities, mean_quantities, score_gradient
 from rcmdp_jax.rollout import Policy, reward_and_costs
 
 ESTIMATORS = ("score", "pathwise")
@@ -100,17 +99,13 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
         jac, values = jax.jacfwd(mean_values, has_aux=True)(xi)
         return values, jac
     values, traj = run(jax.lax.stop_gradient(xi))
-    # reward-to-go of each quantity, gamma^t weights, masked after termination: [E, H, 1 + m]
-    to_go = episode_returns_to_go(reward_and_costs(traj) * traj.alive[..., None], gamma)
+    # every quantity's reward-to-go, masked after termination ([E, H, 1 + m]), less the
     # leave-one-out baseline per step: unbiased (it does not depend on the episode's own
-    # transitions) and it removes the large common level of the returns-to-go
-    n = to_go.shape[0]
-    baseline = (to_go.sum(0, keepdims=True) - to_go) / max(n - 1, 1)
-    weights = score_weights(to_go - baseline, traj.alive, gamma)
-    surrogate = score_surrogate(env, env_params, traj.s, traj.action, traj.s_next, weights)  # xi -> [1 + m]
-    # forward mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the
-    # cost's at 20,000 episodes (docs/known_issues.md; tests/test_worst_case.py)
-    return values, jax.jacfwd(surrogate)(xi)
+    # transitions) and it removes the large common level of the returns-to-go. Forward
+    # mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the cost's at
+    # 20,000 episodes (docs/known_issues.md; tests/test_worst_case.py)
+    per_step = reward_and_costs(traj) * traj.alive[..., None]
+    return values, score_gradient(env, env_params, xi, traj, per_step, gamma, jax.jacfwd, leave_one_out=True)
 
 
 def objective(values: jax.Array, jac: jax.Array, name: str, lambda_max: float):

@@ -21,7 +21,11 @@ def _is_int(v) -> bool:
 def _type_problem(field: str, value) -> str:
     """A JSON value that is not of ``Config.field``'s type ("" if it is)."""
     default = getattr(Config(), field)
-    if isinstance(default, bool):
+    if field == "options":  # plug-ins' options: [name, value] pairs
+        ok = isinstance(value, list) and all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in value
+        )
+    elif isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, int):
         ok = _is_int(value)
