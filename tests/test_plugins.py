@@ -184,6 +184,7 @@ def test_registered_names_are_config_choices(registered):
     ("toy_shrink", 1.0, r"toy_shrink must be in \(0, 1\), got 1.0"),
     ("toy_steps", 0, "toy_steps must be a positive integer, got 0"),
     ("toy_steps", 1.5, "toy_steps must be a positive integer, got 1.5"),
+    ("toy_steps", [1, 2], r"option toy_steps=\[1, 2\] must be a number, a string, a bool or a tuple"),
 ])  # fmt: skip
 def test_a_plugins_bad_option_is_refused_naming_it(registered, option, bad, why):
     _config("toy-halving", **{option: 0.5 if option == "toy_shrink" else 2}).validate()

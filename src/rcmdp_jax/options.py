@@ -50,7 +50,11 @@ def check(cfg, fields: set[str]) -> None:
     if not isinstance(opts, tuple) or not all(isinstance(p, tuple) and len(p) == 2 for p in opts):
         raise ValueError(f"options must be a tuple of (name, value) pairs (set them as fields), got {opts!r}")
     defaults = declared()
-    for name, _ in opts:
+    for name, v in opts:
+        try:
+            hash(v)
+        except TypeError:
+            raise ValueError(f"option {name}={v!r} must be a number, a string, a bool or a tuple") from None
         if name not in defaults:
             raise ValueError(f"options: {name!r} is no registered plug-in's option; options: "
                              f"{', '.join(defaults) or 'none'}")  # fmt: skip
