@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from rcmdp_jax.plugin import Registry
 
-ADVERSARY_NAMES = ("ltma", "ltma-norm", "dr", "worst-of-n", "corners")  # the built-in methods
 NONE = "none"
 
 REGISTRY = Registry("robust method", "rcmdp_jax.adversary.base:Adversary", {
@@ -31,6 +30,7 @@ REGISTRY = Registry("robust method", "rcmdp_jax.adversary.base:Adversary", {
     "worst-of-n": "rcmdp_jax.adversary.worst_of_n:WorstOfN",
     "corners": "rcmdp_jax.adversary.corners:Corners",
 }, reserved={NONE: "the name of no method (a non-robust algorithm)"})  # fmt: skip
+ADVERSARY_NAMES = REGISTRY.builtin  # the built-in methods (``config.Adversary``)
 unregister, names, items = REGISTRY.unregister, REGISTRY.names, REGISTRY.items
 
 
