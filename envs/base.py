@@ -8,12 +8,12 @@ half-widths ``kappa`` of the uncertainty set ``U = {xi : |xi - xi_c| <= kappa}``
 Subclasses write four small pure functions -- ``next_state_distribution``,
 ``reward``, ``constraint_costs`` and ``is_terminated_vec`` -- plus ``reset_env``;
 this base owns sampling (``step_env`` samples from exactly the distribution the
-adversary differentiates), the box projection and the test kernels of docs/method.md §1.
+adversary differentiates), the box projection and the test kernels of docs/method.md §1
+(their formulas: ``rcmdp_jax.box``).
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import distrax
@@ -23,12 +23,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment
 
-
-def box_reach(kappa):
-    """How far ``xi`` may lie from ``xi_c`` and count as inside the box: ``kappa`` with a
-    relative 1e-6 and an absolute 1e-9 of slack for the float32 rounding of a projected
-    ``xi`` (numpy or traced arrays alike)."""
-    return kappa * (1 + 1e-6) + 1e-9
+from rcmdp_jax import box
 
 
 @struct.dataclass
@@ -173,14 +168,9 @@ class RobustEnvironment(environment.Environment):
         """``log P_xi(s_next | s, a)`` as a function of ``xi`` (differentiable)."""
         return self.next_state_distribution(params.replace(xi=xi), s, action).log_prob(s_next)
 
-    @staticmethod
-    def project_to_box(xi: jax.Array, xi_c: jax.Array, kappa: jax.Array) -> jax.Array:
-        """Euclidean projection onto ``{xi : |xi - xi_c| <= kappa}`` (element-wise clip)."""
-        return jnp.clip(xi, xi_c - kappa, xi_c + kappa)
-
     def project(self, params: Any) -> Any:
-        """``params`` with ``xi`` projected onto the uncertainty box."""
-        return params.replace(xi=self.project_to_box(params.xi, params.xi_c, params.kappa))
+        """``params`` with ``xi`` projected onto the uncertainty box (``box.project``)."""
+        return params.replace(xi=box.project(params.xi, params.xi_c, params.kappa))
 
     def validate_params(self, params: Any) -> None:
         """Raise ``ValueError`` if ``xi``/``xi_c``/``kappa`` do not have this env's shape.
@@ -210,7 +200,7 @@ class RobustEnvironment(environment.Environment):
         xi, xi_c, kappa = (np.asarray(x, np.float64) for x in (params.xi, params.xi_c, params.kappa))
         if not np.all(np.isfinite(xi)):
             raise ValueError(f"{self.name}: EnvParams.xi must be finite, got {xi.tolist()}")
-        if np.any(np.abs(xi - xi_c) > box_reach(kappa)):
+        if np.any(np.abs(xi - xi_c) > box.reach(kappa)):
             raise ValueError(
                 f"{self.name}: EnvParams.xi={xi.tolist()} is outside the uncertainty box "
                 f"|xi - xi_c| <= kappa (xi_c={xi_c.tolist()}, kappa={kappa.tolist()})"
@@ -220,7 +210,7 @@ class RobustEnvironment(environment.Environment):
         """Traced: whether ``xi`` is finite and inside the box (``validate_kernel``'s rule)."""
         xi, xi_c, kappa = params.xi, params.xi_c, params.kappa
         finite = jnp.all(jnp.isfinite(xi)) & jnp.all(jnp.isfinite(kappa)) & jnp.all(kappa >= 0)
-        return finite & jnp.all(jnp.abs(xi - xi_c) <= box_reach(kappa))
+        return finite & jnp.all(jnp.abs(xi - xi_c) <= box.reach(kappa))
 
     # -------------------------------------------------------- test kernels
     @property
@@ -228,9 +218,8 @@ class RobustEnvironment(environment.Environment):
         return int(np.prod(np.shape(self.default_params.xi_c)))
 
     def sign_directions(self) -> np.ndarray:
-        """All ``2^n`` sign vectors in ``{-1, +1}^n``, shape ``(2^n, n)``."""
-        n = self.num_kernel_params
-        return np.array(list(itertools.product((-1.0, 1.0), repeat=n)), dtype=np.float32)
+        """All ``2^n`` sign vectors in ``{-1, +1}^n``, shape ``(2^n, n)`` (``box.sign_directions``)."""
+        return box.sign_directions(self.num_kernel_params)
 
     def test_kernels(self, levels, params: Any | None = None) -> Any:
         """Batched ``EnvParams`` over ``levels x directions`` (docs/method.md §1):
@@ -243,11 +232,7 @@ class RobustEnvironment(environment.Environment):
             if lv.ndim != 1 or not np.all(np.isfinite(lv)) or np.any(lv < 0) or np.any(lv > 1):
                 raise ValueError(f"{self.name}: test kernel levels must be a 1-D array of numbers in [0, 1] (inside "
                                  f"the uncertainty box), got {lv.tolist()}")  # fmt: skip
-        levels = jnp.asarray(levels, dtype=jnp.float32)
-        dirs = jnp.asarray(self.sign_directions())
-        shape = jnp.shape(params.xi_c)
-        d = dirs.reshape((dirs.shape[0],) + shape)
-        xi = params.xi_c + (levels**2)[:, None].reshape((-1, 1) + (1,) * len(shape)) * (params.kappa * d)[None]
-        n_l, n_d = levels.shape[0], dirs.shape[0]
+        xi = box.distorted_kernels(params.xi_c, params.kappa, levels)
+        n_l, n_d = xi.shape[:2]
         batched = jax.tree.map(lambda leaf: jnp.broadcast_to(jnp.asarray(leaf), (n_l, n_d) + jnp.shape(leaf)), params)
         return batched.replace(xi=xi)

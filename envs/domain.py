@@ -19,6 +19,10 @@ import numpy as np
 
 from rcmdp_jax.hparams import finite_f32
 
+BUDGETS = ("short", "long")  # a run's budgets: a domain gives the policy steps of each
+# the study's own choices where docs/method.md §3 is silent (``Config``'s defaults)
+STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go")
+
 
 def _default_hp() -> dict[str, float]:
     return dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4)
@@ -67,8 +71,6 @@ def _learner_keys() -> list[str]:
 
 
 def _check_budgets(budgets) -> None:
-    from rcmdp_jax.config import BUDGETS
-
     if (
         not isinstance(budgets, dict)
         or set(budgets) != set(BUDGETS)
@@ -129,10 +131,7 @@ def study_learner(**table: Any) -> LearnerSpec:
     """A study domain's table (docs/method.md §3, complete: no default hyperparameter is
     kept); what §3 leaves out (dropout, robust method, multiplier estimator) is the
     ``Config`` default, the study's own choice."""
-    from rcmdp_jax.config import Config
-
-    study = dict(dropout=Config.dropout, adversary=Config.adversary, dual_estimator=Config.dual_estimator)
-    return LearnerSpec(**{**study, **table})
+    return LearnerSpec(**{**STUDY_CHOICES, **table})
 
 
 # what both the spec and its environment state (``DomainSpec.build`` checks they agree)

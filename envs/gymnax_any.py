@@ -96,19 +96,19 @@ def make_inner(env_id: str):
 
 
 @functools.cache
-def generic_preset(env_id: str):
-    """The ``GymnaxPreset`` of a gymnax id without one: gymnax's own episode length, no
-    box, no costs, the default learner settings (``LearnerSpec()``)."""
+def generic_preset(env_id: str, preset_class, presets: tuple[str, ...]):
+    """The ``preset_class`` (``gymnax_presets.GymnaxPreset``) of a gymnax id without one of
+    the ``presets``: gymnax's own episode length, no box, no costs, the default learner
+    settings (``LearnerSpec()``)."""
     import gymnax
     from rcmdp_jax.envs import GYMNAX_PREFIX
     from rcmdp_jax.envs.domain import LearnerSpec
-    from rcmdp_jax.envs.gymnax_presets import PRESETS, GymnaxPreset
 
     if env_id not in gymnax.registered_envs:
-        raise ValueError(f"unknown gymnax id {env_id!r}; presets: {', '.join(GYMNAX_PREFIX + k for k in PRESETS)}; "
-                         f"other gymnax ids (with --uncertain): {', '.join(sorted(set(gymnax.registered_envs) - set(PRESETS)))}")  # fmt: skip
+        raise ValueError(f"unknown gymnax id {env_id!r}; presets: {', '.join(GYMNAX_PREFIX + k for k in presets)}; "
+                         f"other gymnax ids (with --uncertain): {', '.join(sorted(set(gymnax.registered_envs) - set(presets)))}")  # fmt: skip
     env, params = make_inner(env_id)
-    return GymnaxPreset(env_id=env_id, uncertain={}, costs={}, default_costs=(), noise=1e-3,
+    return preset_class(env_id=env_id, uncertain={}, costs={}, default_costs=(), noise=1e-3,
                         params=dict(max_steps_in_episode=int(params.max_steps_in_episode)), gamma=0.99,
                         lambda_max=50.0, learner=LearnerSpec(), derive=known_derive(env, {}))  # fmt: skip
 

@@ -163,7 +163,7 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
     base, *options = name[len(PREFIX) :].split("@")
     from rcmdp_jax.envs import gymnax_any
 
-    pre = PRESETS[base] if base in PRESETS else gymnax_any.generic_preset(base)  # any gymnax id
+    pre = PRESETS[base] if base in PRESETS else gymnax_any.generic_preset(base, GymnaxPreset, tuple(PRESETS))  # any id
     uncertain, costs = dict(pre.uncertain), pre.default_costs
     seen = set()
     for opt in options:

@@ -96,7 +96,8 @@ def test_cartpole_step_names_an_action_that_is_not_one(action):
 def test_the_lock_is_taken_by_exactly_one_of_racing_takers(tmp_path):
     """Eight takers at once on a stale lock (a killed run's), fifteen times: one holds it.
     ``flock`` locks are per open file, so threads race like processes do."""
-    from rcmdp_jax.study.run_folder import RunFolder, RunFolderError
+    from rcmdp_jax.study.errors import RunFolderError
+    from rcmdp_jax.study.run_folder import RunFolder
 
     folder = RunFolder(tmp_path)
     dead = subprocess.Popen(["true"])

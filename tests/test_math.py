@@ -6,9 +6,9 @@ import pytest
 
 from rcmdp_jax import constraints, schedules
 from rcmdp_jax.advantages import discounted_returns, gae
-from rcmdp_jax.config import HParams
 from rcmdp_jax.constraints.augmented import augmented_step
 from rcmdp_jax.constraints.lagrangian import lagrangian_step
+from rcmdp_jax.hparams import HParams
 from rcmdp_jax.losses import mdpo_loss, ppo_loss, reference_kl
 
 

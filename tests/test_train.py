@@ -420,7 +420,7 @@ def test_bad_config_is_a_clear_error(kwargs, match):
 def test_bad_hparams_are_rejected_before_tracing():
     train = make_train(tiny(algo="MDPO"))
     with pytest.raises(ValueError, match="gamma must be in"):
-        from rcmdp_jax.config import validate_hparams
+        from rcmdp_jax.hparams import validate_hparams
 
         validate_hparams(HParams(gamma=1.5))
     with pytest.raises(ValueError, match="hparams must be an rcmdp_jax.HParams"):

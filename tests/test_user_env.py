@@ -274,7 +274,7 @@ def test_the_cpu_split_from_a_script_or_one_line_why_not():
     """On a CPU host: a script that has not started JAX gets one device per core; one that
     has is told in one line why not and how (the environment variable)."""
     code = (
-        "import jax, jax.numpy as jnp; {before}from rcmdp_jax.study.console import split_in_process; "
+        "import jax, jax.numpy as jnp; {before}from rcmdp_jax.study.devices import split_in_process; "
         "print(repr(split_in_process('auto', 4))); print(len(jax.devices('cpu'))); print(jax.default_backend())"
     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "XLA_FLAGS"}

@@ -12,7 +12,7 @@ from importlib import import_module
 _PUBLIC = {
     "ALGORITHMS": "rcmdp_jax.presets",
     "Config": "rcmdp_jax.config",
-    "HParams": "rcmdp_jax.config",
+    "HParams": "rcmdp_jax.hparams",
     "parse_algorithm": "rcmdp_jax.presets",
     "preset": "rcmdp_jax.presets",
     "TrainResult": "rcmdp_jax.train",

@@ -1,6 +1,7 @@
-"""Typed, frozen configuration: static choices (``Config``) and numeric,
-vmappable hyperparameters (``HParams``), their validation and their JSON form. The
-study's presets and algorithm names are in ``rcmdp_jax.presets``.
+"""Typed, frozen configuration: static choices (``Config``, plug-ins' own options
+included) and numeric, vmappable hyperparameters (``HParams``, from ``rcmdp_jax.hparams``),
+their validation and their JSON form. The paper's presets and algorithm names are in
+``rcmdp_jax.presets``.
 
 ``Config`` decides shapes and code paths and is hashable (safe as a static
 argument); ``HParams`` is a pytree of floats, so ``jax.vmap`` over an
@@ -13,13 +14,14 @@ import dataclasses
 import math
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from rcmdp_jax import adversary, constraints, learners, schedules
+from rcmdp_jax import adversary, constraints, learners, options, schedules
 from rcmdp_jax.adversary import ADVERSARY_NAMES
 from rcmdp_jax.constraints import CONSTRAINT_NAMES
 from rcmdp_jax.dual_batch import DUAL_ESTIMATORS
-from rcmdp_jax.envs import ENV_NAMES, check_name  # noqa: F401  (ENV_NAMES: re-exported)
+from rcmdp_jax.envs import check_name
 from rcmdp_jax.envs import spec as env_spec
-from rcmdp_jax.hparams import HParams, hparams_ok, validate_hparams  # noqa: F401  (re-exported)
+from rcmdp_jax.envs.domain import STUDY_CHOICES
+from rcmdp_jax.hparams import HParams, validate_hparams
 from rcmdp_jax.learners import LEARNER_NAMES
 from rcmdp_jax.schedules import SCHEDULE_NAMES, TICKS
 
@@ -41,7 +43,6 @@ DualEstimator = Literal[DUAL_ESTIMATORS]  # rcmdp_jax.dual_batch's readings of C
 LEARNERS, CONSTRAINTS, ALPHA_SCHEDULES, ALPHA_TICKS = map(get_args, (Learner, Constraint, AlphaSchedule, AlphaTick))
 KL_ESTIMATORS, LTMA_ESTIMATORS, KL_CHECKS, INITS = map(get_args, (KlEstimator, LtmaEstimator, KlCheck, Init))
 OPTIMIZERS, DROPOUT_RNGS = get_args(Optimizer), get_args(DropoutRng)
-BUDGETS = ("short", "long")
 INT32_MAX = 2**31 - 1
 
 
@@ -61,7 +62,7 @@ class Config:
     epochs: int = 5
     policy_hidden: tuple[int, ...] = (128,)
     critic_hidden: tuple[int, ...] = (128,)
-    dropout: float = 0.6
+    dropout: float = STUDY_CHOICES["dropout"]
     dropout_rng: DropoutRng = "hash"  # mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
     optimizer: Optimizer = "adam"
     adam_eps: float = 1e-5  # SB3's Adam eps (torch's default 1e-8 for MCPMD)
@@ -77,7 +78,7 @@ class Config:
     ltma_estimator: LtmaEstimator = "score"
     # how a robust algorithm picks its training kernels (``rcmdp_jax.adversary``): the study's
     # LTMA, LTMA with the scale-free pathwise step, domain randomisation, worst-of-N, corners
-    adversary: Adversary = "ltma"
+    adversary: Adversary = STUDY_CHOICES["adversary"]
     adversary_steps: int = 4  # ltma-norm: normalised steps on xi per iteration
     adversary_episodes: int = 8  # ltma-norm: episodes per step; worst-of-n / corners: per kernel
     adversary_candidates: int = 16  # worst-of-n: kernels drawn per iteration
@@ -91,13 +92,16 @@ class Config:
     # what each ascent step reads as C^: a shuffled minibatch's mean discounted cost-to-go
     # of the multiplier batch (default; why: docs/sensitivity.md), per-step cost, GAE cost
     # return, or the start state's value from fresh episodes (``rcmdp_jax.dual_batch.DUAL_ESTIMATORS``)
-    dual_estimator: DualEstimator = "cost_to_go"
+    dual_estimator: DualEstimator = STUDY_CHOICES["dual_estimator"]
     dual_dropout: bool = False  # collect the dual phase's episodes with dropout on (always on with act_dropout)
     ltma_iterations: int = 160
     ltma_episodes: int = 1
     ltma_horizon: int = 10
     eval_every: int = 1
     eval_episodes: int = 20
+    # the plug-ins' own options, ``((name, value), ...)`` in name order: set them as fields
+    # (``replace(name=value)``), read them with ``option(name)`` (``rcmdp_jax.plugin``)
+    options: tuple[tuple[str, Any], ...] = ()
     hparams: HParams = dataclasses.field(default_factory=HParams)
 
     # ------------------------------------------------------------ derived
@@ -139,16 +143,25 @@ class Config:
     def constrained(self) -> bool:
         return self.constraint != "none"
 
+    def option(self, name: str) -> Any:
+        """Plug-in option ``name``: this config's value, else its plug-in's default."""
+        return options.value(self, name)
+
     def replace(self, **changes: Any) -> Config:
-        """A new config with ``changes`` (fields of Config or of HParams) applied."""
+        """A new config with ``changes`` (fields of Config or of HParams, or registered
+        plug-ins' options) applied."""
         hp_fields = {f.name for f in dataclasses.fields(HParams)}
         cfg_fields = {f.name for f in dataclasses.fields(Config)}
         hp_changes = {k: v for k, v in changes.items() if k in hp_fields}
-        unknown = set(changes) - hp_fields - cfg_fields
+        plugin_options = set(options.declared()) - cfg_fields - hp_fields
+        unknown = set(changes) - hp_fields - cfg_fields - plugin_options
         if unknown:
-            allowed = sorted((cfg_fields - {"hparams"}) | hp_fields)
+            allowed = sorted((cfg_fields - {"hparams", "options"}) | hp_fields | plugin_options)
             raise ValueError(f"unknown config field(s) {sorted(unknown)}; allowed fields: {', '.join(allowed)}")
-        cfg_changes = {k: _plain(v) for k, v in changes.items() if k not in hp_fields}
+        own = {k: options.plain(v) for k, v in changes.items() if k in plugin_options}
+        cfg_changes = {k: options.plain(v) for k, v in changes.items() if k in cfg_fields}
+        if own:
+            cfg_changes["options"] = options.merged(cfg_changes.get("options", self.options), own)
         out = dataclasses.replace(self, **cfg_changes)
         if hp_changes:
             out = dataclasses.replace(out, hparams=out.hparams.replace(**hp_changes))
@@ -181,9 +194,6 @@ class Config:
                 raise ValueError(f"{f} must be a positive integer, got {v!r}")
             if v > INT32_MAX:
                 raise ValueError(f"{f}={v} is beyond the int32 counters of the train step (at most {INT32_MAX})")
-        f = self.adversary_fraction
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f <= 1.0:
-            raise ValueError(f"adversary_fraction must be in (0, 1] (the worst share of the candidates), got {f!r}")
         if self.batch_size > INT32_MAX:
             raise ValueError(f"n_envs*n_steps={self.batch_size} (the batch) is beyond int32 (at most {INT32_MAX})")
         if self.dual_estimator != "start_value" and self.dual_batch % self.n_dual_episodes:
@@ -212,6 +222,7 @@ class Config:
         if not isinstance(self.hparams, HParams):
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
+        options.check(self, {f.name for cls in (Config, HParams) for f in dataclasses.fields(cls)})
         return self
 
 
@@ -244,22 +255,6 @@ REGISTERED = {"learner": learners.names, "constraint": constraints.names, "alpha
               "adversary": adversary.names}  # fmt: skip
 
 
-def _plain(value: Any) -> Any:
-    """NumPy scalars (and tuples of them) as Python's: ``np.int64(2)`` is an integer, and
-    a config stays hashable and JSON-ready."""
-    import numpy as np
-
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
-    return value
-
-
 def _check_env(env: str) -> None:
     try:
         check_name(env)
@@ -286,4 +281,6 @@ def config_from_dict(d: dict[str, Any]) -> Config:
     for key in ("policy_hidden", "critic_hidden"):
         if key in d:
             d[key] = tuple(int(h) for h in d[key])
+    if "options" in d:
+        d["options"] = options.from_json(d["options"])
     return Config(**d, hparams=hp).validate()

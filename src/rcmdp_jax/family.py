@@ -23,7 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax import adversary
-from rcmdp_jax.config import Config, HParams
+from rcmdp_jax.config import Config
+from rcmdp_jax.hparams import HParams
 from rcmdp_jax.train import Program, Step, Variant, resolve_hparams
 
 

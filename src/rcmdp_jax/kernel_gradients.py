@@ -14,8 +14,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.advantages import discounted_fold, discounts
-from rcmdp_jax.rollout import Trajectory, reward_and_costs, scan_episode
+from rcmdp_jax.advantages import discounts, episode_returns_to_go
+from rcmdp_jax.rollout import Trajectory, fold_values, init_values, scan_episode
 
 
 def episode_quantities(key, env, env_params, policy, gamma, horizon: int, truncate: int = 0):
@@ -23,13 +23,12 @@ def episode_quantities(key, env, env_params, policy, gamma, horizon: int, trunca
     ``[1 + m]``, and its steps (a ``Trajectory``, leaves ``[H, ...]``) for the score
     function. ``truncate``: see ``rollout.scan_episode`` (it changes no value)."""
 
-    def fold(acc, st):
-        return discounted_fold(acc, reward_and_costs(st), st.alive, gamma)
+    fold = lambda acc, st: fold_values(acc, st, gamma)
 
     def emit(st):
         return Trajectory(st.s, st.action, st.s_next, st.reward, st.costs, st.alive)
 
-    init = (jnp.float32(1.0), jnp.zeros((1 + env.num_constraints,)))
+    init = init_values(env.num_constraints)
     (_, total), steps = scan_episode(key, env, env_params, policy, horizon, emit=emit, fold=fold, init=init,
                                      truncate=truncate)  # fmt: skip
     return total, steps
@@ -73,3 +72,20 @@ def score_surrogate(env, env_params, s, a, s_next, weights: jax.Array):
         return jnp.mean(jnp.sum(weights * lp, axis=1))
 
     return surrogate
+
+
+def score_gradient(env, env_params, xi, traj: Trajectory, per_step: jax.Array, gamma, differentiate=jax.grad,
+                   leave_one_out: bool = False):  # fmt: skip
+    """The score-function estimate at ``xi`` of the gradient of ``E[sum_t gamma^t x_t]``
+    from episodes ``traj`` (leaves ``[E, H, ...]``): ``per_step`` the masked per-step
+    quantity ``x`` (``[E, H]``, or ``[E, H, k]`` for ``k`` quantities), its returns-to-go as
+    the weights of ``score_surrogate``, differentiated by ``differentiate`` (``jax.grad``;
+    ``jax.jacfwd`` for ``k`` quantities). ``leave_one_out``: each episode's returns-to-go
+    less the other episodes' mean (a baseline that keeps the estimate unbiased)."""
+    to_go = episode_returns_to_go(per_step, gamma)
+    if leave_one_out:
+        n = to_go.shape[0]
+        to_go = to_go - (to_go.sum(0, keepdims=True) - to_go) / max(n - 1, 1)
+    weights = score_weights(to_go, traj.alive, gamma)
+    surrogate = score_surrogate(env, env_params, traj.s, traj.action, traj.s_next, weights)
+    return differentiate(surrogate)(xi)

@@ -5,16 +5,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.advantages import episode_returns_to_go
-from rcmdp_jax.constraints import lagrangian_reward
-from rcmdp_jax.kernel_gradients import mean_quantities, score_surrogate, score_weights
+from rcmdp_jax.constraints import lagrangian_cost
+from rcmdp_jax.kernel_gradients import mean_quantities, score_gradient
 from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
 
 
-def lagrangian_cost(traj: Trajectory, lam_tilde: jax.Array) -> jax.Array:
-    """``cL_t = -r_t + sum_j lam~_j c_j,t``, the Lagrangian reward negated, over ``[..., H]``
-    (masked after termination)."""
-    return -lagrangian_reward(traj.reward, traj.costs, lam_tilde) * traj.alive
+def step_costs(traj: Trajectory, lam_tilde: jax.Array) -> jax.Array:
+    """``cL_t = -r_t + sum_j lam~_j c_j,t`` (``constraints.lagrangian_cost``) of every step,
+    ``[..., H]``, masked after termination."""
+    return lagrangian_cost(traj.reward, traj.costs, lam_tilde) * traj.alive
 
 
 def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.Array:
@@ -24,10 +23,7 @@ def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.A
     ``G_t = sum_{l>=t} gamma^(l-t) cL_l``; the gradient is ``jax.grad`` of the
     environment's distrax ``log_prob`` (``kernel_gradients.score_surrogate``).
     """
-    g = episode_returns_to_go(lagrangian_cost(traj, lam_tilde), gamma)  # [E, H]
-    weights = score_weights(g, traj.alive, gamma)
-    surrogate = score_surrogate(env, env_params, traj.s, traj.action, traj.s_next, weights)
-    return jax.grad(surrogate)(env_params.xi)
+    return score_gradient(env, env_params, env_params.xi, traj, step_costs(traj, lam_tilde), gamma)
 
 
 def pathwise_direction(env, env_params, policy, keys, lam_tilde, gamma, horizon: int):
@@ -40,7 +36,7 @@ def pathwise_direction(env, env_params, policy, keys, lam_tilde, gamma, horizon:
 
     def cost(xi):
         values, traj = mean_quantities(xi, env, env_params, policy, keys, gamma, horizon)
-        return -lagrangian_reward(values[0], values[1:], lam_tilde), traj
+        return lagrangian_cost(values[0], values[1:], lam_tilde), traj
 
     return jax.grad(cost, has_aux=True)(env_params.xi)
 

@@ -114,6 +114,18 @@ class Policy:
         return self.act(obs, key)[0]
 
 
+def step_keys(key, dropout: bool, drop_at: int):
+    """``(k_act, k_env, k_drop)`` of one step: ``key`` split in three when the policy acts
+    with dropout (``k_drop`` at position ``drop_at`` of the split, each caller's own order,
+    kept so that the numbers stay), else in two (``k_drop`` None)."""
+    if not dropout:
+        k_act, k_env = jax.random.split(key)
+        return k_act, k_env, None
+    keys = list(jax.random.split(key, 3))
+    k_drop = keys.pop(drop_at)
+    return keys[0], keys[1], k_drop
+
+
 def scan_episode(key, env, env_params, policy: Callable, horizon: int, emit=None, fold=None, init=None,
                  replay_dropout: bool = False, truncate: int = 0):  # fmt: skip
     """One fresh episode from the start distribution, at most ``horizon`` steps, as one
@@ -141,12 +153,11 @@ def scan_episode(key, env, env_params, policy: Callable, horizon: int, emit=None
             cut = jax.tree.map(jax.lax.stop_gradient, state)
             state = jax.tree.map(lambda a, b: jnp.where(t % truncate == 0, a, b), cut, state)
         obs = env.get_obs(state)
+        k_act, k_step, k_drop = step_keys(key, replay_dropout, drop_at=1)
         if replay_dropout:
-            k_act, k_drop, k_step = jax.random.split(key, 3)
             action, log_prob = policy.act(obs, k_act, k_drop)
         else:
-            k_act, k_step = jax.random.split(key)
-            action, log_prob, k_drop = policy(obs, k_act), jnp.float32(0.0), None
+            action, log_prob = policy(obs, k_act), jnp.float32(0.0)
         _, nstate, reward, term, info = env.step_env(k_step, state, action, env_params)
         step = EpisodeStep(
             obs, state.s, action, nstate.s, reward, info["costs"], alive, info["saturated"], log_prob, k_drop
@@ -195,12 +206,8 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
         env_state, obs, acc, xi = carry
         key, fresh = xs
         params = per_env_params(env_params, xi) if per_env else env_params
-        if dropout:
-            k_act, k_step, k_drop = jax.random.split(key, 3)
-            action, log_prob = policy.act(obs, k_act, k_drop)
-        else:
-            k_act, k_step = jax.random.split(key)
-            action, log_prob = policy.act(obs, k_act)
+        k_act, k_step, k_drop = step_keys(key, dropout, drop_at=2)
+        action, log_prob = policy.act(obs, k_act, k_drop)
         next_obs, env_state, reward, term, trunc, info = step(
             jax.random.split(k_step, n_envs), env_state, action, params
         )
@@ -240,6 +247,18 @@ def reward_and_costs(st: EpisodeStep | Trajectory) -> jax.Array:
     return jnp.concatenate([st.reward[..., None], st.costs], axis=-1)
 
 
+def init_values(m: int) -> tuple[jax.Array, jax.Array]:
+    """The start of ``fold_values``: ``(gamma^0, [V, C] = 0)``."""
+    return jnp.float32(1.0), jnp.zeros((1 + m,))
+
+
+def fold_values(sums: tuple[jax.Array, jax.Array], st: EpisodeStep, gamma) -> tuple[jax.Array, jax.Array]:
+    """One step of an episode's discounted ``[V, C_1..C_m]`` (``advantages.discounted_fold``
+    of ``reward_and_costs``, masked after termination): the fold every episode of fresh
+    starts sums its values with (``episode_values``, ``kernel_gradients.episode_quantities``)."""
+    return discounted_fold(sums, reward_and_costs(st), st.alive, gamma)
+
+
 def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Trajectory:
     """One fresh episode (``scan_episode``) stored step by step; leaves ``[H, ...]``."""
     emit = lambda st: Trajectory(st.s, st.action, st.s_next, st.reward, st.costs, st.alive)
@@ -253,12 +272,12 @@ def episode_values(key, env, env_params, policy: Callable, gamma, horizon: int):
 
     def fold(acc, st):
         sums, n, hit = acc
-        sums = discounted_fold(sums, reward_and_costs(st), st.alive, gamma)
+        sums = fold_values(sums, st, gamma)
         hit = jnp.maximum(hit, st.alive * st.saturated.astype(jnp.float32))
         return sums, n + st.alive, hit
 
     zero = jnp.float32(0.0)
-    init = ((jnp.float32(1.0), jnp.zeros((1 + env.num_constraints,))), zero, zero)
+    init = (init_values(env.num_constraints), zero, zero)
     ((_, total), n, hit), _ = scan_episode(key, env, env_params, policy, horizon, fold=fold, init=init)
     return total[0], total[1:], n, hit
 

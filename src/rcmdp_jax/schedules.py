@@ -52,6 +52,11 @@ def names() -> tuple[str, ...]:
     return tuple(_SCHEDULES)
 
 
+def items() -> tuple[tuple[str, Callable], ...]:
+    """Every ``(name, formula)``, in code order (the public read of the registry)."""
+    return tuple(_SCHEDULES.items())
+
+
 def code(name: str) -> int:
     """The code of schedule ``name``: its position in the registry."""
     if name not in _SCHEDULES:

@@ -16,14 +16,13 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rcmdp_jax import adversary, constraints, envs, schedules
+from rcmdp_jax import adversary, constraints, envs, options, schedules
 from rcmdp_jax.adversary.base import Context, broadcast, has_density, lanes_where, uniform_kernels
-from rcmdp_jax.adversary.corners import MAX_PARAMS
 from rcmdp_jax.batching import only_where
 from rcmdp_jax.config import Config
 from rcmdp_jax.dual_batch import dual_estimates
 from rcmdp_jax.hparams import HParams, hparams_ok
-from rcmdp_jax.learners import make_learner
+from rcmdp_jax.learners import UPDATE_METRICS, make_learner
 from rcmdp_jax.networks import Actor, Critic
 from rcmdp_jax.rollout import EpisodeAccumulator, init_accumulator, run_episodes
 
@@ -39,7 +38,9 @@ class TrainState:
     env_state: Any  # the parallel rollout envs
     obs: jax.Array
     episodes: EpisodeAccumulator
-    samples: jax.Array  # cumulative (policy, dual, LTMA) environment steps
+    # cumulative (policy, dual, robust method) environment steps; the third is the metric
+    # ``ltma_steps`` (the name kept for the golden runs and run folders), whatever the method
+    samples: jax.Array
     rng: jax.Array
 
 
@@ -69,6 +70,14 @@ def build_networks(cfg: Config, env) -> tuple[Actor, Critic]:
     return actor, critic
 
 
+def check_update_metrics(learner: str, metrics: dict) -> None:
+    """Refuse (while tracing) a learner's ``update`` metrics without ``UPDATE_METRICS``."""
+    missing = [k for k in UPDATE_METRICS if k not in metrics]
+    if missing:
+        raise ValueError(f"learner {learner}: update must return the metrics {', '.join(UPDATE_METRICS)}; "
+                         f"missing {', '.join(missing)} (rcmdp_jax.learners.base.Learner.update)")  # fmt: skip
+
+
 class Step:
     """The train step of one program shape (a config; its name, constraint rule,
     robust method, schedule and hyperparameters are not read here: they come as
@@ -82,14 +91,7 @@ class Step:
         self.adversaries = tuple(adversary.get(m) for m in self.methods)
         self.per_env = any(a.per_env for a in self.adversaries)  # rollout envs with kernels of their own
         self.env, self.default_env_params = envs.make(cfg.env)
-        if "ltma" in self.methods:
-            self.env.check_estimator(self.default_env_params, cfg.ltma_estimator)
-        if "ltma-norm" in self.methods:
-            self.env.check_estimator(self.default_env_params, "pathwise")
-        if "corners" in self.methods and self.env.num_kernel_params > MAX_PARAMS:
-            raise ValueError(f"adversary='corners' runs 2^n kernels an iteration: {self.env.name} has n="
-                             f"{self.env.num_kernel_params} kernel parameters (at most {MAX_PARAMS}); choose "
-                             f"worst-of-n or ltma-norm")  # fmt: skip
+        options.check_env(cfg, self.env, self.methods)  # each plug-in's own checks of the env
         self.actor, self.critic = build_networks(cfg, self.env)
         self.learner = make_learner(cfg, self.env, self.actor, self.critic)
         self.context = Context(self.env, self.actor, cfg, self.learner.episodic, score_ok=has_density(self.env))
@@ -182,7 +184,7 @@ class Step:
         n_ascent = jnp.where(active, n_epochs * cfg.dual_steps_per_epoch, 0)
         c_hat, estimates, n_dual = dual_estimates(key, self.env, env_params, self.actor, self.critic, state.params,
                                                   cfg, hp, env_xi)  # fmt: skip
-        dual = constraints.switch(rule, lambda r, d: r.update(d, c_hat, hp, n_ascent, estimates), state.dual)
+        dual = constraints.switch(rule, lambda r, d: r.update(d, c_hat, hp, n_ascent, estimates), state.dual, cfg=cfg)
         return dual, jnp.where(active, n_dual, 0.0), n_ascent
 
     def evaluation(self, key, it, params, env_params, hp):
@@ -202,15 +204,16 @@ class Step:
 
     # ------------------------------------------------------------------ iteration
     def iteration(self, state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
-        rng, k_learn, k_ltma, k_dual, k_eval = jax.random.split(state.rng, 5)
+        rng, k_learn, k_robust, k_dual, k_eval = jax.random.split(state.rng, 5)
         k_roll, k_upd = self.learner.learn_keys(k_learn)
-        lam_tilde = constraints.multiplier(variant.constraint, state.dual, hp)
+        lam_tilde = constraints.multiplier(variant.constraint, state.dual, hp, cfg=self.cfg)
 
         fresh = self.fresh_kernels(jax.random.fold_in(k_roll, 1), state, variant.adversary) if self.per_env else None
         data, state, metrics = self.learner.collect(k_roll, state, hp, self.per_env, fresh)
         signal = self.learner.signal(data, state.params, lam_tilde, hp)
         state, policy_steps, upd = self.learner.update(k_upd, state, data, signal, hp, variant.schedule)
-        env_params, env_xi, ltma_steps = self.adversary(k_ltma, state, lam_tilde, hp, variant.adversary)
+        check_update_metrics(type(self.learner).__name__, upd)
+        env_params, env_xi, robust_steps = self.adversary(k_robust, state, lam_tilde, hp, variant.adversary)
         dual, dual_steps, n_ascent = self.dual_phase(k_dual, state, env_params, hp, variant.constraint,
                                                      upd["policy_epochs"], env_xi if self.per_env else None)  # fmt: skip
         eval_v, eval_c = self.evaluation(k_eval, it, state.params, env_params, hp)
@@ -218,7 +221,7 @@ class Step:
         moved = schedules.restart_trigger(state.env_params.xi, env_params.xi, env_params.kappa)
         sched = schedules.maybe_restart(state.schedule, moved)  # only the restart schedule reads it
         sched = schedules.advance(sched, 1 - variant.schedule.per_epoch())  # per-batch ticks
-        samples = state.samples + jnp.stack([policy_steps, dual_steps, ltma_steps]).astype(jnp.float32)
+        samples = state.samples + jnp.stack([policy_steps, dual_steps, robust_steps]).astype(jnp.float32)
         metrics = (
             metrics
             | upd

@@ -41,9 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax import stats
-from rcmdp_jax.advantages import episode_returns_to_go
-from rcmdp_jax.kernel_gradients import episode_quantities, mean_quantities, score_surrogate, score_weights
+from rcmdp_jax import box, stats
+from rcmdp_jax.kernel_gradients import episode_quantities, mean_quantities, score_gradient
 from rcmdp_jax.rollout import Policy, reward_and_costs
 
 ESTIMATORS = ("score", "pathwise")
@@ -100,17 +99,13 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
         jac, values = jax.jacfwd(mean_values, has_aux=True)(xi)
         return values, jac
     values, traj = run(jax.lax.stop_gradient(xi))
-    # reward-to-go of each quantity, gamma^t weights, masked after termination: [E, H, 1 + m]
-    to_go = episode_returns_to_go(reward_and_costs(traj) * traj.alive[..., None], gamma)
+    # every quantity's reward-to-go, masked after termination ([E, H, 1 + m]), less the
     # leave-one-out baseline per step: unbiased (it does not depend on the episode's own
-    # transitions) and it removes the large common level of the returns-to-go
-    n = to_go.shape[0]
-    baseline = (to_go.sum(0, keepdims=True) - to_go) / max(n - 1, 1)
-    weights = score_weights(to_go - baseline, traj.alive, gamma)
-    surrogate = score_surrogate(env, env_params, traj.s, traj.action, traj.s_next, weights)  # xi -> [1 + m]
-    # forward mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the
-    # cost's at 20,000 episodes (docs/known_issues.md; tests/test_worst_case.py)
-    return values, jax.jacfwd(surrogate)(xi)
+    # transitions) and it removes the large common level of the returns-to-go. Forward
+    # mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the cost's at
+    # 20,000 episodes (docs/known_issues.md; tests/test_worst_case.py)
+    per_step = reward_and_costs(traj) * traj.alive[..., None]
+    return values, score_gradient(env, env_params, xi, traj, per_step, gamma, jax.jacfwd, leave_one_out=True)
 
 
 def objective(values: jax.Array, jac: jax.Array, name: str, lambda_max: float):
@@ -135,8 +130,7 @@ def search(key, xi0, env, env_params, policy, name: str, cfg: SearchConfig, gamm
     horizon = env.episode_length
     k_search, k_eval = jax.random.split(key)
     keys = jax.random.split(k_search, cfg.episodes)  # common random numbers: the same at every step
-    lo, hi = env_params.xi_c - env_params.kappa, env_params.xi_c + env_params.kappa
-    kappa = env_params.kappa
+    xi_c, kappa = env_params.xi_c, env_params.kappa
     etas = cfg.eta0 * (1.0 / 20.0) ** (jnp.arange(cfg.steps, dtype=jnp.float32) / max(cfg.steps - 1, 1))
 
     def step(carry, eta):
@@ -149,9 +143,9 @@ def search(key, xi0, env, env_params, policy, name: str, cfg: SearchConfig, gamm
         g = jnp.where(jnp.isfinite(grad), grad, 0.0) * kappa
         scale = jnp.max(jnp.abs(g))
         move = jnp.where(scale > 0, eta * kappa * g / jnp.where(scale > 0, scale, 1.0), 0.0)
-        return (jnp.clip(xi - move, lo, hi), best_xi, best), value
+        return (box.project(xi - move, xi_c, kappa), best_xi, best), value
 
-    xi0 = jnp.clip(xi0, lo, hi)
+    xi0 = box.project(xi0, xi_c, kappa)
     (xi, best_xi, best), history = jax.lax.scan(step, (xi0, xi0, jnp.float32(jnp.inf)), etas)
     # the last point is judged too (its value only: no gradient needed)
     last = env_params.replace(xi=xi)
@@ -218,11 +212,10 @@ def corner_starts(env, env_params, grid_values: np.ndarray | None = None, max_co
     """Start points ``[S, K, *xi]``: the centre and the box corners; with more than
     ``max_corners`` corners, the ``max_corners`` the grid found worst for each seed
     (``grid_values`` ``[S, D]``: each seed's value at level 1 per direction, lower = worse)."""
-    dirs = env.sign_directions()
     xi_c, kappa = np.asarray(env_params.xi_c, np.float32), np.asarray(env_params.kappa, np.float32)
-    corners = xi_c[None] + kappa[None] * dirs.reshape((-1,) + xi_c.shape)
+    corners = box.corners(xi_c, kappa)
     n_seeds = 1 if grid_values is None else grid_values.shape[0]
-    if len(dirs) <= max_corners or grid_values is None:
+    if len(corners) <= max_corners or grid_values is None:
         chosen = np.broadcast_to(corners[None], (n_seeds,) + corners.shape)
     else:
         worst = np.argsort(grid_values, axis=1)[:, :max_corners]

@@ -19,70 +19,42 @@ then ``ALGO+name`` and ``Config(adversary=name)`` choose it (docs/design.md).
 
 from __future__ import annotations
 
-from importlib import import_module
+from rcmdp_jax.plugin import Registry
 
-ADVERSARY_NAMES = ("ltma", "ltma-norm", "dr", "worst-of-n", "corners")  # the built-in methods
 NONE = "none"
 
-# name -> the Adversary class, or "module:class" for a built-in one (imported when first used)
-_METHODS: dict = {
+REGISTRY = Registry("robust method", "rcmdp_jax.adversary.base:Adversary", {
     "ltma": "rcmdp_jax.adversary.ltma:StudyLTMA",
     "ltma-norm": "rcmdp_jax.adversary.ltma_norm:NormalisedLTMA",
     "dr": "rcmdp_jax.adversary.randomise:DomainRandomisation",
     "worst-of-n": "rcmdp_jax.adversary.worst_of_n:WorstOfN",
     "corners": "rcmdp_jax.adversary.corners:Corners",
-    NONE: "rcmdp_jax.adversary.base:Nominal",
-}
+}, reserved={NONE: "the name of no method (a non-robust algorithm)"})  # fmt: skip
+ADVERSARY_NAMES = REGISTRY.builtin  # the built-in methods (``config.Adversary``)
+unregister, names, items = REGISTRY.unregister, REGISTRY.names, REGISTRY.items
 
 
-def register(name: str, cls) -> type:
-    """Add robust method ``name`` (a new name of letters, digits, ``-``, ``_`` and ``.``;
-    ``cls`` an ``Adversary`` subclass made without arguments); returns ``cls``. Its ``step``
-    must keep the kernels in the box (``env.project``, as the built-in methods do)."""
-    import re
+def register(name: str, cls: type) -> type:
+    """Add robust method ``name`` (``cls`` an ``Adversary`` subclass made without arguments;
+    its ``step`` keeps the kernels in the box, ``env.project``); returns ``cls``."""
+    return REGISTRY.register(name, cls)
 
-    from rcmdp_jax.adversary.base import Adversary
 
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
-        raise ValueError(f"a robust method's name must be letters, digits, '-', '_' and '.' (it goes in ALGO+METHOD "
-                         f"names, --algos lists and folder names), got {name!r}")  # fmt: skip
-    if name in _METHODS:
-        what = "the name of no method (a non-robust algorithm)" if name == NONE else "registered already"
-        raise ValueError(f"robust method {name!r} is {what}")
-    if not (isinstance(cls, type) and issubclass(cls, Adversary)):
-        raise ValueError(f"a robust method must be an rcmdp_jax.adversary.base.Adversary subclass, got {cls!r}")
+def method_class(name: str) -> type:
+    """The ``Adversary`` class of ``name`` (``"none"`` or one of ``names()``)."""
+    if name == NONE:
+        from rcmdp_jax.adversary.base import Nominal
+
+        return Nominal
     try:
-        cls()
-    except TypeError as err:
-        raise ValueError(f"robust method {name!r}: {cls.__name__}() must take no arguments ({err})") from None
-    _METHODS[name] = cls
-    return cls
-
-
-def unregister(name: str) -> None:
-    """Remove plug-in method ``name`` (the built-in methods stay)."""
-    if name in (NONE, *ADVERSARY_NAMES):
-        raise ValueError(f"{name!r} is a built-in robust method")
-    if name not in _METHODS:
-        plugins = [m for m in names() if m not in ADVERSARY_NAMES]
-        raise ValueError(f"no robust method {name!r} is registered; registered: {', '.join(plugins) or 'none'}")
-    del _METHODS[name]
-
-
-def names() -> tuple[str, ...]:
-    """The robust methods a config may name: the built-in ones, then the registered ones."""
-    return tuple(m for m in _METHODS if m != NONE)
+        return REGISTRY.get(name, "adversary")
+    except ValueError:
+        raise ValueError(f"unknown robust method {name!r}; choose one of: {', '.join((NONE, *names()))}") from None
 
 
 def get(name: str):
     """An instance of the ``Adversary`` registered as ``name`` (``"none"`` or one of ``names()``)."""
-    if name not in _METHODS:
-        raise ValueError(f"unknown robust method {name!r}; choose one of: {', '.join((NONE, *names()))}")
-    cls = _METHODS[name]
-    if isinstance(cls, str):
-        module, _, attr = cls.partition(":")
-        cls = getattr(import_module(module), attr)
-    method = cls()
+    method = method_class(name)()
     method.name = name  # the program skips the lanes of a method named "none"
     return method
 
@@ -98,4 +70,5 @@ def family_methods(configs) -> tuple[str, ...]:
     return tuple(m for m in (NONE, *names()) if m in used)
 
 
-__all__ = ["ADVERSARY_NAMES", "NONE", "family_methods", "get", "method_of", "names", "register", "unregister"]
+__all__ = ["ADVERSARY_NAMES", "NONE", "REGISTRY", "family_methods", "get", "items", "method_class", "method_of", "names",
+           "register", "unregister"]  # fmt: skip

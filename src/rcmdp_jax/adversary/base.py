@@ -10,7 +10,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.constraints import lagrangian_reward
+from rcmdp_jax import box
+from rcmdp_jax.constraints import lagrangian_cost
+from rcmdp_jax.plugin import Plugin
 from rcmdp_jax.rollout import Policy, episode_values
 
 
@@ -27,17 +29,24 @@ class Context:
     score_ok: bool = True  # the kernel has a density (the score-function gradient exists)
 
 
-class Adversary:
+class Adversary(Plugin):
     """A robust training method. ``step`` moves the kernels after the policy update:
     ``(params, env_xi) -> (params, env_xi, environment steps spent)``, where ``params`` is
     the one kernel of the adversary (the dual phase, evaluation and the ``xi`` metric use
     it) and ``env_xi`` ``[n_envs, *xi.shape]`` the kernel of each rollout environment.
     ``per_env``: the method gives the rollout envs kernels of their own (else every env
-    runs ``params.xi``); ``redraw``: an env's kernel is drawn anew when its episode ends."""
+    runs ``params.xi``; a learner must honour them, ``Learner.per_env_kernels``);
+    ``redraw``: an env's kernel is drawn anew when its episode ends. Its options, checks
+    and memory needs: ``rcmdp_jax.plugin.Plugin`` (read ``ctx.cfg.option(name)``)."""
 
     name = "none"
     per_env = False
     redraw = False
+
+    @classmethod
+    def lane_bytes(cls, cfg, record: float, episode: float) -> float:
+        """Every robust lane's allowance: LTMA's episodes, every step kept for the gradient."""
+        return cfg.ltma_episodes * (cfg.ltma_horizon * record + episode)
 
     def init_env_xi(self, key, params, n_envs: int) -> jax.Array:
         return broadcast(params.xi, n_envs)
@@ -56,8 +65,7 @@ def broadcast(xi: jax.Array, n: int) -> jax.Array:
 
 def uniform_kernels(key, params, n: int) -> jax.Array:
     """``n`` kernels drawn uniformly from the box ``|xi - xi_c| <= kappa``: ``[n, *xi.shape]``."""
-    u = jax.random.uniform(key, (n,) + jnp.shape(params.xi_c), minval=-1.0, maxval=1.0)
-    return params.xi_c + params.kappa * u
+    return box.uniform(key, params.xi_c, params.kappa, n)
 
 
 def lagrangian_costs(ctx: Context, key, params, xis: jax.Array, actor_params, lam_tilde, hp):
@@ -70,7 +78,7 @@ def lagrangian_costs(ctx: Context, key, params, xis: jax.Array, actor_params, la
     def on(xi):
         one = lambda k: episode_values(k, ctx.env, params.replace(xi=xi), policy, hp.gamma, ctx.env.episode_length)
         v, c, n, _ = jax.vmap(one)(keys)
-        return jnp.mean(-lagrangian_reward(v, c, lam_tilde)), n.sum()
+        return jnp.mean(lagrangian_cost(v, c, lam_tilde)), n.sum()
 
     costs, steps = jax.vmap(on)(xis)
     return costs, steps.sum()

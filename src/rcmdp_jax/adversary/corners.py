@@ -6,19 +6,32 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from rcmdp_jax import box
 from rcmdp_jax.adversary.base import Adversary, broadcast, lagrangian_costs
 
 MAX_PARAMS = 8
 
 
 def corner_kernels(env, params) -> jnp.ndarray:
-    """The ``2^n`` corners of the box, ``[2^n, *xi.shape]``."""
-    d = jnp.asarray(env.sign_directions()).reshape((-1,) + jnp.shape(params.xi_c))
-    return params.xi_c + params.kappa * d
+    """The ``2^n`` corners of the box, ``[2^n, *xi.shape]`` (``box.corners``)."""
+    return box.corners(params.xi_c, params.kappa)
 
 
 class Corners(Adversary):
     name = "corners"
+    size_fields = ("adversary_episodes",)
+
+    @classmethod
+    def check_env(cls, env, cfg) -> None:
+        if env.num_kernel_params > MAX_PARAMS:
+            raise ValueError(f"adversary='corners' runs 2^n kernels an iteration: {env.name} has n="
+                             f"{env.num_kernel_params} kernel parameters (at most {MAX_PARAMS}); choose "
+                             f"worst-of-n or ltma-norm")  # fmt: skip
+
+    @classmethod
+    def lane_bytes(cls, cfg, record: float, episode: float) -> float:
+        """LTMA's allowance and every corner's episodes at once (at most ``2^MAX_PARAMS``)."""
+        return super().lane_bytes(cfg, record, episode) + 2**MAX_PARAMS * cfg.adversary_episodes * episode
 
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         xis = corner_kernels(ctx.env, params)

@@ -10,6 +10,10 @@ from rcmdp_jax.ltma import ltma_phase
 class StudyLTMA(Adversary):
     name = "ltma"
 
+    @classmethod
+    def check_env(cls, env, cfg) -> None:
+        env.check_estimator(env.default_params, cfg.ltma_estimator)
+
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         params, samples = ltma_phase(key, ctx.env, params, ctx.actor, actor_params, lam_tilde, hp, ctx.cfg)
         return params, broadcast(params.xi, env_xi.shape[0]), samples

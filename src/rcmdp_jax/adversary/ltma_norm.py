@@ -26,6 +26,16 @@ def normalised_step(xi, direction, kappa, fraction):
 
 class NormalisedLTMA(Adversary):
     name = "ltma-norm"
+    size_fields = ("adversary_episodes",)
+
+    @classmethod
+    def check_env(cls, env, cfg) -> None:
+        env.check_estimator(env.default_params, "pathwise")
+
+    @classmethod
+    def lane_bytes(cls, cfg, record: float, episode: float) -> float:
+        """LTMA's allowance and the pathwise episodes, kept for the gradient."""
+        return super().lane_bytes(cfg, record, episode) + cfg.adversary_episodes * (cfg.ltma_horizon * record + episode)
 
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         cfg = ctx.cfg

@@ -22,6 +22,18 @@ def worst_kernels(costs: jax.Array, xis: jax.Array, k: int, n_envs: int) -> tupl
 class WorstOfN(Adversary):
     name = "worst-of-n"
     per_env = True
+    size_fields = ("adversary_candidates", "adversary_episodes")
+
+    @classmethod
+    def check_options(cls, cfg) -> None:
+        f = cfg.adversary_fraction
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f <= 1.0:
+            raise ValueError(f"adversary_fraction must be in (0, 1] (the worst share of the candidates), got {f!r}")
+
+    @classmethod
+    def lane_bytes(cls, cfg, record: float, episode: float) -> float:
+        """LTMA's allowance and every candidate's episodes at once."""
+        return super().lane_bytes(cfg, record, episode) + cfg.adversary_candidates * cfg.adversary_episodes * episode
 
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         cfg = ctx.cfg

@@ -8,8 +8,8 @@ here by name:
 
 A rule is chosen per lane of a family program: its code (``code``, the position in the
 registry) is a traced array (``step.Variant.constraint``) and ``switch`` runs the lane's
-rule, its branches taken from the registry. ``register`` adds a rule (a plug-in); the
-``Config.constraint`` choices are the registry's names.
+rule, its branches taken from the registry. ``register(name, cls)`` adds a rule (a plug-in,
+``rcmdp_jax.plugin``); the ``Config.constraint`` choices are the registry's names.
 """
 
 from __future__ import annotations
@@ -19,41 +19,32 @@ import functools
 import jax
 
 from rcmdp_jax.constraints.augmented import Augmented
-from rcmdp_jax.constraints.base import DualState, Rule, ascent, init_dual, lagrangian_reward
+from rcmdp_jax.constraints.base import DualState, Rule, ascent, init_dual, lagrangian_cost, lagrangian_reward
 from rcmdp_jax.constraints.lagrangian import Lagrangian
 from rcmdp_jax.constraints.none import NoConstraint
+from rcmdp_jax.plugin import Registry
 
-_RULES: dict[str, Rule] = {r.name: r for r in (NoConstraint(), Lagrangian(), Augmented())}
-CONSTRAINT_NAMES = tuple(_RULES)  # the built-in rules (``config.Constraint``)
+REGISTRY = Registry("constraint rule", "rcmdp_jax.constraints.base:Rule",
+                    {"none": NoConstraint, "lagrangian": Lagrangian, "augmented": Augmented})  # fmt: skip
+CONSTRAINT_NAMES = REGISTRY.builtin  # the built-in rules (``config.Constraint``)
+unregister, names, items = REGISTRY.unregister, REGISTRY.names, REGISTRY.items
 
 
-def register(rule: Rule) -> Rule:
-    """Add ``rule`` (a ``Rule`` instance, its ``name`` new) to the registry; returns it."""
-    if not isinstance(rule, Rule) or not rule.name:
-        raise ValueError(f"a constraint rule must be a named rcmdp_jax.constraints.Rule, got {rule!r}")
-    if rule.name in _RULES:
-        raise ValueError(f"constraint rule {rule.name!r} is registered already")
-    _RULES[rule.name] = rule
+def register(name: str, cls: type) -> type:
+    """Add rule ``cls`` (a ``Rule`` subclass) as ``name``, in code order; returns it."""
+    return REGISTRY.register(name, cls)
+
+
+def get(name: str, cfg=None) -> Rule:
+    """The rule registered as ``name``, reading its options from ``cfg`` (a ``Config``)."""
+    rule = REGISTRY.get(name, "constraint")(cfg)
+    rule.name = name
     return rule
 
 
-def unregister(name: str) -> None:
-    """Remove plug-in rule ``name`` (the built-in rules stay)."""
-    if name in CONSTRAINT_NAMES:
-        raise ValueError(f"constraint rule {name!r} is built in")
-    _RULES.pop(name, None)
-
-
-def names() -> tuple[str, ...]:
-    """Every registered rule's name, in code order."""
-    return tuple(_RULES)
-
-
-def get(name: str) -> Rule:
-    """The rule registered as ``name``."""
-    if name not in _RULES:
-        raise ValueError(f"constraint={name!r} is not allowed; choose one of: {', '.join(_RULES)}")
-    return _RULES[name]
+def rules(cfg=None) -> tuple[Rule, ...]:
+    """Every registered rule, in code order, reading its options from ``cfg``."""
+    return tuple(get(n, cfg) for n in names())
 
 
 def code(name: str) -> int:
@@ -62,25 +53,26 @@ def code(name: str) -> int:
     return names().index(name)
 
 
-def switch(which: jax.Array, fn, *args):
+def switch(which: jax.Array, fn, *args, cfg=None):
     """``fn(rule, *args)`` of the rule whose code is ``which`` (may be traced: ``lax.switch``
-    over every registered rule)."""
-    return jax.lax.switch(which, [functools.partial(fn, r) for r in _RULES.values()], *args)
+    over every registered rule, each reading its options from ``cfg``)."""
+    return jax.lax.switch(which, [functools.partial(fn, r) for r in rules(cfg)], *args)
 
 
-def multiplier(which: jax.Array, dual: DualState, hp) -> jax.Array:
+def multiplier(which: jax.Array, dual: DualState, hp, cfg=None) -> jax.Array:
     """``lam~`` of the rule whose code is ``which`` (may be traced)."""
-    return switch(which, lambda rule, d: rule.multiplier(d, hp), dual)
+    return switch(which, lambda rule, d: rule.multiplier(d, hp), dual, cfg=cfg)
 
 
 def has_dual(which: jax.Array) -> jax.Array:
     """Whether the rule of code ``which`` (may be traced) runs a dual phase."""
     import jax.numpy as jnp
 
-    return jnp.asarray([r.dual for r in _RULES.values()])[which]
+    return jnp.asarray([REGISTRY.get(n, "constraint").dual for n in names()])[which]
 
 
 __all__ = [
-    "CONSTRAINT_NAMES", "DualState", "Rule", "ascent", "code", "get", "has_dual", "init_dual", "lagrangian_reward",
-    "multiplier", "names", "register", "switch", "unregister",
+    "CONSTRAINT_NAMES", "REGISTRY", "DualState", "Rule", "ascent", "code", "get", "has_dual", "items", "init_dual", "lagrangian_cost",
+    "lagrangian_reward",
+    "multiplier", "names", "register", "rules", "switch", "unregister",
 ]  # fmt: skip

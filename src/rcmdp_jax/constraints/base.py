@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from rcmdp_jax.plugin import Plugin
+
 
 @struct.dataclass
 class DualState:
@@ -23,8 +25,15 @@ def init_dual(m: int, lam_init: jax.Array) -> DualState:
 
 def lagrangian_reward(reward: jax.Array, costs: jax.Array, lam_tilde: jax.Array) -> jax.Array:
     """The Lagrangian reward ``r - lam~ . c`` (docs/method.md §2a): ``reward [...]``, ``costs
-    [..., m]`` -> ``[...]``. The learners' signal; LTMA's cost is its negation."""
+    [..., m]`` -> ``[...]``. The learners' signal; the adversary's cost is its negation."""
     return reward - costs @ lam_tilde
+
+
+def lagrangian_cost(reward: jax.Array, costs: jax.Array, lam_tilde: jax.Array) -> jax.Array:
+    """The Lagrangian cost ``lam~ . c - r``, the reward negated (docs/method.md §2c): what
+    every robust method ascends, on a step (``reward``, ``costs``) or on an episode's values
+    (``V``, ``C``); higher is worse for the learner."""
+    return -lagrangian_reward(reward, costs, lam_tilde)
 
 
 def ascent(step, lam: jax.Array, n_steps, estimates: jax.Array | None = None) -> jax.Array:
@@ -41,14 +50,19 @@ def ascent(step, lam: jax.Array, n_steps, estimates: jax.Array | None = None) ->
     return jax.lax.scan(body, lam, (jnp.arange(estimates.shape[0]), estimates))[0]
 
 
-class Rule:
+class Rule(Plugin):
     """A constraint rule: ``multiplier`` (the ``lam~`` the learner and the adversary see)
     and ``update`` (the dual phase of one iteration). A rule that keeps the default
     ``update`` writes only ``step``, one ascent step on ``lam``. ``dual``: whether the
-    rule runs a dual phase (its steps are counted and its samples spent)."""
+    rule runs a dual phase (its steps are counted and its samples spent). Made with the
+    program's config (``self.cfg``, None outside a program); its options, checks and memory
+    needs: ``rcmdp_jax.plugin.Plugin`` (read ``self.cfg.option(name)``)."""
 
     name = ""
     dual = True
+
+    def __init__(self, cfg=None):
+        self.cfg = cfg
 
     def multiplier(self, dual: DualState, hp) -> jax.Array:
         return dual.lam

@@ -12,48 +12,31 @@ registry's names, and ``make_learner`` is the one place a config's learner name 
 
 from __future__ import annotations
 
-from rcmdp_jax.learners.base import Learner, make_optimizer
+from rcmdp_jax.learners.base import UPDATE_METRICS, Learner, make_optimizer
 from rcmdp_jax.learners.batch import Batch, BatchLearner, PolicyTerms
 from rcmdp_jax.learners.mcpmd import MCPMD
 from rcmdp_jax.learners.mdpo import MDPO
 from rcmdp_jax.learners.ppo import PPO
+from rcmdp_jax.plugin import Registry
 
-_LEARNERS: dict[str, type[Learner]] = {"ppo": PPO, "mdpo": MDPO, "mcpmd": MCPMD}
-LEARNER_NAMES = tuple(_LEARNERS)  # the built-in learners (``config.Learner``)
+REGISTRY = Registry("learner", "rcmdp_jax.learners.base:Learner", {"ppo": PPO, "mdpo": MDPO, "mcpmd": MCPMD})
+LEARNER_NAMES = REGISTRY.builtin  # the built-in learners (``config.Learner``)
+unregister, names, items = REGISTRY.unregister, REGISTRY.names, REGISTRY.items
 
 
-def register(name: str, cls: type[Learner]) -> type[Learner]:
+def register(name: str, cls: type) -> type:
     """Add learner ``cls`` (a ``Learner`` subclass) as ``name``; returns it."""
-    if not (isinstance(cls, type) and issubclass(cls, Learner)):
-        raise ValueError(f"learner {name!r} must be a subclass of rcmdp_jax.learners.Learner, got {cls!r}")
-    if not name or name in _LEARNERS:
-        raise ValueError(f"learner {name!r} is empty or registered already")
-    _LEARNERS[name] = cls
-    return cls
-
-
-def unregister(name: str) -> None:
-    """Remove plug-in learner ``name`` (the built-in learners stay)."""
-    if name in LEARNER_NAMES:
-        raise ValueError(f"learner {name!r} is built in")
-    _LEARNERS.pop(name, None)
-
-
-def names() -> tuple[str, ...]:
-    """Every registered learner's name."""
-    return tuple(_LEARNERS)
+    return REGISTRY.register(name, cls)
 
 
 def get(name: str) -> type[Learner]:
     """The learner class registered as ``name``."""
-    if name not in _LEARNERS:
-        raise ValueError(f"learner={name!r} is not allowed; choose one of: {', '.join(_LEARNERS)}")
-    return _LEARNERS[name]
+    return REGISTRY.get(name, "learner")
 
 
 def episodic(name: str) -> bool:
     """Whether learner ``name`` collects one whole episode an iteration (False for no learner)."""
-    return name in _LEARNERS and _LEARNERS[name].episodic
+    return name in names() and get(name).episodic
 
 
 def make_learner(cfg, env, actor, critic) -> Learner:
@@ -62,6 +45,6 @@ def make_learner(cfg, env, actor, critic) -> Learner:
 
 
 __all__ = [
-    "LEARNER_NAMES", "MCPMD", "MDPO", "PPO", "Batch", "BatchLearner", "Learner", "PolicyTerms", "episodic", "get",
-    "make_learner", "make_optimizer", "names", "register", "unregister",
+    "LEARNER_NAMES", "MCPMD", "MDPO", "PPO", "REGISTRY", "UPDATE_METRICS", "Batch", "BatchLearner", "Learner",
+    "PolicyTerms", "episodic", "get", "items", "make_learner", "make_optimizer", "names", "register", "unregister",
 ]  # fmt: skip

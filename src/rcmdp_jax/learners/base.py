@@ -15,6 +15,11 @@ from typing import Any, ClassVar
 import jax
 import optax
 
+from rcmdp_jax.plugin import Plugin
+
+# what every learner's ``update`` returns as its metrics (the train step checks it while tracing)
+UPDATE_METRICS = ("policy_loss", "critic_loss", "n_updates", "policy_epochs", "approx_kl", "alpha")
+
 
 def make_optimizer(cfg, lr) -> optax.GradientTransformation:
     """Adam (eps ``cfg.adam_eps``) or SGD at learning rate ``lr`` (may be traced), after
@@ -29,20 +34,26 @@ def make_optimizer(cfg, lr) -> optax.GradientTransformation:
 
 
 @dataclasses.dataclass(frozen=True)
-class Learner:
+class Learner(Plugin):
     """One learner of one configuration: ``actor``, ``critic`` (flax modules), ``cfg`` (the
-    static choices: an ``rcmdp_jax.Config``) and ``env``.
+    static choices: an ``rcmdp_jax.Config``) and ``env``. Registered as a class (made
+    without arguments when registered, so every field has a default).
 
     ``episodic``: an iteration is one whole episode of one env, so the train scan has idle
     iteration slots past the step budget (``Config.num_iterations``); ``trains_critic``:
-    the critic's cost heads are trained (the ``gae`` dual estimator reads them)."""
+    the critic's cost heads are trained (the ``gae`` dual estimator reads them);
+    ``per_env_kernels``: ``collect`` honours per-env kernels (``state.env_xi`` and
+    ``fresh_xi``): a learner that does not is refused with a robust method that gives each
+    rollout env its own kernel (``dr``, ``worst-of-n``). Its options, checks and memory
+    needs: ``rcmdp_jax.plugin.Plugin`` (read ``self.cfg.option(name)``)."""
 
-    actor: Any
-    critic: Any
-    cfg: Any
-    env: Any
+    actor: Any = None
+    critic: Any = None
+    cfg: Any = None
+    env: Any = None
     episodic: ClassVar[bool] = False
     trains_critic: ClassVar[bool] = True
+    per_env_kernels: ClassVar[bool] = False
 
     def optimizer(self, lr) -> optax.GradientTransformation:
         """The optimizer at learning rate ``lr`` (may be traced)."""
@@ -64,6 +75,7 @@ class Learner:
 
     def update(self, key, state, data, signal, hp, schedule):
         """3. The policy (and critic) update: ``(state, policy steps, metrics)``; the metrics
-        hold ``policy_loss``, ``critic_loss``, ``n_updates``, ``policy_epochs``,
-        ``approx_kl`` and ``alpha``. ``schedule``: alpha's ``schedules.Schedule``."""
+        hold every key of ``UPDATE_METRICS`` (scalars: ``policy_loss``, ``critic_loss``,
+        ``n_updates``, ``policy_epochs`` (the dual phase may read it), ``approx_kl`` and
+        ``alpha``). ``schedule``: alpha's ``schedules.Schedule``."""
         raise NotImplementedError

@@ -71,6 +71,8 @@ class BatchLearner(Learner):
     """A learner of batches of auto-resetting steps; a subclass gives ``policy_loss`` and
     PPO its ``kl_stop`` ("sb3", "dropout_off", or None: no early stop)."""
 
+    per_env_kernels = True  # ``collect`` runs ``state.env_xi`` and takes ``fresh_xi``
+
     @property
     def kl_stop(self) -> str | None:
         return None

@@ -18,6 +18,7 @@ from rcmdp_jax.rollout import collect_episode
 class MCPMD(Learner):
     episodic = True
     trains_critic = False
+    per_env_kernels = True  # its one env runs ``state.env_xi[0]``
 
     def learn_keys(self, key):
         """``(rollout key, update key)``: the update replays the episode's own dropout keys."""

@@ -12,10 +12,11 @@ import datetime as _dt
 import sys
 from pathlib import Path
 
-from rcmdp_jax.config import ENV_NAMES
+from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.study import runtime
-from rcmdp_jax.study.plan import PlanError, build_plan, check_before_processes, check_devices
-from rcmdp_jax.study.run_folder import RunFolder, RunFolderError
+from rcmdp_jax.study.errors import PlanError, RunFolderError
+from rcmdp_jax.study.plan import build_plan, check_before_processes, check_devices
+from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import Plan
 
 
@@ -193,7 +194,7 @@ def main(argv=None) -> int:
     split_note = ""
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        from rcmdp_jax.study.console import split_in_process
+        from rcmdp_jax.study.devices import split_in_process
 
         split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others

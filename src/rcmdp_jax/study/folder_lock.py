@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from rcmdp_jax.study.run_folder import RunFolderError
+from rcmdp_jax.study.errors import RunFolderError
 
 
 def in_use(root: Path, pid: str) -> str:

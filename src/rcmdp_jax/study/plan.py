@@ -11,26 +11,17 @@ import warnings
 
 import numpy as np
 
-from rcmdp_jax.config import (
-    BUDGETS,
-    ENV_NAMES,
-    BudgetRounded,
-    Config,
-    config_from_dict,
-    config_to_dict,
-    validate_hparams,  # fmt: skip
-)
+from rcmdp_jax.config import BudgetRounded, Config, config_from_dict, config_to_dict
+from rcmdp_jax.envs import ENV_NAMES
+from rcmdp_jax.envs.domain import BUDGETS
+from rcmdp_jax.hparams import validate_hparams
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
+from rcmdp_jax.study.errors import PlanError
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.sizes import check_counts, check_memory
 from rcmdp_jax.user_env import check_folder_names
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
-
-
-class PlanError(ValueError):
-    """An input the plan refuses (the message names the option and the allowed values);
-    the command line reports it in one line, exit status 2, nothing written."""
 
 
 # fields that choose the algorithm or the run: set by --algos / --env / --steps, never by --set

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from rcmdp_jax.study.plan import PlanError
+from rcmdp_jax.study.errors import PlanError
 
 
 def load_user_env(args) -> str:

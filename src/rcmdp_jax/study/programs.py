@@ -50,8 +50,7 @@ def plugins() -> tuple:
     that holds them keeps them alive, so no identity is reused)."""
     from rcmdp_jax import adversary, constraints, learners, schedules
 
-    registries = (learners._LEARNERS, constraints._RULES, schedules._SCHEDULES, adversary._METHODS)
-    return tuple(tuple(r.items()) for r in registries)
+    return tuple(r.items() for r in (learners, constraints, schedules, adversary))
 
 
 def cached(key: tuple, build: Callable[[], Any]) -> Any:

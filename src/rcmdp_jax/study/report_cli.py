@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from rcmdp_jax.study import folder_lock
-from rcmdp_jax.study.run_folder import DamagedFile, RunFolder, RunFolderError
+from rcmdp_jax.study.errors import RunFolderError
+from rcmdp_jax.study.run_folder import DamagedFile, RunFolder
 from rcmdp_jax.study.runtime import os_error
 
 USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)"

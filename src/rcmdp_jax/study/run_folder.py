@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax.divergence import nonfinite_episodes
+from rcmdp_jax.study.errors import RunFolderError
 from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan
 from rcmdp_jax.study.saved_plan import plan_problem
 
@@ -23,12 +24,6 @@ def kept_seeds(test: dict) -> np.ndarray:
     as trained)."""
     keep = ~test["diverged"] if "diverged" in test else np.ones(test["V"].shape[0], bool)
     return keep & ~nonfinite_episodes(test["V"], test["C"])
-
-
-class RunFolderError(ValueError):
-    """A run folder this command cannot use (not a run folder, an edited ``run.json``, in
-    use by another run, not writable); the command line reports it in one line, exit
-    status 2."""
 
 
 class DamagedFile(ValueError):

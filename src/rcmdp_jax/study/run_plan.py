@@ -9,7 +9,8 @@ import dataclasses
 import json
 from typing import Any
 
-from rcmdp_jax.config import Config, HParams, config_from_dict, config_to_dict
+from rcmdp_jax.config import Config, config_from_dict, config_to_dict
+from rcmdp_jax.hparams import HParams
 
 # the keys every run.json has; the others default (``Plan.from_dict``)
 REQUIRED_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")

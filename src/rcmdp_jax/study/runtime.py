@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from rcmdp_jax.study.plan import PlanError
+from rcmdp_jax.study.errors import PlanError
 
 
 def start_processes(args) -> bool:

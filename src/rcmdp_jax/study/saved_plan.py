@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rcmdp_jax.config import Config, HParams, config_from_dict
+from rcmdp_jax.config import Config, config_from_dict
+from rcmdp_jax.hparams import HParams
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
 _HP_FIELDS = {f.name for f in dataclasses.fields(HParams)}
@@ -20,7 +21,11 @@ def _is_int(v) -> bool:
 def _type_problem(field: str, value) -> str:
     """A JSON value that is not of ``Config.field``'s type ("" if it is)."""
     default = getattr(Config(), field)
-    if isinstance(default, bool):
+    if field == "options":  # plug-ins' options: [name, value] pairs
+        ok = isinstance(value, list) and all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in value
+        )
+    elif isinstance(default, bool):
         ok = isinstance(value, bool)
     elif isinstance(default, int):
         ok = _is_int(value)

@@ -1,7 +1,7 @@
 """What a plan's sizes cost, checked before anything is written: every derived count
 against the train step's int32 counters (``check_counts``) and every buffer of the run
 (training, the multiplier batch, LTMA's episodes, the robustness sweep) against this
-machine's memory (``check_memory``). Both raise ``plan.PlanError`` naming the field."""
+machine's memory (``check_memory``). Both raise ``errors.PlanError`` naming the field."""
 
 from __future__ import annotations
 
@@ -11,10 +11,18 @@ import os
 
 from rcmdp_jax.config import INT32_MAX, Config
 
-LEVELS = 11  # the robustness test's distortion levels (``evaluate.DISTORTION_LEVELS``)
-# the fields a memory estimate depends on: the one whose default shrinks it most is named
+# the fields a memory estimate depends on (and the robust methods' ``size_fields``): the
+# one whose default shrinks it most is named
 SIZE_FIELDS = ("n_envs", "n_steps", "minibatch_size", "eval_episodes", "policy_hidden", "critic_hidden", "dual_batch",
-               "n_dual_episodes", "ltma_episodes", "ltma_horizon", "adversary_episodes", "adversary_candidates")  # fmt: skip
+               "n_dual_episodes", "ltma_episodes", "ltma_horizon")  # fmt: skip
+
+
+def size_fields(configs) -> tuple[str, ...]:
+    """``SIZE_FIELDS`` and the size fields of the robust methods of ``configs``."""
+    from rcmdp_jax import adversary
+
+    own = (f for c in configs for f in adversary.method_class(adversary.method_of(c)).size_fields)
+    return tuple(dict.fromkeys((*SIZE_FIELDS, *own)))
 
 
 def env_length(cfg: Config) -> int:
@@ -46,7 +54,7 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
 
 
 def check_counts(cfg: Config, where: str) -> None:
-    from rcmdp_jax.study.plan import PlanError
+    from rcmdp_jax.study.errors import PlanError
 
     for field, what, n in derived_counts(cfg):
         if n > INT32_MAX:
@@ -60,6 +68,7 @@ def kernel_count(env: str) -> int:
     import jax
 
     from rcmdp_jax import envs
+    from rcmdp_jax.evaluate import DISTORTION_LEVELS
 
     if env.startswith(envs.GYMNAX_PREFIX):
         from rcmdp_jax.envs.gymnax_presets import parse_gymnax_name
@@ -67,13 +76,15 @@ def kernel_count(env: str) -> int:
         n = len(parse_gymnax_name(env)[1])
     else:
         n = math.prod(jax.eval_shape(lambda: envs.make(env)[1].xi_c).shape)
-    return LEVELS * 2**n
+    return len(DISTORTION_LEVELS) * 2**n
 
 
 def lane_bytes(cfg: Config) -> float:
     """Bytes one lane (a seed of an algorithm) of ``cfg`` needs while training: rough upper
     figures (a step record and its intermediates <= 48 floats plus the activations, an
     episode lane 256 floats, parameters with gradients and optimizer state five times)."""
+    from rcmdp_jax import adversary
+
     layers = [[16, *h, 16] for h in (cfg.policy_hidden, cfg.critic_hidden)]  # observations, outputs: <= 16 wide
     n_params = sum(a * b for w in layers for a, b in zip(w, w[1:]))
     act = 4.0 * sum(cfg.policy_hidden + cfg.critic_hidden)
@@ -81,14 +92,8 @@ def lane_bytes(cfg: Config) -> float:
     need = cfg.batch_size * record + cfg.eval_episodes * episode + 20.0 * n_params + 3.0 * cfg.minibatch_size * act
     if cfg.constrained:  # the multiplier batch, or the start-value estimate's parallel episodes
         need += cfg.dual_batch * record + cfg.n_dual_episodes * episode
-    if cfg.robust:  # LTMA's episodes, every step kept for the gradient
-        need += cfg.ltma_episodes * (cfg.ltma_horizon * record + episode)
-        if cfg.adversary == "ltma-norm":  # its pathwise episodes, kept for the gradient
-            need += cfg.adversary_episodes * (cfg.ltma_horizon * record + episode)
-        if cfg.adversary in ("worst-of-n", "corners"):  # every candidate's episodes at once (corners: at most 2^8)
-            need += (
-                (cfg.adversary_candidates if cfg.adversary == "worst-of-n" else 256) * cfg.adversary_episodes * episode
-            )
+    if cfg.robust:  # the robust method's own episodes (``Plugin.lane_bytes``)
+        need += adversary.method_class(cfg.adversary).lane_bytes(cfg, record, episode)
     return need
 
 
@@ -101,7 +106,10 @@ def sweep_bytes(cfg: Config, n_test: int, seeds: int, kernels: int) -> float:
 
 
 def _default(cfg: Config, field: str) -> Config:
-    return dataclasses.replace(cfg, **{field: getattr(Config(), field)})
+    """``cfg`` with ``field`` (a config field, or a plug-in's option) at its default."""
+    if field in {f.name for f in dataclasses.fields(Config)}:
+        return dataclasses.replace(cfg, **{field: getattr(Config(), field)})
+    return cfg.replace(options=tuple((k, v) for k, v in cfg.options if k != field))
 
 
 def family_bytes(members, n_test: int, seeds: int, kernels: int) -> float:
@@ -116,7 +124,7 @@ def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
     largest robustness sweep would not fit in this machine's memory, naming the field
     (or ``--n-test``) whose default would shrink it most."""
     from rcmdp_jax import envs
-    from rcmdp_jax.study.plan import PlanError
+    from rcmdp_jax.study.errors import PlanError
 
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -133,7 +141,8 @@ def check_memory(configs: dict, seeds: int, n_test: int | None) -> None:
             need = family_bytes(members, n, seeds, kernels)
             if need <= 0.9 * total:
                 continue
-            shrink = {f: family_bytes([_default(c, f) for c in members], n, seeds, kernels) for f in SIZE_FIELDS}
+            fields = size_fields(members)
+            shrink = {f: family_bytes([_default(c, f) for c in members], n, seeds, kernels) for f in fields}
             shrink["--n-test"] = family_bytes(members, default_test, seeds, kernels)
             field = min(shrink, key=shrink.get)
             raise PlanError(f"{env}: {len(members)} algorithm(s) x {seeds} seed(s) need about {need / 2**30:,.1f} "

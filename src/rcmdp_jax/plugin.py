@@ -1,0 +1,137 @@
+"""What every plug-in declares (``Plugin``: a learner, a constraint rule, a robust method)
+and the one registry the kinds share (``Registry``: ``register(name, cls)``).
+
+A plug-in carries its own options, their checks, its memory needs and its checks against
+an environment; ``Config``, ``Config.validate``, ``study/sizes.py`` and ``step.Step`` read
+them from the registry instead of listing names (docs/design.md, "Plug-ins").
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import import_module
+from typing import Any, ClassVar
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # names go in ALGO+METHOD names, --algos lists, folders
+
+
+class Plugin:
+    """What a plug-in declares, all optional.
+
+    ``options``: its own options, ``{name: default}`` (a hashable value: a number, a
+    string, a bool or a tuple); a config sets one like a field (``cfg.replace(name=v)``)
+    and the plug-in reads it with ``cfg.option(name)``. ``check_options(cfg)`` raises
+    ``ValueError`` naming the option and what it allows; ``check_env(env, cfg)`` raises
+    when the environment cannot run the plug-in (both run before anything compiles).
+    ``lane_bytes(cfg, record, episode)``: the bytes one lane needs beyond the learner's
+    batch (``record``: one kept step, ``episode``: one episode lane); ``size_fields``: the
+    config fields or options that set them (the memory check names the one to shrink)."""
+
+    options: ClassVar[dict[str, Any]] = {}
+    size_fields: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def check_options(cls, cfg) -> None:
+        """Raise ``ValueError`` naming the option and its allowed values."""
+
+    @classmethod
+    def check_env(cls, env, cfg) -> None:
+        """Raise ``ValueError`` when ``env`` (built) cannot run this plug-in under ``cfg``."""
+
+    @classmethod
+    def lane_bytes(cls, cfg, record: float, episode: float) -> float:
+        return 0.0
+
+
+class Registry:
+    """The plug-ins of one kind (``kind``, e.g. "robust method"), by name: the built-in
+    ones (``builtin``: name -> class, or ``"module:Class"`` imported when first used) and
+    the registered ones. Each entry is a ``base`` subclass made without arguments."""
+
+    def __init__(self, kind: str, base: str, builtin: dict[str, Any], reserved: dict[str, str] | None = None):
+        self.kind, self._base = kind, base
+        self._entries: dict[str, Any] = dict(builtin)
+        self.builtin = tuple(builtin)
+        self.reserved = reserved or {}  # names no plug-in may take -> why (e.g. "none" for robust methods)
+        REGISTRIES.append(self)
+
+    def base(self) -> type:
+        return _resolve(self._base)
+
+    def register(self, name: str, cls: type) -> type:
+        """Add ``cls`` as ``name`` (letters, digits, ``-``, ``_``, ``.``); returns ``cls``."""
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise ValueError(f"a {self.kind}'s name must be letters, digits, '-', '_' and '.' (it goes in ALGO+METHOD "
+                             f"names, --algos lists and folder names), got {name!r}")  # fmt: skip
+        if name in self._entries or name in self.reserved:
+            what = self.reserved.get(name, "registered already")
+            raise ValueError(f"{self.kind} {name!r} is {what}")
+        base = self.base()
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise ValueError(f"a {self.kind} must be a {base.__module__}.{base.__name__} subclass, got {cls!r}")
+        try:
+            cls()
+        except TypeError as err:
+            raise ValueError(f"{self.kind} {name!r}: {cls.__name__}() must take no arguments ({err})") from None
+        _check_option_names(self.kind, name, cls)
+        self._entries[name] = cls
+        return cls
+
+    def unregister(self, name: str) -> None:
+        """Remove plug-in ``name`` (the built-in ones stay)."""
+        if name in self.builtin:
+            raise ValueError(f"{self.kind} {name!r} is built-in")
+        if name not in self._entries:
+            plugins = [n for n in self._entries if n not in self.builtin]
+            raise ValueError(f"no {self.kind} {name!r} is registered; registered: {', '.join(plugins) or 'none'}")
+        del self._entries[name]
+
+    def names(self) -> tuple[str, ...]:
+        """The built-in names, then the registered ones."""
+        return tuple(self._entries)
+
+    def get(self, name: str, field: str) -> type:
+        """The class registered as ``name``; ``field``: the config field named in the error."""
+        if name not in self._entries:
+            raise ValueError(f"{field}={name!r} is not allowed; choose one of: {', '.join(self._entries)}")
+        cls = _resolve(self._entries[name])
+        self._entries[name] = cls
+        return cls
+
+    def items(self) -> tuple[tuple[str, type], ...]:
+        """Every ``(name, class)``, the public read of the registry."""
+        return tuple((n, self.get(n, self.kind)) for n in self._entries)
+
+
+REGISTRIES: list[Registry] = []  # every kind's registry, in the order they were made
+
+
+def option_owners() -> dict[str, tuple[str, type]]:
+    """Every registered plug-in's option -> ``("kind name", class)`` of a plug-in that declares it."""
+    return {o: (f"{r.kind} {n!r}", cls) for r in REGISTRIES for n, cls in r.items() for o in cls.options}
+
+
+def _resolve(entry: Any) -> Any:
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        return getattr(import_module(module), attr)
+    return entry
+
+
+def _check_option_names(kind: str, name: str, cls: type) -> None:
+    """Refuse options that are not names, or that another plug-in (not a parent) declares;
+    ``Config.validate`` refuses those that are config fields."""
+    if not isinstance(cls.options, dict):
+        raise ValueError(f"{kind} {name!r}: options must be a dict {{name: default}}, got {cls.options!r}")
+    taken = option_owners()
+    for option, default in cls.options.items():
+        if not isinstance(option, str) or not option.isidentifier():
+            raise ValueError(f"{kind} {name!r}: option {option!r} must be an identifier")
+        if option in taken and not issubclass(cls, taken[option][1]):  # a subclass may share its parent's
+            raise ValueError(f"{kind} {name!r}: option {option!r} is taken by {taken[option][0]}")
+        try:
+            hash(default)
+        except TypeError:
+            raise ValueError(
+                f"{kind} {name!r}: option {option!r}'s default must be hashable, got {default!r}"
+            ) from None
