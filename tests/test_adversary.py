@@ -10,6 +10,7 @@ from scipy import stats as sps
 from rcmdp_jax import envs, make_train, preset
 from rcmdp_jax.adversary import family_methods, get
 from rcmdp_jax.adversary.base import Context, lagrangian_costs, uniform_kernels
+from rcmdp_jax.adversary.candidates import worst_cost_kernel
 from rcmdp_jax.adversary.corners import corner_kernels
 from rcmdp_jax.adversary.ltma_norm import normalised_step
 from rcmdp_jax.adversary.worst_of_n import worst_kernels
@@ -76,6 +77,25 @@ def test_corners_finds_the_hand_derived_worst_corner_on_inventory():
     xis = corner_kernels(env, params)
     costs, _ = lagrangian_costs(ctx, jax.random.PRNGKey(0), params, xis, actor_params, jnp.zeros(1), cfg.hparams)
     assert int(np.argmax(np.asarray(costs))) == int(np.argmin(np.abs(np.asarray(xis) - want).sum(1)))
+
+
+def test_worst_cost_reading_picks_the_highest_cost_candidate():
+    # by hand: the candidate whose most violated constraint is highest
+    xis = jnp.array([[0.0], [1.0], [2.0]])
+    values = jnp.array([[-1.0, 0.5], [2.0, -3.0], [0.1, 0.2]])
+    assert float(worst_cost_kernel(xis, values)[0]) == 1.0
+    # on Inventory, always ordering 6: the cost 0.01 (a^2 - s_t) rises as the states fall, so the
+    # corner where C is highest is xi_c + kappa, the opposite of the Lagrangian's (lowest return)
+    cfg = preset("inventory", "MDPO-Lag+corners", adversary_episodes=2, dual_reading="worst_cost")
+    env, params = envs.make("inventory")
+    actor, actor_params = _ordering_actor(cfg, env, favourite=3)
+    ctx = Context(env, actor, cfg, episodic=False)
+    step = jax.jit(lambda k, a: get("corners").step(ctx, k, params, jnp.zeros((4, 2)), a, jnp.zeros(1), cfg.hparams))
+    new, _, _, dual_xi = step(jax.random.PRNGKey(0), actor_params)
+    np.testing.assert_allclose(np.asarray(new.xi), np.asarray(params.xi_c) - np.asarray(params.kappa))
+    np.testing.assert_allclose(np.asarray(dual_xi), np.asarray(params.xi_c) + np.asarray(params.kappa))
+    with pytest.raises(ValueError, match="dual_reading='highest' is not allowed; choose one of: picked, worst_cost"):
+        preset("inventory", "MDPO-Lag+corners", dual_reading="highest")
 
 
 def test_pathwise_gradient_matches_finite_differences_on_a_gymnax_preset():

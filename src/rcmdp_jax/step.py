@@ -127,26 +127,43 @@ class Step:
     # 1-3 are the learner's: ``collect``, ``signal``, ``update`` (rcmdp_jax.learners)
     def adversary(self, key, state: TrainState, lam_tilde, hp, which):
         """4. The lane's robust method (``rcmdp_jax.adversary``) moves the kernels:
-        ``(kernel, rollout envs' kernels, environment steps)``. Vmapped over a family's
-        members, each method runs only on its own lanes (``batching.only_where``)."""
+        ``(kernel, rollout envs' kernels, environment steps, the dual phase's kernel)``, the
+        last the kernel itself unless the method reads ``C^`` elsewhere (``reads_cost``).
+        Vmapped over a family's members, each method runs only on its own lanes
+        (``batching.only_where``)."""
         args = (key, state.env_params, state.env_xi, state.params["actor"], lam_tilde, hp)
+        four = lambda out: out if len(out) == 4 else (*out, out[0].xi)
         if len(self.adversaries) == 1:  # one method: known while tracing
-            return self.adversaries[0].step(self.context, *args)
+            return four(self.adversaries[0].step(self.context, *args))
 
         def keep(key, params, env_xi, actor_params, lam_tilde, hp):
-            return params, env_xi, jnp.float32(0.0)
+            return params, env_xi, jnp.float32(0.0), params.xi
 
-        params, env_xi, samples = state.env_params, state.env_xi, jnp.float32(0.0)
+        params, env_xi, samples, dual_xi = state.env_params, state.env_xi, jnp.float32(0.0), state.env_params.xi
         for i, method in enumerate(self.adversaries):
             if method.name == adversary.NONE:
                 continue
-            fn = functools.partial(method.step, self.context)
-            params, env_xi, n = self.on_lanes(fn, keep)(which == i, *args)
+            fn = lambda *a, method=method: four(method.step(self.context, *a))
+            params, env_xi, n, d = self.on_lanes(fn, keep)(which == i, *args)
+            dual_xi = jnp.where(which == i, d, dual_xi)
             args = (key, params, env_xi, *args[3:])
             samples = samples + n
         own = lanes_where(self.adversaries, which, lambda a: a.per_env)  # other lanes' envs run the adversary's kernel
         env_xi = jnp.where(own, env_xi, broadcast(params.xi, env_xi.shape[0]))
-        return params, env_xi, samples
+        return params, env_xi, samples, dual_xi
+
+    def dual_kernels(self, env_params, env_xi, dual_xi, which):
+        """Where the dual phase reads ``C^``: ``(kernel, rollout envs' kernels or None)`` —
+        the method's kernel (and its envs' for per-env methods), or, on the lanes whose method
+        reads the constraint's own worst candidate (``reads_cost``), that candidate."""
+        per_env = env_xi if self.per_env else None
+        if not any(a.reads_cost(self.cfg) for a in self.adversaries):  # static: today's reading everywhere
+            return env_params, per_env
+        reads = lanes_where(self.adversaries, which, lambda a: a.reads_cost(self.cfg))
+        params = env_params.replace(xi=jnp.where(reads, dual_xi, env_params.xi))
+        if per_env is not None:
+            per_env = jnp.where(reads, broadcast(dual_xi, per_env.shape[0]), per_env)
+        return params, per_env
 
     @staticmethod
     def on_lanes(fn, keep):
@@ -213,9 +230,10 @@ class Step:
         signal = self.learner.signal(data, state.params, lam_tilde, hp)
         state, policy_steps, upd = self.learner.update(k_upd, state, data, signal, hp, variant.schedule)
         check_update_metrics(type(self.learner).__name__, upd)
-        env_params, env_xi, robust_steps = self.adversary(k_robust, state, lam_tilde, hp, variant.adversary)
-        dual, dual_steps, n_ascent = self.dual_phase(k_dual, state, env_params, hp, variant.constraint,
-                                                     upd["policy_epochs"], env_xi if self.per_env else None)  # fmt: skip
+        env_params, env_xi, robust_steps, dual_xi = self.adversary(k_robust, state, lam_tilde, hp, variant.adversary)
+        dual_params, dual_env_xi = self.dual_kernels(env_params, env_xi, dual_xi, variant.adversary)
+        dual, dual_steps, n_ascent = self.dual_phase(k_dual, state, dual_params, hp, variant.constraint,
+                                                     upd["policy_epochs"], dual_env_xi)  # fmt: skip
         eval_v, eval_c = self.evaluation(k_eval, it, state.params, env_params, hp)
 
         moved = schedules.restart_trigger(state.env_params.xi, env_params.xi, env_params.kappa)

@@ -51,6 +51,12 @@ class Adversary(Plugin):
     def init_env_xi(self, key, params, n_envs: int) -> jax.Array:
         return broadcast(params.xi, n_envs)
 
+    @classmethod
+    def reads_cost(cls, cfg) -> bool:
+        """Whether ``step`` returns a fourth value: the kernel where the dual phase reads ``C^``
+        (``adversary.candidates``); else it reads at ``params`` (and ``env_xi`` if ``per_env``)."""
+        return False
+
     def step(self, ctx: Context, key, params, env_xi, actor_params, lam_tilde, hp):
         return params, broadcast(params.xi, env_xi.shape[0]), jnp.float32(0.0)
 
@@ -68,20 +74,26 @@ def uniform_kernels(key, params, n: int) -> jax.Array:
     return box.uniform(key, params.xi_c, params.kappa, n)
 
 
-def lagrangian_costs(ctx: Context, key, params, xis: jax.Array, actor_params, lam_tilde, hp):
-    """The policy's Lagrangian cost ``lam~ . C - V`` on each kernel of ``xis`` (``[K, ...]``;
-    higher is worse for the learner), each the mean of ``adversary_episodes`` whole episodes
-    with the same keys on every kernel (common random numbers): ``(costs [K], steps)``."""
+def candidate_values(ctx: Context, key, params, xis: jax.Array, actor_params, lam_tilde, hp):
+    """The policy on each kernel of ``xis`` (``[K, ...]``), each the mean of ``adversary_episodes``
+    whole episodes with the same keys on every kernel (common random numbers): ``(Lagrangian
+    costs lam~ . C - V [K] (higher is worse for the learner), constraint values C [K, m], steps)``."""
     policy = Policy(ctx.actor, actor_params, dropout=ctx.cfg.act_dropout)
     keys = jax.random.split(key, ctx.cfg.adversary_episodes)
 
     def on(xi):
         one = lambda k: episode_values(k, ctx.env, params.replace(xi=xi), policy, hp.gamma, ctx.env.episode_length)
         v, c, n, _ = jax.vmap(one)(keys)
-        return jnp.mean(lagrangian_cost(v, c, lam_tilde)), n.sum()
+        return jnp.mean(lagrangian_cost(v, c, lam_tilde)), c.mean(0), n.sum()
 
-    costs, steps = jax.vmap(on)(xis)
-    return costs, steps.sum()
+    costs, values, steps = jax.vmap(on)(xis)
+    return costs, values, steps.sum()
+
+
+def lagrangian_costs(ctx: Context, key, params, xis: jax.Array, actor_params, lam_tilde, hp):
+    """``(the Lagrangian costs [K], steps)`` of ``candidate_values``."""
+    costs, _, steps = candidate_values(ctx, key, params, xis, actor_params, lam_tilde, hp)
+    return costs, steps
 
 
 def lanes_where(adversaries, which, test) -> jax.Array:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from rcmdp_jax import box
-from rcmdp_jax.adversary.base import Adversary, broadcast, lagrangian_costs
+from rcmdp_jax.adversary.base import broadcast
+from rcmdp_jax.adversary.candidates import CandidateMethod, with_dual
 
 MAX_PARAMS = 8
 
@@ -17,7 +18,7 @@ def corner_kernels(env, params) -> jnp.ndarray:
     return box.corners(params.xi_c, params.kappa)
 
 
-class Corners(Adversary):
+class Corners(CandidateMethod):
     name = "corners"
     size_fields = ("adversary_episodes",)
 
@@ -35,6 +36,6 @@ class Corners(Adversary):
 
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         xis = corner_kernels(ctx.env, params)
-        costs, steps = lagrangian_costs(ctx, key, params, xis, actor_params, lam_tilde, hp)
+        costs, dual_xi, steps = self.evaluate(ctx, key, params, xis, actor_params, lam_tilde, hp)
         params = params.replace(xi=xis[jnp.argmax(costs)])
-        return params, broadcast(params.xi, env_xi.shape[0]), steps
+        return with_dual((params, broadcast(params.xi, env_xi.shape[0]), steps), dual_xi)

@@ -10,7 +10,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.adversary.base import Adversary, lagrangian_costs, uniform_kernels
+from rcmdp_jax.adversary.base import uniform_kernels
+from rcmdp_jax.adversary.candidates import CandidateMethod, with_dual
 
 
 def worst_kernels(costs: jax.Array, xis: jax.Array, k: int, n_envs: int) -> tuple[jax.Array, jax.Array]:
@@ -19,13 +20,14 @@ def worst_kernels(costs: jax.Array, xis: jax.Array, k: int, n_envs: int) -> tupl
     return xis[worst[0]], xis[worst[jnp.arange(n_envs) % k]]
 
 
-class WorstOfN(Adversary):
+class WorstOfN(CandidateMethod):
     name = "worst-of-n"
     per_env = True
     size_fields = ("adversary_candidates", "adversary_episodes")
 
     @classmethod
     def check_options(cls, cfg) -> None:
+        super().check_options(cfg)
         f = cfg.adversary_fraction
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f <= 1.0:
             raise ValueError(f"adversary_fraction must be in (0, 1] (the worst share of the candidates), got {f!r}")
@@ -39,7 +41,7 @@ class WorstOfN(Adversary):
         cfg = ctx.cfg
         k_draw, k_run = jax.random.split(key)
         xis = uniform_kernels(k_draw, params, cfg.adversary_candidates)
-        costs, steps = lagrangian_costs(ctx, k_run, params, xis, actor_params, lam_tilde, hp)
+        costs, dual_xi, steps = self.evaluate(ctx, k_run, params, xis, actor_params, lam_tilde, hp)
         k = max(1, math.ceil(cfg.adversary_fraction * cfg.adversary_candidates))
         worst, env_xi = worst_kernels(costs, xis, k, env_xi.shape[0])
-        return params.replace(xi=worst), env_xi, steps
+        return with_dual((params.replace(xi=worst), env_xi, steps), dual_xi)
