@@ -73,6 +73,10 @@ class Family(Program):
 
 def make_family(configs: list[Config]) -> Family:
     """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key)."""
+    if isinstance(configs, Config) or not all(isinstance(c, Config) for c in configs):
+        got = type(configs).__name__ if isinstance(configs, Config) else [type(c).__name__ for c in configs]
+        raise TypeError(f"make_family needs a list of rcmdp_jax.Config (e.g. [preset('cartpole', 'PPO'), "
+                        f"preset('cartpole', 'PPO-Lag')]), got {got}")  # fmt: skip
     configs = tuple(c.validate() for c in configs)
     if not configs:
         raise ValueError("make_family needs at least one config")

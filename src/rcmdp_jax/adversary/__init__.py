@@ -51,6 +51,10 @@ def register(name: str, cls) -> type:
         raise ValueError(f"robust method {name!r} is {what}")
     if not (isinstance(cls, type) and issubclass(cls, Adversary)):
         raise ValueError(f"a robust method must be an rcmdp_jax.adversary.base.Adversary subclass, got {cls!r}")
+    if cls.step is Adversary.step:  # else the nominal kernel throughout, trained as if robust
+        raise ValueError(f"robust method {name!r}: {cls.__name__} does not define step(self, ctx, key, params, "
+                         "env_xi, actor_params, lam_tilde, hp) -> (params, env_xi, steps spent); a robust method "
+                         "moves the kernels there")  # fmt: skip
     try:
         cls()
     except TypeError as err:
