@@ -70,3 +70,28 @@ def check_cost_shapes(costs: Mapping[str, Callable], state, action, params) -> N
             raise ValueError(f"costs[{name!r}] returns shape {tuple(getattr(out, 'shape', ()))}; a cost returns a "
                              "vector of shape (k,), one entry per constraint (e.g. jnp.abs(n.v)[None] - 0.1, not "
                              "jnp.abs(n.v) - 0.1)")  # fmt: skip
+
+
+def parse_width(field: str, raw: str):
+    """``0.2`` / ``rel:0.2`` (±20 %) or ``abs:1.5`` of a gymnax name's ``@uncertain=``."""
+    kind, _, num = raw.rpartition(":")
+    if kind not in ("", "abs", "rel"):
+        raise ValueError(f"uncertain: {field}:{raw} is not a half-width; write {field}:0.2 (±20 %) or "
+                         f"{field}:abs:1.5")  # fmt: skip
+    try:
+        value = float(num)
+    except ValueError:
+        raise ValueError(f"uncertain: {field}:{raw} is not a number; write {field}:0.2 (±20 %) or "
+                         f"{field}:abs:1.5") from None  # fmt: skip
+    return absolute(value) if kind == "abs" else relative(value)
+
+
+def parse_noise(items: list[str]):
+    """A gymnax name's ``@noise=STD,...``: one std, or one per state entry (length and sign
+    are checked where the state is known: ``noise_vector``)."""
+    try:
+        values = tuple(float(v) for v in items)
+    except ValueError:
+        raise ValueError(f"noise: {','.join(items)} — write one std (noise=0.01) or one per state entry "
+                         "(noise=0.01,0.01,0)") from None  # fmt: skip
+    return values[0] if len(values) == 1 else values

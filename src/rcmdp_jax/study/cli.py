@@ -63,6 +63,9 @@ def _what_to_run(p) -> None:
                    help="gymnax:ID: the preset's costs to keep (default: its first) and/or FIELD:LIMIT, the "
                         "constraint |next state's FIELD| <= LIMIT; an id without a preset and without --costs runs "
                         "the unconstrained algorithms only")  # fmt: skip
+    p.add_argument("--noise", default=None, metavar="STD,...",
+                   help="gymnax:ID: the kernel's std (s' ~ Normal(gymnax's step, std^2) on each float state entry), "
+                        "one number or one per state entry; default the preset's, 1e-3 for an id without a preset")  # fmt: skip
     p.add_argument(
         "--algos",
         default="all",
@@ -134,7 +137,7 @@ def _how_to_run(p) -> None:
 
 
 # the options --eval-only does not use (it takes the run folder's plan as it is)
-EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "algos", "schedules", "budget", "steps", "seeds", "seed", "vmap", "out",
+EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "steps", "seeds", "seed", "vmap", "out",
                     "sets", "resume")  # fmt: skip
 
 

@@ -218,7 +218,7 @@ class Study:
         cmp = compare_with_grid(V[~bad], C[~bad], kept, robust_env.lambda_max, test_xi)
         metric = "Return" if "Return" in cmp else "C0"  # --worst-case costs: the first constraint's
         d = cmp[metric]
-        beyond = d["search"] < d["grid"] if d["lower_is_worse"] else d["search"] > d["grid"]
+        beyond = d["beyond"]
         what = "lowest return" if d["lower_is_worse"] else "highest C"
         print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed {d['grid'].mean():.2f} on the "
               f"grid, {d['search'].mean():.2f} by the search ({'lower' if d['lower_is_worse'] else 'higher'} in "

@@ -66,10 +66,12 @@ def plan_envs(args) -> list[str]:
         return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
     gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
-    if (args.uncertain is not None or args.costs is not None) and not gymnax_env:
-        raise PlanError("--uncertain and --costs apply to a gymnax preset (--env gymnax:ID)")
-    if "@" in args.env and (args.uncertain is not None or args.costs is not None):
-        raise PlanError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
+    given = any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise"))
+    if given and not gymnax_env:
+        raise PlanError("--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID)")
+    if "@" in args.env and given:
+        raise PlanError("--env names its box, costs and noise with @...; drop --uncertain/--costs/--noise, or give "
+                         "gymnax:ID")  # fmt: skip
     for e in envs_:
         try:
             if not (gymnax_env and "@" not in e):  # gymnax:ID is checked with its --uncertain/--costs below
@@ -90,7 +92,7 @@ def plan_envs(args) -> list[str]:
             if "@" in args.env:
                 check(args.env)
             else:
-                envs_ = [gymnax_name(args.env, args.uncertain, args.costs)]
+                envs_ = [gymnax_name(args.env, args.uncertain, args.costs, getattr(args, "noise", None))]
         except ValueError as err:
             raise PlanError(f"--env {args.env}: {err}") from None
     return envs_

@@ -12,6 +12,7 @@ from rcmdp_jax import stats
 from rcmdp_jax.study import aggregate, report_text
 from rcmdp_jax.study.plots import plot_robustness, plot_training
 from rcmdp_jax.study.run_folder import RunFolder, write_text
+from rcmdp_jax.worst_case import beyond_grid
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
 
@@ -215,7 +216,7 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -
         for m in metrics:
             d = cmp[m]
             g, f = np.asarray(d["grid"], np.float64), np.asarray(d["search"], np.float64)
-            beyond = f < g if d["lower_is_worse"] else f > g
+            beyond = beyond_grid(g, f, d["lower_is_worse"])  # not float rounding
             pairs[m].append((g, f, beyond))
             cells.append(f"{g.mean():.2f} | {f.mean():.2f} ({int(beyond.sum())}/{beyond.size})")
             entry[m] = {
