@@ -20,8 +20,8 @@ from typing import Any
 import jax.numpy as jnp
 from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
 from rcmdp_jax.envs import gymnax_any
-from rcmdp_jax.envs.gymnax_inputs import parse_noise, parse_width
 from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
+from rcmdp_jax.envs.gymnax_inputs import parse_noise, parse_width
 
 
 @dataclasses.dataclass(frozen=True)

@@ -201,8 +201,11 @@ def test_noiseless_kernel_refuses_the_score_estimator_and_takes_the_pathwise_one
         (dict(uncertain={}), ValueError, "name at least one"),
         (dict(uncertain=["drag"]), TypeError, "uncertain must be a dict"),
         (dict(uncertain={"drag": 0.1}, noise=-1.0), ValueError, "noise must be finite and >= 0"),
-        (dict(uncertain={"drag": 0.1}, noise=(0.1, 0.1, 0.0)), ValueError,
-         r"noise must be one number or 2 \(one per state entry: x, v\), got 3"),
+        (
+            dict(uncertain={"drag": 0.1}, noise=(0.1, 0.1, 0.0)),
+            ValueError,
+            r"noise must be one number or 2 \(one per state entry: x, v\), got 3",
+        ),
     ],
 )
 def test_bad_wrapper_input_is_a_clear_error(kwargs, error, match):

@@ -128,5 +128,5 @@ def test_the_legend_says_what_r_pen_pm_bolds():
     from rcmdp_jax.study.report_text import legend
 
     assert "its bold can go to an algorithm with a far lower Return that stays well under its limit" in " ".join(
-        legend(50.0).split())
-
+        legend(50.0).split()
+    )

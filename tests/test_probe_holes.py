@@ -76,14 +76,24 @@ def test_a_module_that_changes_directory_cannot_move_the_run_folder(tmp_path, mo
         (["--algos", "MDPO-Lag@lr=-1"], "--algos MDPO-Lag@lr=-1: lr must be finite and > 0"),
         (["--algos", "PPO,,MDPO"], "--algos 'PPO,,MDPO' has an empty name between commas"),
         (["--algos", "PPO,"], "has an empty name between commas"),
-        (["--env", "gymnax:Pendulum-v1", "--costs", "theta_dot:-1", "--algos", "PPO"],
-         "the limit must be >= 0 (|theta_dot| <= -1 can never hold)"),
-        (["--env", "gymnax:Pendulum-v1", "--uncertain", "g=1.5", "--algos", "PPO"],
-         "reaches zero and flips the sign of g (nominal 10); give a half-width below 10"),
+        (
+            ["--env", "gymnax:Pendulum-v1", "--costs", "theta_dot:-1", "--algos", "PPO"],
+            "the limit must be >= 0 (|theta_dot| <= -1 can never hold)",
+        ),
+        (
+            ["--env", "gymnax:Pendulum-v1", "--uncertain", "g=1.5", "--algos", "PPO"],
+            "reaches zero and flips the sign of g (nominal 10); give a half-width below 10",
+        ),
         (["--env", "gymnax:Pendulum-v1", "--uncertain", "g=abs:12", "--algos", "PPO"], "flips the sign of g"),
     ],
 )
-def test_names_and_boxes_the_probe_got_through_are_refused(tmp_path, capsys, args, message):
+def test_names_and_boxes_the_probe_got_through_are_refused(tmp_path, capsys, monkeypatch, args, message):
+    from rcmdp_jax.study import orchestrate
+
+    def accepted(*_):
+        raise AssertionError(f"{args} was accepted")
+
+    monkeypatch.setattr(orchestrate, "Study", accepted)  # never trains, fixed or not
     out = tmp_path / "never"
     assert cli.main([*args, "--out", str(out)]) == 2
     _one_line(capsys, "run.py: error: ", message)
@@ -172,7 +182,9 @@ def test_a_changed_width_names_its_field():
     from rcmdp_jax.user_env import check_described, description
 
     speed = lambda s, a, n, p: jnp.abs(n.theta_dot)[None] - 1.5  # noqa: E731
-    envs.register("probe-pendulum", envs.robustify(gymnax.make("Pendulum-v1")[0], {"m": 0.2, "l": 0.3}, {"speed": speed}))
+    envs.register(
+        "probe-pendulum", envs.robustify(gymnax.make("Pendulum-v1")[0], {"m": 0.2, "l": 0.3}, {"speed": speed})
+    )
     was = description("probe-pendulum")
     was["params.kappa"] = [was["params.kappa"][0], 0.6]  # l's half-width 0.3 (x 1.0) was 0.6
     with pytest.raises(ValueError, match=r"params.kappa \(l: 0.6 -> 0.30000001192092896\) differs"):
@@ -194,10 +206,17 @@ def test_a_robust_method_without_step_is_refused_at_registration():
 @pytest.mark.parametrize(
     "costs,error,match",
     [
-        ({"c": 3}, TypeError, r"costs\['c'\] must be a function c\(state, action, next_state, params\) -> a \(k,\) "
-                              "array, got int 3"),
-        ({"speed": lambda s, a, n, p: jnp.abs(n.theta_dot) - 1.5}, ValueError,
-         r"costs\['speed'\] returns shape \(\); a cost returns a vector of shape \(k,\)"),
+        (
+            {"c": 3},
+            TypeError,
+            r"costs\['c'\] must be a function c\(state, action, next_state, params\) -> a \(k,\) "
+            "array, got int 3",
+        ),
+        (
+            {"speed": lambda s, a, n, p: jnp.abs(n.theta_dot) - 1.5},
+            ValueError,
+            r"costs\['speed'\] returns shape \(\); a cost returns a vector of shape \(k,\)",
+        ),
         ({"grid": lambda s, a, n, p: jnp.zeros((2, 2))}, ValueError, r"costs\['grid'\] returns shape \(2, 2\)"),
     ],
 )

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from rcmdp_jax.config import ENV_NAMES
 from rcmdp_jax.study import runtime
-from rcmdp_jax.study.runtime import program_name
 from rcmdp_jax.study.plan import PlanError, build_plan, check_before_processes, check_devices
 from rcmdp_jax.study.run_folder import RunFolder, RunFolderError
 from rcmdp_jax.study.run_plan import Plan
+from rcmdp_jax.study.runtime import program_name
 
 
 class UsageError(Exception):

@@ -122,8 +122,10 @@ def _saved_problems(d: Path, plan: Plan, env: str):
     if test is not None and "V" in test and test["V"].ndim == 4:
         n_test = plan.n_test or envs.spec(env).n_test
         if test["V"].shape[3] != n_test:
-            yield (f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with "
-                   f"{test['V'].shape[3]}")
+            yield (
+                f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with "
+                f"{test['V'].shape[3]}"
+            )
 
 
 class RunFolder:
@@ -219,8 +221,16 @@ class RunFolder:
 
     def save_test(self, env: str, algo: str, V, C, bound, diverged, levels, test_xi, seed: int) -> None:
         d = self.algo_dir(env, algo)
-        save_npz(d / "test_results.npz", V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi,
-                 seed=np.int64(seed))
+        save_npz(
+            d / "test_results.npz",
+            V=V,
+            C=C,
+            bound=bound,
+            diverged=diverged,
+            levels=levels,
+            test_xi=test_xi,
+            seed=np.int64(seed),
+        )
         write_text(d / "diverged.json", json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
 
     def save_worst_case(self, env: str, algo: str, found: dict) -> None:
