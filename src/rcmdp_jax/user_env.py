@@ -158,7 +158,8 @@ def _per_field(name: str, key: str, now, was) -> str:
         return key
     if not (isinstance(now, list) and isinstance(was, list) and len(now) == len(was) == len(fields)):
         return f"{key} (the uncertain fields: {', '.join(fields)})"
-    changed = [f"{f}: {w} -> {n}" for f, n, w in zip(fields, now, was) if json.dumps(n) != json.dumps(w)]
+    short = lambda x: f"{x:.6g}" if isinstance(x, float) else json.dumps(x)  # noqa: E731  (float32's 0.2, not 0.2000000029)
+    changed = [f"{f}: {short(w)} -> {short(n)}" for f, n, w in zip(fields, now, was) if json.dumps(n) != json.dumps(w)]
     return f"{key} ({'; '.join(changed)})"
 
 
