@@ -125,7 +125,8 @@ def test_the_cost_plot_shows_each_levels_worst_kernel_and_says_so(tmp_path, monk
     scores = C[..., 0].mean(axis=(0, 3))  # (level, direction) by hand
     figures = []
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda self, *a, **k: figures.append(self))
-    plots.plot_robustness(tmp_path, {"PPO-Lag": (V, C)}, np.array([0.0, 0.3, 0.6, 1.0]), "thermo", ("too_hot",))
+    worst = {0: {"PPO-Lag": "level 0.6, heater_gain +30 %, loss -30 %"}}  # constraint 0's, as the report words it
+    plots.plot_robustness(tmp_path, {"PPO-Lag": (V, C)}, np.array([0.0, 0.3, 0.6, 1.0]), "thermo", ("too_hot",), worst)
     ax = figures[1].axes[0]
     worst, mean = (line.get_ydata() for line in ax.get_lines()[:2])
     np.testing.assert_allclose(worst, [max(scores[lv]) for lv in range(4)])
@@ -133,6 +134,7 @@ def test_the_cost_plot_shows_each_levels_worst_kernel_and_says_so(tmp_path, monk
     assert "worst kernel" in ax.get_title()
     caption = " ".join(t.get_text() for t in figures[1].texts)
     assert "solid: each level's worst test kernel" in caption and "faint: the mean" in caption
+    assert "worst kernel: PPO-Lag: level 0.6, heater_gain +30 %, loss -30 %" in caption
 
 
 def test_the_search_table_says_the_kernel_it_found_in_field_terms():

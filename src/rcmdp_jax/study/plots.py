@@ -73,11 +73,13 @@ WORST_CAPTION = ("solid: each level's worst test kernel (the highest mean C over
                  "kept?\"")  # fmt: skip
 
 
-def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str, cost_names=None) -> list[Path]:
+def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str, cost_names=None,
+                    worst_kernels=None) -> list[Path]:  # fmt: skip
     """Test Return vs distortion level (mean over each level's kernels, SE bands across
     directions), and each constraint value on each level's worst kernel (the mean over the
     level's kernels as a faint second line): where the constraint breaks, as the summary's
-    "Is the constraint kept?" table says, not averaged away."""
+    "Is the constraint kept?" table says, not averaged away. ``worst_kernels``: per
+    constraint ``j``, ``{algo: its worst kernel in words}``, named in the caption."""
     plt = _pyplot()
 
     m = next(iter(results.values()))[1].shape[-1]
@@ -100,18 +102,27 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
             ax.plot(levels, mean, lw=0.8, alpha=0.35, color=look[algo]["color"], linestyle=look[algo]["linestyle"])
         if i > 0:
             ax.axhline(0.0, color="black", lw=0.8)  # the limit: kept below it
-            fig.text(0.01, 0.01, WORST_CAPTION, fontsize=6, va="bottom")
+            fig.text(0.01, 0.01, WORST_CAPTION + _named((worst_kernels or {}).get(i - 1, {})), fontsize=6, va="bottom")
         ax.set_xlabel("distortion level")
         ax.set_ylabel(label + (" (kept when <= 0)" if i > 0 else ""))
         ax.set_title(f"{env_name}: test {label}" + (" on each level's worst kernel" if i > 0 else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
-        fig.tight_layout(rect=(0, 0.07 if i > 0 else 0, 1, 1))
+        fig.tight_layout(rect=(0, 0.1 if i > 0 else 0, 1, 1))
         path = out_dir / ("test_return.png" if i == 0 else f"test_cost_{i}.png")
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def _named(kernels: dict, most: int = 3) -> str:
+    """The caption's line of each algorithm's worst kernel (up to ``most`` algorithms)."""
+    if not kernels:
+        return ""
+    if len(kernels) > most:
+        return f"; {len(kernels)} algorithms' worst kernels there"
+    return "\nworst kernel: " + "; ".join(f"{a}: {k}" for a, k in kernels.items())
 
 
 def worst_per_level(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

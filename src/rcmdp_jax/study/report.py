@@ -185,10 +185,17 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")
         return md + kept_text
     if kept:
-        plot_robustness(env_dir, kept, levels, env_name, names)
+        worst = {j: {a: _where(c[n]) for a, c in kept_json.items() if n in c} for j, n in enumerate(names)}
+        plot_robustness(env_dir, kept, levels, env_name, names, worst)
     if metrics:
         plot_training(env_dir, metrics, np.asarray(xi_c), np.asarray(kappa), env_name, names or None)
     return md + kept_text  # what the run's end and ``rcmdp report`` print: the table and the verdict
+
+
+def _where(entry: dict) -> str:
+    """A constraint's worst kernel (``report_text.constraint_section``'s entry) in words."""
+    kernel = entry.get("worst_kernel", f"direction {entry['worst_direction']}")
+    return f"level {entry['worst_level']:g}, {kernel}"
 
 
 def _test_kernels(folder: RunFolder, env_name: str, results: dict):
