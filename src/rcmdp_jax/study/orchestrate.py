@@ -286,13 +286,11 @@ class Study:
         """0; 5 when a checkpoint was missing or damaged; 4 when an algorithm has no seed
         left; 3 when some seeds diverged (left out of the statistics)."""
         o = self.outcome
-        if o.damaged:
-            print(f"{program_name()}: error: damaged checkpoint(s) of {', '.join(o.damaged)} set aside; --resume retrains them",
-                  file=sys.stderr)  # fmt: skip
-            return 5
-        if o.missing:
-            print(f"{program_name()}: error: no checkpoint for {', '.join(o.missing)}: their sweep was not run and they are "
-                  "left out of the tables", file=sys.stderr)  # fmt: skip
+        if o.damaged or o.missing:
+            why = (f"damaged checkpoint(s) of {', '.join(o.damaged)} set aside; --resume retrains them" if o.damaged
+                   else f"no checkpoint for {', '.join(o.missing)}: their sweep was not run and they are left out of the "
+                   "tables")  # fmt: skip
+            print(f"{program_name()}: error: {why}", file=sys.stderr)
             return 5
         if o.diverged:
             print("DIVERGED seeds (left out of every statistic): "
