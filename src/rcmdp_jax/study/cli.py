@@ -61,8 +61,9 @@ def _what_to_run(p) -> None:
     )
     p.add_argument("--costs", default=None, metavar="NAME,...",
                    help="gymnax:ID: the preset's costs to keep (default: its first) and/or FIELD:LIMIT, the "
-                        "constraint |next state's FIELD| <= LIMIT; an id without a preset and without --costs runs "
-                        "the unconstrained algorithms only")  # fmt: skip
+                        "constraint |next state's FIELD| <= LIMIT (LIMIT >= 0; a vector field: its largest entry), "
+                        "kept when its discounted sum is <= 0 (docs/method.md); an id without a preset and without "
+                        "--costs runs the unconstrained algorithms only")  # fmt: skip
     p.add_argument("--noise", default=None, metavar="STD,...",
                    help="gymnax:ID: the kernel's std (s' ~ Normal(gymnax's step, std^2) on each float state entry), "
                         "one number or one per state entry; default the preset's, 1e-3 for an id without a preset")  # fmt: skip
