@@ -60,7 +60,8 @@ def limit_name(item: str) -> str:
 
 
 def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callable:
-    """``c(s, a, s', p) = |s'.FIELD| - LIMIT`` of the item ``FIELD:LIMIT`` (checked)."""
+    """``c(s, a, s', p) = |s'.FIELD| - LIMIT`` of the item ``FIELD:LIMIT`` (checked); of a
+    vector field, ``max_i |s'.FIELD_i| - LIMIT``: kept when every entry is within the limit."""
     field, _, raw = item.partition(":")
     try:
         limit = float(raw)
@@ -68,12 +69,15 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
         raise ValueError(f"costs: {item!r} — write FIELD:LIMIT with a number, e.g. velocity:0.04") from None
     if not finite_f32(limit, np):  # NaN, the infinities, beyond float32
         raise ValueError(f"costs: {item!r} — the limit must be a finite number in float32, got {raw}")
+    if limit < 0:  # |FIELD| <= LIMIT never holds: every run would report it broken
+        raise ValueError(f"costs: {item!r} — the limit must be >= 0 (|{field}| <= {raw} can never hold)")
     if field not in state_fields:
         raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r} for FIELD:LIMIT; "
                          f"{allowed_fields(state_fields, 'no FIELD:LIMIT cost can bound it')}")  # fmt: skip
 
     def cost(state, action, next_state, params):
-        return jnp.reshape(jnp.abs(getattr(next_state, field)), (-1,))[:1] - limit
+        # a vector field (Reacher-misc's angle_vels) is one constraint on its largest entry
+        return jnp.max(jnp.abs(jnp.asarray(getattr(next_state, field)))).reshape((1,)) - limit
 
     return cost
 

@@ -4,7 +4,8 @@ and the ``gymnax:`` environment names that select them.
 A name is ``gymnax:ID`` (the preset's box and default cost), optionally followed by
 ``@uncertain=FIELD:WIDTH,...`` (the box: a relative half-width such as ``g:0.2`` for
 ±20 %, or ``g:abs:1.5`` for an absolute one) and ``@costs=NAME,...`` (a choice of the
-preset's costs). ``gymnax_name`` writes the canonical form; ``make_gymnax`` builds the
+preset's costs) and ``@noise=STD,...`` (the kernel's std: one number, or one per state
+entry; default the preset's, 1e-3 for an id without a preset). ``gymnax_name`` writes the canonical form; ``make_gymnax`` builds the
 environment; ``domain_spec`` gives the name's ``DomainSpec``. Each preset also carries the
 learners' settings (``learner``, a ``LearnerSpec``) and the robustness test's episodes per kernel.
 """
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
 from rcmdp_jax.envs import gymnax_any
 from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
+from rcmdp_jax.envs.gymnax_inputs import parse_noise, parse_width
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,21 +143,6 @@ PRESETS: dict[str, GymnaxPreset] = {
 }
 
 
-def _parse_width(field: str, raw: str):
-    from rcmdp_jax.envs.gymnax_wrapper import absolute, relative
-
-    kind, _, num = raw.rpartition(":")
-    if kind not in ("", "abs", "rel"):
-        raise ValueError(f"uncertain: {field}:{raw} is not a half-width; write {field}:0.2 (±20 %) or "
-                         f"{field}:abs:1.5")  # fmt: skip
-    try:
-        value = float(num)
-    except ValueError:
-        raise ValueError(f"uncertain: {field}:{raw} is not a number; write {field}:0.2 (±20 %) or "
-                         f"{field}:abs:1.5") from None  # fmt: skip
-    return absolute(value) if kind == "abs" else relative(value)
-
-
 def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[str, ...]]:
     """``(preset, uncertain, costs)`` of a ``gymnax:`` name (see the module docstring)."""
     if not name.startswith(PREFIX):
@@ -168,11 +155,14 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
     seen = set()
     for opt in options:
         key, eq, value = opt.partition("=")
-        if not eq or key not in ("uncertain", "costs") or key in seen or not value:
-            raise ValueError(f"{name!r}: options are @uncertain=FIELD:WIDTH,... and @costs=NAME,..., once each")
+        if not eq or key not in ("uncertain", "costs", "noise") or key in seen or not value:
+            raise ValueError(f"{name!r}: options are @uncertain=FIELD:WIDTH,..., @costs=NAME,... and @noise=STD,..., "
+                             "once each")  # fmt: skip
         seen.add(key)
         items = [v.strip() for v in value.split(",")]
-        if key == "costs":
+        if key == "noise":  # the kernel's std: one number, or one per state entry (checked by robustify)
+            pre = dataclasses.replace(pre, noise=parse_noise(items))
+        elif key == "costs":
             unknown = [c for c in items if c not in pre.costs and not gymnax_any.is_limit(c)]
             if unknown or len(set(items)) != len(items):
                 named = f"distinct ones of {', '.join(pre.costs)} or " if pre.costs else ""
@@ -187,7 +177,7 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
                     raise ValueError(f"uncertain: {item!r} — write FIELD:WIDTH, e.g. g:0.2 or g:abs:1.5")
                 if field in uncertain:
                     raise ValueError(f"uncertain: field {field!r} named twice")
-                uncertain[field] = _parse_width(field, raw)
+                uncertain[field] = parse_width(field, raw)
     gymnax_any.check_box(name, pre, uncertain)
     return pre, uncertain, costs
 
@@ -221,11 +211,11 @@ def check(name: str) -> None:
     jax.eval_shape(lambda: _build(name).default_params.xi)
 
 
-def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = None) -> str:
-    """The canonical name of preset ``env_id`` with the CLI's ``--uncertain FIELD=WIDTH,...``
-    and ``--costs NAME,...`` (validated; ``ValueError`` names what is wrong)."""
+def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = None, noise: str | None = None) -> str:
+    """The canonical name of preset ``env_id`` with the CLI's ``--uncertain FIELD=WIDTH,...``,
+    ``--costs NAME,...`` and ``--noise STD,...`` (validated; ``ValueError`` names what is wrong)."""
     name = env_id if env_id.startswith(PREFIX) else PREFIX + env_id
-    for flag, value in (("--uncertain", uncertain), ("--costs", costs)):
+    for flag, value in (("--uncertain", uncertain), ("--costs", costs), ("--noise", noise)):
         if value is not None and not value.replace(",", "").strip():  # never silently the defaults
             raise ValueError(f"{flag} is empty; name at least one, or leave it out for the preset's default")
     if uncertain:
@@ -238,6 +228,8 @@ def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = N
         name += "@uncertain=" + ",".join(items)
     if costs:
         name += "@costs=" + ",".join(c.strip() for c in costs.split(","))
+    if noise:
+        name += "@noise=" + ",".join(c.strip() for c in noise.split(","))
     check(name)  # every field, width and cost checked here
     return name
 

@@ -35,6 +35,7 @@ from gymnax.environments import environment, spaces
 from jax.extend import core as jcore
 from rcmdp_jax.envs.base import RobustEnvironment, RobustState
 from rcmdp_jax.envs.gymnax_any import allowed_fields, float_fields
+from rcmdp_jax.envs.gymnax_inputs import check_cost_fns, check_cost_shapes, half_width, noise_vector
 
 CostFn = Callable[[Any, jax.Array, Any, Any], jax.Array]
 
@@ -49,30 +50,6 @@ class WrappedParams(environment.EnvParams):
     noise: jax.Array = None
     inner: Any = None
     max_steps_in_episode: int = 1
-
-
-def relative(fraction: float) -> tuple[str, float]:
-    """A half-width of ``fraction`` x the nominal value (a plain number means the same)."""
-    return ("rel", fraction)
-
-
-def absolute(half_width: float) -> tuple[str, float]:
-    """An absolute half-width (``uncertain={"g": absolute(1.5)}``)."""
-    return ("abs", half_width)
-
-
-def _half_width(field: str, spec, nominal: float) -> float:
-    kind, value = spec if isinstance(spec, tuple) else ("rel", spec)
-    if kind not in ("rel", "abs") or isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"uncertain[{field!r}]: give a relative fraction (a number, e.g. 0.2 for ±20%) or "
-                         f"absolute(half_width); got {spec!r}")  # fmt: skip
-    with np.errstate(all="ignore"):  # in float32, as training holds it: 1e40 is inf there, 1e-50 is 0
-        width = np.float32(abs(nominal) * float(value) if kind == "rel" else float(value))
-        edges = np.float32(nominal) + np.array([-width, width], np.float32)
-    if not (np.isfinite(width) and width > 0 and np.all(np.isfinite(edges))):
-        raise ValueError(f"uncertain[{field!r}]: the box must be non-empty and finite in float32 (half-width > 0); "
-                         f"{spec!r} around nominal {nominal} gives {float(width)}")  # fmt: skip
-    return float(width)
 
 
 def eval_without_stop_gradient(fn: Callable, *args):
@@ -124,7 +101,7 @@ class RobustGymnax(RobustEnvironment):
                                  f"scalar; {allowed_fields(allowed)}")  # fmt: skip
         self.fields = tuple(uncertain)
         nominal = np.array([float(getattr(params, f)) for f in self.fields], np.float32)
-        kappa = np.array([_half_width(f, uncertain[f], float(n)) for f, n in zip(self.fields, nominal)], np.float32)
+        kappa = np.array([half_width(f, uncertain[f], float(n)) for f, n in zip(self.fields, nominal)], np.float32)
         self.cost_names = tuple(costs)
         self.cost_fns = tuple(costs[c] for c in self.cost_names)
         # the flat state: EnvState's fields but time, from one reset's shapes
@@ -143,15 +120,14 @@ class RobustGymnax(RobustEnvironment):
         self.discrete = isinstance(space, spaces.Discrete)
         self.action_dim = int(space.n) if self.discrete else int(math.prod(space.shape))
         self._action_space = space
-        noise = np.broadcast_to(np.asarray(noise, np.float32), (self.state_dim,)).copy()
-        if not np.all(np.isfinite(noise)) or np.any(noise < 0):
-            raise ValueError(f"noise must be finite and >= 0 (a std per state entry), got {noise.tolist()}")
+        noise = noise_vector(noise, self.state_dim, self.state_fields)
         # the entries with noise > 0 here, fixed for this env (static): only they are drawn and
         # have a density; the others are deterministic functions of (s, a)
         self.noisy = tuple(int(i) for i in np.flatnonzero(noise > 0))
         self.episode_length = int(params.max_steps_in_episode)
         self.min_episode_length = self.episode_length if min_episode_length is None else int(min_episode_length)
         self.gamma, self.lambda_max = float(gamma), float(lambda_max)
+        check_cost_shapes(costs, shape, self._sample_action(), params)
         m = jax.eval_shape(lambda s, p: self._costs(s, self._sample_action(), s, p), shape, params)
         self.num_constraints = int(m.shape[0])
         self._name = name or f"Robust{env.name}"
@@ -285,6 +261,7 @@ def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs:
         raise TypeError(f"uncertain must be a dict {{field: half_width}}, got {type(uncertain).__name__}")
     if not isinstance(costs, Mapping):
         costs = {getattr(c, "__name__", f"cost{i}"): c for i, c in enumerate(costs)}
+    check_cost_fns(costs)
     params = env.default_params if params is None else params
     derive = derive if derive is not None else import_module("rcmdp_jax.envs.gymnax_any").known_derive(env, uncertain)
     return RobustGymnax(env, params, uncertain, costs, noise, derive, **options)

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 
 def _jaxlib_version() -> tuple[int, ...]:
     from importlib.metadata import version  # not ``import jaxlib``: nothing of JAX starts before the flags
@@ -69,3 +71,18 @@ if os.environ.get("RCMDP_JAX_TEST_COMPILE_LOG"):  # a profile of the suite: wher
     import jax.monitoring  # noqa: E402
 
     jax.monitoring.register_event_duration_secs_listener(_compile_listener)
+
+
+# a tiny MDPO-Lag run on CartPole (2 seeds), trained once a session for the tests that edit,
+# re-read or re-test a finished run folder (copy it before changing it)
+HOSTILE_TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
+                "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2"]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    from rcmdp_jax.study import cli
+
+    out = tmp_path_factory.mktemp("hostile") / "run"
+    assert cli.main(HOSTILE_TINY + ["--out", str(out)]) == 0
+    return out

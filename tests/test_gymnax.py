@@ -201,6 +201,11 @@ def test_noiseless_kernel_refuses_the_score_estimator_and_takes_the_pathwise_one
         (dict(uncertain={}), ValueError, "name at least one"),
         (dict(uncertain=["drag"]), TypeError, "uncertain must be a dict"),
         (dict(uncertain={"drag": 0.1}, noise=-1.0), ValueError, "noise must be finite and >= 0"),
+        (
+            dict(uncertain={"drag": 0.1}, noise=(0.1, 0.1, 0.0)),
+            ValueError,
+            r"noise must be one number or 2 \(one per state entry: x, v\), got 3",
+        ),
     ],
 )
 def test_bad_wrapper_input_is_a_clear_error(kwargs, error, match):
@@ -218,7 +223,7 @@ def test_bad_wrapper_input_is_a_clear_error(kwargs, error, match):
         (["--env", "gymnax:Pendulum-v1", "--uncertain", "g"], "write FIELD=WIDTH"),
         (["--env", "gymnax:Pendulum-v1", "--costs", "fuel"], "choose distinct ones of speed, torque"),
         (["--env", "gymnax:Nope-v0"], "gymnax:Pendulum-v1"),
-        (["--env", "cartpole", "--uncertain", "g=0.1"], "apply to a gymnax preset"),
+        (["--env", "cartpole", "--uncertain", "g=0.1"], "apply to a gymnax environment"),
         (["--env", "gymnax:Catch-bsuite"], "EnvParams has no float field: no uncertainty box can be put"),
         (["--env", "gymnax:FourRooms-misc", "--uncertain", "x=1"], "gymnax cannot build FourRooms-misc here: Tracer"),
         (["--env", "gymnax:Catch-bsuite", "--uncertain", "x=1"], "no field 'x'; it has no float field (none"),

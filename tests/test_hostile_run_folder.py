@@ -21,13 +21,7 @@ from rcmdp_jax.study import cli
 RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"
 TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
         "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2"]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hostile") / "run"
-    assert cli.main(TINY + ["--out", str(out)]) == 0
-    return out
+# ``trained`` (conftest.py): this command's run folder
 
 
 def _copy(run, tmp_path) -> Path:

@@ -28,7 +28,10 @@ def test_the_constraint_section_by_hand():
     assert (lv, d) == (2, 1)
     broken = sum(c[s, lv, d].mean() > 0 for s in range(3))
     broken_nominal = sum(c[s, 0].mean() > 0 for s in range(3))
-    assert f"| PPO-Lag | speed | {nominal:.3f} ({broken_nominal}/3) | {worst:.3f} ({broken}/3) | 0.6, 1 |" in text
+    assert (
+        f"| PPO-Lag | speed | {nominal:.3f} ({broken_nominal}/3) | {worst:.3f} ({broken}/3) | 0.6: direction 1 |"
+        in text
+    )
     assert js["PPO-Lag"]["speed"]["worst_seeds_broken"] == broken and "MDPO" not in js
     assert "torque" in js["PPO-Lag"]
 
@@ -87,3 +90,82 @@ def test_fourteen_lines_are_told_apart_and_lambda_only_for_constrained():
     lam_lines = [line.get_label() for line in fig.axes[2].get_lines()]
     assert lam_lines == [a for a in ALGORITHMS if "Lag" in a]
     assert len(fig.axes[0].get_lines()) == 14 and "speed" in fig.axes[1].get_title()
+
+
+def test_the_worst_kernel_is_said_in_its_fields_terms():
+    from rcmdp_jax.study.kernel_text import describe
+
+    assert describe([26.0, 0.35], [20.0, 0.5], ("heater_gain", "loss")) == "heater_gain +30 %, loss -30 %"
+    assert describe([20.0, 0.5], [20.0, 0.5], ("heater_gain", "loss")) == "the nominal kernel"
+    assert describe([0.25, 3.0], [0.0, 3.0], ("bias", "g")) == "bias +0.25"  # a nominal 0: the change itself
+    rng = np.random.default_rng(0)
+    V, C = _results(rng, m=1)
+    C[:, 3, 1, :, 0] += 5.0  # level 1.0, direction 1: the worst kernel
+    test_xi = np.array(
+        [
+            [[20.0, 0.5], [20.0, 0.5]],
+            [[22.0, 0.45], [18.0, 0.55]],
+            [[24.0, 0.4], [16.0, 0.6]],
+            [[26.0, 0.35], [14.0, 0.65]],
+        ]
+    )  # [level, direction, field]; level 0 the nominal kernel
+    text, js = report_text.constraint_section({"PPO-Lag": (V, C)}, ("too_hot",), np.array([0.0, 0.3, 0.6, 1.0]),
+                                              test_xi, ("heater_gain", "loss"))  # fmt: skip
+    assert "| 1: heater_gain -30 %, loss +30 % |" in text
+    entry = js["PPO-Lag"]["too_hot"]
+    assert entry["worst_kernel"] == "heater_gain -30 %, loss +30 %" and entry["worst_xi"] == [14.0, 0.65]
+
+
+def test_the_cost_plot_shows_each_levels_worst_kernel_and_says_so(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    rng = np.random.default_rng(2)
+    V, C = _results(rng, m=1)
+    C[:, 2, 0, :, 0] += 3.0  # one direction of level 2 far worse than the other
+    scores = C[..., 0].mean(axis=(0, 3))  # (level, direction) by hand
+    figures = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda self, *a, **k: figures.append(self))
+    worst = {0: {"PPO-Lag": "level 0.6, heater_gain +30 %, loss -30 %"}}  # constraint 0's, as the report words it
+    plots.plot_robustness(tmp_path, {"PPO-Lag": (V, C)}, np.array([0.0, 0.3, 0.6, 1.0]), "thermo", ("too_hot",), worst)
+    ax = figures[1].axes[0]
+    worst, mean = (line.get_ydata() for line in ax.get_lines()[:2])
+    np.testing.assert_allclose(worst, [max(scores[lv]) for lv in range(4)])
+    np.testing.assert_allclose(mean, [np.mean(scores[lv]) for lv in range(4)])
+    assert "worst kernel" in ax.get_title()
+    caption = " ".join(t.get_text() for t in figures[1].texts)
+    assert "solid: each level's worst test kernel" in caption and "faint: the mean" in caption
+    assert "worst kernel: PPO-Lag: level 0.6, heater_gain +30 %, loss -30 %" in caption
+
+
+def test_the_search_table_says_the_kernel_it_found_in_field_terms():
+    from rcmdp_jax.study.report import worst_case_section
+
+    entry = {"grid": [0.1, 0.2], "search": [0.3, 0.1], "lower_is_worse": False,
+             "search_xi": [[26.0, 0.35], [20.0, 0.5]], "grid_xi": [[20.0, 0.5], [20.0, 0.5]]}  # fmt: skip
+    text, js = worst_case_section({"PPO-Lag": {"C0": entry}}, "thermo", {"C0": "too_hot"}, np.array([20.0, 0.5]),
+                                  ("heater_gain", "loss"))  # fmt: skip
+    assert "| heater_gain +30 %, loss -30 % ([26.0, 0.35]) |" in text
+    assert js["per_algorithm"]["PPO-Lag"]["C0"]["search_kernel"] == ["heater_gain +30 %, loss -30 %",
+                                                                      "the nominal kernel"]  # fmt: skip
+
+
+def test_the_verdict_is_printed_by_the_report_and_at_the_end_of_a_run(trained, tmp_path, capsys):
+    import json
+    import shutil
+
+    import report
+
+    from rcmdp_jax.study import cli
+
+    out = tmp_path / "copy"
+    shutil.copytree(trained, out)
+    assert report.main([str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "## Is the constraint kept?" in printed and "| MDPO-Lag | \\|x_dot\\|-0.15 |" in printed
+    summary = json.loads((out / "cartpole" / "summary.json").read_text())
+    kernel = summary["MDPO-Lag"]["constraints"]["|x_dot|-0.15"]["worst_kernel"]
+    assert kernel == "the nominal kernel" or re.fullmatch(r"(xi\[\d\] [+-][\d.]+ %(, )?)+", kernel), kernel
+    assert kernel in printed and kernel in (out / "cartpole" / "summary.md").read_text()
+    assert cli.main(["--eval-only", str(out)]) == 0
+    end = capsys.readouterr().out.split("finished in", 1)[1]
+    assert "## Is the constraint kept?" in end and kernel in end

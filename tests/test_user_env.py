@@ -373,11 +373,11 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
         xi_c = edited["env_descriptions"]["pendulum-of-a-script"]["params.xi_c"]
         assert xi_c[1] == 1.0
         xi_c[1] = True
-        with pytest.raises(ValueError, match=r"\(params.xi_c differs\)"):
+        with pytest.raises(ValueError, match=r"\(params.xi_c \(m: true -> 1\) differs\)"):
             restore(edited)
         envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1@uncertain=g:0.2,m:0.5,l:0.2"))
         with pytest.raises(ValueError, match=r"'pendulum-of-a-script' is not the one this run was trained on "
-                                             r"\(params.kappa differs\)"):  # fmt: skip
+                                             r"\(params.kappa \(m: 0.2 -> 0.5\) differs\)"):  # fmt: skip
             restore(plan)
     finally:
         envs._REGISTERED.pop("pendulum-of-a-script", None)  # the name is this test's alone

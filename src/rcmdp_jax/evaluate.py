@@ -76,9 +76,13 @@ def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVEL
     env, default_params = envs.make(cfg.env)
     if n_test is None:
         n_test = envs.spec(cfg.env).n_test
-    n_test = int(n_test)
-    if n_test < 1:
+    if isinstance(n_test, bool) or not isinstance(n_test, (int, np.integer)) or n_test < 1:
         raise ValueError(f"n_test must be a positive integer, got {n_test!r}")
+    n_test = int(n_test)
     actor, _ = build_networks(cfg, env)
     kernels = env.test_kernels(levels, default_params if env_params is None else env_params)
+    n_kernels = int(np.prod(jax.tree.leaves(kernels)[0].shape[:2]))
+    if n_kernels * n_test > 2**31 - 1:  # the episodes of one seed's sweep, counted in int32
+        raise ValueError(f"n_test={n_test:,} gives {n_kernels * n_test:,} test episodes per seed ({n_kernels} kernels), "
+                         f"beyond int32; at most {(2**31 - 1) // n_kernels:,}")  # fmt: skip
     return Sweep(env, actor, kernels, np.asarray(levels, dtype=np.float32), n_test, cfg.hparams.gamma)

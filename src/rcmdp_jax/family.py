@@ -74,6 +74,15 @@ class Family(Program):
 
 def make_family(configs: list[Config]) -> Family:
     """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key)."""
+    if not isinstance(configs, Config) and hasattr(configs, "__iter__"):
+        configs = tuple(configs)  # a generator is read once
+    if not isinstance(configs, (Config, tuple)):
+        configs = (configs,)
+    if isinstance(configs, Config) or not all(isinstance(c, Config) for c in configs):
+        got = type(configs).__name__ if isinstance(configs, Config) else [type(c).__name__ for c in configs]
+        got = got[0] if isinstance(got, list) and len(got) == 1 else got
+        raise TypeError(f"make_family needs a list of rcmdp_jax.Config (e.g. [preset('cartpole', 'PPO'), "
+                        f"preset('cartpole', 'PPO-Lag')]), got {got}")  # fmt: skip
     configs = tuple(c.validate() for c in configs)
     if not configs:
         raise ValueError("make_family needs at least one config")

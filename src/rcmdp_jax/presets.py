@@ -96,6 +96,13 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
             f"unknown schedule variant {name!r}: write ALGO:SCHEDULE-TICK with SCHEDULE one of "
             f"{', '.join(ALPHA_SCHEDULES)} and TICK one of {', '.join(ALPHA_TICKS)} (ALGO:fixed for fixed alpha)"
         )
+    try:
+        learner = parse_algorithm(algo)[0]
+    except ValueError:  # named by the caller's own check of the algorithm
+        learner = "mdpo"
+    if learner != "mdpo":  # else a second name for the plain algorithm, its schedule unused
+        raise ValueError(f"schedule variant {name!r}: alpha schedules (ALGO:SCHEDULE-TICK) apply to MDPO's "
+                         f"algorithms only; {learner.upper()} has no alpha: drop :{variant}")  # fmt: skip
     return algo, {"alpha_schedule": schedule, "alpha_tick": tick or "epoch", **overrides}
 
 

@@ -55,6 +55,8 @@ def _import(record: dict):
         path = Path(record["file"])
         if not path.is_file():
             raise ValueError(f"no file {path}")
+        if str(path.parent) not in sys.path:  # a module beside the file, as `python FILE.py` finds it
+            sys.path.insert(0, str(path.parent))
         mod_name = "rcmdp_user_" + re.sub(r"\W", "_", path.stem)
         spec = importlib.util.spec_from_file_location(mod_name, path)
         module = importlib.util.module_from_spec(spec)
@@ -159,10 +161,23 @@ def check_described(name: str, described, ignore=()) -> None:
     now, was = description(name), described[name]
     same = lambda a, b: json.dumps(a) == json.dumps(b)  # as JSON: True is not 1.0
     if differ := sorted(k for k in {*now, *was} - {*ignore} if not same(now.get(k), was.get(k))):
+        differ = [_per_field(name, k, now.get(k), was.get(k)) for k in differ]
         said = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
         raise ValueError(f"environment {name!r} is not the one this run was trained on ({said} "
                          f"{'differs' if len(differ) == 1 else 'differ'}): register or load that environment, "
                          "or train a new run")  # fmt: skip
+
+
+def _per_field(name: str, key: str, now, was) -> str:
+    """``params.kappa`` as the box's fields it changed: ``params.kappa (mass: 0.3 -> 0.6)``."""
+    fields = getattr(envs.make(name)[0], "fields", None)
+    if key not in ("params.xi", "params.xi_c", "params.kappa") or not fields:
+        return key
+    if not (isinstance(now, list) and isinstance(was, list) and len(now) == len(was) == len(fields)):
+        return f"{key} (the uncertain fields: {', '.join(fields)})"
+    short = lambda x: f"{x:.6g}" if isinstance(x, float) else json.dumps(x)  # noqa: E731  (float32's 0.2, not 0.2000000029)
+    changed = [f"{f}: {short(w)} -> {short(n)}" for f, n, w in zip(fields, now, was) if json.dumps(n) != json.dumps(w)]
+    return f"{key} ({'; '.join(changed)})"
 
 
 def descriptions(names) -> dict:

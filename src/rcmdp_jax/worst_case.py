@@ -234,7 +234,7 @@ def compare_with_grid(V: np.ndarray, C: np.ndarray, found: dict, lambda_max: flo
     ``V`` ``[S, L, D, E]``, ``C`` ``[S, L, D, E, m]`` (the sweep), ``found`` a
     ``WorstCase`` result (NumPy), ``grid_xi`` ``[L, D, *xi]`` the test kernels.
     Returns ``{metric: {"grid": [S], "search": [S], "grid_xi": [S, *xi], "search_xi": [S, *xi],
-    "lower_is_worse": bool}}``."""
+    "lower_is_worse": bool, "beyond": [S] (``beyond_grid``)}}``."""
     m = C.shape[-1]
     flat_xi = grid_xi.reshape((-1,) + grid_xi.shape[2:])
 
@@ -267,4 +267,16 @@ def compare_with_grid(V: np.ndarray, C: np.ndarray, found: dict, lambda_max: flo
             "search_xi": np.asarray(found[objective]["xi"])[rows, si],
             "lower_is_worse": lower,
         }
+        out[metric]["beyond"] = beyond_grid(out[metric]["grid"], out[metric]["search"], lower)
     return out
+
+
+BEYOND_RTOL = 1e-5  # float32 episode means in another summation order differ by ~1e-7 of their size
+
+
+def beyond_grid(grid, search, lower_is_worse: bool) -> np.ndarray:
+    """Per seed, whether the search found a worse value than the grid by more than float
+    rounding: beyond ``BEYOND_RTOL`` of the larger magnitude (and 1e-6 near zero)."""
+    g, f = np.asarray(grid, np.float64), np.asarray(search, np.float64)
+    worse = f < g if lower_is_worse else f > g
+    return worse & (np.abs(f - g) > BEYOND_RTOL * np.maximum(np.abs(f), np.abs(g)) + 1e-6)

@@ -37,6 +37,13 @@ unregister, names, items = REGISTRY.unregister, REGISTRY.names, REGISTRY.items
 def register(name: str, cls: type) -> type:
     """Add robust method ``name`` (``cls`` an ``Adversary`` subclass made without arguments;
     its ``step`` keeps the kernels in the box, ``env.project``); returns ``cls``."""
+    from rcmdp_jax.adversary.base import Adversary
+
+    if isinstance(cls, type) and issubclass(cls, Adversary) and cls.step is Adversary.step:
+        # else the nominal kernel throughout, trained as if robust
+        raise ValueError(f"robust method {name!r}: {cls.__name__} does not define step(self, ctx, key, params, "
+                         "env_xi, actor_params, lam_tilde, hp) -> (params, env_xi, steps spent); a robust method "
+                         "moves the kernels there")  # fmt: skip
     return REGISTRY.register(name, cls)
 
 

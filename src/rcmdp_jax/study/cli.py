@@ -18,6 +18,7 @@ from rcmdp_jax.study.errors import PlanError, RunFolderError
 from rcmdp_jax.study.plan import build_plan, check_before_processes, check_devices
 from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import Plan
+from rcmdp_jax.study.runtime import program_name
 
 
 class UsageError(Exception):
@@ -35,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv):
     p = _Parser(
-        prog="run.py",
+        prog=program_name(),
         description="Train robust-constrained RL algorithms and run the robustness test.",
     )
     _what_to_run(p)
@@ -61,8 +62,12 @@ def _what_to_run(p) -> None:
     )
     p.add_argument("--costs", default=None, metavar="NAME,...",
                    help="gymnax:ID: the preset's costs to keep (default: its first) and/or FIELD:LIMIT, the "
-                        "constraint |next state's FIELD| <= LIMIT; an id without a preset and without --costs runs "
-                        "the unconstrained algorithms only")  # fmt: skip
+                        "constraint |next state's FIELD| <= LIMIT (LIMIT >= 0; a vector field: its largest entry), "
+                        "kept when its discounted sum is <= 0 (docs/method.md); an id without a preset and without "
+                        "--costs runs the unconstrained algorithms only")  # fmt: skip
+    p.add_argument("--noise", default=None, metavar="STD,...",
+                   help="gymnax:ID: the kernel's std (s' ~ Normal(gymnax's step, std^2) on each float state entry), "
+                        "one number or one per state entry; default the preset's, 1e-3 for an id without a preset")  # fmt: skip
     p.add_argument(
         "--algos",
         default="all",
@@ -134,8 +139,19 @@ def _how_to_run(p) -> None:
 
 
 # the options --eval-only does not use (it takes the run folder's plan as it is)
-EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "algos", "schedules", "budget", "steps", "seeds", "seed", "vmap", "out",
+EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "steps", "seeds", "seed", "vmap", "out",
                     "sets", "resume")  # fmt: skip
+
+
+def anchor_paths(args):
+    """``--out`` and ``--eval-only`` as absolute paths, and the folder ``runs/`` is in, taken
+    now: a user module that changes the working directory as it loads (``--env
+    FILE.py:NAME``) cannot move the run folder."""
+    args.cwd = Path.cwd()
+    for name in ("out", "eval_only"):
+        if (value := getattr(args, name)) is not None and value.strip():
+            setattr(args, name, str(args.cwd / value))
+    return args
 
 
 def new_plan(args) -> Plan | None:
@@ -172,7 +188,7 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
             )
         return plan, folder
     plan = plan or build_plan(args)
-    folder = RunFolder(args.out if args.out else Path("runs") / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    folder = RunFolder(args.out if args.out else args.cwd / "runs" / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     if args.resume:
         saved = folder.read_plan("--resume")
         folder.check_seeds(saved, "--resume")
@@ -181,6 +197,8 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
                 f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use the same options"
             )
         return saved, folder
+    if first and folder.exists("--out") and not folder.root.is_dir():
+        raise UsageError(f"--out {folder.root} is a file, not a folder; choose another --out")
     if first and folder.exists("--out"):
         raise UsageError(
             f"output folder {folder.root} already exists; use --resume to continue it or choose another --out"
@@ -193,7 +211,7 @@ def main(argv=None) -> int:
 
     split_note = ""
     try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
+        args = anchor_paths(parse_args(sys.argv[1:] if argv is None else argv))
         from rcmdp_jax.study.devices import split_in_process
 
         split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
@@ -205,7 +223,7 @@ def main(argv=None) -> int:
             folder.create(plan)
         release = folder.lock() if first else (lambda: None)
     except REFUSED as err:
-        print(f"run.py: error: {err}", file=sys.stderr)
+        print(f"{program_name()}: error: {err}", file=sys.stderr)
         return 2
     runtime.speed_up(args.compile_cache)
     if split_note:
@@ -228,11 +246,11 @@ def main(argv=None) -> int:
         with runtime.ctrl_c_exits(folder.root, release):
             return Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case).run()
     except RunFolderError as err:  # a run.json that does not match its checkpoints
-        print(f"run.py: error: {err}", file=sys.stderr)
+        print(f"{program_name()}: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a full disk, a folder that is not ours: one line, nothing half-written kept
         again = f"--eval-only {folder.root} again" if args.eval_only else f"--resume --out {folder.root}"
-        print(f"run.py: error: {runtime.os_error(err, folder.root)}; finished algorithms are saved, continue with {again}",
+        print(f"{program_name()}: error: {runtime.os_error(err, folder.root)}; finished algorithms are saved, continue with {again}",
               file=sys.stderr)  # fmt: skip
         return 2
     finally:

@@ -26,18 +26,34 @@ def split_cpu() -> None:
         print(note, flush=True)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's stop) while the command starts: handled as Ctrl-C is."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated()
+
+
 def train(argv=None) -> int:
     """The main job (``rcmdp_jax.study.cli.main``) with the CPU split into devices first.
-    Ctrl-C while it starts (imports, checks, a user's module) is one line and exit 130,
-    as it is once the study runs (``runtime.ctrl_c_exits``)."""
+    Ctrl-C (or SIGTERM) while it starts (imports, checks, a user's module) is one line and
+    exit 130 (143), as it is once the study runs (``runtime.ctrl_c_exits``)."""
+    import signal
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         split_cpu()
         from rcmdp_jax.study.cli import main
 
         return main(argv)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         print("\ninterrupted while starting: nothing was trained", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGTERM if isinstance(err, _Terminated) else 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def report(argv=None) -> int:

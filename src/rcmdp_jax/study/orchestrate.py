@@ -17,6 +17,7 @@ from rcmdp_jax.study.programs import cached, env_identity, policy_key
 from rcmdp_jax.study.report import write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, readable
 from rcmdp_jax.study.run_plan import Plan
+from rcmdp_jax.study.runtime import program_name
 
 
 def dual_blow_up(result, cfg) -> np.ndarray:
@@ -108,7 +109,7 @@ class Study:
             result = trained[algo] = gather_blocks(result, self.plan.seeds)
             ckpt = self.folder.ckpt_dir(env, algo)
             if self.writer:
-                timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group)}
+                timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group), "seed": self.plan.seed}
                 self.folder.save_training(env, algo, jax.tree.map(np.asarray, result.metrics), timing)
                 if ckpt.exists():  # incomplete (no metadata): keep it aside
                     print(f"{label} incomplete checkpoint of {algo} moved to {checkpoint.set_aside(ckpt)}", flush=True)
@@ -182,7 +183,7 @@ class Study:
         bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
         test_xi = np.asarray(sweep.kernels.xi)
         if self.writer:
-            self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi)
+            self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed)
         if bad.any():
             self.outcome.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
         if bad.all():
@@ -217,7 +218,7 @@ class Study:
         cmp = compare_with_grid(V[~bad], C[~bad], kept, robust_env.lambda_max, test_xi)
         metric = "Return" if "Return" in cmp else "C0"  # --worst-case costs: the first constraint's
         d = cmp[metric]
-        beyond = d["search"] < d["grid"] if d["lower_is_worse"] else d["search"] > d["grid"]
+        beyond = d["beyond"]
         what = "lowest return" if d["lower_is_worse"] else "highest C"
         print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed {d['grid'].mean():.2f} on the "
               f"grid, {d['search'].mean():.2f} by the search ({'lower' if d['lower_is_worse'] else 'higher'} in "
@@ -285,13 +286,11 @@ class Study:
         """0; 5 when a checkpoint was missing or damaged; 4 when an algorithm has no seed
         left; 3 when some seeds diverged (left out of the statistics)."""
         o = self.outcome
-        if o.damaged:
-            print(f"run.py: error: damaged checkpoint(s) of {', '.join(o.damaged)} set aside; --resume retrains them",
-                  file=sys.stderr)  # fmt: skip
-            return 5
-        if o.missing:
-            print(f"run.py: error: no checkpoint for {', '.join(o.missing)}: their sweep was not run and they are "
-                  "left out of the tables", file=sys.stderr)  # fmt: skip
+        if o.damaged or o.missing:
+            why = (f"damaged checkpoint(s) of {', '.join(o.damaged)} set aside; --resume retrains them" if o.damaged
+                   else f"no checkpoint for {', '.join(o.missing)}: their sweep was not run and they are left out of the "
+                   "tables")  # fmt: skip
+            print(f"{program_name()}: error: {why}", file=sys.stderr)
             return 5
         if o.diverged:
             print("DIVERGED seeds (left out of every statistic): "

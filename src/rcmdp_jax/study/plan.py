@@ -57,10 +57,12 @@ def plan_envs(args) -> list[str]:
         return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
     gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
-    if (args.uncertain is not None or args.costs is not None) and not gymnax_env:
-        raise PlanError("--uncertain and --costs apply to a gymnax preset (--env gymnax:ID)")
-    if "@" in args.env and (args.uncertain is not None or args.costs is not None):
-        raise PlanError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
+    given = any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise"))
+    if given and not gymnax_env:
+        raise PlanError("--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID)")
+    if "@" in args.env and given:
+        raise PlanError("--env names its box, costs and noise with @...; drop --uncertain/--costs/--noise, or give "
+                         "gymnax:ID")  # fmt: skip
     for e in envs_:
         try:
             if not (gymnax_env and "@" not in e):  # gymnax:ID is checked with its --uncertain/--costs below
@@ -81,7 +83,7 @@ def plan_envs(args) -> list[str]:
             if "@" in args.env:
                 check(args.env)
             else:
-                envs_ = [gymnax_name(args.env, args.uncertain, args.costs)]
+                envs_ = [gymnax_name(args.env, args.uncertain, args.costs, getattr(args, "noise", None))]
         except ValueError as err:
             raise PlanError(f"--env {args.env}: {err}") from None
     return envs_
@@ -94,9 +96,12 @@ def plan_algos(args) -> list[str]:
             raise PlanError("--schedules chooses the algorithms itself; drop --algos")
         algos = list(schedule_variants())
     else:
-        algos = list(ALGORITHMS) if args.algos == "all" else [a.strip() for a in args.algos.split(",") if a.strip()]
-    if not algos:
+        algos = list(ALGORITHMS) if args.algos == "all" else [a.strip() for a in args.algos.split(",")]
+    if not any(algos):
         raise PlanError("--algos is empty")
+    if not all(algos):  # "PPO,,MDPO": a name left out by mistake is not dropped silently
+        raise PlanError(f"--algos {args.algos!r} has an empty name between commas; separate the names by single "
+                         "commas")  # fmt: skip
     repeated = sorted({a for a in algos if algos.count(a) > 1})
     if repeated:
         raise PlanError(f"--algos names {', '.join(repeated)} more than once")
@@ -160,6 +165,19 @@ def check_distinct(configs: dict) -> None:
         seen[key] = algo
 
 
+def _blamed(env: str, algo: str, budget: str) -> str:
+    """The option a refused config comes from: ``--algos NAME`` when the name's own
+    ``@FIELD=VALUE`` is refused without any ``--set``, else ``--set``."""
+    if "@" in algo:
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                preset(env, algo, budget)
+        except (ValueError, TypeError):
+            return f"--algos {algo}"
+    return "--set"
+
+
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
@@ -186,7 +204,7 @@ def build_plan(args) -> Plan:
                     warnings.simplefilter("always", BudgetRounded)
                     cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
-                raise PlanError(f"--set: {err}") from None
+                raise PlanError(f"{_blamed(e, a, args.budget)}: {err}") from None
             check_counts(cfg, f"{a} on {e}")
             rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
             for w in caught:  # any other warning as it was

@@ -14,9 +14,9 @@ def load_user_env(args) -> str:
     registered (its source goes into run.json)."""
     from rcmdp_jax import user_env
 
-    if args.uncertain is not None or args.costs is not None:
-        raise PlanError(f"--uncertain and --costs apply to a gymnax preset (--env gymnax:ID); {args.env} "
-                         "brings its own box and costs")  # fmt: skip
+    if any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise")):
+        raise PlanError(f"--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID); "
+                         f"{args.env} brings its own box, costs and noise")  # fmt: skip
     try:
         return user_env.load_spec(args.env)[0]
     except ValueError as err:

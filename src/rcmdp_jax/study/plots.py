@@ -68,8 +68,18 @@ def _pyplot():
     return plt
 
 
-def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str, cost_names=None) -> list[Path]:
-    """Test Return and each constraint value vs distortion level, SE bands across directions."""
+WORST_CAPTION = ("solid: each level's worst test kernel (the highest mean C over seeds and episodes); faint: the "
+                 "mean over the level's kernels.\nThe worst kernels as their fields: summary.md, \"Is the constraint "
+                 "kept?\"")  # fmt: skip
+
+
+def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str, cost_names=None,
+                    worst_kernels=None) -> list[Path]:  # fmt: skip
+    """Test Return vs distortion level (mean over each level's kernels, SE bands across
+    directions), and each constraint value on each level's worst kernel (the mean over the
+    level's kernels as a faint second line): where the constraint breaks, as the summary's
+    "Is the constraint kept?" table says, not averaged away. ``worst_kernels``: per
+    constraint ``j``, ``{algo: its worst kernel in words}``, named in the caption."""
     plt = _pyplot()
 
     m = next(iter(results.values()))[1].shape[-1]
@@ -82,22 +92,44 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
     for i, (label, fn) in enumerate(panels):
         fig, ax = plt.subplots(figsize=(6, 4))
         for algo, (V, C) in results.items():
-            mean, se = stats.per_level(fn(V, C))
-            ax.plot(levels, mean, ms=3, label=algo, **look[algo])
-            ax.fill_between(levels, mean - se, mean + se, alpha=0.12, color=look[algo]["color"])
+            if i == 0:
+                mean, se = stats.per_level(fn(V, C))
+                ax.plot(levels, mean, ms=3, label=algo, **look[algo])
+                ax.fill_between(levels, mean - se, mean + se, alpha=0.12, color=look[algo]["color"])
+                continue
+            worst, mean = worst_per_level(fn(V, C))
+            ax.plot(levels, worst, ms=3, label=algo, **look[algo])
+            ax.plot(levels, mean, lw=0.8, alpha=0.35, color=look[algo]["color"], linestyle=look[algo]["linestyle"])
         if i > 0:
             ax.axhline(0.0, color="black", lw=0.8)  # the limit: kept below it
+            fig.text(0.01, 0.01, WORST_CAPTION + _named((worst_kernels or {}).get(i - 1, {})), fontsize=6, va="bottom")
         ax.set_xlabel("distortion level")
         ax.set_ylabel(label + (" (kept when <= 0)" if i > 0 else ""))
-        ax.set_title(f"{env_name}: test {label}")
+        ax.set_title(f"{env_name}: test {label}" + (" on each level's worst kernel" if i > 0 else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.1 if i > 0 else 0, 1, 1))
         path = out_dir / ("test_return.png" if i == 0 else f"test_cost_{i}.png")
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def _named(kernels: dict, most: int = 3) -> str:
+    """The caption's line of each algorithm's worst kernel (up to ``most`` algorithms)."""
+    if not kernels:
+        return ""
+    if len(kernels) > most:
+        return f"; {len(kernels)} algorithms' worst kernels there"
+    return "\nworst kernel: " + "; ".join(f"{a}: {k}" for a, k in kernels.items())
+
+
+def worst_per_level(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(seed, level, direction, episode)`` -> per level, the worst (highest) kernel's mean
+    over seeds and episodes and the mean over the level's kernels: two arrays ``(level,)``."""
+    scores = stats.environment_scores(x)
+    return scores.max(axis=1), scores.mean(axis=1)
 
 
 def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str,

@@ -10,8 +10,10 @@ import numpy as np
 
 from rcmdp_jax import stats
 from rcmdp_jax.study import aggregate, report_text
+from rcmdp_jax.study.kernel_text import kernel_names
 from rcmdp_jax.study.plots import plot_robustness, plot_training
-from rcmdp_jax.study.run_folder import RunFolder, write_text
+from rcmdp_jax.study.run_folder import RunFolder, load_npz, write_text
+from rcmdp_jax.study.worst_case_report import worst_case_section
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
 
@@ -134,7 +136,9 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     md = markdown_table(rows)
     kept = {a: r for a, r in results.items() if r is not None}
     names = report_text.cost_names(env_name, next(iter(kept.values()))[1].shape[-1]) if kept else ()
-    kept_text, kept_json = report_text.constraint_section(results, names, levels)
+    test_xi = _test_kernels(folder, env_name, results)
+    xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
+    kept_text, kept_json = report_text.constraint_section(results, names, levels, test_xi, xi_names)
     text = f"# {env_name}: robustness test\n\n{md}{report_text.legend(lambda_max)}{kept_text}"
     diverged = {a: t - u for a, (u, t) in seeds.items() if u < t}
     if diverged:
@@ -162,7 +166,9 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
     found = load_worst_case(folder, env_name, results, lambda_max)
     if found:
-        wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)})
+        nominal = test_xi[0, 0] if test_xi is not None else None
+        wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)}, nominal,
+                                              xi_names)  # fmt: skip
         text += wc_text
         write_text(env_dir / "worst_case.json", json.dumps(wc_json, indent=2))
     for algo, b in bounds.items():
@@ -177,96 +183,28 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         import matplotlib  # noqa: F401
     except ImportError:
         print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")
-        return md
+        return md + kept_text
     if kept:
-        plot_robustness(env_dir, kept, levels, env_name, names)
+        worst = {j: {a: _where(c[n]) for a, c in kept_json.items() if n in c} for j, n in enumerate(names)}
+        plot_robustness(env_dir, kept, levels, env_name, names, worst)
     if metrics:
         plot_training(env_dir, metrics, np.asarray(xi_c), np.asarray(kappa), env_name, names or None)
-    return md
+    return md + kept_text  # what the run's end and ``rcmdp report`` print: the table and the verdict
 
 
-def worst_case_section(found: dict, env_name: str, labels: dict | None = None) -> tuple[str, dict]:
-    """The grid-vs-search table (Markdown) and its JSON: ``found`` is
-    ``{algo: worst_case.compare_with_grid(...)}`` over the seeds that did not diverge.
-    Per algorithm and quantity: the mean over seeds of each seed's worst value on the
-    grid and by the search, and in how many seeds the search went beyond the grid; per
-    quantity, the domain's count and mean gap; ``xi`` where the search found each
-    seed's lowest return, or with ``--worst-case costs`` the first constraint's highest
-    (the worst seed's in the table)."""
-    if not found:
-        return "", {}
-    metrics = list(next(iter(found.values())))
-    names = labels or {}
-
-    def label(m, default):  # a cost's name for its metric C<j>, as one Markdown cell
-        return report_text.md_cell(names.get(m, default))
-
-    head = (
-        "| Algorithm | "
-        + " | ".join(f"{label(m, m)}: grid | {label(m, m)}: search" for m in metrics)
-        + f" | xi of the {'lowest return' if metrics[0] == 'Return' else 'highest ' + label(metrics[0], metrics[0])}"
-        + " (search) |"
-    )
-    lines = [head, "|" + "---|" * (2 * len(metrics) + 2)]
-    js: dict = {"per_algorithm": {}, "domain": {}}
-    pairs = {m: [] for m in metrics}
-    for algo, cmp in found.items():
-        cells, entry = [], {}
-        for m in metrics:
-            d = cmp[m]
-            g, f = np.asarray(d["grid"], np.float64), np.asarray(d["search"], np.float64)
-            beyond = f < g if d["lower_is_worse"] else f > g
-            pairs[m].append((g, f, beyond))
-            cells.append(f"{g.mean():.2f} | {f.mean():.2f} ({int(beyond.sum())}/{beyond.size})")
-            entry[m] = {
-                "grid": g.tolist(),
-                "search": f.tolist(),
-                "search_beyond_grid": beyond.tolist(),
-                "search_xi": np.asarray(d["search_xi"]).tolist(),
-                "grid_xi": np.asarray(d["grid_xi"]).tolist(),
-            }
-        r = cmp[metrics[0]]  # the lowest return's, or with --worst-case costs the first constraint's highest
-        worst_seed = int(np.argmin(r["search"]) if r["lower_is_worse"] else np.argmax(r["search"]))
-        xi = np.round(np.asarray(r["search_xi"][worst_seed], np.float64).ravel(), 3).tolist()
-        lines.append(f"| {report_text.md_cell(algo)} | " + " | ".join(cells) + f" | {xi} |")
-        js["per_algorithm"][algo] = entry
-    first = found[next(iter(found))]
-    summary = [_domain_line(m, label(m, m), pairs[m], first[m]["lower_is_worse"], js) for m in metrics]
-    text = (
-        f"\n## Worst case: the grid's vs a gradient search's ({env_name})\n\n"
-        "Per seed, the worst value over the test grid (11 levels x all corners) and the worst a projected-"
-        "gradient search found inside the box (``--worst-case``, ``rcmdp_jax.worst_case``; values on fresh "
-        "episodes, scored as the test scores them), averaged over seeds; in brackets, the seeds where the "
-        "search went beyond the grid. "
-        + (
-            "Return and R_pen: lower is worse; C: higher is worse.\n\n"
-            if "Return" in metrics
-            else "Only the constraints were searched (``--worst-case costs``); C: higher is worse.\n\n"
-        )
-        + "\n".join(lines)
-        + "\n\n"
-        + "\n".join(summary)
-        + "\n"
-    )
-    return text, js
+def _where(entry: dict) -> str:
+    """A constraint's worst kernel (``report_text.constraint_section``'s entry) in words."""
+    kernel = entry.get("worst_kernel", f"direction {entry['worst_direction']}")
+    return f"level {entry['worst_level']:g}, {kernel}"
 
 
-def _domain_line(m: str, name: str, pairs: list, lower_is_worse: bool, js: dict) -> str:
-    """Quantity ``m`` (shown as ``name``) over all (algorithm, seed) pairs: how often and by how
-    much the search went beyond the grid (into ``js["domain"][m]``), as one Markdown bullet."""
-    g = np.concatenate([p[0] for p in pairs])
-    f = np.concatenate([p[1] for p in pairs])
-    beyond = np.concatenate([p[2] for p in pairs])
-    sign = 1.0 if pairs and lower_is_worse else -1.0
-    gap = sign * (g - f)  # > 0: the search found worse than the grid
-    d = js["domain"][m] = {
-        "pairs": int(beyond.size),
-        "search_beyond_grid": int(beyond.sum()),
-        "mean_gap": float(gap.mean()),
-        "mean_gap_where_beyond": float(gap[beyond].mean()) if beyond.any() else 0.0,
-    }
-    return (
-        f"* {name}: the search went beyond the grid's worst in {d['search_beyond_grid']} of "
-        f"{d['pairs']} (algorithm, seed) pairs; by {d['mean_gap_where_beyond']:.3f} on average "
-        f"where it did (mean over all pairs {d['mean_gap']:+.3f}; > 0: the search found worse)."
-    )
+def _test_kernels(folder: RunFolder, env_name: str, results: dict):
+    """The test kernels ``[L, D, *xi]`` (level 0 the nominal one) every algorithm of the
+    run was tested on, from the first result file that has them (None: none does)."""
+    for algo, r in results.items():
+        path = folder.algo_dir(env_name, algo) / "test_results.npz"
+        if r is not None and path.exists():
+            z = load_npz(path)
+            if "test_xi" in z and np.ndim(z["test_xi"]) >= 2:
+                return np.asarray(z["test_xi"], np.float64)
+    return None

@@ -24,6 +24,7 @@ def main(argv=None) -> int:
     folder = RunFolder(Path(argv[0]))
     try:
         plan = folder.read_plan("RUN_DIR")
+        folder.check_seeds(plan, "RUN_DIR")  # as --eval-only checks it: the results are this plan's
     except RunFolderError as err:
         print(f"report: error: {err}", file=sys.stderr)
         return 2

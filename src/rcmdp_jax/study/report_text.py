@@ -31,7 +31,9 @@ def legend(lambda_max: float) -> str:
         "\nHow to read it. Return: the discounted return of the trained (deterministic) policy. "
         "C_j: the discounted sum of constraint cost j; the constraint is kept when C_j <= 0. "
         f"R_pen = Return - lambda_max * sum_j max(0, C_j): only broken constraints cost (lambda_max = {lambda_max:g}). "
-        "R_pen± = Return - lambda_max * sum_j C_j: slack under a limit earns as much as a breach costs. "
+        "R_pen± = Return - lambda_max * sum_j C_j: slack under a limit earns as much as a breach costs, so its "
+        "bold can go to an algorithm with a far lower Return that stays well under its limit; read it beside "
+        "Return and R_pen. "
         "Each cell: mean over every test kernel (distortion level x direction), seed and episode ± the standard "
         "error across test kernels; min: the worst test kernel's mean. Bold: the best mean and every "
         "algorithm within one pooled standard error of it. The method: docs/method.md.\n"
@@ -59,21 +61,32 @@ def constraint_stats(C: np.ndarray) -> list[dict]:
     return out
 
 
-def constraint_section(results: dict, names: tuple[str, ...], levels) -> tuple[str, dict]:
-    """Markdown (one row per algorithm and constraint) and JSON of ``constraint_stats``."""
+def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None,
+                       xi_names=None) -> tuple[str, dict]:  # fmt: skip
+    """Markdown (one row per algorithm and constraint) and JSON of ``constraint_stats``;
+    with the test kernels ``test_xi`` ``[L, D, *xi]`` (level 0 the nominal one) and the
+    names of their entries, each worst kernel as its fields' changes (``kernel_text``)."""
+    from rcmdp_jax.study.kernel_text import describe
+
     lines = ["| Algorithm | constraint | C at the nominal kernel (seeds > 0) | C on the worst kernel (seeds > 0) "
-             "| worst kernel: level, direction |", "|---|---|---|---|---|"]  # fmt: skip
+             "| the worst kernel (level: its fields) |", "|---|---|---|---|---|"]  # fmt: skip
     js: dict = {}
     for algo, r in results.items():
         if r is None:
             continue
         for name, s in zip(names, constraint_stats(r[1])):
-            n = s["seeds"]
-            lines.append(f"| {md_cell(algo)} | {md_cell(name)} | {s['nominal']:.3f} ({s['nominal_seeds_broken']}/{n}) | {s['worst']:.3f} "
-                         f"({s['worst_seeds_broken']}/{n}) | {float(levels[s['worst_level_index']]):g}, "
-                         f"{s['worst_direction']} |")  # fmt: skip
-            js.setdefault(algo, {})[name] = {**s, "worst_level": float(levels[s["worst_level_index"]])}
+            n, lvl, d = s["seeds"], s["worst_level_index"], s["worst_direction"]
+            entry = js.setdefault(algo, {})[name] = {**s, "worst_level": float(levels[lvl])}
+            where = f"{float(levels[lvl]):g}: direction {d}"
+            if test_xi is not None:
+                xi = np.asarray(test_xi)
+                entry["worst_kernel"] = describe(xi[lvl, d], xi[0, 0], xi_names)
+                entry["worst_xi"] = np.asarray(xi[lvl, d], np.float64).tolist()
+                where = f"{float(levels[lvl]):g}: {entry['worst_kernel']}"
+            lines.append(f"| {md_cell(algo)} | {md_cell(name)} | {s['nominal']:.3f} ({s['nominal_seeds_broken']}/{n}) | "
+                         f"{s['worst']:.3f} ({s['worst_seeds_broken']}/{n}) | {md_cell(where)} |")  # fmt: skip
     text = ("\n## Is the constraint kept?\n\nPer algorithm and constraint: the mean discounted constraint value C "
             "(kept when <= 0) at the nominal kernel and on the test kernel where it is highest, and in brackets how "
-            "many seeds break it there (their mean over episodes > 0).\n\n" + "\n".join(lines) + "\n")  # fmt: skip
+            "many seeds break it there (their mean over episodes > 0); the worst kernel as its distortion level and "
+            "each uncertain field's change from the nominal value.\n\n" + "\n".join(lines) + "\n")  # fmt: skip
     return text, js

@@ -92,6 +92,37 @@ def _named_dir(parent: Path, name: str) -> Path:
     return parent / folder_name(name)
 
 
+def _saved_problems(d: Path, plan: Plan, env: str):
+    """What in ``d`` (an algorithm's folder) contradicts ``plan``, ``{where}`` for its name."""
+    from rcmdp_jax import envs
+
+    saved = {}
+    for name in ("train_metrics.npz", "test_results.npz"):
+        try:
+            saved[name] = np.load(d / name) if (d / name).exists() else None
+        except Exception:  # unreadable: --resume re-creates it from the checkpoint
+            saved[name] = None
+    try:
+        timing = json.loads((d / "timing.json").read_text()) if (d / "timing.json").exists() else {}
+    except (OSError, ValueError):
+        timing = {}
+    if (z := saved["train_metrics.npz"]) is not None and "active" in z and z["active"].shape[0] != plan.seeds:
+        yield f"run.json says {plan.seeds} seed(s) but {{where}} was trained with {z['active'].shape[0]}"
+    test = saved["test_results.npz"]
+    seed = timing.get("seed") if isinstance(timing, dict) else None  # a folder of an older version has none
+    if seed is None and test is not None and "seed" in test:
+        seed = int(test["seed"])
+    if seed is not None and seed != plan.seed:
+        yield f"run.json says seed {plan.seed} but {{where}} was trained with seed {seed}"
+    if test is not None and "V" in test and test["V"].ndim == 4:
+        n_test = plan.n_test or envs.spec(env).n_test
+        if test["V"].shape[3] != n_test:
+            yield (
+                f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with "
+                f"{test['V'].shape[3]}"
+            )
+
+
 class RunFolder:
     """Paths, readers and writers of one run folder."""
 
@@ -137,18 +168,14 @@ class RunFolder:
         return Plan.from_dict(plan)
 
     def check_seeds(self, plan: Plan, flag: str) -> None:
-        """The saved training metrics must have ``plan.seeds`` seeds (an edited run.json
-        would otherwise fail after a restore, or set a good checkpoint aside)."""
+        """What ``run.json`` says must be what its saved files were made with: the seed
+        count of the training metrics, the base seed (``timing.json``, ``test_results.npz``)
+        and the test episodes per kernel (an edited run.json would otherwise fail after a
+        restore, set a good checkpoint aside, or overwrite results with other numbers)."""
         for env in plan.envs:
             for algo in plan.algos:
-                path = self.algo_dir(env, algo) / "train_metrics.npz"
-                try:
-                    n = np.load(path)["active"].shape[0] if path.exists() else plan.seeds
-                except Exception:  # unreadable: the resume re-creates it from the checkpoint
-                    continue
-                if n != plan.seeds:
-                    raise RunFolderError(f"{flag}: run.json says {plan.seeds} seed(s) but {env}/{algo} was trained "
-                                     f"with {n}; it was edited: restore its seeds")  # fmt: skip
+                for problem in _saved_problems(self.algo_dir(env, algo), plan, env):
+                    raise RunFolderError(f"{flag}: {problem.format(where=f'{env}/{algo}')}; it was edited: restore it")
 
     def exists(self, flag: str) -> bool:
         try:
@@ -187,9 +214,18 @@ class RunFolder:
         if timing is not None:
             write_text(d / "timing.json", json.dumps(timing))
 
-    def save_test(self, env: str, algo: str, V, C, bound, diverged, levels, test_xi) -> None:
+    def save_test(self, env: str, algo: str, V, C, bound, diverged, levels, test_xi, seed: int) -> None:
         d = self.algo_dir(env, algo)
-        save_npz(d / "test_results.npz", V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi)
+        save_npz(
+            d / "test_results.npz",
+            V=V,
+            C=C,
+            bound=bound,
+            diverged=diverged,
+            levels=levels,
+            test_xi=test_xi,
+            seed=np.int64(seed),
+        )
         write_text(d / "diverged.json", json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
 
     def save_worst_case(self, env: str, algo: str, found: dict) -> None:

@@ -59,8 +59,8 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:
         """The plan of a ``run.json`` object that ``saved_plan.plan_problem`` accepts
-        (unknown keys are ignored; ``worst_case``, ``devices``, ``will_run``,
-        ``env_sources`` and ``env_descriptions`` default)."""
+        (which refuses unknown keys; here they are ignored); ``worst_case``, ``devices``,
+        ``will_run``, ``env_sources`` and ``env_descriptions`` default."""
         known = {f.name for f in dataclasses.fields(cls)}
         kept = {k: v for k, v in d.items() if k in known and (v is not None or k == "n_test")}
         if isinstance(kept.get("worst_case"), bool):  # a folder from before --worst-case took a value

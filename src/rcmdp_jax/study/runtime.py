@@ -14,6 +14,15 @@ from pathlib import Path
 from rcmdp_jax.study.errors import PlanError
 
 
+def program_name() -> str:
+    """How this command was called, as its messages name it: ``rcmdp`` (the console
+    command), ``python -m rcmdp_jax``, else ``run.py`` (``experiments/run.py``, a script)."""
+    called = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    if called.name == "__main__.py" and called.parent.name == "rcmdp_jax":
+        return "python -m rcmdp_jax"
+    return "rcmdp" if called.name == "rcmdp" else "run.py"
+
+
 def start_processes(args) -> bool:
     """``--distributed``: join the other processes (before anything starts JAX's
     backends). Returns whether this is the first process (the one that writes)."""

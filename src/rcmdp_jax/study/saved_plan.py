@@ -83,6 +83,10 @@ def plan_problem(plan: dict) -> str:
     def names(v):
         return isinstance(v, list) and v and all(isinstance(x, str) for x in v) and len(set(v)) == len(v)
 
+    from rcmdp_jax.study.run_plan import Plan
+
+    if unknown := sorted(set(plan) - {f.name for f in dataclasses.fields(Plan)}):
+        return f"unknown key(s) {unknown}"
     if not names(plan["envs"]) or not names(plan["algos"]):
         return "envs and algos must be lists of distinct names"
     if not (_is_int(plan["seeds"]) and plan["seeds"] >= 1) or not isinstance(plan["vmap"], bool):

@@ -1,0 +1,97 @@
+"""What ``robustify`` checks of its arguments before it builds anything: the box's
+half-widths (``relative`` / ``absolute``), the kernel noise, and the cost functions, each
+refused in one line that names the argument and what it may be."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import jax
+import numpy as np
+
+
+def relative(fraction: float) -> tuple[str, float]:
+    """A half-width of ``fraction`` x the nominal value (a plain number means the same)."""
+    return ("rel", fraction)
+
+
+def absolute(half_width: float) -> tuple[str, float]:
+    """An absolute half-width (``uncertain={"g": absolute(1.5)}``)."""
+    return ("abs", half_width)
+
+
+def half_width(field: str, spec, nominal: float) -> float:
+    """The box's half-width of ``field`` around ``nominal``: non-empty, finite in float32,
+    and (for a nonzero nominal) on one side of zero, so no kernel flips the field's sign
+    (``g=1.5``: gravity from -5 to 25 would be a box with negative gravity)."""
+    kind, value = spec if isinstance(spec, tuple) else ("rel", spec)
+    if kind not in ("rel", "abs") or isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"uncertain[{field!r}]: give a relative fraction (a number, e.g. 0.2 for ±20%) or "
+                         f"absolute(half_width); got {spec!r}")  # fmt: skip
+    with np.errstate(all="ignore"):  # in float32, as training holds it: 1e40 is inf there, 1e-50 is 0
+        width = np.float32(abs(nominal) * float(value) if kind == "rel" else float(value))
+        edges = np.float32(nominal) + np.array([-width, width], np.float32)
+    if not (np.isfinite(width) and width > 0 and np.all(np.isfinite(edges))):
+        raise ValueError(f"uncertain[{field!r}]: the box must be non-empty and finite in float32 (half-width > 0); "
+                         f"{spec!r} around nominal {nominal} gives {float(width)}")  # fmt: skip
+    if nominal != 0 and width >= abs(np.float32(nominal)):
+        raise ValueError(f"uncertain[{field!r}]: the box [{float(edges[0]):g}, {float(edges[1]):g}] reaches zero and "
+                         f"flips the sign of {field} (nominal {nominal:g}); give a half-width below {abs(nominal):g} "
+                         "(a relative one below 1)")  # fmt: skip
+    return float(width)
+
+
+def noise_vector(noise, state_dim: int, state_fields) -> np.ndarray:
+    """The kernel's std per state entry: one number, or ``state_dim`` of them."""
+    arr = np.asarray(noise, np.float32) if not isinstance(noise, str) else np.asarray(np.nan)
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != state_dim):
+        raise ValueError(f"noise must be one number or {state_dim} (one per state entry: "
+                         f"{', '.join(state_fields)}), got {len(np.ravel(arr))} ({np.ravel(arr).tolist()})")  # fmt: skip
+    arr = np.broadcast_to(arr, (state_dim,)).copy()
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"noise must be finite and >= 0 (a std per state entry), got {arr.tolist()}")
+    return arr
+
+
+def check_cost_fns(costs: Mapping) -> None:
+    """Each cost is a function ``c(state, action, next_state, params) -> (k,)``."""
+    for name, fn in costs.items():
+        if not callable(fn):
+            raise TypeError(f"costs[{name!r}] must be a function c(state, action, next_state, params) -> a (k,) "
+                            f"array, got {type(fn).__name__} {fn!r}")  # fmt: skip
+
+
+def check_cost_shapes(costs: Mapping[str, Callable], state, action, params) -> None:
+    """Each cost returns a vector ``(k,)`` of float (``jnp.abs(n.v)[None] - 0.1``, not the
+    scalar ``jnp.abs(n.v) - 0.1``), found from shapes only."""
+    for name, fn in costs.items():
+        out = jax.eval_shape(fn, state, action, state, params)
+        if getattr(out, "ndim", None) != 1 or out.shape[0] < 1:
+            raise ValueError(f"costs[{name!r}] returns shape {tuple(getattr(out, 'shape', ()))}; a cost returns a "
+                             "vector of shape (k,), one entry per constraint (e.g. jnp.abs(n.v)[None] - 0.1, not "
+                             "jnp.abs(n.v) - 0.1)")  # fmt: skip
+
+
+def parse_width(field: str, raw: str):
+    """``0.2`` / ``rel:0.2`` (±20 %) or ``abs:1.5`` of a gymnax name's ``@uncertain=``."""
+    kind, _, num = raw.rpartition(":")
+    if kind not in ("", "abs", "rel"):
+        raise ValueError(f"uncertain: {field}:{raw} is not a half-width; write {field}:0.2 (±20 %) or "
+                         f"{field}:abs:1.5")  # fmt: skip
+    try:
+        value = float(num)
+    except ValueError:
+        raise ValueError(f"uncertain: {field}:{raw} is not a number; write {field}:0.2 (±20 %) or "
+                         f"{field}:abs:1.5") from None  # fmt: skip
+    return absolute(value) if kind == "abs" else relative(value)
+
+
+def parse_noise(items: list[str]):
+    """A gymnax name's ``@noise=STD,...``: one std, or one per state entry (length and sign
+    are checked where the state is known: ``noise_vector``)."""
+    try:
+        values = tuple(float(v) for v in items)
+    except ValueError:
+        raise ValueError(f"noise: {','.join(items)} — write one std (noise=0.01) or one per state entry "
+                         "(noise=0.01,0.01,0)") from None  # fmt: skip
+    return values[0] if len(values) == 1 else values
