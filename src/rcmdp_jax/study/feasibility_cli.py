@@ -61,6 +61,9 @@ def _prepare(args):
     from rcmdp_jax import user_env
     from rcmdp_jax.feasibility import FeasibilityConfig, has_costs
 
+    # the folder first: a user's module may change the working directory when it loads
+    out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
+    out = out.resolve()
     name = _env_name(args)
     if not has_costs(name):
         raise ValueError(f"--env {args.env}: it has no constraint costs (name them with --costs)")
@@ -68,8 +71,6 @@ def _prepare(args):
                             n_test=args.n_test, margin=args.margin, seed=args.seed,
                             **({"search": None} if args.no_search else {})).validate()  # fmt: skip
     controller = user_env.load_object(args.controller) if args.controller else None
-    out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
-    out = out.resolve()  # before anything of the user's runs on
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
     if (out / "feasibility.json").exists():
