@@ -34,6 +34,7 @@ def parse_args(argv):
     p.add_argument("--env", default="cartpole", help="as rcmdp's --env (one environment)")
     p.add_argument("--uncertain", default=None, metavar="FIELD=WIDTH,...", help="gymnax:ID: the box, as rcmdp's")
     p.add_argument("--costs", default=None, metavar="NAME,...", help="gymnax:ID: the costs, as rcmdp's")
+    p.add_argument("--noise", default=None, metavar="STD,...", help="gymnax:ID: the kernel's noise, as rcmdp's")
     p.add_argument("--seeds", type=int, default=3, help="cost-minimising policies per constraint (default 3)")
     p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
     p.add_argument("--steps", type=int, default=None, help="policy steps per policy (default: the short budget)")
