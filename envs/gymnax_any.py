@@ -49,12 +49,19 @@ def known_derive(env, uncertain) -> Callable | None:
 
 
 def is_limit(item: str) -> bool:
-    """Whether a cost item is the generic ``FIELD:LIMIT`` (``|next_state.FIELD| <= LIMIT``)."""
-    return ":" in item
+    """Whether a cost item is a generic one: ``FIELD:LIMIT`` (``|next_state.FIELD| <= LIMIT``)
+    or ``FIELD>LIMIT[:BUDGET]`` (1 per step with ``|next_state.FIELD| > LIMIT``, ``BUDGET``
+    such steps per episode allowed: ``envs.indicator``)."""
+    return ":" in item or ">" in item
 
 
 def limit_name(item: str) -> str:
-    """The cost's name in tables and plots: ``velocity:0.04`` -> ``|velocity|<=0.04``."""
+    """The cost's name in tables and plots: ``velocity:0.04`` -> ``|velocity|<=0.04``;
+    ``velocity>0.04:5`` -> ``|velocity|>0.04 at most 5/episode``."""
+    if ">" in item:
+        field, _, rest = item.partition(">")
+        limit, _, budget = rest.partition(":")
+        return f"|{field}|>{limit} at most {budget or 0}/episode"
     field, _, limit = item.partition(":")
     return f"|{field}|<={limit}"
 
@@ -62,11 +69,15 @@ def limit_name(item: str) -> str:
 def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callable:
     """``c(s, a, s', p) = |s'.FIELD| - LIMIT`` of the item ``FIELD:LIMIT`` (checked); of a
     vector field, ``max_i |s'.FIELD_i| - LIMIT``: kept when every entry is within the limit."""
-    field, _, raw = item.partition(":")
+    unsafe_steps = ">" in item
+    field, _, raw = item.partition(">" if unsafe_steps else ":")
+    raw, _, raw_budget = raw.partition(":") if unsafe_steps else (raw, "", "")
     try:
         limit = float(raw)
+        budget = float(raw_budget or 0.0)
     except ValueError:
-        raise ValueError(f"costs: {item!r} — write FIELD:LIMIT with a number, e.g. velocity:0.04") from None
+        raise ValueError(f"costs: {item!r} — write FIELD:LIMIT or FIELD>LIMIT[:BUDGET] with numbers, e.g. "
+                         "velocity:0.04 or 'velocity>0.04:5'") from None
     if not finite_f32(limit, np):  # NaN, the infinities, beyond float32
         raise ValueError(f"costs: {item!r} — the limit must be a finite number in float32, got {raw}")
     if limit < 0:  # |FIELD| <= LIMIT never holds: every run would report it broken
@@ -79,6 +90,12 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
         # a vector field (Reacher-misc's angle_vels) is one constraint on its largest entry
         return jnp.max(jnp.abs(jnp.asarray(getattr(next_state, field)))).reshape((1,)) - limit
 
+    if unsafe_steps:
+        from rcmdp_jax.envs.unsafe_steps import indicator
+
+        if not (finite_f32(budget, np) and budget >= 0):
+            raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0")
+        return indicator(lambda s, a, n, p: cost(s, a, n, p) > 0, budget)
     return cost
 
 

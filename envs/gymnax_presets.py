@@ -167,7 +167,8 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
             if unknown or len(set(items)) != len(items):
                 named = f"distinct ones of {', '.join(pre.costs)} or " if pre.costs else ""
                 raise ValueError(f"costs: {','.join(items)} — choose {named}FIELD:LIMIT (|next state's FIELD| <= "
-                                 f"LIMIT, e.g. velocity:0.04) for {PREFIX}{base}")  # fmt: skip
+                                 f"LIMIT, e.g. velocity:0.04) or FIELD>LIMIT[:BUDGET] (1 per step over the limit, "
+                                 f"BUDGET such steps per episode) for {PREFIX}{base}")  # fmt: skip
             costs = tuple(items)
         else:
             uncertain = {}

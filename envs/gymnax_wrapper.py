@@ -250,7 +250,7 @@ def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs:
     ``uncertain``: ``{field: half_width}`` over float fields of ``env``'s ``EnvParams``
     (a number or ``relative(f)``: ``f`` x the nominal value; ``absolute(h)``).
     ``costs``: ``{name: c(state, action, next_state, params) -> (k,)}`` (or a list of
-    functions). ``noise``: the kernel's std, a number or one per state entry (0 keeps the
+    functions; ``envs.indicator(unsafe, budget)``: 1 per unsafe step, a budget per episode). ``noise``: the kernel's std, a number or one per state entry (0 keeps the
     kernel deterministic: pathwise LTMA only). ``params``: the nominal ``EnvParams``
     (default ``env.default_params``; its ``max_steps_in_episode`` is the episode length).
     ``derive(params) -> params`` recomputes stored derived fields after ``xi`` is applied
@@ -261,7 +261,10 @@ def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs:
         raise TypeError(f"uncertain must be a dict {{field: half_width}}, got {type(uncertain).__name__}")
     if not isinstance(costs, Mapping):
         costs = {getattr(c, "__name__", f"cost{i}"): c for i, c in enumerate(costs)}
-    check_cost_fns(costs)
     params = env.default_params if params is None else params
+    from rcmdp_jax.envs.unsafe_steps import finalise
+
+    costs = finalise(dict(costs), float(options.get("gamma", 0.99)), int(params.max_steps_in_episode))
+    check_cost_fns(costs)
     derive = derive if derive is not None else import_module("rcmdp_jax.envs.gymnax_any").known_derive(env, uncertain)
     return RobustGymnax(env, params, uncertain, costs, noise, derive, **options)

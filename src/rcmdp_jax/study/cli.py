@@ -63,7 +63,9 @@ def _what_to_run(p) -> None:
     p.add_argument("--costs", default=None, metavar="NAME,...",
                    help="gymnax:ID: the preset's costs to keep (default: its first) and/or FIELD:LIMIT, the "
                         "constraint |next state's FIELD| <= LIMIT (LIMIT >= 0; a vector field: its largest entry), "
-                        "kept when its discounted sum is <= 0 (docs/method.md); an id without a preset and without "
+                        "kept when its discounted sum is <= 0 (docs/method.md), or 'FIELD>LIMIT:BUDGET' (quoted), 1 per "
+                        "step with |FIELD| > LIMIT and at most BUDGET such steps per episode; an id without a preset "
+                        "and without "
                         "--costs runs the unconstrained algorithms only")  # fmt: skip
     p.add_argument("--noise", default=None, metavar="STD,...",
                    help="gymnax:ID: the kernel's std (s' ~ Normal(gymnax's step, std^2) on each float state entry), "
