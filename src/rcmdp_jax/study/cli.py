@@ -37,7 +37,9 @@ class _Parser(argparse.ArgumentParser):
 def parse_args(argv):
     p = _Parser(
         prog=program_name(),
-        description="Train robust-constrained RL algorithms and run the robustness test.",
+        description="Train robust-constrained RL algorithms and run the robustness test. Also: "
+        "'rcmdp report RUN_DIR' (rewrite a run folder's tables and plots) and 'rcmdp feasibility --env ...' "
+        "(whether each constraint can be kept on the box at all; 'rcmdp feasibility --help').",
     )
     _what_to_run(p)
     _how_to_run(p)
@@ -64,7 +66,8 @@ def _what_to_run(p) -> None:
                    help="gymnax:ID: the preset's costs to keep (default: its first) and/or FIELD:LIMIT, the "
                         "constraint |next state's FIELD| <= LIMIT (LIMIT >= 0; a vector field: its largest entry), "
                         "kept when its discounted sum is <= 0 (docs/method.md), or 'FIELD>LIMIT:BUDGET' (quoted), 1 per "
-                        "step with |FIELD| > LIMIT and at most BUDGET such steps per episode; an id without a preset "
+                        "step with |FIELD| > LIMIT and at most BUDGET such steps per episode, counted discounted "
+                        "(docs/method.md); an id without a preset "
                         "and without "
                         "--costs runs the unconstrained algorithms only")  # fmt: skip
     p.add_argument("--noise", default=None, metavar="STD,...",
