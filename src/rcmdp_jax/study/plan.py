@@ -65,9 +65,9 @@ def plan_envs(args) -> list[str]:
 
         return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
-    gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
+    gymnax_env = args.env.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX))
     if (args.uncertain is not None or args.costs is not None) and not gymnax_env:
-        raise PlanError("--uncertain and --costs apply to a gymnax preset (--env gymnax:ID)")
+        raise PlanError("--uncertain and --costs apply to a gymnax or brax preset (--env gymnax:ID, brax:NAME)")
     if "@" in args.env and (args.uncertain is not None or args.costs is not None):
         raise PlanError("--env names its box and costs with @...; drop --uncertain/--costs, or give gymnax:ID")
     for e in envs_:
@@ -86,12 +86,16 @@ def plan_envs(args) -> list[str]:
     if gymnax_env:  # every spelling built abstractly: each field, width and cost checked
         from rcmdp_jax.envs.gymnax_presets import check, gymnax_name
 
+        if args.env.startswith(envs.BRAX_PREFIX):  # built for real (brax's system loads): the extra's absence is one line
+            from rcmdp_jax.envs.brax_presets import brax_name as gymnax_name
+            from rcmdp_jax.envs.brax_presets import check
+
         try:
             if "@" in args.env:
                 check(args.env)
             else:
                 envs_ = [gymnax_name(args.env, args.uncertain, args.costs)]
-        except ValueError as err:
+        except (ValueError, ImportError) as err:
             raise PlanError(f"--env {args.env}: {err}") from None
     return envs_
 
