@@ -90,6 +90,7 @@ class BraxGymnax(environment.Environment):
         self.ps_shapes = [leaf.shape for leaf in jax.tree.leaves(template.pipeline_state)]
         self.metric_names = tuple(sorted(template.metrics))
         self.obs_size = int(math.prod(template.obs.shape))
+        self._dt = float(inner.dt)  # the control step (read here: under a trace brax's sys is swapped)
 
     @property
     def name(self) -> str:
@@ -101,7 +102,7 @@ class BraxGymnax(environment.Environment):
 
     @property
     def dt(self) -> float:
-        return float(self.brax.dt)
+        return self._dt
 
     def fields_read(self) -> tuple[str, ...]:
         """The fields this env's pipeline reads (``damping`` is not read by ``positional``)."""
