@@ -3,7 +3,7 @@ brax's own PPO (``brax.training.agents.ppo``) on the same environment and pipeli
 
     python experiments/brax_bench.py [--env inverted_pendulum] [--steps 16000] [--json out.json]
 
-Ours: the ``brax:ENV`` preset's PPO-Lag, one seed and ``--seeds`` vmapped seeds, compiled
+Ours: the ``brax:ENV`` preset's PPO-Lag at each of ``--seeds`` vmapped seeds, compiled
 first (compile time reported apart), then the median of ``--repeats`` timed runs after a
 warm-up (``experiments/bench_train.py``). brax's: its ``ppo.train`` on
 ``brax.envs.get_environment(ENV, backend=...)`` with the same episode length, its own
@@ -43,9 +43,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="inverted_pendulum")
     ap.add_argument("--steps", type=int, default=16_000, help="policy steps of our run (one seed)")
-    ap.add_argument("--seeds", type=int, default=10, help="vmapped seeds of our second run")
+    ap.add_argument("--seeds", default="1", help="vmapped seeds of our runs, one run each (e.g. 1,10)")
     ap.add_argument("--brax-steps", type=int, default=200_000)
-    ap.add_argument("--brax-envs", default="16,256", help="brax PPO's parallel envs, one run each")
+    ap.add_argument("--brax-envs", default="256", help="brax PPO's parallel envs, one run each (e.g. 16,256)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     name = envs.BRAX_PREFIX + args.env
     pre, _, _, backend = parse_brax_name(name)
     rows = []
-    for n in (1, args.seeds):
+    for n in (int(x) for x in args.seeds.split(",")):
         row = bench_train(name, "PPO-Lag", n, repeats=args.repeats, steps=args.steps)
         row["who"] = "rcmdp_jax PPO-Lag"
         rows.append(row)
