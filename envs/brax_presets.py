@@ -188,7 +188,10 @@ _CACHE: dict[str, Any] = {}
 def make_brax(name: str):
     """The ``RobustBrax`` of a ``brax:`` name (one instance per name)."""
     if name not in _CACHE:
-        _CACHE[name] = build(name)
+        import jax
+
+        with jax.ensure_compile_time_eval():  # built inside a trace (make_train under jit): concrete arrays still
+            _CACHE[name] = build(name)
     return _CACHE[name]
 
 
