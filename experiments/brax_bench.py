@@ -22,9 +22,28 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 
 
+def _replicate_on_one_device():
+    """brax 0.14.2's PPO calls ``jax.device_put_replicated``, which JAX 0.10 removed: the same
+    placement for one device (a leading axis of 1 on it), enough for this single-device bench."""
+    import jax
+    import jax.numpy as jnp
+
+    def replicated(x, devices):
+        if len(devices) != 1:
+            raise ValueError("brax_bench.py replicates onto one device only")
+        return jax.device_put(jax.tree.map(lambda a: jnp.asarray(a)[None], x), devices[0])
+
+    try:
+        jax.device_put_replicated  # noqa: B018
+    except AttributeError:
+        jax.device_put_replicated = replicated
+
+
 def brax_ppo(env_name: str, backend: str, episode_length: int, steps: int, num_envs: int) -> dict:
     from brax import envs as benvs
     from brax.training.agents.ppo import train as ppo
+
+    _replicate_on_one_device()
 
     env = benvs.get_environment(env_name, backend=backend)
     seen = []
