@@ -21,6 +21,7 @@ _BUILTIN = {
 }
 ENV_NAMES = tuple(_BUILTIN)
 GYMNAX_PREFIX = "gymnax:"
+BRAX_PREFIX = "brax:"  # brax environments (the optional extra ``brax``: envs.brax_presets)
 
 _REGISTERED: dict[str, Any] = {}  # user environments: name -> DomainSpec
 
@@ -40,6 +41,9 @@ _PUBLIC = {
     "absolute": "rcmdp_jax.envs.gymnax_inputs",
     "RobustGymnax": "rcmdp_jax.envs.gymnax_wrapper",
     "gymnax_name": "rcmdp_jax.envs.gymnax_presets",
+    "brax_name": "rcmdp_jax.envs.brax_presets",
+    "speed_cost": "rcmdp_jax.envs.brax_wrapper",
+    "velocity_cost": "rcmdp_jax.envs.brax_wrapper",
     "DomainSpec": "rcmdp_jax.envs.domain",
     "LearnerSpec": "rcmdp_jax.envs.domain",
     "learner_spec": "rcmdp_jax.envs.domain",
@@ -55,9 +59,14 @@ def check_name(name: str) -> None:
     if name.startswith(GYMNAX_PREFIX):
         import_module("rcmdp_jax.envs.gymnax_presets").parse_gymnax_name(name)
         return
+    if name.startswith(BRAX_PREFIX):
+        import_module("rcmdp_jax.envs.brax_presets").parse_brax_name(name)
+        return
     from rcmdp_jax.envs.gymnax_presets import PRESETS
 
-    names = [*ENV_NAMES, *(GYMNAX_PREFIX + k for k in PRESETS), *_REGISTERED]
+    from rcmdp_jax.envs.brax_presets import PRESETS as BRAX
+
+    names = [*ENV_NAMES, *(GYMNAX_PREFIX + k for k in PRESETS), *(BRAX_PREFIX + k for k in BRAX), *_REGISTERED]
     raise ValueError(f"unknown environment {name!r}; valid names: {', '.join(names)}")
 
 
@@ -71,6 +80,8 @@ def spec(name: str):
         return getattr(import_module(module), attr)
     if name in _REGISTERED:
         return _REGISTERED[name]
+    if name.startswith(BRAX_PREFIX):
+        return import_module("rcmdp_jax.envs.brax_presets").domain_spec(name)
     return import_module("rcmdp_jax.envs.gymnax_presets").domain_spec(name)
 
 
@@ -88,8 +99,8 @@ def register(name: str, env, learner: dict | None = None, n_test: int = 20) -> s
     keys are refused), and ``n_test``, the robustness test's episodes per kernel."""
     from rcmdp_jax.envs.domain import DomainSpec, from_env
 
-    if not isinstance(name, str) or not name or name in _BUILTIN or name.startswith(GYMNAX_PREFIX):
-        raise ValueError(f"register: {name!r} must be a new non-empty name (not a study domain or gymnax:...)")
+    if not isinstance(name, str) or not name or name in _BUILTIN or name.startswith((GYMNAX_PREFIX, BRAX_PREFIX)):
+        raise ValueError(f"register: {name!r} must be a new non-empty name (not a study domain, gymnax:... or brax:...)")
     try:
         if isinstance(env, DomainSpec):
             if learner is not None or n_test != 20:
@@ -114,7 +125,9 @@ def registered_spec(name: str):
 
 
 def gymnax_has_costs(name: str) -> bool:
-    """Whether a ``gymnax:`` name carries constraint costs (see ``gymnax_any``)."""
+    """Whether a ``gymnax:`` or ``brax:`` name carries constraint costs (see ``gymnax_any``)."""
+    if name.startswith(BRAX_PREFIX):
+        return import_module("rcmdp_jax.envs.brax_presets").has_costs(name)
     return import_module("rcmdp_jax.envs.gymnax_presets").has_costs(name)
 
 
@@ -126,5 +139,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'rcmdp_jax.envs' has no attribute {name!r}")
 
 
-__all__ = ["ENV_NAMES", "GYMNAX_PREFIX", "REGISTRY", "check_name", "gymnax_has_costs", "make", "register", "registered", "spec",
+__all__ = ["BRAX_PREFIX", "ENV_NAMES", "GYMNAX_PREFIX", "REGISTRY", "check_name", "gymnax_has_costs", "make", "register", "registered", "spec",
            *_PUBLIC]  # fmt: skip

@@ -244,19 +244,22 @@ class RobustGymnax(RobustEnvironment):
 
 
 def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs: Mapping[str, CostFn] | Sequence,
-              noise=1e-3, params=None, derive: Callable | None = None, **options) -> RobustGymnax:  # fmt: skip
-    """``env`` (any gymnax ``Environment``) as a ``RobustEnvironment``.
+              noise=None, params=None, derive: Callable | None = None, **options) -> RobustGymnax:  # fmt: skip
+    """``env`` (any gymnax ``Environment``, or a brax env: ``envs.brax_wrapper``) as a ``RobustEnvironment``.
 
     ``uncertain``: ``{field: half_width}`` over float fields of ``env``'s ``EnvParams``
     (a number or ``relative(f)``: ``f`` x the nominal value; ``absolute(h)``).
     ``costs``: ``{name: c(state, action, next_state, params) -> (k,)}`` (or a list of
-    functions; ``envs.indicator(unsafe, budget)``: 1 per unsafe step, a budget per episode). ``noise``: the kernel's std, a number or one per state entry (0 keeps the
+    functions; ``envs.indicator(unsafe, budget)``: 1 per unsafe step, a budget per episode). ``noise``: the kernel's std (default 1e-3), a number or one per state entry (0 keeps the
     kernel deterministic: pathwise LTMA only). ``params``: the nominal ``EnvParams``
     (default ``env.default_params``; its ``max_steps_in_episode`` is the episode length).
     ``derive(params) -> params`` recomputes stored derived fields after ``xi`` is applied
     (gymnax's own envs get theirs by default: ``gymnax_any.KNOWN_DERIVE``). ``options``: ``gamma``, ``lambda_max``, ``min_episode_length``, ``name``."""
+    if type(env).__module__.startswith("brax."):  # a brax env: the physical system's fields (envs.brax_wrapper)
+        return import_module("rcmdp_jax.envs.brax_wrapper").robustify_brax(env, uncertain, costs, noise=noise, params=params,
+                                                                           derive=derive, **options)  # fmt: skip
     if not isinstance(env, environment.Environment):
-        raise TypeError(f"robustify needs a gymnax Environment, got {type(env).__name__}")
+        raise TypeError(f"robustify needs a gymnax Environment or a brax env, got {type(env).__name__}")
     if not isinstance(uncertain, Mapping):
         raise TypeError(f"uncertain must be a dict {{field: half_width}}, got {type(uncertain).__name__}")
     if not isinstance(costs, Mapping):
@@ -266,5 +269,6 @@ def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs:
 
     costs = finalise(dict(costs), float(options.get("gamma", 0.99)), int(params.max_steps_in_episode))
     check_cost_fns(costs)
+    noise = 1e-3 if noise is None else noise
     derive = derive if derive is not None else import_module("rcmdp_jax.envs.gymnax_any").known_derive(env, uncertain)
     return RobustGymnax(env, params, uncertain, costs, noise, derive, **options)

@@ -28,7 +28,7 @@ _RECORDS: dict[str, dict] = {}  # registered name -> how it was loaded
 
 def is_source(spec: str) -> bool:
     """Whether ``--env spec`` names a user's environment (``MODULE:NAME``, ``FILE.py:NAME``)."""
-    if not isinstance(spec, str) or spec.startswith(envs.GYMNAX_PREFIX) or ":" not in spec:
+    if not isinstance(spec, str) or spec.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) or ":" not in spec:
         return False
     target, _, attr = spec.rpartition(":")
     return bool(attr.isidentifier() and (target.endswith(".py") or _MODULE.match(target)))

@@ -53,23 +53,24 @@ def _what_to_run(p) -> None:
         default="cartpole",
         help=f"one of {', '.join(ENV_NAMES)}, 'all' (the three; default cartpole); gymnax:ID, a gymnax preset "
         "(CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCarContinuous-v0) or any other gymnax id with --uncertain; "
-        "or your own environment, PACKAGE.MODULE:NAME or FILE.py:NAME (docs/custom_envs.md)",
+        "brax:NAME, a brax environment (the extra brax; presets inverted_pendulum, inverted_double_pendulum, hopper, "
+        "halfcheetah; docs/brax_envs.md); or your own environment, PACKAGE.MODULE:NAME or FILE.py:NAME (docs/custom_envs.md)",
     )
     p.add_argument(
         "--uncertain",
         default=None,
         metavar="FIELD=WIDTH,...",
         help="gymnax:ID: the uncertain EnvParams fields and their box half-widths, relative "
-        "(g=0.2: ±20%%) or absolute (g=abs:1.5); replaces the preset's box",
+        "(g=0.2: ±20%%) or absolute (g=abs:1.5); brax:NAME: the system's fields (pole_mass=0.3, friction=0.2, "
+        "damping, gear); replaces the preset's box",
     )
     p.add_argument("--costs", default=None, metavar="NAME,...",
                    help="gymnax:ID: the preset's costs to keep (default: its first) and/or FIELD:LIMIT, the "
                         "constraint |next state's FIELD| <= LIMIT (LIMIT >= 0; a vector field: its largest entry), "
                         "kept when its discounted sum is <= 0 (docs/method.md), or 'FIELD>LIMIT:BUDGET' (quoted), 1 per "
                         "step with |FIELD| > LIMIT and at most BUDGET such steps per episode, counted discounted "
-                        "(docs/method.md); an id without a preset "
-                        "and without "
-                        "--costs runs the unconstrained algorithms only")  # fmt: skip
+                        "(docs/method.md); brax:NAME: speed:LIMIT or Safety-Gymnasium's velocity:LIMIT[:BUDGET]; an id "
+                        "without a preset and without --costs runs the unconstrained algorithms only")  # fmt: skip
     p.add_argument("--noise", default=None, metavar="STD,...",
                    help="gymnax:ID: the kernel's std (s' ~ Normal(gymnax's step, std^2) on each float state entry), "
                         "one number or one per state entry; default the preset's, 1e-3 for an id without a preset")  # fmt: skip

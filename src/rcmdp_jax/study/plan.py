@@ -56,13 +56,16 @@ def plan_envs(args) -> list[str]:
 
         return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
-    gymnax_env = args.env.startswith(envs.GYMNAX_PREFIX)
+    gymnax_env = args.env.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX))
     given = any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise"))
     if given and not gymnax_env:
-        raise PlanError("--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID)")
+        raise PlanError("--uncertain, --costs and --noise apply to a gymnax or brax environment (--env gymnax:ID, "
+                        "brax:NAME)")  # fmt: skip
     if "@" in args.env and given:
         raise PlanError("--env names its box, costs and noise with @...; drop --uncertain/--costs/--noise, or give "
                          "gymnax:ID")  # fmt: skip
+    if args.env.startswith(envs.BRAX_PREFIX) and getattr(args, "noise", None) is not None:
+        raise PlanError("--noise applies to gymnax:ID; a brax preset's kernel noise is its own (docs/brax_envs.md)")
     for e in envs_:
         try:
             if not (gymnax_env and "@" not in e):  # gymnax:ID is checked with its --uncertain/--costs below
@@ -79,12 +82,17 @@ def plan_envs(args) -> list[str]:
     if gymnax_env:  # every spelling built abstractly: each field, width and cost checked
         from rcmdp_jax.envs.gymnax_presets import check, gymnax_name
 
+        if args.env.startswith(envs.BRAX_PREFIX):  # built for real (brax's system loads): the extra's absence is one line
+            from rcmdp_jax.envs.brax_presets import brax_name as gymnax_name
+            from rcmdp_jax.envs.brax_presets import check
+
         try:
             if "@" in args.env:
                 check(args.env)
             else:
-                envs_ = [gymnax_name(args.env, args.uncertain, args.costs, getattr(args, "noise", None))]
-        except ValueError as err:
+                noise = () if args.env.startswith(envs.BRAX_PREFIX) else (getattr(args, "noise", None),)
+                envs_ = [gymnax_name(args.env, args.uncertain, args.costs, *noise)]
+        except (ValueError, ImportError) as err:
             raise PlanError(f"--env {args.env}: {err}") from None
     return envs_
 

@@ -30,7 +30,7 @@ def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
     from rcmdp_jax import envs
     from rcmdp_jax.presets import parse_algorithm, split_variant
 
-    bare = [e for e in envs_ if e.startswith(envs.GYMNAX_PREFIX) and not envs.gymnax_has_costs(e)]
+    bare = [e for e in envs_ if e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e)]
     if not bare:
         return algos
     constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]

@@ -104,9 +104,13 @@ def plan_problem(plan: dict) -> str:
                 from rcmdp_jax.envs.gymnax_presets import check
 
                 check(e)
+            elif e.startswith(envs.BRAX_PREFIX):
+                from rcmdp_jax.envs.brax_presets import check
+
+                check(e)
         for a in plan["algos"]:
             parse_algorithm(split_variant(a)[0])
-    except ValueError as err:
+    except (ValueError, ImportError) as err:
         return str(err)
     configs = plan["configs"]
     if not isinstance(configs, dict) or any(

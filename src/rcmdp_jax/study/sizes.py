@@ -74,6 +74,10 @@ def kernel_count(env: str) -> int:
         from rcmdp_jax.envs.gymnax_presets import parse_gymnax_name
 
         n = len(parse_gymnax_name(env)[1])
+    elif env.startswith(envs.BRAX_PREFIX):
+        from rcmdp_jax.envs.brax_presets import parse_brax_name
+
+        n = len(parse_brax_name(env)[1])
     else:
         n = math.prod(jax.eval_shape(lambda: envs.make(env)[1].xi_c).shape)
     return len(DISTORTION_LEVELS) * 2**n

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The brax velocity presets on a GPU: PPO-Lag and MDPO-Lag, plain and robust (the preset's
+# default robust method, worst-of-n), 10 seeds each on brax:hopper and brax:halfcheetah at the
+# presets' short budget (5M policy steps), the robustness test over every corner of the box and
+# the worst-case search; each run folder gets summary.md (the tables) and the plots, and
+# experiments/report.py rewrites them. Resumable: run it again to continue.
+#
+#   pip install -e ".[brax]" && bash experiments/brax_gpu.sh [OUT_DIR]    # default runs/brax_gpu
+#
+# Not run yet (docs/brax_envs.md): written on a CPU-only machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-runs/brax_gpu}"
+ALGOS="PPO-Lag,MDPO-Lag,PPO-Robust-Lag,MDPO-Robust-Lag"
+python -c "import jax, sys; print('devices:', jax.devices()); sys.exit(jax.default_backend() == 'cpu')" ||
+  { echo "brax_gpu.sh: no accelerator found by JAX; these presets are GPU workloads" >&2; exit 1; }
+for env in hopper halfcheetah; do
+  dir="$OUT/$env"
+  resume=()
+  [ -f "$dir/run.json" ] && resume=(--resume)
+  /usr/bin/time -v python experiments/run.py --env "brax:$env" --algos "$ALGOS" --seeds 10 --budget short \
+    --worst-case --out "$dir" "${resume[@]}" 2>&1 | tee -a "$OUT/$env.log"
+  python experiments/report.py "$dir" | tee "$OUT/$env.tables.md"
+done
+echo "tables: $OUT/hopper.tables.md $OUT/halfcheetah.tables.md"
