@@ -96,7 +96,7 @@ def _cost_item(item: str, name: str) -> None:
 @functools.cache
 def parse_brax_name(name: str) -> tuple[BraxPreset, dict[str, Any], tuple[str, ...], str]:
     """``(preset, uncertain, cost items, backend)`` of a ``brax:`` name (module docstring)."""
-    from rcmdp_jax.envs.gymnax_presets import _parse_width
+    from rcmdp_jax.envs.gymnax_inputs import parse_width
 
     if not isinstance(name, str) or not name.startswith(PREFIX):
         raise ValueError(f"{name!r} is not a brax name (brax:NAME)")
@@ -133,7 +133,7 @@ def parse_brax_name(name: str) -> tuple[BraxPreset, dict[str, Any], tuple[str, .
                 field, colon, raw = item.partition(":")
                 if not colon or not field or field in uncertain:
                     raise ValueError(f"uncertain: {item!r} — write FIELD:WIDTH once per field, e.g. pole_mass:0.3")
-                uncertain[field] = _parse_width(field, raw)
+                uncertain[field] = parse_width(field, raw)
     if not uncertain:
         raise ValueError(f"{PREFIX}{base} has no preset box: name its uncertain fields with --uncertain FIELD=WIDTH,... "
                          "(LINK_mass, friction, damping, gear)")  # fmt: skip

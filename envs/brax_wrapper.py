@@ -81,11 +81,11 @@ class RobustBrax(RobustGymnax):
         """brax's own step under the perturbed system, gradients kept."""
         return self.adapter.brax_step(state, action, inner)
 
-    def _costs(self, state, action, next_state, inner):
+    def _cost_args(self, state, action, next_state, inner):
+        """brax's own ``State`` before and after the step, the clipped action, the system."""
         sys = self.adapter.system(inner)
         before, after = self.adapter.to_brax(state, sys), self.adapter.to_brax(next_state, sys)
-        a = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
-        return jnp.concatenate([jnp.reshape(c(before, a, after, sys), (-1,)) for c in self.cost_fns])
+        return before, jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0), after, sys
 
     def check_estimator(self, params, estimator: str) -> None:
         """brax's physics has no density (no score function); the pathwise gradient runs on the

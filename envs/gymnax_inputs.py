@@ -61,11 +61,12 @@ def check_cost_fns(costs: Mapping) -> None:
                             f"array, got {type(fn).__name__} {fn!r}")  # fmt: skip
 
 
-def check_cost_shapes(costs: Mapping[str, Callable], state, action, params) -> None:
+def check_cost_shapes(costs: Mapping[str, Callable], state, action, params, cost_args=lambda *a: a) -> None:
     """Each cost returns a vector ``(k,)`` of float (``jnp.abs(n.v)[None] - 0.1``, not the
-    scalar ``jnp.abs(n.v) - 0.1``), found from shapes only."""
+    scalar ``jnp.abs(n.v) - 0.1``), found from shapes only; ``cost_args(state, action,
+    next_state, params)``: what a cost is called with (a wrapper's own view of the step)."""
     for name, fn in costs.items():
-        out = jax.eval_shape(fn, state, action, state, params)
+        out = jax.eval_shape(lambda s, a, p, fn=fn: fn(*cost_args(s, a, s, p)), state, action, params)
         if getattr(out, "ndim", None) != 1 or out.shape[0] < 1:
             raise ValueError(f"costs[{name!r}] returns shape {tuple(getattr(out, 'shape', ()))}; a cost returns a "
                              "vector of shape (k,), one entry per constraint (e.g. jnp.abs(n.v)[None] - 0.1, not "

@@ -127,7 +127,7 @@ class RobustGymnax(RobustEnvironment):
         self.episode_length = int(params.max_steps_in_episode)
         self.min_episode_length = self.episode_length if min_episode_length is None else int(min_episode_length)
         self.gamma, self.lambda_max = float(gamma), float(lambda_max)
-        check_cost_shapes(costs, shape, self._sample_action(), params)
+        check_cost_shapes(costs, shape, self._sample_action(), params, self._cost_args)
         m = jax.eval_shape(lambda s, p: self._costs(s, self._sample_action(), s, p), shape, params)
         self.num_constraints = int(m.shape[0])
         self._name = name or f"Robust{env.name}"
@@ -168,8 +168,13 @@ class RobustGymnax(RobustEnvironment):
             i += n
         return self.state_cls(**parts, time=time)
 
+    def _cost_args(self, state, action, next_state, inner):
+        """What a cost function is called with (a subclass may show it the step otherwise)."""
+        return state, action, next_state, inner
+
     def _costs(self, state, action, next_state, inner):
-        return jnp.concatenate([jnp.reshape(c(state, action, next_state, inner), (-1,)) for c in self.cost_fns])
+        args = self._cost_args(state, action, next_state, inner)
+        return jnp.concatenate([jnp.reshape(c(*args), (-1,)) for c in self.cost_fns])
 
     # ------------------------------------------------------------ the model
     def gymnax_step(self, state, action, inner):

@@ -177,6 +177,10 @@ def search_worst(config, params, actors, C, j: int, search: SearchConfig, key) -
     started from the centre and the corners the grid found worst; None where the kernel
     allows no search (e.g. a kernel without a density for the score estimator)."""
     best = int(np.argmin(C.reshape(C.shape[0], -1).max(1)))
+    from rcmdp_jax.adversary.base import has_density
+
+    if search.estimator == "score" and not has_density(envs.make(config.env)[0]):
+        search = dataclasses.replace(search, estimator="pathwise")  # a kernel without a density (brax)
     try:
         finder = make_worst_case(config, search, env_params=params, objectives="costs")
     except ValueError:

@@ -200,11 +200,12 @@ def make_worst_case(config, search: SearchConfig | None = None, env_params=None,
     from rcmdp_jax.adversary.base import has_density
 
     cfg = config.validate()
+    chosen = search is not None
     search = (search or SearchConfig()).validate()
     objective_names(0, objectives)  # a clear error before anything is built
     env, default_params = envs.make(cfg.env)
-    if search == SearchConfig() and not has_density(env):  # the default search on a kernel without a density
-        search = dataclasses.replace(search, estimator="pathwise")  # (brax's physics): its pathwise gradient
+    if not chosen and not has_density(env):  # no search given, a kernel without a density (brax's
+        search = dataclasses.replace(search, estimator="pathwise")  # physics): its pathwise gradient
     actor, _ = build_networks(cfg, env)
     params = default_params if env_params is None else env_params
     env.check_estimator(params, search.estimator)

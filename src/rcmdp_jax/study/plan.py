@@ -59,8 +59,8 @@ def plan_envs(args) -> list[str]:
     gymnax_env = args.env.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX))
     given = any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise"))
     if given and not gymnax_env:
-        raise PlanError("--uncertain, --costs and --noise apply to a gymnax or brax environment (--env gymnax:ID, "
-                        "brax:NAME)")  # fmt: skip
+        raise PlanError("--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID; "
+                        "--uncertain and --costs to a brax one too, brax:NAME)")  # fmt: skip
     if "@" in args.env and given:
         raise PlanError("--env names its box, costs and noise with @...; drop --uncertain/--costs/--noise, or give "
                          "gymnax:ID")  # fmt: skip
