@@ -4,8 +4,8 @@ A name is ``brax:NAME`` (a preset's box, costs and backend), optionally followed
 ``@uncertain=FIELD:WIDTH,...`` (``pole_mass:0.3`` ±30 %, ``friction:abs:0.1``),
 ``@costs=ITEM,...`` and ``@backend=PIPELINE``. A cost item is a preset's named cost,
 ``speed:LIMIT`` (``speed - LIMIT``, the root body's speed; smooth) or ``velocity:LIMIT`` /
-``velocity:LIMIT:BUDGET`` (Safety-Gymnasium's ``1[speed > LIMIT]``, minus the allowed fraction
-of steps). A brax env without a preset needs ``@uncertain``; without costs it carries one zero
+``velocity:LIMIT:BUDGET`` (Safety-Gymnasium's ``1[speed > LIMIT]`` with ``BUDGET`` such steps
+per episode allowed: ``envs.indicator``). A brax env without a preset needs ``@uncertain``; without costs it carries one zero
 cost (unconstrained algorithms only). Nothing here imports brax until an env is built.
 """
 
@@ -59,12 +59,12 @@ PRESETS: dict[str, BraxPreset] = {
     # budget of 25 cost per 1000-step episode
     "hopper": BraxPreset(
         "hopper", "positional", {"torso_mass": 0.3, "friction": 0.3},
-        {"velocity": "velocity:0.7402:0.025"}, ("velocity",), episode_length=1000, min_episode_length=10,
+        {"velocity": "velocity:0.7402:25"}, ("velocity",), episode_length=1000, min_episode_length=10,
         learner=_learner(5_000_000, 3e-4),
     ),
     "halfcheetah": BraxPreset(
         "halfcheetah", "positional", {"torso_mass": 0.3, "friction": 0.3},
-        {"velocity": "velocity:3.2096:0.025"}, ("velocity",), episode_length=1000,
+        {"velocity": "velocity:3.2096:25"}, ("velocity",), episode_length=1000,
         learner=_learner(5_000_000, 3e-4),
     ),
 }  # fmt: skip
@@ -89,8 +89,8 @@ def _cost_item(item: str, name: str) -> None:
 
     if not ok or not all(math.isfinite(x) for x in nums):
         raise ValueError(f"costs: {item!r} — choose {', '.join(PRESETS[name].costs) + ', ' if name in PRESETS else ''}"
-                         "speed:LIMIT (speed - LIMIT) or velocity:LIMIT[:BUDGET] (1 when speed > LIMIT, minus "
-                         "BUDGET), finite numbers")  # fmt: skip
+                         "speed:LIMIT (speed - LIMIT) or velocity:LIMIT[:BUDGET] (1 when speed > LIMIT, BUDGET "
+                         "such steps per episode allowed), finite numbers")  # fmt: skip
 
 
 @functools.cache

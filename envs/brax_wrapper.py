@@ -42,15 +42,13 @@ def speed_cost(limit: float, planar: bool = True) -> Callable:
     return cost
 
 
-def velocity_cost(limit: float, budget: float = 0.0, planar: bool = True) -> Callable:
-    """Safety-Gymnasium's velocity cost, 1 when the speed is over ``limit``, minus ``budget``
-    (the allowed fraction of steps over it; OmniSafe's 25 per 1000-step episode is 0.025)."""
+def velocity_cost(limit: float, budget: float = 0.0, planar: bool = True):
+    """Safety-Gymnasium's velocity cost, 1 when the speed is over ``limit``, with ``budget`` such
+    steps per episode allowed (OmniSafe's 25 per 1000-step episode): ``envs.indicator``, made
+    ``1[over] - budget / H`` by robustify."""
+    from rcmdp_jax.envs.unsafe_steps import indicator
 
-    def cost(state, action, next_state, sys):
-        over = (root_speed(state, next_state, planar) > limit).astype(jnp.float32)
-        return jnp.reshape(over - budget, (1,))
-
-    return cost
+    return indicator(lambda state, action, next_state, sys: root_speed(state, next_state, planar) > limit, budget)
 
 
 class RobustBrax(RobustGymnax):

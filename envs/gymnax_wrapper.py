@@ -34,6 +34,7 @@ from flax import struct
 from gymnax.environments import environment, spaces
 from jax.extend import core as jcore
 from rcmdp_jax.envs.base import RobustEnvironment, RobustState
+from rcmdp_jax.envs.unsafe_steps import finalise
 from rcmdp_jax.envs.gymnax_any import allowed_fields, float_fields
 from rcmdp_jax.envs.gymnax_inputs import check_cost_fns, check_cost_shapes, half_width, noise_vector
 
@@ -102,6 +103,7 @@ class RobustGymnax(RobustEnvironment):
         self.fields = tuple(uncertain)
         nominal = np.array([float(getattr(params, f)) for f in self.fields], np.float32)
         kappa = np.array([half_width(f, uncertain[f], float(n)) for f, n in zip(self.fields, nominal)], np.float32)
+        costs = finalise(dict(costs), int(params.max_steps_in_episode))  # envs.indicator: per step
         self.cost_names = tuple(costs)
         self.cost_fns = tuple(costs[c] for c in self.cost_names)
         # the flat state: EnvState's fields but time, from one reset's shapes
@@ -270,9 +272,6 @@ def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs:
     if not isinstance(costs, Mapping):
         costs = {getattr(c, "__name__", f"cost{i}"): c for i, c in enumerate(costs)}
     params = env.default_params if params is None else params
-    from rcmdp_jax.envs.unsafe_steps import finalise
-
-    costs = finalise(dict(costs), float(options.get("gamma", 0.99)), int(params.max_steps_in_episode))
     check_cost_fns(costs)
     noise = 1e-3 if noise is None else noise
     derive = derive if derive is not None else import_module("rcmdp_jax.envs.gymnax_any").known_derive(env, uncertain)

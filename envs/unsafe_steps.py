@@ -2,11 +2,11 @@
 unsafe steps per episode (``envs.indicator``; ``--costs 'FIELD>LIMIT:BUDGET'``).
 
 The library keeps a constraint when its *discounted* value ``C = E[Σ_t γ^t c_t]`` is at most 0
-(docs/method.md, "What C is"). An indicator with budget ``B`` is the per-step cost
-``c_t = 1[unsafe_t] − b`` with ``b = B (1 − γ) / (1 − γ^H)``, so that over a full episode of
-``H`` steps ``Σ_t γ^t b = B``: ``C`` is the expected *discounted* number of unsafe steps per
-episode minus ``B``, and the constraint is kept when at most ``B`` (discounted) steps are
-unsafe — Safety-Gymnasium's ``E[Σ_t 1[unsafe]] ≤ B`` as ``γ → 1``.
+(docs/method.md, "What C is"). An indicator with a budget of ``B`` unsafe steps per episode of
+``H`` steps is the per-step cost ``c_t = 1[unsafe_t] − B/H``: kept when the *discounted share*
+of unsafe steps is at most ``B/H`` — Safety-Gymnasium's ``E[Σ_t 1[unsafe_t]] ≤ B`` for a policy
+unsafe at a steady rate (OmniSafe's 25 per 1000-step episode: a share of 0.025), with late
+steps weighing ``γ^t`` less than early ones.
 """
 
 from __future__ import annotations
@@ -17,18 +17,15 @@ from collections.abc import Callable
 import jax.numpy as jnp
 
 
-def budget_per_step(budget: float, gamma: float, episode_length: int) -> float:
-    """``b`` with ``Σ_{t < H} γ^t b = budget`` (``budget / H`` when ``γ = 1``)."""
-    if gamma >= 1.0:
-        return budget / episode_length
-    return budget * (1.0 - gamma) / (1.0 - gamma**episode_length)
+def budget_per_step(budget: float, episode_length: int) -> float:
+    """``b = budget / H``: the share of an episode's ``H`` steps that may be unsafe."""
+    return budget / episode_length
 
 
 class Indicator:
     """``unsafe(state, action, next_state, params) -> bool`` (a scalar or ``(k,)``) as a cost
     of 1 per unsafe step, with ``budget`` unsafe steps per episode allowed (default 0: never
-    unsafe). ``robustify`` turns it into the per-step cost with its own ``γ`` and episode
-    length (``per_step``)."""
+    unsafe). ``robustify`` turns it into the per-step cost with its episode length (``per_step``)."""
 
     def __init__(self, unsafe: Callable, budget: float = 0.0):
         if not callable(unsafe):
@@ -40,8 +37,8 @@ class Indicator:
         self.unsafe, self.budget = unsafe, float(budget)
         self.__name__ = getattr(unsafe, "__name__", "unsafe")
 
-    def per_step(self, gamma: float, episode_length: int) -> Callable:
-        b = budget_per_step(self.budget, gamma, episode_length)
+    def per_step(self, episode_length: int) -> Callable:
+        b = budget_per_step(self.budget, episode_length)
 
         def cost(state, action, next_state, params):
             flag = jnp.asarray(self.unsafe(state, action, next_state, params))
@@ -51,8 +48,8 @@ class Indicator:
         return cost
 
     def __call__(self, state, action, next_state, params):  # outside robustify: no budget shift known
-        raise TypeError("an envs.indicator cost is made per step by envs.robustify (it needs gamma and the episode "
-                        "length); pass it in robustify's costs")  # fmt: skip
+        raise TypeError("an envs.indicator cost is made per step by envs.robustify (it needs the episode length); "
+                        "pass it in robustify's costs")  # fmt: skip
 
 
 def indicator(unsafe: Callable, budget: float = 0.0) -> Indicator:
@@ -60,6 +57,6 @@ def indicator(unsafe: Callable, budget: float = 0.0) -> Indicator:
     return Indicator(unsafe, budget)
 
 
-def finalise(costs: dict, gamma: float, episode_length: int) -> dict:
+def finalise(costs: dict, episode_length: int) -> dict:
     """``costs`` with each ``Indicator`` made its per-step cost."""
-    return {k: (v.per_step(gamma, episode_length) if isinstance(v, Indicator) else v) for k, v in costs.items()}
+    return {k: (v.per_step(episode_length) if isinstance(v, Indicator) else v) for k, v in costs.items()}

@@ -30,12 +30,12 @@ STEPS = 24
 @pytest.fixture(scope="module")
 def pendulum():
     """brax's own inverted pendulum (positional), ours over it (episodes of 20 steps, the speed
-    costs of a 0.2 m/s limit, Safety-Gymnasium's with a budget of 0.1), and one compiled run of
+    costs of a 0.2 m/s limit, Safety-Gymnasium's with a budget of 2 steps per 20-step episode: 0.1 a step), and one compiled run of
     ours: ``run(params, start states [8], actions [T, 8, 1]) -> (final obs, reward, terminated,
     truncated, costs, flat states)`` per step (one program for both tests below)."""
     inner = benvs.get_environment("inverted_pendulum", backend="positional")
     robust = envs.robustify(inner, uncertain={"pole_mass": 0.5, "gear": 0.2}, episode_length=20,
-                            costs={"speed": speed_cost(0.2), "velocity": velocity_cost(0.2, budget=0.1)})  # fmt: skip
+                            costs={"speed": speed_cost(0.2), "velocity": velocity_cost(0.2, budget=2.0)})  # fmt: skip
     keys = jax.random.split(jax.random.key(4), 8)
 
     @jax.jit

@@ -1,5 +1,5 @@
 """Costs in the safe-RL field's terms (envs.indicator, --costs 'FIELD>LIMIT:BUDGET'): 1 per
-unsafe step, less the per-step share of a budget of unsafe steps per episode, by hand."""
+unsafe step, less the per-step share B/H of a budget of B unsafe steps per H-step episode, by hand."""
 
 import gymnax
 import jax
@@ -11,10 +11,16 @@ from rcmdp_jax import envs
 from rcmdp_jax.envs.unsafe_steps import budget_per_step
 
 
-def test_the_budget_share_sums_to_the_budget_over_an_episode():
-    for gamma, length, budget in [(0.9, 10, 2.0), (0.99, 200, 5.0), (1.0, 50, 3.0)]:
-        b = budget_per_step(budget, gamma, length)
-        assert np.sum(b * gamma ** np.arange(length)) == pytest.approx(budget)
+def test_a_steady_rate_of_unsafe_steps_within_the_budget_is_kept():
+    # unsafe on k of every H steps at a steady rate: C = sum_t gamma^t (1[unsafe_t] - B/H) <= 0 iff k <= B
+    gamma, length, budget = 0.99, 200, 10.0
+    b = budget_per_step(budget, length)
+    assert b == budget / length
+    disc = gamma ** np.arange(length)
+    for every, kept in [(20, True), (10, False)]:  # 10 unsafe steps (every 20th) kept, 20 (every 10th) not
+        unsafe = (np.arange(length) % every == every - 1).astype(float)
+        c = np.sum(disc * (unsafe - b))
+        assert (c <= 1e-9) == kept, (every, c)
 
 
 def _step_cost(env, params, velocity: float):
@@ -29,8 +35,7 @@ def test_command_line_indicator_with_a_budget_by_hand():
     env, params = envs.make(name)
     spec = envs.spec(name)
     assert spec.cost_names == ("|velocity|>0.04 at most 5/episode",)
-    gamma, length = env.gamma, env.episode_length
-    b = 5.0 * (1 - gamma) / (1 - gamma**length)  # sum_t gamma^t b = 5 over a full episode
+    b = 5.0 / env.episode_length  # 5 unsafe steps an episode: a share of 5/H
     assert _step_cost(env, params, 0.05) == pytest.approx(1.0 - b, rel=1e-5)  # unsafe
     assert _step_cost(env, params, -0.05) == pytest.approx(1.0 - b, rel=1e-5)  # |v| over the limit either way
     assert _step_cost(env, params, 0.03) == pytest.approx(-b, rel=1e-5)  # safe: the budget's share of slack
@@ -42,7 +47,7 @@ def test_robustify_takes_an_indicator_and_refuses_a_bad_budget():
     inner, _ = gymnax.make("MountainCar-v0")
     fast = envs.indicator(lambda s, a, n, p: jnp.abs(n.velocity) > 0.04, budget=2.0)
     env = envs.robustify(inner, {"gravity": 0.1}, {"fast": fast}, gamma=0.9)
-    b = 2.0 * 0.1 / (1 - 0.9 ** env.episode_length)
+    b = 2.0 / env.episode_length
     assert _step_cost(env, env.default_params, 0.05) == pytest.approx(1.0 - b, rel=1e-5)
     with pytest.raises(ValueError, match="budget"):
         envs.indicator(lambda s, a, n, p: n.velocity > 0, budget=-1.0)

@@ -68,7 +68,8 @@ def _what_to_run(p) -> None:
                    help="gymnax:ID: the preset's costs to keep (default: its first) and/or FIELD:LIMIT, the "
                         "constraint |next state's FIELD| <= LIMIT (LIMIT >= 0; a vector field: its largest entry), "
                         "kept when its discounted sum is <= 0 (docs/method.md), or 'FIELD>LIMIT:BUDGET' (quoted), 1 per "
-                        "step with |FIELD| > LIMIT and at most BUDGET such steps per episode, counted discounted "
+                        "step with |FIELD| > LIMIT and a budget of BUDGET such steps per episode (their discounted share "
+                        "at most BUDGET/H) "
                         "(docs/method.md); brax:NAME: speed:LIMIT or Safety-Gymnasium's velocity:LIMIT[:BUDGET]; an id "
                         "without a preset and without --costs runs the unconstrained algorithms only")  # fmt: skip
     p.add_argument("--noise", default=None, metavar="STD,...",
