@@ -202,20 +202,9 @@ def check(name: str) -> None:
 
 def brax_name(env: str, uncertain: str | None = None, costs: str | None = None, backend: str | None = None) -> str:
     """The canonical name of ``brax:NAME`` with the CLI's ``--uncertain FIELD=WIDTH,...`` and ``--costs``."""
-    name = env
-    for flag, value in (("--uncertain", uncertain), ("--costs", costs)):
-        if value is not None and not value.replace(",", "").strip():
-            raise ValueError(f"{flag} is empty; name at least one, or leave it out for the preset's default")
-    if uncertain:
-        items = []
-        for item in uncertain.split(","):
-            field, eq, raw = item.strip().partition("=")
-            if not eq:
-                raise ValueError(f"--uncertain: {item.strip()!r} — write FIELD=WIDTH, e.g. pole_mass=0.3")
-            items.append(f"{field.strip()}:{raw.strip()}")
-        name += "@uncertain=" + ",".join(items)
-    if costs:
-        name += "@costs=" + ",".join(c.strip() for c in costs.split(","))
+    from rcmdp_jax.envs.gymnax_inputs import with_options
+
+    name = with_options(env, "pole_mass=0.3", uncertain, costs)
     if backend:
         name += f"@backend={backend}"
     check(name)

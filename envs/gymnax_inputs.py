@@ -96,3 +96,25 @@ def parse_noise(items: list[str]):
         raise ValueError(f"noise: {','.join(items)} — write one std (noise=0.01) or one per state entry "
                          "(noise=0.01,0.01,0)") from None  # fmt: skip
     return values[0] if len(values) == 1 else values
+
+
+def with_options(name: str, example: str, uncertain: str | None, costs: str | None, **more: str | None) -> str:
+    """``name`` with the command line's ``--uncertain FIELD=WIDTH,...`` (``example``: a width to
+    show in the error), ``--costs ITEM,...`` and any further ``--KEY V,...`` as ``@KEY=...``
+    options (``ValueError`` for an empty one or an item without ``=``)."""
+    given = {"uncertain": uncertain, "costs": costs, **more}
+    for key, value in given.items():
+        if value is not None and not value.replace(",", "").strip():  # never silently the defaults
+            raise ValueError(f"--{key} is empty; name at least one, or leave it out for the preset's default")
+    if uncertain:
+        items = []
+        for item in uncertain.split(","):
+            field, eq, raw = item.strip().partition("=")
+            if not eq:
+                raise ValueError(f"--uncertain: {item.strip()!r} — write FIELD=WIDTH, e.g. {example}")
+            items.append(f"{field.strip()}:{raw.strip()}")
+        name += "@uncertain=" + ",".join(items)
+    for key, value in list(given.items())[1:]:
+        if value:
+            name += f"@{key}=" + ",".join(c.strip() for c in value.split(","))
+    return name

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
 from rcmdp_jax.envs import gymnax_any
 from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
-from rcmdp_jax.envs.gymnax_inputs import parse_noise, parse_width
+from rcmdp_jax.envs.gymnax_inputs import parse_noise, parse_width, with_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,21 +216,7 @@ def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = N
     """The canonical name of preset ``env_id`` with the CLI's ``--uncertain FIELD=WIDTH,...``,
     ``--costs NAME,...`` and ``--noise STD,...`` (validated; ``ValueError`` names what is wrong)."""
     name = env_id if env_id.startswith(PREFIX) else PREFIX + env_id
-    for flag, value in (("--uncertain", uncertain), ("--costs", costs), ("--noise", noise)):
-        if value is not None and not value.replace(",", "").strip():  # never silently the defaults
-            raise ValueError(f"{flag} is empty; name at least one, or leave it out for the preset's default")
-    if uncertain:
-        items = []
-        for item in uncertain.split(","):
-            field, eq, raw = item.strip().partition("=")
-            if not eq:
-                raise ValueError(f"--uncertain: {item.strip()!r} — write FIELD=WIDTH, e.g. g=0.2 or g=abs:1.5")
-            items.append(f"{field.strip()}:{raw.strip()}")
-        name += "@uncertain=" + ",".join(items)
-    if costs:
-        name += "@costs=" + ",".join(c.strip() for c in costs.split(","))
-    if noise:
-        name += "@noise=" + ",".join(c.strip() for c in noise.split(","))
+    name = with_options(name, "g=0.2 or g=abs:1.5", uncertain, costs, noise=noise)
     check(name)  # every field, width and cost checked here
     return name
 
