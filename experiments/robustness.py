@@ -62,30 +62,6 @@ def setting_command(out: Path, env: str, seeds: int, jobs: int) -> list[str]:
     return cmd + (["--resume"] if (run_dir / "run.json").exists() else [])
 
 
-def run_pool(jobs: list[tuple[str, list[str]]], width: int, log, done) -> float:
-    """Run the ``(name, command)`` jobs ``width`` at a time, in order (XLA compiles a
-    program on one core, and compiling dominates short budgets, so two jobs on two cores
-    overlap one's compile with the other's); ``done(name, seconds)`` after each. The
-    pool's wall time."""
-    t0, queue, running = time.time(), list(jobs), {}
-    while queue or running:
-        while queue and len(running) < width:
-            name, cmd = queue.pop(0)
-            log(" ".join(cmd[1:]))
-            running[name] = (subprocess.Popen(cmd, cwd=ROOT), time.time())
-        time.sleep(1.0)
-        for name, (proc, start) in list(running.items()):
-            if proc.poll() is None:
-                continue
-            del running[name]
-            if proc.returncode not in (0, 3):  # 3: some seeds diverged (named in the report)
-                for other, _ in running.values():
-                    other.terminate()
-                raise SystemExit(f"{name}: exited with status {proc.returncode}")
-            done(name, time.time() - start)
-    return time.time() - t0
-
-
 def pool_order(names: list[str]) -> list[str]:
     """Longest first (``LONGEST_FIRST``, then the timing programs' compiles, then the rest)."""
 
@@ -297,6 +273,8 @@ def main(argv=None) -> None:
         if jobs:
             meta["jobs"] = args.jobs
             order = pool_order(list(jobs))
+            from job_pool import run_pool  # experiments/job_pool.py
+
             meta["settings_wall_s"] = meta.get("settings_wall_s", 0.0) + run_pool(
                 [(name, jobs[name]) for name in order], args.jobs, log, done
             )
