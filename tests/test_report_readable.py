@@ -93,7 +93,7 @@ def test_fourteen_lines_are_told_apart_and_lambda_only_for_constrained():
 
 
 def test_the_worst_kernel_is_said_in_its_fields_terms():
-    from rcmdp_jax.study.kernel_text import describe
+    from rcmdp_jax.kernel_text import describe
 
     assert describe([26.0, 0.35], [20.0, 0.5], ("heater_gain", "loss")) == "heater_gain +30 %, loss -30 %"
     assert describe([20.0, 0.5], [20.0, 0.5], ("heater_gain", "loss")) == "the nominal kernel"

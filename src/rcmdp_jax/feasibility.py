@@ -26,7 +26,8 @@ import numpy as np
 from rcmdp_jax import envs
 from rcmdp_jax.adversary.corners import MAX_PARAMS
 from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
-from rcmdp_jax.feasibility_report import kernel_labels, summarise
+from rcmdp_jax.feasibility_report import summarise
+from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
 LEARNERS = ("ppo", "mdpo")
@@ -142,7 +143,7 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
     names = tuple(spec.cost_names) if len(spec.cost_names) == m else tuple(f"C{j}" for j in range(m))
     levels = np.asarray(DISTORTION_LEVELS, np.float64)
     grid = env.test_kernels(levels, params)
-    labels, xi_c = kernel_labels(env), np.asarray(params.xi_c)
+    labels, xi_c = kernel_names(name, np.shape(params.xi_c)), np.asarray(params.xi_c)
     key = jax.random.PRNGKey(cfg.seed)
     witness = None
     if controller is not None:

@@ -7,31 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def kernel_labels(env) -> tuple[str, ...]:
-    """A name per entry of the flattened kernel ``xi``: a ``robustify``-ed environment's
-    uncertain fields, else ``xi[i]``."""
-    n = int(np.prod(np.shape(env.default_params.xi_c)))
-    fields = tuple(getattr(env, "fields", ()))
-    return fields if len(fields) == n else tuple(f"xi[{i}]" for i in range(n))
-
-
-def describe_kernel(labels, xi, xi_c) -> str:
-    """``"m +20 %, l -20 %"``: each entry's offset from the nominal kernel, relative where
-    the nominal value is not 0 (else absolute: ``"x +0.3"``)."""
-    parts = []
-    for name, x, c in zip(labels, np.ravel(xi), np.ravel(xi_c)):
-        if c != 0:
-            parts.append(f"{name} {100 * (x - c) / abs(c):+.0f} %")
-        else:
-            parts.append(f"{name} {x - c:+.3g}")
-    return ", ".join(parts)
+from rcmdp_jax.kernel_text import describe
 
 
 def kernel_record(labels, xi, xi_c, **extra) -> dict:
     """A kernel as JSON: its values by field, its description and ``extra`` (numbers)."""
     flat = np.ravel(np.asarray(xi, np.float64))
-    return {"kernel": dict(zip(labels, flat.tolist())), "described": describe_kernel(labels, xi, xi_c),
+    return {"kernel": dict(zip(labels, flat.tolist())), "described": describe(xi, xi_c, labels),
             **{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in extra.items()}}  # fmt: skip
 
 

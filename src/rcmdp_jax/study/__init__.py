@@ -10,7 +10,7 @@
 * ``compiled`` -- a family compiled ahead of time, its lanes over devices, the chunked loop;
 * ``orchestrate`` -- train, restore, test, search and report, as named steps (``Study``);
 * ``runtime`` -- processes, devices, compilation cache, Ctrl-C;
-* ``report`` / ``report_text`` / ``kernel_text`` / ``worst_case_report`` / ``plots`` /
+* ``report`` / ``report_text`` / ``worst_case_report`` / ``plots`` /
   ``aggregate`` / ``report_cli`` -- the tables and plots of a run folder;
 * ``console`` -- the installed commands.
 

@@ -66,7 +66,7 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
     """Markdown (one row per algorithm and constraint) and JSON of ``constraint_stats``;
     with the test kernels ``test_xi`` ``[L, D, *xi]`` (level 0 the nominal one) and the
     names of their entries, each worst kernel as its fields' changes (``kernel_text``)."""
-    from rcmdp_jax.study.kernel_text import describe
+    from rcmdp_jax.kernel_text import describe
 
     lines = ["| Algorithm | constraint | C at the nominal kernel (seeds > 0) | C on the worst kernel (seeds > 0) "
              "| the worst kernel (level: its fields) |", "|---|---|---|---|---|"]  # fmt: skip

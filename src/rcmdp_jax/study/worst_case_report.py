@@ -23,7 +23,7 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None, x
     entries, each found kernel also as its fields' changes (``search_kernel``)."""
     if not found:
         return "", {}
-    from rcmdp_jax.study.kernel_text import describe
+    from rcmdp_jax.kernel_text import describe
 
     def names_of(x):  # the entries' names, else xi[i]
         n = np.size(x)
