@@ -164,7 +164,7 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
         found = None
         if cfg.search is not None:
             say(f"{names[j]}: gradient search of the box for the best policy's worst kernel")
-            found = search_worst(config, params, actors, C, j, cfg.search, k_search)
+            found = search_worst(config, env, params, actors, C, j, cfg.search, k_search)
         w = None if witness is None else witness[..., j]
         rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found))
     settings = dataclasses.asdict(cfg) | {"n_test": n_test, "method": cfg.method or default_method(env),
@@ -173,14 +173,14 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
             "controller": controller is not None}  # fmt: skip
 
 
-def search_worst(config, params, actors, C, j: int, search: SearchConfig, key) -> dict | None:
+def search_worst(config, env, params, actors, C, j: int, search: SearchConfig, key) -> dict | None:
     """The gradient search's highest ``C_j`` for the policy whose grid worst is least,
     started from the centre and the corners the grid found worst; None where the kernel
     allows no search (e.g. a kernel without a density for the score estimator)."""
     best = int(np.argmin(C.reshape(C.shape[0], -1).max(1)))
     from rcmdp_jax.adversary.base import has_density
 
-    if search.estimator == "score" and not has_density(envs.make(config.env)[0]):
+    if search.estimator == "score" and not has_density(env):
         search = dataclasses.replace(search, estimator="pathwise")  # a kernel without a density (brax)
     try:
         finder = make_worst_case(config, search, env_params=params, objectives="costs")
