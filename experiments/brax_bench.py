@@ -62,9 +62,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="inverted_pendulum")
     ap.add_argument("--steps", type=int, default=16_000, help="policy steps of our run (one seed)")
-    ap.add_argument("--seeds", default="1", help="vmapped seeds of our runs, one run each (e.g. 1,10)")
+    ap.add_argument("--seeds", default="1", help="vmapped seeds of our runs, one run each (e.g. 1,10; '' for none)")
     ap.add_argument("--brax-steps", type=int, default=200_000)
-    ap.add_argument("--brax-envs", default="256", help="brax PPO's parallel envs, one run each (e.g. 16,256)")
+    ap.add_argument("--brax-envs", default="256", help="brax PPO's parallel envs, one run each (e.g. 16,256; '' for none)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -78,12 +78,12 @@ def main(argv=None) -> int:
     name = envs.BRAX_PREFIX + args.env
     pre, _, _, backend = parse_brax_name(name)
     rows = []
-    for n in (int(x) for x in args.seeds.split(",")):
+    for n in (int(x) for x in args.seeds.split(",") if x):
         row = bench_train(name, "PPO-Lag", n, repeats=args.repeats, steps=args.steps)
         row["who"] = "rcmdp_jax PPO-Lag"
         rows.append(row)
         print(json.dumps({k: row[k] for k in ("who", "seeds", "compile_s", "wall_s", "policy_steps_per_s")}), flush=True)
-    for n in (int(x) for x in args.brax_envs.split(",")):
+    for n in (int(x) for x in args.brax_envs.split(",") if x):
         row = brax_ppo(args.env, backend, pre.episode_length, args.brax_steps, n)
         rows.append(row)
         print(json.dumps(row), flush=True)
