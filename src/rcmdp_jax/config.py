@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from rcmdp_jax import adversary, constraints, learners, options, schedules
 from rcmdp_jax.adversary import ADVERSARY_NAMES
 from rcmdp_jax.constraints import CONSTRAINT_NAMES
-from rcmdp_jax.dual_batch import DUAL_ESTIMATORS
+from rcmdp_jax.dual import DUAL_ESTIMATORS
 from rcmdp_jax.envs import check_name
 from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.envs.domain import STUDY_CHOICES
@@ -39,7 +39,7 @@ KlCheck = Literal["sb3", "dropout_off"]
 Init = Literal["orthogonal", "torch", "lecun"]
 Optimizer = Literal["adam", "sgd"]
 DropoutRng = Literal["hash", "threefry"]
-DualEstimator = Literal[DUAL_ESTIMATORS]  # rcmdp_jax.dual_batch's readings of C^
+DualEstimator = Literal[DUAL_ESTIMATORS]  # rcmdp_jax.dual's readings of C^
 LEARNERS, CONSTRAINTS, ALPHA_SCHEDULES, ALPHA_TICKS = map(get_args, (Learner, Constraint, AlphaSchedule, AlphaTick))
 KL_ESTIMATORS, LTMA_ESTIMATORS, KL_CHECKS, INITS = map(get_args, (KlEstimator, LtmaEstimator, KlCheck, Init))
 OPTIMIZERS, DROPOUT_RNGS = get_args(Optimizer), get_args(DropoutRng)
@@ -91,7 +91,7 @@ class Config:
     dual_epochs_from_policy: bool = False  # PPO on CartPole: dual epochs = policy epochs run before the KL stop
     # what each ascent step reads as C^: a shuffled minibatch's mean discounted cost-to-go
     # of the multiplier batch (default; why: docs/sensitivity.md), per-step cost, GAE cost
-    # return, or the start state's value from fresh episodes (``rcmdp_jax.dual_batch.DUAL_ESTIMATORS``)
+    # return, or the start state's value from fresh episodes (``rcmdp_jax.dual.DUAL_ESTIMATORS``)
     dual_estimator: DualEstimator = STUDY_CHOICES["dual_estimator"]
     dual_dropout: bool = False  # collect the dual phase's episodes with dropout on (always on with act_dropout)
     ltma_iterations: int = 160

@@ -24,6 +24,26 @@ class MCPMD(Learner):
         """``(rollout key, update key)``: the update replays the episode's own dropout keys."""
         return key, key
 
+    def iteration_slot(self, iteration, state, idle):
+        """MCPMD's iteration slot (its step budget, ``cfg.total_timesteps``): an iteration
+        while policy steps remain in the budget, else nothing (``idle(state)``'s metrics,
+        ``active = 0``; the state and the counters are carried over, the other metrics are
+        NaN). It is a ``while_loop`` of at most one trip, so under ``vmap`` a slot costs
+        nothing once every member has spent its budget."""
+        shapes = jax.eval_shape(lambda s: iteration(s)[1], state)
+        nothing = jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), shapes) | idle(state)
+
+        def cond(carry):
+            done, s, _ = carry
+            return jnp.logical_and(jnp.logical_not(done), s.samples[0] < self.cfg.total_timesteps)
+
+        def body(carry):
+            _, s, _ = carry
+            return (jnp.bool_(True), *iteration(s))
+
+        _, state, metrics = jax.lax.while_loop(cond, body, (jnp.bool_(False), state, nothing))
+        return state, metrics
+
     def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):
         """1. One whole episode of one env under the current kernel (``per_env``: the env's
         own, ``state.env_xi[0]``; a method that redraws does so between iterations),
