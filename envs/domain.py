@@ -2,7 +2,7 @@
 episode lengths, cost names, test episodes) and ``LearnerSpec`` (the learners' settings
 on it: networks, budgets, PPO epochs, LTMA's sizes, hyperparameters; docs/method.md §3).
 
-The study's domains keep their spec beside their class (``envs.cartpole.SPEC``), the
+The reference study's domains keep their spec beside their class (``envs.cartpole.SPEC``), the
 ``gymnax:`` presets build theirs from the preset (``gymnax_presets.domain_spec``) and a
 user's environment gets one from ``register`` (``from_env``) or writes its own. No JAX
 work here: the config reads a spec before any backend starts.
@@ -20,7 +20,7 @@ import numpy as np
 from rcmdp_jax.hparams import finite_f32
 
 BUDGETS = ("short", "long")  # a run's budgets: a domain gives the policy steps of each
-# the study's own choices where docs/method.md §3 is silent (``Config``'s defaults)
+# the reference study's own choices where docs/method.md §3 is silent (``Config``'s defaults)
 STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go")
 
 
