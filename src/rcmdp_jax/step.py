@@ -77,9 +77,10 @@ def check_update_metrics(learner: str, metrics: dict) -> None:
 
 
 def counters(samples) -> dict:
-    """The cumulative environment steps as metrics: ``robust_steps`` are every robust method's
-    (``ltma_steps``: the same, under the name the golden runs and older run folders keep)."""
-    return dict(policy_steps=samples[0], dual_steps=samples[1], robust_steps=samples[2], ltma_steps=samples[2])
+    """The cumulative environment steps as metrics. ``ltma_steps`` counts every robust
+    method's steps, not LTMA's alone: the name is kept because run folders' checkpoints hold
+    the metrics' tree (a key more or less and an older checkpoint no longer restores)."""
+    return dict(policy_steps=samples[0], dual_steps=samples[1], ltma_steps=samples[2])
 
 
 def idle_metrics(state: TrainState) -> dict:
