@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import optax
 
 from rcmdp_jax import losses
-from rcmdp_jax.advantages import discounted_returns, discounts
+from rcmdp_jax.advantages import discounted_returns
 from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
-from rcmdp_jax.rollout import collect_episode
+from rcmdp_jax.rollout import collect_episode, stored_values
 
 
 class MCPMD(Learner):
@@ -52,11 +52,11 @@ class MCPMD(Learner):
         params = state.env_params.replace(xi=state.env_xi[0]) if per_env else state.env_params
         ep = collect_episode(key, env, params, self.actor, state.params["actor"], env.episode_length,
                              self.cfg.act_dropout)  # fmt: skip
-        disc = discounts(env.episode_length, hp.gamma) * ep.alive
+        disc_return, disc_costs = stored_values(ep, hp.gamma)
         stats = dict(
             episode_return=jnp.sum(ep.reward * ep.alive),
-            episode_disc_return=jnp.sum(ep.reward * disc),
-            episode_costs=disc @ ep.costs,
+            episode_disc_return=disc_return,
+            episode_costs=disc_costs,
             episodes_completed=jnp.float32(1.0),
         )
         return ep, state, stats
