@@ -263,5 +263,5 @@ def _under_a_trace(env) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(env.default_params))
 
 
-__all__ = ["PRESETS", "PREFIX", "CostSpec", "GymnaxPreset", "check", "cost_names", "domain_spec", "gymnax_name", "has_costs", "make_gymnax",
+__all__ = ["PRESETS", "CostSpec", "GymnaxPreset", "check", "cost_names", "domain_spec", "gymnax_name", "has_costs", "make_gymnax",
            "parse_gymnax_name"]  # fmt: skip

@@ -16,7 +16,8 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from rcmdp_jax.envs.gymnax_presets import PREFIX, PRESETS
+from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
+from rcmdp_jax.envs.gymnax_presets import PRESETS
 
 from rcmdp_jax import envs, preset
 from rcmdp_jax.ltma import ltma_direction
