@@ -70,6 +70,16 @@ def check_name(name: str) -> None:
     raise ValueError(f"unknown environment {name!r}; valid names: {', '.join(names)}")
 
 
+def check(name: str) -> None:
+    """``check_name``, and for a ``gymnax:`` or ``brax:`` name its fields, widths and costs,
+    the environment built (gymnax abstractly; brax for real): ``ValueError`` naming what is wrong."""
+    check_name(name)
+    if name.startswith(GYMNAX_PREFIX):
+        import_module("rcmdp_jax.envs.gymnax_presets").check(name)
+    elif name.startswith(BRAX_PREFIX):
+        import_module("rcmdp_jax.envs.brax_presets").check(name)
+
+
 def spec(name: str):
     """The ``DomainSpec`` of environment ``name``, without building the environment: a
     built-in domain's ``SPEC``, a ``gymnax:`` name's (``gymnax_presets.domain_spec``) or
@@ -150,5 +160,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'rcmdp_jax.envs' has no attribute {name!r}")
 
 
-__all__ = ["BRAX_PREFIX", "ENV_NAMES", "GYMNAX_PREFIX", "REGISTRY", "check_name", "gymnax_has_costs", "make", "register", "registered", "spec", "unregister",
+__all__ = ["BRAX_PREFIX", "ENV_NAMES", "GYMNAX_PREFIX", "REGISTRY", "check", "check_name", "gymnax_has_costs", "make", "register", "registered", "spec", "unregister",
            *_PUBLIC]  # fmt: skip
