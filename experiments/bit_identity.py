@@ -93,7 +93,8 @@ def compare(a_folder: str, b_folder: str) -> int:
     only = sorted(set(a) ^ set(b))
     differ = [k for k in sorted(set(a) & set(b))
               if a[k].shape != b[k].shape or not np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind == "f")]  # fmt: skip
-    print(f"{len(set(a) & set(b))} arrays in both; only one side: {only or 'none'}")
+    print(f"{len(set(a) & set(b))} arrays in both; {len(only)} on one side only (runs one side lacks){':' if only else ''}",
+          *only[:5])  # fmt: skip
     print("BIT-IDENTICAL" if not differ else f"{len(differ)} differ: {differ}")
     return 1 if differ else 0
 
