@@ -70,6 +70,16 @@ def check_name(name: str) -> None:
     raise ValueError(f"unknown environment {name!r}; valid names: {', '.join(names)}")
 
 
+def check(name: str) -> None:
+    """``check_name``, and for a ``gymnax:`` or ``brax:`` name its fields, widths and costs,
+    the environment built (gymnax abstractly; brax for real): ``ValueError`` naming what is wrong."""
+    check_name(name)
+    if name.startswith(GYMNAX_PREFIX):
+        import_module("rcmdp_jax.envs.gymnax_presets").check(name)
+    elif name.startswith(BRAX_PREFIX):
+        import_module("rcmdp_jax.envs.brax_presets").check(name)
+
+
 def spec(name: str):
     """The ``DomainSpec`` of environment ``name``, without building the environment: a
     built-in domain's ``SPEC``, a ``gymnax:`` name's (``gymnax_presets.domain_spec``) or
@@ -91,16 +101,19 @@ def make(name: str):
     return env, env.default_params
 
 
-def register(name: str, env, learner: dict | None = None, n_test: int = 20) -> str:
+def register(name: str, env, *, learner: dict | None = None, n_test: int = 20) -> str:
     """Make an environment trainable by name in this process: ``preset(name, "PPO-Lag")``,
-    ``make_train``, ``make_eval``. ``env`` is a ``DomainSpec`` (then nothing else is
-    given), or a ``RobustEnvironment`` (e.g. from ``robustify``) with ``learner``, settings
-    over the defaults (fields of ``LearnerSpec``, hyperparameters under ``"hp"``; other
-    keys are refused), and ``n_test``, the robustness test's episodes per kernel."""
+    ``make_train``, ``make_eval``; the registration of every plug-in kind, ``register(name,
+    what)`` (``learners``, ``constraints`` and ``adversary`` take a class). ``env`` is a
+    ``DomainSpec`` (then nothing else is given: the spec carries its learner settings, the
+    defaults of a config on it, and ``n_test``), or a ``RobustEnvironment`` (e.g. from
+    ``robustify``) with ``learner``, settings over the defaults (fields of ``LearnerSpec``,
+    hyperparameters under ``"hp"``; other keys are refused), and ``n_test``, the robustness
+    test's episodes per kernel. Returns ``name``."""
     from rcmdp_jax.envs.domain import DomainSpec, from_env
 
     if not isinstance(name, str) or not name or name in _BUILTIN or name.startswith((GYMNAX_PREFIX, BRAX_PREFIX)):
-        raise ValueError(f"register: {name!r} must be a new non-empty name (not a study domain, gymnax:... or brax:...)")
+        raise ValueError(f"register: {name!r} must be a new non-empty name (not a built-in domain, gymnax:... or brax:...)")
     try:
         if isinstance(env, DomainSpec):
             if learner is not None or n_test != 20:
@@ -112,6 +125,14 @@ def register(name: str, env, learner: dict | None = None, n_test: int = 20) -> s
         raise type(err)(f"register: {err}") from None
     _REGISTERED[name] = own
     return name
+
+
+def unregister(name: str) -> None:
+    """Remove environment ``name`` that ``register`` made (the built-in ones stay)."""
+    if name not in _REGISTERED:
+        what = "built-in" if name in _BUILTIN else "not registered"
+        raise ValueError(f"environment {name!r} is {what}; registered: {', '.join(_REGISTERED) or 'none'}")
+    del _REGISTERED[name]
 
 
 def registered() -> tuple[str, ...]:
@@ -139,5 +160,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'rcmdp_jax.envs' has no attribute {name!r}")
 
 
-__all__ = ["BRAX_PREFIX", "ENV_NAMES", "GYMNAX_PREFIX", "REGISTRY", "check_name", "gymnax_has_costs", "make", "register", "registered", "spec",
+__all__ = ["BRAX_PREFIX", "ENV_NAMES", "GYMNAX_PREFIX", "REGISTRY", "check", "check_name", "gymnax_has_costs", "make", "register", "registered", "spec", "unregister",
            *_PUBLIC]  # fmt: skip

@@ -162,11 +162,12 @@ def has_costs(name: str) -> bool:
 
 def domain_spec(name: str) -> DomainSpec:
     """The ``DomainSpec`` of a ``brax:`` name (imports nothing of brax for a preset)."""
-    pre, _, costs, _ = parse_brax_name(name)
+    pre, uncertain, costs, _ = parse_brax_name(name)
     length = pre.episode_length
     return DomainSpec(factory=functools.partial(make_brax, name), gamma=pre.gamma, lambda_max=pre.lambda_max,
                       episode_length=length, min_episode_length=pre.min_episode_length or length,
-                      learner=pre.learner, n_test=pre.n_test, cost_names=cost_names(costs))  # fmt: skip
+                      learner=pre.learner, n_test=pre.n_test, cost_names=cost_names(costs),
+                      kernel_size=len(uncertain))  # fmt: skip
 
 
 def build(name: str):

@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from rcmdp_jax.envs.brax_adapter import DIFFERENTIABLE, NO_GRADIENT_METHODS, MULTIPLIERS, BraxGymnax
+from rcmdp_jax.envs.brax_adapter import DIFFERENTIABLE, NO_GRADIENT_METHODS, BraxGymnax
 from rcmdp_jax.envs.gymnax_wrapper import RobustGymnax
 
 
@@ -123,4 +123,4 @@ def robustify_brax(env, uncertain: Mapping[str, Any], costs: Mapping[str, Callab
     return RobustBrax(env, uncertain, costs, episode_length, **options)
 
 
-__all__ = ["MULTIPLIERS", "RobustBrax", "robustify_brax", "root_speed", "speed_cost", "velocity_cost"]
+__all__ = ["RobustBrax", "robustify_brax", "root_speed", "speed_cost", "velocity_cost"]

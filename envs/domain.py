@@ -2,7 +2,7 @@
 episode lengths, cost names, test episodes) and ``LearnerSpec`` (the learners' settings
 on it: networks, budgets, PPO epochs, LTMA's sizes, hyperparameters; docs/method.md §3).
 
-The study's domains keep their spec beside their class (``envs.cartpole.SPEC``), the
+The reference study's domains keep their spec beside their class (``envs.cartpole.SPEC``), the
 ``gymnax:`` presets build theirs from the preset (``gymnax_presets.domain_spec``) and a
 user's environment gets one from ``register`` (``from_env``) or writes its own. No JAX
 work here: the config reads a spec before any backend starts.
@@ -20,7 +20,7 @@ import numpy as np
 from rcmdp_jax.hparams import finite_f32
 
 BUDGETS = ("short", "long")  # a run's budgets: a domain gives the policy steps of each
-# the study's own choices where docs/method.md §3 is silent (``Config``'s defaults)
+# the reference study's own choices where docs/method.md §3 is silent (``Config``'s defaults)
 STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go")
 
 
@@ -146,7 +146,9 @@ class DomainSpec:
     arguments). ``gamma``, ``lambda_max``, ``episode_length`` and ``min_episode_length``
     (the shortest episode any policy can end in, which sizes MCPMD's iteration slots) are
     the environment's own; ``n_test``: the robustness test's episodes per test kernel
-    (docs/method.md §4); ``cost_names``: what each constraint bounds, for the report."""
+    (docs/method.md §4); ``cost_names``: what each constraint bounds, for the report;
+    ``kernel_size``: the number of the kernel's coordinates, which sizes the robustness
+    test's memory (None: read from the environment, built abstractly)."""
 
     factory: Callable[[], Any]
     gamma: float
@@ -156,6 +158,7 @@ class DomainSpec:
     learner: LearnerSpec = dataclasses.field(default_factory=LearnerSpec)
     n_test: int = 20
     cost_names: tuple[str, ...] = ()
+    kernel_size: int | None = None  # the kernel's coordinates when known without building (presets)
 
     def __post_init__(self):
         if not callable(self.factory):
@@ -165,6 +168,9 @@ class DomainSpec:
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"DomainSpec.{field} must be a positive integer, got {value!r}")
+        size = self.kernel_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(f"DomainSpec.kernel_size must be None or a positive integer, got {size!r}")
         if self.min_episode_length > self.episode_length:
             raise ValueError(f"DomainSpec.min_episode_length={self.min_episode_length} exceeds episode_length="
                              f"{self.episode_length}")  # fmt: skip

@@ -200,11 +200,12 @@ def cost_names(pre: GymnaxPreset, costs: tuple[str, ...]) -> tuple[str, ...]:
 
 def domain_spec(name: str) -> DomainSpec:
     """The ``DomainSpec`` of a ``gymnax:`` name (no JAX work: safe before devices are set up)."""
-    pre, _, costs = parse_gymnax_name(name)
+    pre, uncertain, costs = parse_gymnax_name(name)
     length = int(pre.params["max_steps_in_episode"])
     return DomainSpec(factory=functools.partial(make_gymnax, name), gamma=pre.gamma, lambda_max=pre.lambda_max,
                       episode_length=length, min_episode_length=pre.min_episode_length or length,
-                      learner=pre.learner, n_test=pre.n_test, cost_names=cost_names(pre, costs))  # fmt: skip
+                      learner=pre.learner, n_test=pre.n_test, cost_names=cost_names(pre, costs),
+                      kernel_size=len(uncertain))  # fmt: skip
 
 
 def check(name: str) -> None:
@@ -265,5 +266,5 @@ def _under_a_trace(env) -> bool:
     return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(env.default_params))
 
 
-__all__ = ["PRESETS", "PREFIX", "CostSpec", "GymnaxPreset", "check", "cost_names", "domain_spec", "gymnax_name", "has_costs", "make_gymnax",
+__all__ = ["PRESETS", "CostSpec", "GymnaxPreset", "check", "cost_names", "domain_spec", "gymnax_name", "has_costs", "make_gymnax",
            "parse_gymnax_name"]  # fmt: skip

@@ -43,16 +43,20 @@ def variant_class():
     (imported late: the devices are split first)."""
     import jax
 
+    from rcmdp_jax.adversary.lanes import Lanes
+    from rcmdp_jax.step import Step
     from rcmdp_jax.study.compiled import Prepared
-    from rcmdp_jax.train import Step
 
-    class EveryLaneStep(Step):
+    class EveryLane(Lanes):
         """Every lane of a family runs every robust method and discards what is not its
         own (a plain ``lax.cond``)."""
 
         @staticmethod
         def on_lanes(fn, keep):
             return lambda flag, *args: jax.lax.cond(flag, fn, keep, *args)
+
+    class EveryLaneStep(Step):
+        lanes_class = EveryLane
 
     class BenchPrepared(Prepared):
         def __init__(self, cfgs, keys, mesh, per_device: bool, skip_idle_lanes: bool):

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 import jax
-from rcmdp_jax.envs.gymnax_presets import PREFIX, PRESETS
+from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
+from rcmdp_jax.envs.gymnax_presets import PRESETS
 
 from rcmdp_jax import cpu_prng, envs
 

@@ -16,12 +16,13 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from rcmdp_jax.envs.gymnax_presets import PREFIX, PRESETS
+from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
+from rcmdp_jax.envs.gymnax_presets import PRESETS
 
 from rcmdp_jax import envs, preset
 from rcmdp_jax.ltma import ltma_direction
+from rcmdp_jax.networks import build_networks
 from rcmdp_jax.rollout import Policy, sample_episode
-from rcmdp_jax.train import build_networks
 
 
 def median_relative_direction(name: str, n: int = 200) -> float:

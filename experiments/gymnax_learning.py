@@ -21,7 +21,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from rcmdp_jax.envs.gymnax_presets import PREFIX, PRESETS
+from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
+from rcmdp_jax.envs.gymnax_presets import PRESETS
 
 from rcmdp_jax import envs, make_train
 from rcmdp_jax.presets import preset

@@ -4,7 +4,7 @@
 
 Builds the family of ``--family`` (its learner's algorithms), trains ``--warm``
 iterations (so the state, e.g. where PPO's KL stop falls, is that of a run under
-way), then times each phase of ``train.Step.iteration`` alone, jitted and vmapped
+way), then times each phase of ``step.Step.iteration`` alone, jitted and vmapped
 over the family's lanes (members x ``--seeds``; 5 seeds = one device's share of
 the runner's 10 on two devices): the median of ``--repeats`` calls.
 """
@@ -54,16 +54,27 @@ def main(argv=None) -> int:
 
         return jax.jit(jax.vmap(per_lane))
 
-    k_roll, k_upd = step.learn_keys(key)
-    data_of = lane(lambda s, hp, v, lt: step.rollout(k_roll, s, hp)[0])
+    from rcmdp_jax.dual import dual_phase
+    from rcmdp_jax.evaluate import curve_point
+
+    k_roll, k_upd = step.learner.learn_keys(key)
+    data_of = lane(lambda s, hp, v, lt: step.learner.collect(k_roll, s, hp, step.per_env)[0])
     data = data_of(state, members)
 
     phases = {
         "rollout": data_of,
         "signal + update": jax.jit(jax.vmap(lambda s, m, d: _update(step, fam, k_upd, s, m, d))),
-        "adversary (LTMA)": lane(lambda s, hp, v, lt: step.adversary(key, s, lt, hp, v.adversary)),
-        "dual phase": lane(lambda s, hp, v, lt: step.dual_phase(key, s, s.env_params, hp, v.constraint, 5.0)),
-        "evaluation": lane(lambda s, hp, v, lt: step.evaluation(key, 0, s.params, s.env_params, hp)),
+        "adversary (LTMA)": lane(
+            lambda s, hp, v, lt: step.lanes.step(key, s.env_params, s.env_xi, s.params["actor"], lt, hp, v.adversary)
+        ),
+        "dual phase": lane(
+            lambda s, hp, v, lt: dual_phase(
+                key, step.env, step.actor, step.critic, s.params, s.dual, s.env_params, cfg, hp, v.constraint, 5.0
+            )  # fmt: skip
+        ),
+        "evaluation": lane(
+            lambda s, hp, v, lt: curve_point(key, 0, step.env, step.actor, s.params["actor"], s.env_params, cfg, hp)
+        ),
         "whole iteration": jax.jit(jax.vmap(lambda s, m: fam.run(s, m, args.warm, 1))),
     }
     rows = {}
@@ -95,8 +106,8 @@ def _update(step, fam, key, s, m, data):
     from rcmdp_jax import constraints
 
     lam_tilde = constraints.multiplier(variant.constraint, s.dual, hp)
-    signal = step.signal(data, s.params, lam_tilde, hp)
-    return step.update(key, s, data, signal, hp, variant.schedule)[2]
+    signal = step.learner.signal(data, s.params, lam_tilde, hp)
+    return step.learner.update(key, s, data, signal, hp, variant.schedule)[2]
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ ROBUST = ["RMCPMD", "PPO-Robust", "MDPO-Robust", "RMCPMD-Lag", "PPO-Robust-Lag",
           "MDPO-Robust-Augmented-Lag"]  # fmt: skip
 ALL = UNCONSTRAINED[:3] + UNCONSTRAINED[3:] + CONSTRAINED
 MCPMD_LAG = ["MCPMD-Lag", "RMCPMD-Lag"]
-# the readings of C^ (rcmdp_jax.dual_batch.DUAL_ESTIMATORS) and the dropout switch: (--set values, algorithms)
+# the readings of C^ (rcmdp_jax.dual.DUAL_ESTIMATORS) and the dropout switch: (--set values, algorithms)
 READINGS = {
     # the start state's value: the runs hold every algorithm and the hyperparameter lanes
     "start_value": (["dual_estimator=start_value"], None),

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rcmdp_jax import constraints, dual_batch, make_train, preset
+from rcmdp_jax import constraints, dual, make_train, preset
 from rcmdp_jax.family import group
 from rcmdp_jax.presets import split_variant
 
@@ -19,7 +19,7 @@ def test_minibatch_means_shuffle_every_epoch_into_a_partition():
     of distinct powers of two, so the steps of every minibatch can be read back."""
     n, b, epochs = 10, 4, 3
     values = (2.0 ** np.arange(n))[:, None].astype(np.float32)
-    means = np.asarray(dual_batch.minibatch_means(KEY, jnp.asarray(values), epochs, b))
+    means = np.asarray(dual.minibatch_means(KEY, jnp.asarray(values), epochs, b))
     assert means.shape == (epochs * 3, 1)
     sizes = [4, 4, 2]
     orders = []
@@ -72,10 +72,10 @@ def test_batch_readings_match_numpy():
     v, v_next = (rng.normal(size=(T, B, m)).astype(np.float32) for _ in range(2))
     want = _numpy_readings(costs, term, done, v, v_next, 0.9, 0.8)
     for name, ref in want.items():
-        got = dual_batch.batch_readings(name, *map(jnp.asarray, (costs, term, done, v, v_next)), 0.9, 0.8)
+        got = dual.batch_readings(name, *map(jnp.asarray, (costs, term, done, v, v_next)), 0.9, 0.8)
         np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5, err_msg=name)
     with pytest.raises(ValueError, match="start_value"):
-        dual_batch.batch_readings("start_value", costs, term, done)
+        dual.batch_readings("start_value", costs, term, done)
 
 
 @pytest.mark.parametrize("estimator", ["step_cost", "cost_to_go", "gae"])

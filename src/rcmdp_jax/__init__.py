@@ -16,7 +16,7 @@ _PUBLIC = {
     "parse_algorithm": "rcmdp_jax.presets",
     "preset": "rcmdp_jax.presets",
     "TrainResult": "rcmdp_jax.train",
-    "TrainState": "rcmdp_jax.train",
+    "TrainState": "rcmdp_jax.step",
     "make_train": "rcmdp_jax.train",
     "make_family": "rcmdp_jax.family",
     "sweep": "rcmdp_jax.sweeps",

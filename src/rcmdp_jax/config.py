@@ -1,23 +1,22 @@
-"""Typed, frozen configuration: static choices (``Config``, plug-ins' own options
-included) and numeric, vmappable hyperparameters (``HParams``, from ``rcmdp_jax.hparams``),
-their validation and their JSON form. The paper's presets and algorithm names are in
-``rcmdp_jax.presets``.
-
-``Config`` decides shapes and code paths and is hashable (safe as a static
-argument); ``HParams`` is a pytree of floats, so ``jax.vmap`` over an
-``HParams`` with array leaves is a hyperparameter sweep.
+"""``Config``: the static choices of one algorithm on one environment (frozen and hashable:
+it decides shapes and code paths), grouped by concern (``Config.groups``), its checks
+(``validate``) and its JSON form. The registries' plug-ins (learners, constraint rules,
+robust methods) are its choices; their own options live in ``Config.options``
+(``rcmdp_jax.options``). The numeric, vmappable hyperparameters are ``HParams``
+(``rcmdp_jax.hparams``), a config's own in ``hparams``. Presets: ``rcmdp_jax.presets``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from rcmdp_jax import adversary, constraints, learners, options, schedules
 from rcmdp_jax.adversary import ADVERSARY_NAMES
 from rcmdp_jax.constraints import CONSTRAINT_NAMES
-from rcmdp_jax.dual_batch import DUAL_ESTIMATORS
+from rcmdp_jax.dual import DUAL_ESTIMATORS
 from rcmdp_jax.envs import check_name
 from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.envs.domain import STUDY_CHOICES
@@ -39,51 +38,49 @@ KlCheck = Literal["sb3", "dropout_off"]
 Init = Literal["orthogonal", "torch", "lecun"]
 Optimizer = Literal["adam", "sgd"]
 DropoutRng = Literal["hash", "threefry"]
-DualEstimator = Literal[DUAL_ESTIMATORS]  # rcmdp_jax.dual_batch's readings of C^
-LEARNERS, CONSTRAINTS, ALPHA_SCHEDULES, ALPHA_TICKS = map(get_args, (Learner, Constraint, AlphaSchedule, AlphaTick))
-KL_ESTIMATORS, LTMA_ESTIMATORS, KL_CHECKS, INITS = map(get_args, (KlEstimator, LtmaEstimator, KlCheck, Init))
-OPTIMIZERS, DROPOUT_RNGS = get_args(Optimizer), get_args(DropoutRng)
+DualEstimator = Literal[DUAL_ESTIMATORS]  # rcmdp_jax.dual's readings of C^
+ALPHA_SCHEDULES, ALPHA_TICKS = get_args(AlphaSchedule), get_args(AlphaTick)
 INT32_MAX = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Static configuration of one algorithm on one environment."""
+    """Static configuration of one algorithm on one environment, its fields grouped by concern
+    (``Config.groups()``, a section each below) yet flat: ``Config(n_envs=8)``, ``replace``,
+    ``--set n_envs=8`` and saved ``config.json`` / ``run.json`` files read as they always have."""
 
+    # ---- algorithm: what trains, on what (the preset's name says it)
     env: str = "cartpole"
     learner: Learner = "mdpo"
     constraint: Constraint = "none"
     robust: bool = False
+    # how a robust algorithm picks its training kernels (``rcmdp_jax.adversary``): the reference
+    # study's LTMA, LTMA with the scale-free pathwise step, domain randomisation, worst-of-N, corners
+    adversary: Adversary = STUDY_CHOICES["adversary"]
     name: str = ""
+    # ---- rollout: the policy's experience
     total_timesteps: int = 20_000
     n_envs: int = 4
     n_steps: int = 400
-    minibatch_size: int = 32
-    epochs: int = 5
+    act_dropout: bool = False  # dropout active while acting (MCPMD, as the reference keeps training mode)
+    # ---- networks
     policy_hidden: tuple[int, ...] = (128,)
     critic_hidden: tuple[int, ...] = (128,)
     dropout: float = STUDY_CHOICES["dropout"]
     dropout_rng: DropoutRng = "hash"  # mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
+    init: Init = "orthogonal"  # SB3 orthogonal; "torch" (nn.Linear default, MCPMD); "lecun" (flax default)
+    # ---- optimiser: the policy and critic update
+    minibatch_size: int = 32
+    epochs: int = 5
     optimizer: Optimizer = "adam"
     adam_eps: float = 1e-5  # SB3's Adam eps (torch's default 1e-8 for MCPMD)
     max_grad_norm: float = 0.5  # global gradient-norm clip (SB3); inf = none
-    init: Init = "orthogonal"  # SB3 orthogonal; "torch" (nn.Linear default, MCPMD); "lecun" (flax default)
+    normalize_advantages: bool = True
     kl_check: KlCheck = "sb3"  # PPO early stop: KL of the dropout-on loss pass ("sb3") or a dropout-off pass
-    act_dropout: bool = False  # dropout active while acting (MCPMD, as the reference keeps training mode)
+    kl_estimator: KlEstimator = "reference"
     alpha_schedule: AlphaSchedule = "fixed"
     alpha_tick: AlphaTick = "epoch"
-    kl_estimator: KlEstimator = "reference"
-    # LTMA's gradient of the Lagrangian cost in xi: the study's score function, or the
-    # pathwise (reparameterised next states) gradient through the adversary's episodes
-    ltma_estimator: LtmaEstimator = "score"
-    # how a robust algorithm picks its training kernels (``rcmdp_jax.adversary``): the study's
-    # LTMA, LTMA with the scale-free pathwise step, domain randomisation, worst-of-N, corners
-    adversary: Adversary = STUDY_CHOICES["adversary"]
-    adversary_steps: int = 4  # ltma-norm: normalised steps on xi per iteration
-    adversary_episodes: int = 8  # ltma-norm: episodes per step; worst-of-n / corners: per kernel
-    adversary_candidates: int = 16  # worst-of-n: kernels drawn per iteration
-    adversary_fraction: float = 0.25  # worst-of-n: the worst fraction trained on
-    normalize_advantages: bool = True
+    # ---- dual: the multipliers' phase (``rcmdp_jax.dual``)
     n_dual_episodes: int = 4  # fresh episodes for the Monte-Carlo estimate C^
     dual_epochs: int = 5  # passes over the multiplier batch (docs/method.md §2a.4)
     dual_batch: int = 400  # the multiplier batch, in steps (100 steps x 4 envs)
@@ -91,18 +88,33 @@ class Config:
     dual_epochs_from_policy: bool = False  # PPO on CartPole: dual epochs = policy epochs run before the KL stop
     # what each ascent step reads as C^: a shuffled minibatch's mean discounted cost-to-go
     # of the multiplier batch (default; why: docs/sensitivity.md), per-step cost, GAE cost
-    # return, or the start state's value from fresh episodes (``rcmdp_jax.dual_batch.DUAL_ESTIMATORS``)
+    # return, or the start state's value from fresh episodes (``rcmdp_jax.dual.DUAL_ESTIMATORS``)
     dual_estimator: DualEstimator = STUDY_CHOICES["dual_estimator"]
     dual_dropout: bool = False  # collect the dual phase's episodes with dropout on (always on with act_dropout)
+    # ---- evaluation: the training curves
+    eval_every: int = 1
+    eval_episodes: int = 20
+    # ---- method: the robust methods' sizes (``rcmdp_jax.adversary``) and plug-ins' own options
+    # LTMA's gradient of the Lagrangian cost in xi: the reference study's score function, or
+    # the pathwise (reparameterised next states) gradient through the adversary's episodes
+    ltma_estimator: LtmaEstimator = "score"
     ltma_iterations: int = 160
     ltma_episodes: int = 1
     ltma_horizon: int = 10
-    eval_every: int = 1
-    eval_episodes: int = 20
+    adversary_steps: int = 4  # ltma-norm: normalised steps on xi per iteration
+    adversary_episodes: int = 8  # ltma-norm: episodes per step; worst-of-n / corners: per kernel
+    adversary_candidates: int = 16  # worst-of-n: kernels drawn per iteration
+    adversary_fraction: float = 0.25  # worst-of-n: the worst fraction trained on
     # the plug-ins' own options, ``((name, value), ...)`` in name order: set them as fields
     # (``replace(name=value)``), read them with ``option(name)`` (``rcmdp_jax.plugin``)
     options: tuple[tuple[str, Any], ...] = ()
+    # ---- hyperparameters: numeric, vmappable (``rcmdp_jax.hparams``)
     hparams: HParams = dataclasses.field(default_factory=HParams)
+
+    @classmethod
+    def groups(cls) -> types.MappingProxyType:
+        """The fields by concern, read-only: ``{"algorithm": ("env", ...), "rollout": ..., ...}``."""
+        return GROUPS
 
     # ------------------------------------------------------------ derived
     @property
@@ -174,7 +186,7 @@ class Config:
         _check_env(self.env)
         for field, allowed in CHOICES.items():
             _choice(field, getattr(self, field), REGISTERED[field]() if field in REGISTERED else allowed)
-        for f in ("robust", "act_dropout", "dual_epochs_from_policy", "normalize_advantages", "dual_dropout"):
+        for f in _OF_TYPE["bool"]:
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
         for f in ("adam_eps", "max_grad_norm"):
@@ -183,12 +195,7 @@ class Config:
                 raise ValueError(f"{f} must be a number > 0 (max_grad_norm may be inf), got {v!r}")
         if math.isinf(self.adam_eps):
             raise ValueError(f"adam_eps must be finite, got {self.adam_eps!r}")
-        for f in (
-            "total_timesteps", "n_envs", "n_steps", "minibatch_size", "epochs",
-            "n_dual_episodes", "dual_epochs", "dual_batch", "dual_minibatch", "ltma_iterations", "ltma_episodes",
-            "ltma_horizon", "eval_every", "eval_episodes", "adversary_steps", "adversary_episodes",
-            "adversary_candidates",
-        ):  # fmt: skip
+        for f in _OF_TYPE["int"]:  # every count and size
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{f} must be a positive integer, got {v!r}")
@@ -244,12 +251,18 @@ def _say_rounding(cfg: Config) -> None:
                   f"{cfg.num_iterations * cfg.batch_size} steps", BudgetRounded, stacklevel=4)  # fmt: skip
 
 
+# ``Config``'s concerns by their first field (its class body's sections): ``Config.groups``
+_STARTS = dict(algorithm="env", rollout="total_timesteps", networks="policy_hidden", optimiser="minibatch_size",
+               dual="n_dual_episodes", evaluation="eval_every", method="ltma_estimator", hyperparameters="hparams")  # fmt: skip
+_NAMES = [f.name for f in dataclasses.fields(Config)]
+_CUTS = [_NAMES.index(f) for f in _STARTS.values()] + [len(_NAMES)]
+GROUPS = types.MappingProxyType({g: tuple(_NAMES[a:b]) for g, a, b in zip(_STARTS, _CUTS, _CUTS[1:])})
+# the fields of each plain type (``validate`` checks every bool and every int, a positive count)
+_OF_TYPE = {t: tuple(f.name for f in dataclasses.fields(Config) if f.type == t) for t in ("bool", "int")}
 # Every ``Literal`` field of ``Config`` and what it may be: the one table ``validate`` checks.
 CHOICES: dict[str, tuple[str, ...]] = {
-    name: get_args(t) for name, t in get_type_hints(Config).items() if get_origin(t) is Literal
+    n: get_args(t) for n, t in get_type_hints(Config).items() if get_origin(t) is Literal
 }
-
-
 # The choices that registries hold (plug-ins included): read when a config is checked.
 REGISTERED = {"learner": learners.names, "constraint": constraints.names, "alpha_schedule": schedules.names,
               "adversary": adversary.names}  # fmt: skip

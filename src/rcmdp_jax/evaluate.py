@@ -1,5 +1,6 @@
-"""The robustness test (docs/method.md §4): every trained seed's deterministic policy on
-every test kernel (levels x all 2^n sign directions), ``n_test`` episodes each,
+"""Evaluation: the training curves' points (``curve_point``, the train step's phase 6) and
+the robustness test (docs/method.md §4: ``make_eval``), every trained seed's deterministic
+policy on every test kernel (levels x all 2^n sign directions), ``n_test`` episodes each,
 as one vmapped, jit-compiled call."""
 
 from __future__ import annotations
@@ -8,14 +9,30 @@ import dataclasses
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax import envs
 from rcmdp_jax.config import Config
-from rcmdp_jax.rollout import Policy, episode_values
-from rcmdp_jax.train import build_networks
+from rcmdp_jax.networks import build_networks
+from rcmdp_jax.rollout import Policy, episode_values, run_episodes
 
 DISTORTION_LEVELS = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
+
+
+def curve_point(key, it, env, actor, actor_params, env_params, cfg: Config, hp):
+    """6. The training curve at iteration ``it``: the deterministic policy's mean return and
+    constraint values ``(V, C [m])`` over ``cfg.eval_episodes`` fresh episodes under the
+    kernel ``env_params``, every ``cfg.eval_every`` iterations (NaN between)."""
+
+    def evaluate(_):
+        v, c, _ = run_episodes(key, env, env_params, actor, actor_params, cfg.eval_episodes, hp.gamma, True)
+        return v.mean(), c.mean(0)
+
+    def skip(_):
+        return jnp.float32(jnp.nan), jnp.full((env.num_constraints,), jnp.nan, jnp.float32)
+
+    return jax.lax.cond(it % cfg.eval_every == 0, evaluate, skip, None)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

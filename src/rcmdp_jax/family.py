@@ -25,7 +25,8 @@ import numpy as np
 from rcmdp_jax import adversary
 from rcmdp_jax.config import Config
 from rcmdp_jax.hparams import HParams
-from rcmdp_jax.train import Program, Step, Variant, resolve_hparams
+from rcmdp_jax.step import Step, Variant
+from rcmdp_jax.train import Program, resolve_hparams
 
 
 def family_key(cfg: Config) -> Config:

@@ -157,3 +157,11 @@ class Critic(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, train: bool = False) -> jax.Array:
         return MLP(self.hidden, self.num_heads, self.dropout, self.dropout_rng, self.init_scheme, 1.0)(obs, train)
+
+
+def build_networks(cfg, env) -> tuple[Actor, Critic]:
+    """The actor and critic of config ``cfg`` (an ``rcmdp_jax.Config``) on ``env``: the
+    critic has one value head for the return and one per constraint."""
+    actor = Actor(env.action_dim, tuple(cfg.policy_hidden), env.discrete, cfg.dropout, cfg.dropout_rng, cfg.init)
+    critic = Critic(1 + env.num_constraints, tuple(cfg.critic_hidden), cfg.dropout, cfg.dropout_rng, cfg.init)
+    return actor, critic

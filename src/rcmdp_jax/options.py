@@ -65,9 +65,10 @@ def check(cfg, fields: set[str]) -> None:
             raise ValueError(f"{cls.__name__}'s option(s) {sorted(clash)} are config fields already; rename them")
         cls.check_options(cfg)
     if method.per_env and not learner.per_env_kernels:
+        shared = ", ".join(n for n, cls in adversary.items() if not cls.per_env)
         raise ValueError(f"adversary={cfg.adversary!r} gives each rollout env a kernel of its own, which learner="
                          f"{cfg.learner!r} does not honour (Learner.per_env_kernels); choose a method without them "
-                         f"(ltma, ltma-norm, corners) or a learner that has them")  # fmt: skip
+                         f"({shared}) or a learner that has them")  # fmt: skip
 
 
 def check_env(cfg, env, methods: tuple[str, ...]) -> None:

@@ -1,5 +1,7 @@
 """What every plug-in declares (``Plugin``: a learner, a constraint rule, a robust method)
-and the one registry the kinds share (``Registry``: ``register(name, cls)``).
+and the one registry the kinds share (``Registry``: ``register(name, cls)``; environments
+register the same way, ``envs.register(name, spec)``, a ``DomainSpec`` carrying their own
+settings).
 
 A plug-in carries its own options, their checks, its memory needs and its checks against
 an environment; ``Config``, ``Config.validate``, ``study/sizes.py`` and ``step.Step`` read
@@ -25,7 +27,9 @@ class Plugin:
     when the environment cannot run the plug-in (both run before anything compiles).
     ``lane_bytes(cfg, record, episode)``: the bytes one lane needs beyond the learner's
     batch (``record``: one kept step, ``episode``: one episode lane); ``size_fields``: the
-    config fields or options that set them (the memory check names the one to shrink)."""
+    config fields or options that set them (the memory check names the one to shrink);
+    ``counts(cfg, episode_length)``: the counts it keeps in int32, ``(field, what, n)`` each
+    (the plan refuses one beyond int32, naming ``field``)."""
 
     options: ClassVar[dict[str, Any]] = {}
     size_fields: ClassVar[tuple[str, ...]] = ()
@@ -41,6 +45,10 @@ class Plugin:
     @classmethod
     def lane_bytes(cls, cfg, record: float, episode: float) -> float:
         return 0.0
+
+    @classmethod
+    def counts(cls, cfg, episode_length: int) -> tuple[tuple[str, str, int], ...]:
+        return ()
 
 
 class Registry:

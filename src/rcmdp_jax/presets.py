@@ -1,4 +1,4 @@
-"""The study's presets (docs/method.md §3): the 14 algorithm names and what they mean, the
+"""The reference study's presets (docs/method.md §3): the 14 algorithm names and what they mean, the
 schedules study's variants, ``ALGO@FIELD=VALUE`` hyperparameter lanes, and ``preset`` (a
 validated ``Config`` of one algorithm on one environment, from the environment's
 ``DomainSpec``: ``envs.spec``)."""

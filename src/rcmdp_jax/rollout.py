@@ -255,8 +255,17 @@ def init_values(m: int) -> tuple[jax.Array, jax.Array]:
 def fold_values(sums: tuple[jax.Array, jax.Array], st: EpisodeStep, gamma) -> tuple[jax.Array, jax.Array]:
     """One step of an episode's discounted ``[V, C_1..C_m]`` (``advantages.discounted_fold``
     of ``reward_and_costs``, masked after termination): the fold every episode of fresh
-    starts sums its values with (``episode_values``, ``kernel_gradients.episode_quantities``)."""
+    starts sums its values with (``episode_values``, ``kernel_gradients.episode_quantities``,
+    MCPMD's stored episode: ``stored_values``)."""
     return discounted_fold(sums, reward_and_costs(st), st.alive, gamma)
+
+
+def stored_values(episode: Episode, gamma) -> tuple[jax.Array, jax.Array]:
+    """The discounted return ``V`` and constraint values ``C`` (m,) of a stored episode
+    (``collect_episode``'s, leaves ``[T, ...]``), by the same fold as ``episode_values``."""
+    step = lambda sums, st: (fold_values(sums, st, gamma), None)
+    (_, total), _ = jax.lax.scan(step, init_values(episode.costs.shape[-1]), episode)
+    return total[0], total[1:]
 
 
 def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Trajectory:

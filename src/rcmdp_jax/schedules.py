@@ -121,3 +121,12 @@ def maybe_restart(state: ScheduleState, restart: jax.Array) -> ScheduleState:
     """Re-base ``k, K`` to ``k - k', K - k'`` when ``restart`` (LTMA moved ``xi`` far).
     Only the ``restart`` schedule reads ``k'``."""
     return state.replace(restart_tick=jnp.where(restart, state.tick, state.restart_tick))
+
+
+def after_iteration(state: ScheduleState, old_xi: jax.Array, env_params, schedule: Schedule) -> ScheduleState:
+    """The schedule's state after an iteration whose robust method moved the kernel from
+    ``old_xi`` to ``env_params.xi``: re-based when it moved far (``restart_trigger``; only
+    the restart schedule reads it), then one tick when ``schedule`` ticks per batch (the
+    learner ticks per epoch)."""
+    state = maybe_restart(state, restart_trigger(old_xi, env_params.xi, env_params.kappa))
+    return advance(state, 1 - schedule.per_epoch())

@@ -17,7 +17,7 @@ from flax import struct
 
 from rcmdp_jax.config import Config
 from rcmdp_jax.hparams import HParams, validate_hparams
-from rcmdp_jax.step import Step, TrainState, Variant, build_networks  # noqa: F401  (re-exported)
+from rcmdp_jax.step import Step, TrainState, Variant
 
 
 @struct.dataclass
@@ -122,3 +122,11 @@ def make_train(config: Config) -> Trainer:
     cfg = config.validate()
     step = Step(cfg)
     return Trainer(config=cfg, env=step.env, step=step)
+
+
+def __getattr__(name):
+    if name == "build_networks":  # its old import path, kept for scripts; its home: rcmdp_jax.networks
+        from rcmdp_jax.networks import build_networks
+
+        return build_networks
+    raise AttributeError(f"module 'rcmdp_jax.train' has no attribute {name!r}")

@@ -195,9 +195,8 @@ def make_worst_case(config, search: SearchConfig | None = None, env_params=None,
     """The ``WorstCase`` finder of ``config``'s deterministic policies (``objectives``:
     ``"all"`` or ``"costs"``, see ``objective_names``)."""
     from rcmdp_jax import envs
-    from rcmdp_jax.train import build_networks
-
     from rcmdp_jax.adversary.base import has_density
+    from rcmdp_jax.networks import build_networks
 
     cfg = config.validate()
     chosen = search is not None

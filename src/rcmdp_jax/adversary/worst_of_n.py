@@ -37,6 +37,13 @@ class WorstOfN(CandidateMethod):
         """LTMA's allowance and every candidate's episodes at once."""
         return super().lane_bytes(cfg, record, episode) + cfg.adversary_candidates * cfg.adversary_episodes * episode
 
+    @classmethod
+    def counts(cls, cfg, episode_length: int) -> tuple[tuple[str, str, int], ...]:
+        """Its steps an iteration, at most ``adversary_candidates x adversary_episodes x episode_length``."""
+        n = cfg.adversary_candidates * cfg.adversary_episodes * episode_length
+        return (("adversary_candidates", "adversary_candidates x adversary_episodes x episode_length worst-of-n steps",
+                 n),)  # fmt: skip
+
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         cfg = ctx.cfg
         k_draw, k_run = jax.random.split(key)

@@ -63,6 +63,12 @@ class Learner(Plugin):
         """``(rollout key, update key)``."""
         return tuple(jax.random.split(key))
 
+    def iteration_slot(self, iteration, state, idle):
+        """One slot of the train scan: ``iteration(state) -> (state, metrics)``. ``idle(state)``
+        gives the metrics a slot that does nothing carries over (``episodic`` learners'
+        slots past their step budget: ``MCPMD.iteration_slot``)."""
+        return iteration(state)
+
     def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):
         """1. The iteration's experience: ``(data, state, episode metrics)``. ``per_env``:
         each rollout env runs its own kernel (``state.env_xi``); ``fresh_xi`` the kernels

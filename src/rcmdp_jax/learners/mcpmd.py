@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import optax
 
 from rcmdp_jax import losses
-from rcmdp_jax.advantages import discounted_returns, discounts
+from rcmdp_jax.advantages import discounted_returns
 from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
-from rcmdp_jax.rollout import collect_episode
+from rcmdp_jax.rollout import collect_episode, stored_values
 
 
 class MCPMD(Learner):
@@ -24,6 +24,26 @@ class MCPMD(Learner):
         """``(rollout key, update key)``: the update replays the episode's own dropout keys."""
         return key, key
 
+    def iteration_slot(self, iteration, state, idle):
+        """MCPMD's iteration slot (its step budget, ``cfg.total_timesteps``): an iteration
+        while policy steps remain in the budget, else nothing (``idle(state)``'s metrics,
+        ``active = 0``; the state and the counters are carried over, the other metrics are
+        NaN). It is a ``while_loop`` of at most one trip, so under ``vmap`` a slot costs
+        nothing once every member has spent its budget."""
+        shapes = jax.eval_shape(lambda s: iteration(s)[1], state)
+        nothing = jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), shapes) | idle(state)
+
+        def cond(carry):
+            done, s, _ = carry
+            return jnp.logical_and(jnp.logical_not(done), s.samples[0] < self.cfg.total_timesteps)
+
+        def body(carry):
+            _, s, _ = carry
+            return (jnp.bool_(True), *iteration(s))
+
+        _, state, metrics = jax.lax.while_loop(cond, body, (jnp.bool_(False), state, nothing))
+        return state, metrics
+
     def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):
         """1. One whole episode of one env under the current kernel (``per_env``: the env's
         own, ``state.env_xi[0]``; a method that redraws does so between iterations),
@@ -32,11 +52,11 @@ class MCPMD(Learner):
         params = state.env_params.replace(xi=state.env_xi[0]) if per_env else state.env_params
         ep = collect_episode(key, env, params, self.actor, state.params["actor"], env.episode_length,
                              self.cfg.act_dropout)  # fmt: skip
-        disc = discounts(env.episode_length, hp.gamma) * ep.alive
+        disc_return, disc_costs = stored_values(ep, hp.gamma)
         stats = dict(
             episode_return=jnp.sum(ep.reward * ep.alive),
-            episode_disc_return=jnp.sum(ep.reward * disc),
-            episode_costs=disc @ ep.costs,
+            episode_disc_return=disc_return,
+            episode_costs=disc_costs,
             episodes_completed=jnp.float32(1.0),
         )
         return ep, state, stats

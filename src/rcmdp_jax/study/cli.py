@@ -243,7 +243,7 @@ def main(argv=None) -> int:
         where += f"; process {jax.process_index()} of {jax.process_count()}"
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
           f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
-    from rcmdp_jax.user_env import unsaved
+    from rcmdp_jax.study.user_env import unsaved
 
     for name in unsaved(plan.envs, plan.env_sources):
         print(f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "

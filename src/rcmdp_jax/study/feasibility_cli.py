@@ -59,8 +59,8 @@ def _env_name(args) -> str:
 
 def _prepare(args):
     """Every input checked: ``(env name, FeasibilityConfig, controller, output folder)``."""
-    from rcmdp_jax import user_env
     from rcmdp_jax.feasibility import FeasibilityConfig, has_costs
+    from rcmdp_jax.study import user_env
 
     # the folder first: a user's module may change the working directory when it loads
     out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")

@@ -19,7 +19,7 @@ from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_vari
 from rcmdp_jax.study.errors import PlanError
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.sizes import check_counts, check_memory
-from rcmdp_jax.user_env import check_folder_names
+from rcmdp_jax.study.user_env import check_folder_names
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
@@ -49,7 +49,8 @@ def parse_sets(sets) -> dict:
 
 def plan_envs(args) -> list[str]:
     """The environments of ``--env`` (with a gymnax preset's ``--uncertain``/``--costs``)."""
-    from rcmdp_jax import envs, user_env
+    from rcmdp_jax import envs
+    from rcmdp_jax.study import user_env
 
     if user_env.is_source(args.env):
         from rcmdp_jax.study.plan_user import load_user_env
@@ -236,7 +237,7 @@ def build_plan(args) -> Plan:
                      f"CPU that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)")  # fmt: skip
     for note in notes:  # after every check: a refusal is one line
         print(note, file=sys.stderr)
-    from rcmdp_jax.user_env import descriptions, sources
+    from rcmdp_jax.study.user_env import descriptions, sources
 
     return Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
                 n_test=args.n_test, worst_case=args.worst_case, devices=args.devices, configs=configs,

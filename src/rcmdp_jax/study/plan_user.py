@@ -1,5 +1,5 @@
 """The plan's part for environments outside the study: ``--env PACKAGE.MODULE:NAME`` /
-``FILE.py:NAME`` loaded (``rcmdp_jax.user_env``), and the algorithms an environment
+``FILE.py:NAME`` loaded (``rcmdp_jax.study.user_env``), and the algorithms an environment
 without constraint costs can run."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rcmdp_jax.study.errors import PlanError
 def load_user_env(args) -> str:
     """``--env PACKAGE.MODULE:NAME`` / ``FILE.py:NAME``: the user's environment, loaded and
     registered (its source goes into run.json)."""
-    from rcmdp_jax import user_env
+    from rcmdp_jax.study import user_env
 
     if any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise")):
         raise PlanError(f"--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID); "

@@ -76,7 +76,7 @@ def save_npz(path: Path, **arrays) -> None:
 
 def restore_envs(plan: dict, flag: str) -> None:
     """A user environment of the plan registered again in this process (``user_env.restore``)."""
-    from rcmdp_jax.user_env import restore
+    from rcmdp_jax.study.user_env import restore
 
     try:
         restore(plan)
@@ -87,7 +87,7 @@ def restore_envs(plan: dict, flag: str) -> None:
 def _named_dir(parent: Path, name: str) -> Path:
     """The folder of an environment or algorithm: its name in letters, digits, ``-``,
     ``_`` and ``.`` (``user_env.folder_name``; run.json keeps the full name)."""
-    from rcmdp_jax.user_env import folder_name
+    from rcmdp_jax.study.user_env import folder_name
 
     return parent / folder_name(name)
 

@@ -99,15 +99,7 @@ def plan_problem(plan: dict) -> str:
         return f'worst_case must be null, "all" or "costs", got {plan["worst_case"]!r}'
     try:
         for e in plan["envs"]:
-            envs.check_name(e)
-            if e.startswith(envs.GYMNAX_PREFIX):
-                from rcmdp_jax.envs.gymnax_presets import check
-
-                check(e)
-            elif e.startswith(envs.BRAX_PREFIX):
-                from rcmdp_jax.envs.brax_presets import check
-
-                check(e)
+            envs.check(e)
         for a in plan["algos"]:
             parse_algorithm(split_variant(a)[0])
     except (ValueError, ImportError) as err:

@@ -9,6 +9,7 @@ import dataclasses
 import math
 import os
 
+from rcmdp_jax import options
 from rcmdp_jax.config import INT32_MAX, Config
 
 # the fields a memory estimate depends on (and the robust methods' ``size_fields``): the
@@ -45,11 +46,7 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
         ("epochs", "epochs x minibatches gradient steps an iteration", cfg.epochs * per_batch),
         ("dual_epochs", "dual_epochs x dual_batch/dual_minibatch ascent steps an iteration", cfg.dual_steps),
         ("ltma_horizon", "ltma_episodes x ltma_horizon adversary steps", cfg.ltma_episodes * cfg.ltma_horizon),
-        (
-            "adversary_candidates",
-            "adversary_candidates x adversary_episodes x episode_length worst-of-n steps",
-            cfg.adversary_candidates * cfg.adversary_episodes * env_length(cfg),
-        ),
+        *(row for plugin in options.used(cfg) for row in plugin.counts(cfg, env_length(cfg))),  # the plug-ins' own
     ]
 
 
@@ -63,22 +60,16 @@ def check_counts(cfg: Config, where: str) -> None:
 
 
 def kernel_count(env: str) -> int:
-    """The robustness test's kernels: levels x the 2^n sign directions of the box (no
-    backend starts: the shape comes from ``jax.eval_shape``)."""
+    """The robustness test's kernels: levels x the 2^n sign directions of the box, ``n``
+    the environment's ``DomainSpec.kernel_size`` (else its kernel's shape from
+    ``jax.eval_shape``: no backend starts)."""
     import jax
 
     from rcmdp_jax import envs
     from rcmdp_jax.evaluate import DISTORTION_LEVELS
 
-    if env.startswith(envs.GYMNAX_PREFIX):
-        from rcmdp_jax.envs.gymnax_presets import parse_gymnax_name
-
-        n = len(parse_gymnax_name(env)[1])
-    elif env.startswith(envs.BRAX_PREFIX):
-        from rcmdp_jax.envs.brax_presets import parse_brax_name
-
-        n = len(parse_brax_name(env)[1])
-    else:
+    n = envs.spec(env).kernel_size
+    if n is None:
         n = math.prod(jax.eval_shape(lambda: envs.make(env)[1].xi_c).shape)
     return len(DISTORTION_LEVELS) * 2**n
 

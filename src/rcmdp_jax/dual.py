@@ -1,6 +1,7 @@
-"""The dual phase's estimates of the constraint values ``C^`` (docs/method.md §2a.4 leaves
-the reading open; ``docs/sensitivity.md`` compares the readings), sampled here and handed
-to the constraint rule (``rcmdp_jax.constraints``).
+"""The dual phase (docs/method.md §2a.4): ``dual_phase``, ``K`` ascent steps of the lane's
+constraint rule (``rcmdp_jax.constraints``) on the multipliers, and what they read, the
+estimates of the constraint values ``C^`` (docs/method.md §2a.4 leaves the reading open;
+``docs/sensitivity.md`` compares the readings), sampled here.
 
 "start_value": the start state's discounted cost value ``V_c(rho)`` from fresh episodes,
 the same for every step. The others read the multiplier batch (``n_dual_episodes``
@@ -15,6 +16,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rcmdp_jax import constraints
 from rcmdp_jax.advantages import discounted_returns, gae
 from rcmdp_jax.rollout import collect_rollout, init_accumulator, per_env_params, run_episodes
 
@@ -94,3 +96,23 @@ def dual_estimates(key, env, env_params, actor, critic, params, cfg, hp, env_xi=
     values = multiplier_batch(k_batch, env, env_params, actor, critic, params, cfg, hp, dropout, env_xi)
     estimates = minibatch_means(k_shuffle, values, cfg.dual_epochs, cfg.dual_minibatch)
     return values.mean(0), estimates, jnp.float32(cfg.dual_batch)
+
+
+def dual_phase(key, env, actor, critic, params, dual, env_params, cfg, hp, rule, policy_epochs, env_xi=None):
+    """5. ``K`` ascent steps of the lane's constraint rule (code ``rule``) on ``lam`` (the
+    ``DualState`` ``dual``) under the kernel ``env_params`` (no step, and no steps counted,
+    for a rule without a dual phase): ``(dual state, dual steps, K)``. ``C^`` is read as
+    ``cfg.dual_estimator`` says (``dual_estimates``; ``env_xi``: the rollout envs' kernels,
+    for methods with per-env kernels). ``policy_epochs``: the policy epochs this iteration
+    ran (``dual_epochs_from_policy``: PPO on CartPole runs as many dual epochs). The samples
+    are drawn for every rule: under a ``lax.cond`` whose predicate is batched (a family),
+    XLA's simplifier loops on the PPO program."""
+    active = constraints.has_dual(rule)
+    if cfg.dual_epochs_from_policy:  # PPO on CartPole: as many dual epochs as policy epochs ran
+        n_epochs = jnp.minimum(policy_epochs, cfg.dual_epochs).astype(jnp.int32)
+    else:
+        n_epochs = jnp.int32(cfg.dual_epochs)
+    n_ascent = jnp.where(active, n_epochs * cfg.dual_steps_per_epoch, 0)
+    c_hat, estimates, n_dual = dual_estimates(key, env, env_params, actor, critic, params, cfg, hp, env_xi)
+    dual = constraints.switch(rule, lambda r, d: r.update(d, c_hat, hp, n_ascent, estimates), dual, cfg=cfg)
+    return dual, jnp.where(active, n_dual, 0.0), n_ascent
