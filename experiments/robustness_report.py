@@ -110,7 +110,9 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
                     if p[1] > 0.5:
                         poi_s = f"**{poi_s}**"
                         wins.setdefault(env, []).append(a)
-                g = None if feasible is None else gap_closed(
+                # the gap to the bound only where the bound keeps the constraint (a bound above 0
+                # leaves a gap of float noise, whose ratio means nothing)
+                g = None if feasible is None or not feasible["keepable"] else gap_closed(
                     rows[algo_name(learner, "none")]["C_worst"], r["C_worst"], feasible["least_worst_C"]
                 )
                 g_s = "—" if g is None else f"{g:.2f}"
@@ -136,6 +138,16 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
                   f"{settings / 60:.1f} min, {jobs} at a time, longest first; timing pass "
                   f"{meta.get('timing_wall_s', 0.0) / 60:.1f} min).", ""]  # fmt: skip
     js["wins"] = wins
+    js["on_calibrated"] = on_cal = calibrated_summary(js, learners, methods, algo_name)
+    if on_cal["pairs"]:
+        pairs = ", ".join(f"`{e}` {lr}" for e, lr in on_cal["pairs"])
+        lines += ["## On the calibrated settings", "",
+                  f"The (setting, learner) pairs that pass the calibration rule: {pairs}. Per method, over those "
+                  "pairs: in how many its PoI's lower end is above 0.5, and the mean share of the gap to the "
+                  "feasible bound it closes on the worst kernel.", "",
+                  "| method | PoI lower end > 0.5 | mean gap closed |", "|---|---|---|"]  # fmt: skip
+        lines += [f"| {m} | {v['wins']}/{len(on_cal['pairs'])} | {v['gap']:.2f} |" for m, v in on_cal["methods"].items()]
+        lines.append("")
     js["default_rule"] = ranking = default_ranking(table, outside, learners, methods, algo_name)
     if ranking:
         lines += ["## The default by this evidence", "",
@@ -148,6 +160,19 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
         lines += [f"| {m} | {poi:.2f} | {broken} |" for m, poi, broken, _ in ranking]
         lines += ["", f"Seeds broken under *none*: {none_broken(table, outside, learners, algo_name)}.", ""]
     return "\n".join(lines), js
+
+
+def calibrated_summary(js: dict, learners, methods, algo_name) -> dict:
+    """Over the (setting, learner) pairs that pass ``CALIBRATION``: per method, the pairs where
+    its PoI's lower end is above 0.5 and its mean share of the gap closed."""
+    pairs = [(e, lr) for e, by in js.get("calibration", {}).items() for lr in learners if by[lr]["passes"]]
+    out = {}
+    for m in methods[1:]:
+        rows = [js["settings"][e][algo_name(lr, m)] for e, lr in pairs]
+        gaps = [r["gap_closed"] for r in rows if r["gap_closed"] is not None]
+        out[m] = {"wins": sum(r["poi_vs_none"] is not None and r["poi_vs_none"][1] > 0.5 for r in rows),
+                  "gap": float(np.mean(gaps)) if gaps else float("nan")}  # fmt: skip
+    return {"pairs": pairs, "methods": out}
 
 
 def default_ranking(table: dict, outside, learners, methods, algo_name) -> list:

@@ -36,3 +36,10 @@ def test_report_rows_carry_the_gap_and_the_verdict():
     assert js["settings"]["gymnax:Toy"]["PPO-Lag+corners"]["gap_closed"] == pytest.approx(0.5)
     assert js["calibration"]["gymnax:Toy"]["PPO-Lag"]["passes"]
     assert "| 0.50 |" in md and "PPO-Lag passes" in md
+    assert js["on_calibrated"]["pairs"] == [("gymnax:Toy", "PPO-Lag")]
+    assert js["on_calibrated"]["methods"]["corners"] == {"wins": 1, "gap": pytest.approx(0.5)}
+    # a bound that does not keep the constraint: no gap to close, and the pair is not calibrated
+    table["gymnax:Toy"]["feasible"] = {"least_worst_C": 0.5, "keepable": False}
+    md, js = render(table, {"seeds": 2}, ("PPO-Lag",), ("none", "corners"), name)
+    assert js["settings"]["gymnax:Toy"]["PPO-Lag+corners"]["gap_closed"] is None
+    assert js["on_calibrated"]["pairs"] == [] and "## On the calibrated settings" not in md
