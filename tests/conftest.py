@@ -104,3 +104,15 @@ FILE_WEIGHTS = {
 def pytest_collection_modifyitems(config, items):
     weight = lambda item: -FILE_WEIGHTS.get(item.path.name, 0)  # noqa: E731
     items.sort(key=weight)  # stable: the tests of a file keep their order
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fewer_bootstrap_resamples():
+    """The reports the tests write in this process draw 50 bootstrap resamples for the IQM
+    intervals, not 500 (rliable's bootstrap is Python: seconds per report at 500, and the
+    suite writes dozens). The checks read the point estimates, which resampling leaves alone
+    (``test_aggregate.py`` checks the interval on its own); the report says how many it drew."""
+    from rcmdp_jax.study import aggregate
+
+    aggregate.REPS = 50
+    yield
