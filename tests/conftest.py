@@ -86,3 +86,33 @@ def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("hostile") / "run"
     assert cli.main(HOSTILE_TINY + ["--out", str(out)]) == 0
     return out
+
+
+# The files' CPU seconds in one whole run (2-core Intel Xeon, 2026-11), heaviest first: pytest-xdist
+# (``--dist loadfile --no-loadscope-reorder``, pyproject.toml) hands the two workers whole files in
+# this order, so the long files start first and the short ones fill in at the end (by default it
+# orders files by their number of tests, which started the brax file last). Files not listed
+# follow in their usual order; a stale number costs only balance.
+FILE_WEIGHTS = {
+    "test_brax.py": 280, "test_train.py": 330, "test_cli.py": 270, "test_adversary.py": 160,
+    "test_gymnax_train.py": 130, "test_sharding.py": 100, "test_fidelity.py": 95, "test_user_env.py": 90,
+    "test_gymnax.py": 80, "test_portability.py": 80, "test_distributed.py": 60, "test_dual_estimators.py": 50,
+    "test_worst_case.py": 45, "test_behaviour.py": 40, "test_envs.py": 35, "test_feasibility.py": 30,
+}  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items):
+    weight = lambda item: -FILE_WEIGHTS.get(item.path.name, 0)  # noqa: E731
+    items.sort(key=weight)  # stable: the tests of a file keep their order
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fewer_bootstrap_resamples():
+    """The reports the tests write in this process draw 50 bootstrap resamples for the IQM
+    intervals, not 500 (rliable's bootstrap is Python: seconds per report at 500, and the
+    suite writes dozens). The checks read the point estimates, which resampling leaves alone
+    (``test_aggregate.py`` checks the interval on its own); the report says how many it drew."""
+    from rcmdp_jax.study import aggregate
+
+    aggregate.REPS = 50
+    yield

@@ -54,20 +54,42 @@ def test_dual_step_rules_by_hand():
     np.testing.assert_allclose(traced, [4.35], rtol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "env_name,algo,expected",
-    [("inventory", "MDPO-Lag", 65), ("inventory", "MDPO-Augmented-Lag", 65), ("inventory", "PPO-Lag", 65),
-     ("cartpole", "MCPMD-Lag", 1), ("cartpole", "RMCPMD-Augmented-Lag", 1), ("cartpole", "PPO-Lag", None)],
-)  # fmt: skip
+DUAL_CASES = [("inventory", "MDPO-Lag", 65), ("inventory", "MDPO-Augmented-Lag", 65), ("inventory", "PPO-Lag", 65),
+              ("cartpole", "MCPMD-Lag", 1), ("cartpole", "RMCPMD-Augmented-Lag", 1), ("cartpole", "PPO-Lag", None)]  # fmt: skip
+
+
+def _dual_config(env_name, algo):
+    cfg = preset(env_name, algo)
+    small = {} if cfg.episodic else dict(SMALL, minibatch_size=32, n_steps=32, epochs=4)
+    small["total_timesteps"] = 4 * (cfg.batch_size if cfg.episodic else 128)
+    return preset(env_name, algo, **small, eval_every=100, dual_estimator="start_value")
+
+
+@functools.cache
+def dual_runs() -> dict:
+    """Every case of the next test trained on ``KEY``, the cases of one program shape as
+    members of one family (MDPO-Lag with MDPO-Augmented-Lag, MCPMD-Lag with
+    RMCPMD-Augmented-Lag: four programs for six cases): ``{(env, algo): metrics}``."""
+    from rcmdp_jax.family import group, make_family
+
+    out = {}
+    for env_name in dict.fromkeys(e for e, _, _ in DUAL_CASES):
+        configs = {a: _dual_config(env_name, a) for e, a, _ in DUAL_CASES if e == env_name}
+        for names in group(configs):
+            family = make_family([configs[a] for a in names])
+            result = jax.jit(jax.vmap(family, in_axes=(None, 0)))(KEY, jnp.arange(len(names)))
+            for i, a in enumerate(names):
+                out[env_name, a] = (configs[a], jax.tree.map(lambda x, i=i: np.asarray(x[i]), result.metrics))
+    return out
+
+
+@pytest.mark.parametrize("env_name,algo,expected", DUAL_CASES)
 def test_dual_phase_in_training_matches_a_hand_computation(env_name, algo, expected):
     """Per iteration, ``K`` steps of the mode's rule from the previous ``lam`` with this
     iteration's ``C^``; K = 5 x 13 (PPO/MDPO), 1 (MCPMD), 13 x policy epochs run (PPO, CartPole)."""
     cfg = preset(env_name, algo)
     assert cfg.dual_steps_per_epoch == (1 if cfg.episodic else math.ceil(400 / 32))
-    small = {} if cfg.episodic else dict(SMALL, minibatch_size=32, n_steps=32, epochs=4)
-    small["total_timesteps"] = 4 * (cfg.batch_size if cfg.episodic else 128)
-    cfg = preset(env_name, algo, **small, eval_every=100, dual_estimator="start_value")
-    m = jax.jit(make_train(cfg))(KEY).metrics
+    cfg, m = dual_runs()[env_name, algo]
     active = np.asarray(m["active"]) > 0
     lam, c_hat, k = (np.asarray(m[x])[active] for x in ("lam", "c_hat", "dual_updates"))
     assert len(k) >= 3
