@@ -360,7 +360,8 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
         envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1"))
         plan = json.loads(build_plan(cli.parse_args(args)).to_json())  # as run.json keeps it
         described = plan["env_descriptions"]["pendulum-of-a-script"]
-        assert described["params.kappa"] == pytest.approx([2.0, 0.2, 0.2]) and described["cost_names"] == ["speed"]
+        # the preset's box, ±10 % of g = 10, m = 1, l = 1, as absolute half-widths
+        assert described["params.kappa"] == pytest.approx([1.0, 0.1, 0.1]) and described["cost_names"] == ["speed"]
         restore(plan)  # the same environment: accepted
         # another n_test in the spec: refused, unless the run chose its own with --n-test
         envs.register("pendulum-of-a-script", dataclasses.replace(envs.spec("gymnax:Pendulum-v1"), n_test=7))
@@ -375,9 +376,9 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
         xi_c[1] = True
         with pytest.raises(ValueError, match=r"\(params.xi_c \(m: true -> 1\) differs\)"):
             restore(edited)
-        envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1@uncertain=g:0.2,m:0.5,l:0.2"))
+        envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1@uncertain=g:0.1,m:0.5,l:0.1"))
         with pytest.raises(ValueError, match=r"'pendulum-of-a-script' is not the one this run was trained on "
-                                             r"\(params.kappa \(m: 0.2 -> 0.5\) differs\)"):  # fmt: skip
+                                             r"\(params.kappa \(m: 0.1 -> 0.5\) differs\)"):  # fmt: skip
             restore(plan)
     finally:
         envs._REGISTERED.pop("pendulum-of-a-script", None)  # the name is this test's alone
