@@ -20,6 +20,9 @@ _BUILTIN = {
     "inventory3d": "rcmdp_jax.envs.inventory:SPEC_3D",
 }
 ENV_NAMES = tuple(_BUILTIN)
+# each built-in domain's constraint limit, a field of its parameters: ``NAME@FIELD=NUMBER`` (e.g.
+# ``inventory@cost_threshold=0.13``) is the domain with that limit, everything else the same
+LIMITS = {"cartpole": "velocity_limit", "inventory": "cost_threshold", "inventory3d": "cost_threshold"}
 GYMNAX_PREFIX = "gymnax:"
 BRAX_PREFIX = "brax:"  # brax environments (the optional extra ``brax``: envs.brax_presets)
 
@@ -56,6 +59,9 @@ def check_name(name: str) -> None:
         raise ValueError(f"env must be a name (str), got {type(name).__name__}")
     if name in _BUILTIN or name in _REGISTERED:
         return
+    if name.partition("@")[0] in _BUILTIN:
+        split_limit(name)
+        return
     if name.startswith(GYMNAX_PREFIX):
         import_module("rcmdp_jax.envs.gymnax_presets").parse_gymnax_name(name)
         return
@@ -68,6 +74,24 @@ def check_name(name: str) -> None:
 
     names = [*ENV_NAMES, *(GYMNAX_PREFIX + k for k in PRESETS), *(BRAX_PREFIX + k for k in BRAX), *_REGISTERED]
     raise ValueError(f"unknown environment {name!r}; valid names: {', '.join(names)}")
+
+
+def split_limit(name: str) -> tuple[str, str, float] | None:
+    """``NAME@FIELD=NUMBER`` of a built-in domain -> ``(NAME, FIELD, NUMBER)`` (None for any other
+    name); ``ValueError`` naming the spelling when FIELD is not the domain's limit (``LIMITS``)
+    or NUMBER not a finite number."""
+    base, at, rest = name.partition("@")
+    if not at or base not in _BUILTIN:
+        return None
+    field, eq, raw = rest.partition("=")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if field != LIMITS[base] or not eq or value != value or abs(value) == float("inf"):
+        raise ValueError(f"environment {name!r}: write {base}@{LIMITS[base]}=NUMBER (the constraint's limit, a "
+                         f"finite number; {base}'s own is in docs/method.md)")  # fmt: skip
+    return base, field, value
 
 
 def check(name: str) -> None:
@@ -88,6 +112,9 @@ def spec(name: str):
     if name in _BUILTIN:
         module, _, attr = _BUILTIN[name].partition(":")
         return getattr(import_module(module), attr)
+    limit = split_limit(name)
+    if limit is not None:
+        return import_module("rcmdp_jax.envs.domain").with_limit(spec(limit[0]), *limit[1:])
     if name in _REGISTERED:
         return _REGISTERED[name]
     if name.startswith(BRAX_PREFIX):

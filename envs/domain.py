@@ -228,6 +228,24 @@ def from_env(env, learner: dict | LearnerSpec | None = None, n_test: int = 20) -
                       cost_names=tuple(getattr(env, "cost_names", ())))  # fmt: skip
 
 
+def with_limit(spec: DomainSpec, field: str, value: float) -> DomainSpec:
+    """``spec`` with its environment's constraint limit (``field`` of its default parameters,
+    e.g. Inventory's ``cost_threshold``) set to ``value``; the cost names say the new limit."""
+    cls = spec.factory
+    if not isinstance(cls, type):
+        raise ValueError(f"{field}: only a built-in domain's limit is set by name, not {cls!r}'s")
+    base = cls.default_params.fget
+
+    def default_params(self):
+        return base(self).replace(**{field: value})
+
+    limited = type(cls.__name__, (cls,), {"default_params": property(default_params), "__module__": cls.__module__})
+    old = getattr(base(None), field)
+    names = tuple(n.replace(f"{old:g}", f"{value:g}") if old and f"{old:g}" in n else f"{n}{-value:+g}"
+                  for n in spec.cost_names)  # fmt: skip
+    return dataclasses.replace(spec, factory=limited, cost_names=names)
+
+
 # what a user's file may return for ``--env FILE.py:NAME`` as a dict: ``from_env``'s arguments
 USER_KEYS = ("env", "learner", "n_test")
 

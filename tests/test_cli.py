@@ -213,6 +213,8 @@ def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
             ["--env", "pendulum"],
             "--env 'pendulum' is not allowed; choose one of: cartpole, inventory, inventory3d, all",
         ),
+        (["--env", "inventory@cost_threshold=low"], "--env inventory@cost_threshold=low: environment "
+                                                    "'inventory@cost_threshold=low': write inventory@cost_threshold=NUMBER"),
         (["--algos", "MDPO,SAC"], "unknown algorithm 'SAC'"),
         (["--seeds", "0"], "--seeds must be a positive integer"),
         (["--set", "lr"], "--set expects KEY=VALUE, got 'lr'"),

@@ -228,6 +228,25 @@ def test_unknown_env_name():
         envs.make("pendulum")
 
 
+def test_a_built_in_domains_limit_set_by_name():
+    """``inventory@cost_threshold=0.13``: the same domain, its cost lowered by the limit
+    (hand check of the example above: c = 0.01 (64 - 2) - 0.13), kernels and reward unchanged;
+    the cost's name says it; a wrong field or number is refused naming the spelling."""
+    env, params = envs.make("inventory@cost_threshold=0.13")
+    s2 = jnp.array([2.0])
+    np.testing.assert_allclose(env.constraint_costs(params, s2, jnp.array(0), None), [0.62 - 0.13], rtol=1e-6)
+    assert float(env.reward(params, s2, jnp.array(0), jnp.array([1.5]))) == pytest.approx(-11.5)
+    np.testing.assert_array_equal(params.xi, envs.make("inventory")[1].xi)
+    assert envs.spec("inventory@cost_threshold=0.13").cost_names == ("0.01(a^2-s)-0.13",)
+    env, params = envs.make("cartpole@velocity_limit=0.3")
+    s = jnp.array([0.0, -0.5, 0.0, 0.0])
+    np.testing.assert_allclose(env.constraint_costs(params, s, jnp.array(0), s), [0.5 - 0.3], rtol=1e-6)
+    assert envs.spec("cartpole@velocity_limit=0.3").cost_names == ("|x_dot|-0.3",)
+    for bad in ("inventory@velocity_limit=1", "inventory@cost_threshold=high", "cartpole@velocity_limit=nan"):
+        with pytest.raises(ValueError, match=r"write (inventory@cost_threshold|cartpole@velocity_limit)=NUMBER"):
+            envs.check_name(bad)
+
+
 def test_wrong_xi_shape_is_a_clear_error():
     env, params = envs.make("cartpole")
     bad = params.replace(xi=jnp.ones(3))

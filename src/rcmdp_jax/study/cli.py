@@ -51,7 +51,8 @@ def _what_to_run(p) -> None:
     p.add_argument(
         "--env",
         default="cartpole",
-        help=f"one of {', '.join(ENV_NAMES)}, 'all' (the three; default cartpole); gymnax:ID, a gymnax preset "
+        help=f"one of {', '.join(ENV_NAMES)}, 'all' (the three; default cartpole), NAME@LIMIT=X for one with its "
+        "constraint's limit X (cartpole@velocity_limit=0.2, inventory@cost_threshold=0.13); gymnax:ID, a gymnax preset "
         "(CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCarContinuous-v0) or any other gymnax id with --uncertain; "
         "brax:NAME, a brax environment (the extra brax; presets inverted_pendulum, inverted_double_pendulum, hopper, "
         "halfcheetah; docs/brax_envs.md); or your own environment, PACKAGE.MODULE:NAME or FILE.py:NAME (docs/custom_envs.md)",

@@ -72,7 +72,7 @@ def plan_envs(args) -> list[str]:
             if not (gymnax_env and "@" not in e):  # gymnax:ID is checked with its --uncertain/--costs below
                 envs.check_name(e)
         except ValueError as err:
-            if gymnax_env:
+            if gymnax_env or e.partition("@")[0] in ENV_NAMES:  # a spelling of a known name: its own message
                 raise PlanError(f"--env {e}: {err}") from None
             from rcmdp_jax.envs.gymnax_presets import PRESETS
 
