@@ -106,3 +106,10 @@ def test_a_run_json_written_before_the_move_resumes_as_the_same_plan(tmp_path):
     bad = {**old, "algos": ["MDPO-Lag"], "configs": {"inventory": {"MDPO-Lag": {
         **old["configs"]["inventory"]["MDPO-Lag"], "adversary_fraction": 0.0}}}}  # fmt: skip
     assert "adversary_fraction must be in (0, 1]" in plan_problem(bad)
+
+
+def test_the_set_help_names_the_options(capsys):
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "plug-in option" in help_text and "adversary_candidates=8" in help_text
