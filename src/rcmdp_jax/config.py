@@ -46,7 +46,9 @@ ALPHA_SCHEDULES, ALPHA_TICKS = get_args(AlphaSchedule), get_args(AlphaTick)
 class Config:
     """Static configuration of one algorithm on one environment, its fields grouped by concern
     (``Config.groups()``, a section each below) yet flat: ``Config(n_envs=8)``, ``replace``,
-    ``--set n_envs=8`` and saved ``config.json`` / ``run.json`` files read as they always have."""
+    ``--set n_envs=8`` and saved ``config.json`` / ``run.json`` files read as they always have.
+    The plug-ins' options (the robust methods' ``ltma_iterations``, ``adversary_candidates``,
+    ...) are set like fields through ``replace``, ``preset`` and ``--set``, not ``Config(...)``."""
 
     # ---- algorithm: what trains, on what (the preset's name says it)
     env: str = "cartpole"
