@@ -99,7 +99,8 @@ def value(cfg, name: str) -> Any:
 
 def check(cfg, fields: set[str]) -> None:
     """Raise ``ValueError`` naming the option: ``cfg.options`` must be options of registered
-    plug-ins; every plug-in ``cfg`` uses checks its options (``Plugin.check_options``);
+    plug-ins; every plug-in ``cfg`` uses checks its options (``Plugin.check_options``), and
+    so does the one that declares an option ``cfg`` sets (its value refused even where unused);
     a learner that does not honour per-env kernels refuses a method that gives them."""
     opts = cfg.options
     if not isinstance(opts, tuple) or not all(isinstance(p, tuple) and len(p) == 2 for p in opts):
