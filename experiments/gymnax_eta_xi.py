@@ -33,8 +33,10 @@ def median_relative_direction(name: str, n: int = 200) -> float:
     policy = Policy(actor, actor_params)
     lam = jnp.full((env.num_constraints,), cfg.hparams.lam_init)
 
+    horizon = cfg.option("ltma_horizon")
+
     def one(key):
-        traj = jax.vmap(lambda k: sample_episode(k, env, params, policy, cfg.ltma_horizon))(key[None])
+        traj = jax.vmap(lambda k: sample_episode(k, env, params, policy, horizon))(key[None])
         return ltma_direction(env, params, traj, lam, cfg.hparams.gamma)
 
     d = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(1), n))

@@ -67,12 +67,12 @@ def direction_spread(run_dir: Path, env_name: str, n: int = 512) -> dict:
 
     def per_seed(actor_params, lam_tilde, key):
         policy = Policy(actor, actor_params, dropout=cfg.act_dropout)
-        ks = jax.random.split(key, n)
+        ks, horizon = jax.random.split(key, n), cfg.option("ltma_horizon")
 
         def one(k):
-            traj = jax.vmap(lambda kk: sample_episode(kk, env, params, policy, cfg.ltma_horizon))(k[None])
+            traj = jax.vmap(lambda kk: sample_episode(kk, env, params, policy, horizon))(k[None])
             score = ltma_direction(env, params, traj, lam_tilde, gamma)
-            path, _ = pathwise_direction(env, params, policy, k[None], lam_tilde, gamma, cfg.ltma_horizon)
+            path, _ = pathwise_direction(env, params, policy, k[None], lam_tilde, gamma, horizon)
             return score, path
 
         return jax.vmap(one)(ks)

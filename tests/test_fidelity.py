@@ -146,7 +146,7 @@ def test_mcpmd_acts_with_dropout_on_whole_episodes():
 
 def test_mcpmd_trains_on_whole_episodes_and_counts_the_steps_taken():
     cfg = preset("cartpole", "RMCPMD-Lag", total_timesteps=600, ltma_iterations=2, eval_every=1000)
-    assert (cfg.n_envs, cfg.n_steps, cfg.ltma_iterations, cfg.dual_steps) == (1, 100, 2, 1)
+    assert (cfg.n_envs, cfg.n_steps, cfg.option("ltma_iterations"), cfg.dual_steps) == (1, 100, 2, 1)
     m = jax.jit(make_train(cfg))(KEY).metrics
     active = np.asarray(m["active"]) > 0
     steps = np.asarray(m["policy_steps"])

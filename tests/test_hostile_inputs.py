@@ -47,7 +47,8 @@ def test_the_memory_estimate_counts_every_buffer():
     cfg = preset("cartpole", "MDPO-Robust-Lag")
     base = lane_bytes(cfg)
     for field in ("dual_batch", "n_dual_episodes", "ltma_episodes", "ltma_horizon", "eval_episodes", "n_steps"):
-        bigger = cfg.replace(**{field: getattr(cfg, field) * 8}) if field != "dual_batch" else cfg.replace(
+        value = cfg.option(field) if field.startswith("ltma_") else getattr(cfg, field)  # ltma's options
+        bigger = cfg.replace(**{field: value * 8}) if field != "dual_batch" else cfg.replace(
             dual_batch=cfg.dual_batch * 8, dual_minibatch=cfg.dual_minibatch)  # fmt: skip
         assert lane_bytes(bigger) > base, field
     assert lane_bytes(preset("cartpole", "MDPO").replace(ltma_horizon=10**6)) == lane_bytes(preset("cartpole", "MDPO"))

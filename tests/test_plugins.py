@@ -177,7 +177,8 @@ def test_registered_names_are_config_choices(registered):
     with pytest.raises(ValueError, match="registered already"):
         constraints.register("toy-halving", Halving)
     assert _config("toy-halving").option("toy_shrink") == 0.5  # the default
-    assert _config("toy-halving", toy_shrink=0.3).options == (("toy_shrink", 0.3),)
+    assert dict(_config("toy-halving", toy_shrink=0.3).options)["toy_shrink"] == 0.3
+    assert "toy_shrink" not in dict(_config("toy-halving", toy_shrink=0.5).options)  # a default is left out
 
 
 @pytest.mark.parametrize("option, bad, why", [

@@ -47,7 +47,7 @@ def test_resume_names_the_options_and_config_fields_that_differ():
     assert saved.differences(dataclasses.replace(saved, worst_case="costs")) == ["--worst-case"]
     # a config field the saved run.json lacks counts as its default
     d = json.loads(saved.to_json())
-    d["configs"]["cartpole"]["PPO"].pop("ltma_estimator")
+    d["configs"]["cartpole"]["PPO"].pop("dual_dropout")
     assert Plan.from_dict(d).differences(saved) == []
 
 

@@ -173,7 +173,7 @@ def test_ltma_moves_xi_to_the_hand_derived_worst_corner_on_inventory():
     # the Monte-Carlo steps jitter around the corner but reach it and stay close
     assert np.any(np.all(np.abs(visited - corner) < 1e-4, axis=1))
     assert np.all(np.abs(visited[1:].mean(0) - corner) < 0.2 * 15.0)
-    assert float(samples) == cfg.ltma_iterations * cfg.ltma_horizon
+    assert float(samples) == cfg.option("ltma_iterations") * cfg.option("ltma_horizon")
 
 
 @functools.cache
@@ -261,7 +261,7 @@ def test_sample_counts():
     m = preset_member("cartpole", cfg.name)  # its family's lane: its numbers alone (the family test)
     np.testing.assert_allclose(m["policy_steps"], cfg.batch_size * np.arange(1, cfg.num_iterations + 1))
     assert np.all(np.diff(m["dual_steps"]) > 0) and np.all(np.diff(m["ltma_steps"]) > 0)
-    assert np.all(np.asarray(m["ltma_steps"][0]) <= cfg.ltma_iterations * cfg.ltma_horizon)
+    assert np.all(np.asarray(m["ltma_steps"][0]) <= cfg.option("ltma_iterations") * cfg.option("ltma_horizon"))
 
 
 @functools.cache
@@ -369,7 +369,8 @@ def test_presets_follow_the_spec_table():
     assert (c.learner, c.constraint, c.robust, c.epochs, c.hparams.target_kl) == ("ppo", "lagrangian", False, 50, 0.01)
     assert (c.n_envs, c.n_steps, c.minibatch_size, c.total_timesteps) == (4, 400, 32, 20_000)
     c = preset("cartpole", "RMCPMD-Lag", budget="long")
-    assert (c.learner, c.robust, c.n_envs, c.n_steps, c.epochs, c.ltma_iterations) == ("mcpmd", True, 1, 100, 1, 10)
+    assert (c.learner, c.robust, c.n_envs, c.n_steps, c.epochs) == ("mcpmd", True, 1, 100, 1)
+    assert c.option("ltma_iterations") == 10
     assert (c.dual_epochs, c.dual_steps, c.n_dual_episodes, c.act_dropout) == (1, 1, 1, True)
     assert c.total_timesteps == 200_000 and c.num_iterations * 6 >= 200_000  # slots for the shortest episodes
     c = preset("inventory", "PPO-Lag")
@@ -383,7 +384,7 @@ def test_presets_follow_the_spec_table():
     c = preset("cartpole", "PPO-Lag")
     assert (c.dual_epochs, c.dual_epochs_from_policy, c.kl_check, c.hparams.alpha_decay) == (50, True, "sb3", 0.99)
     c = preset("inventory", "MDPO-Robust-Augmented-Lag")
-    assert (c.constraint, c.ltma_iterations, c.ltma_horizon, c.hparams.eta_xi, c.policy_hidden) == (
+    assert (c.constraint, c.option("ltma_iterations"), c.option("ltma_horizon"), c.hparams.eta_xi, c.policy_hidden) == (
         "augmented",
         400,
         40,
@@ -391,9 +392,10 @@ def test_presets_follow_the_spec_table():
         (64,),
     )
     c = preset("inventory3d", "MDPO-Robust")
-    assert (c.optimizer, c.ltma_iterations, c.policy_hidden, c.total_timesteps) == ("sgd", 320, (128, 128), 40_000)
+    assert (c.optimizer, c.policy_hidden, c.total_timesteps) == ("sgd", (128, 128), 40_000)
+    assert c.option("ltma_iterations") == 320
     c = preset("inventory3d", "RMCPMD")
-    assert (c.ltma_iterations, c.num_iterations, c.optimizer) == (20, 400, "adam")  # docs/method.md §2b: Adam
+    assert (c.option("ltma_iterations"), c.num_iterations, c.optimizer) == (20, 400, "adam")  # method.md §2b: Adam
 
 
 @pytest.mark.parametrize(

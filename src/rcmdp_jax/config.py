@@ -22,6 +22,7 @@ from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.envs.domain import STUDY_CHOICES
 from rcmdp_jax.hparams import HParams, validate_hparams
 from rcmdp_jax.learners import LEARNER_NAMES
+from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count
 from rcmdp_jax.schedules import SCHEDULE_NAMES, TICKS
 
 # The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples;
@@ -31,7 +32,6 @@ Constraint = Literal[CONSTRAINT_NAMES]
 AlphaSchedule = Literal[SCHEDULE_NAMES]
 AlphaTick = Literal[TICKS]
 KlEstimator = Literal["reference", "exact"]
-LtmaEstimator = Literal["score", "pathwise"]
 # the robust training methods of a robust algorithm (``rcmdp_jax.adversary``, one file each)
 Adversary = Literal[ADVERSARY_NAMES]
 KlCheck = Literal["sb3", "dropout_off"]
@@ -40,14 +40,15 @@ Optimizer = Literal["adam", "sgd"]
 DropoutRng = Literal["hash", "threefry"]
 DualEstimator = Literal[DUAL_ESTIMATORS]  # rcmdp_jax.dual's readings of C^
 ALPHA_SCHEDULES, ALPHA_TICKS = get_args(AlphaSchedule), get_args(AlphaTick)
-INT32_MAX = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
     """Static configuration of one algorithm on one environment, its fields grouped by concern
     (``Config.groups()``, a section each below) yet flat: ``Config(n_envs=8)``, ``replace``,
-    ``--set n_envs=8`` and saved ``config.json`` / ``run.json`` files read as they always have."""
+    ``--set n_envs=8`` and saved ``config.json`` / ``run.json`` files read as they always have.
+    The plug-ins' options (the robust methods' ``ltma_iterations``, ``adversary_candidates``,
+    ...) are set like fields through ``replace``, ``preset`` and ``--set``, not ``Config(...)``."""
 
     # ---- algorithm: what trains, on what (the preset's name says it)
     env: str = "cartpole"
@@ -94,22 +95,16 @@ class Config:
     # ---- evaluation: the training curves
     eval_every: int = 1
     eval_episodes: int = 20
-    # ---- method: the robust methods' sizes (``rcmdp_jax.adversary``) and plug-ins' own options
-    # LTMA's gradient of the Lagrangian cost in xi: the reference study's score function, or
-    # the pathwise (reparameterised next states) gradient through the adversary's episodes
-    ltma_estimator: LtmaEstimator = "score"
-    ltma_iterations: int = 160
-    ltma_episodes: int = 1
-    ltma_horizon: int = 10
-    adversary_steps: int = 4  # ltma-norm: normalised steps on xi per iteration
-    adversary_episodes: int = 8  # ltma-norm: episodes per step; worst-of-n / corners: per kernel
-    adversary_candidates: int = 16  # worst-of-n: kernels drawn per iteration
-    adversary_fraction: float = 0.25  # worst-of-n: the worst fraction trained on
-    # the plug-ins' own options, ``((name, value), ...)`` in name order: set them as fields
-    # (``replace(name=value)``), read them with ``option(name)`` (``rcmdp_jax.plugin``)
+    # ---- method: the plug-ins' own options, the robust methods' sizes among them, each declared
+    # by its plug-in (e.g. ``ltma_iterations`` in ``rcmdp_jax.adversary.ltma``). Set them as
+    # fields (``replace(name=value)``, ``--set name=value``), read them with ``option(name)``;
+    # ``((name, value), ...)`` in name order, those at their default left out (``rcmdp_jax.options``)
     options: tuple[tuple[str, Any], ...] = ()
     # ---- hyperparameters: numeric, vmappable (``rcmdp_jax.hparams``)
     hparams: HParams = dataclasses.field(default_factory=HParams)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", options.canonical(self.options))  # one form: equal configs are equal
 
     @classmethod
     def groups(cls) -> types.MappingProxyType:
@@ -185,7 +180,7 @@ class Config:
         """Raise ``ValueError`` naming the field and what is allowed; return self."""
         _check_env(self.env)
         for field, allowed in CHOICES.items():
-            _choice(field, getattr(self, field), REGISTERED[field]() if field in REGISTERED else allowed)
+            check_choice(field, getattr(self, field), REGISTERED[field]() if field in REGISTERED else allowed)
         for f in _OF_TYPE["bool"]:
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
@@ -196,11 +191,7 @@ class Config:
         if math.isinf(self.adam_eps):
             raise ValueError(f"adam_eps must be finite, got {self.adam_eps!r}")
         for f in _OF_TYPE["int"]:  # every count and size
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{f} must be a positive integer, got {v!r}")
-            if v > INT32_MAX:
-                raise ValueError(f"{f}={v} is beyond the int32 counters of the train step (at most {INT32_MAX})")
+            check_count(f, getattr(self, f))
         if self.batch_size > INT32_MAX:
             raise ValueError(f"n_envs*n_steps={self.batch_size} (the batch) is beyond int32 (at most {INT32_MAX})")
         if self.dual_estimator != "start_value" and self.dual_batch % self.n_dual_episodes:
@@ -253,7 +244,8 @@ def _say_rounding(cfg: Config) -> None:
 
 # ``Config``'s concerns by their first field (its class body's sections): ``Config.groups``
 _STARTS = dict(algorithm="env", rollout="total_timesteps", networks="policy_hidden", optimiser="minibatch_size",
-               dual="n_dual_episodes", evaluation="eval_every", method="ltma_estimator", hyperparameters="hparams")  # fmt: skip
+               dual="n_dual_episodes", evaluation="eval_every", method="options",
+               hyperparameters="hparams")  # fmt: skip
 _NAMES = [f.name for f in dataclasses.fields(Config)]
 _CUTS = [_NAMES.index(f) for f in _STARTS.values()] + [len(_NAMES)]
 GROUPS = types.MappingProxyType({g: tuple(_NAMES[a:b]) for g, a, b in zip(_STARTS, _CUTS, _CUTS[1:])})
@@ -275,21 +267,19 @@ def _check_env(env: str) -> None:
         raise ValueError(f"env={env!r}: {err}") from None
 
 
-def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{field}={value!r} is not allowed; choose one of: {', '.join(allowed)}")
-
-
 def config_to_dict(cfg: Config) -> dict[str, Any]:
-    """A JSON-ready dict of ``cfg`` (``hparams`` nested)."""
+    """A JSON-ready dict of ``cfg`` (``hparams`` nested; ``options`` with the defaults of the
+    plug-ins it trains with spelled out, ``options.explicit``)."""
     out = dataclasses.asdict(cfg)
     out["hparams"] = {f.name: float(getattr(cfg.hparams, f.name)) for f in dataclasses.fields(HParams)}
+    out["options"] = options.explicit(cfg)
     return out
 
 
 def config_from_dict(d: dict[str, Any]) -> Config:
-    """Inverse of ``config_to_dict``."""
-    d = dict(d)
+    """Inverse of ``config_to_dict``; an older version's dict with plug-ins' options as flat
+    fields (``ltma_iterations``, ``adversary_candidates``, ...) reads into ``options``."""
+    d = options.lifted(dict(d), {f.name for f in dataclasses.fields(Config)})
     hp = HParams(**{k: float(v) for k, v in d.pop("hparams", {}).items()})
     for key in ("policy_hidden", "critic_hidden"):
         if key in d:

@@ -59,17 +59,18 @@ def ltma_step(key, env, env_params, actor, actor_params, lam_tilde, eta_xi, gamm
 
 
 def ltma_phase(key, env, env_params, actor, actor_params, lam_tilde, hp, cfg):
-    """``cfg.ltma_iterations`` sequential LTMA steps warm-started from ``env_params.xi``."""
+    """``ltma_iterations`` sequential LTMA steps warm-started from ``env_params.xi`` (``cfg``'s
+    options of the ``ltma`` method, ``rcmdp_jax.adversary.ltma``)."""
 
     def body(carry, k):
         params, samples = carry
         params, n = ltma_step(
-            k, env, params, actor, actor_params, lam_tilde, hp.eta_xi, hp.gamma,
-            cfg.ltma_episodes, cfg.ltma_horizon, cfg.act_dropout, cfg.ltma_estimator,
+            k, env, params, actor, actor_params, lam_tilde, hp.eta_xi, hp.gamma, cfg.option("ltma_episodes"),
+            cfg.option("ltma_horizon"), cfg.act_dropout, cfg.option("ltma_estimator"),
         )  # fmt: skip
         return (params, samples + n), None
 
     (params, samples), _ = jax.lax.scan(
-        body, (env_params, jnp.float32(0.0)), jax.random.split(key, cfg.ltma_iterations)
+        body, (env_params, jnp.float32(0.0)), jax.random.split(key, cfg.option("ltma_iterations"))
     )
     return params, samples

@@ -1,18 +1,50 @@
 """Plug-ins' own options in a config (``Config.options``, ``Config.option``) and the checks
 a config's plug-ins make of it (``check``): the one place ``Config.validate`` reads the
-learner, constraint rule and robust method registries (``rcmdp_jax.plugin``)."""
+learner, constraint rule and robust method registries (``rcmdp_jax.plugin``).
+
+``Config.options`` holds the options set to other than their defaults, in name order
+(``canonical``): two configs that train alike are equal. Its JSON form also spells out the
+defaults of the plug-ins a config trains with (``explicit``), as the flat fields did, and a
+config dict of an older version, with those options as flat keys, reads into it (``lifted``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rcmdp_jax import adversary, constraints, learners
-from rcmdp_jax.plugin import REGISTRIES
+from rcmdp_jax.plugin import REGISTRIES, declarer, option_clash, option_owners, options_of
 
 
 def declared() -> dict[str, Any]:
-    """Every registered plug-in's option -> its default."""
-    return {o: d for r in REGISTRIES for _, cls in r.items() for o, d in cls.options.items()}
+    """Every registered plug-in's option -> its default; raises ``ValueError`` where two
+    plug-ins have one name without sharing its declaring base (``plugin.option_clash``)."""
+    out, owners = {}, option_owners()
+    for r in REGISTRIES:
+        for name, cls in r.items():
+            for o, d in options_of(cls).items():
+                if why := option_clash(f"{r.kind} {name!r}", cls, o, owners[o]):
+                    raise ValueError(why)
+                out[o] = d
+    return out
+
+
+def _is_default(name: str, value: Any, defaults: dict[str, Any]) -> bool:
+    return name in defaults and type(value) is type(defaults[name]) and value == defaults[name]
+
+
+def canonical(pairs: tuple) -> tuple[tuple[str, Any], ...]:
+    """``Config.options``' one form: the pairs in name order, those at their default left out
+    (pairs that are not ``(str, hashable)`` as they are, for ``check`` to refuse)."""
+    try:
+        own = dict(pairs)
+        hash(tuple(own.items()))
+    except (TypeError, ValueError):
+        return pairs
+    if not all(isinstance(k, str) for k in own):
+        return pairs
+    defaults = declared() if own else {}
+    return tuple(sorted((k, v) for k, v in own.items() if not _is_default(k, v, defaults)))
 
 
 def used(cfg) -> tuple[type, ...]:
@@ -22,13 +54,36 @@ def used(cfg) -> tuple[type, ...]:
 
 
 def merged(own: tuple, changes: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """``own`` (``Config.options``) with ``changes`` applied, in name order (one form, hashable)."""
-    return tuple(sorted({**dict(own), **changes}.items()))
+    """``own`` (``Config.options``) with ``changes`` applied (``canonical``)."""
+    return canonical(tuple({**dict(own), **changes}.items()))
 
 
 def from_json(pairs) -> tuple[tuple[str, Any], ...]:
     """``Config.options`` from its JSON form (pairs as lists, tuples as lists)."""
-    return tuple((str(k), tuple(v) if isinstance(v, list) else v) for k, v in pairs)
+    return canonical(tuple((str(k), tuple(v) if isinstance(v, list) else v) for k, v in pairs))
+
+
+def explicit(cfg) -> tuple[tuple[str, Any], ...]:
+    """The JSON form of ``cfg.options``: every option of the plug-ins ``cfg`` trains with at
+    its value, and the others it sets (a later default then reads as a difference)."""
+    try:
+        values = {o: cfg.option(o) for cls in used(cfg) for o in options_of(cls)}
+    except ValueError:  # a plug-in that is not registered: refused by ``check``
+        values = {}
+    return tuple(sorted({**values, **dict(cfg.options)}.items()))
+
+
+def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
+    """A config dict with the keys that are not ``fields`` but plug-ins' options (an older
+    version's flat fields, e.g. ``adversary_candidates``) moved into its ``options`` pairs."""
+    flat, pairs = [k for k in d if k not in fields and k in declared()], d.get("options", [])
+    if not flat or not isinstance(pairs, list) or not all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs
+    ):
+        return d  # nothing to move, or options refused as they are
+    out = {k: v for k, v in d.items() if k not in flat}
+    out["options"] = [[k, v] for k, v in {**{k: d[k] for k in flat}, **dict(pairs)}.items()]
+    return out
 
 
 def value(cfg, name: str) -> Any:
@@ -44,7 +99,8 @@ def value(cfg, name: str) -> Any:
 
 def check(cfg, fields: set[str]) -> None:
     """Raise ``ValueError`` naming the option: ``cfg.options`` must be options of registered
-    plug-ins; every plug-in ``cfg`` uses checks its options (``Plugin.check_options``);
+    plug-ins; every plug-in ``cfg`` uses checks its options (``Plugin.check_options``), and
+    so does the one that declares an option ``cfg`` sets (its value refused even where unused);
     a learner that does not honour per-env kernels refuses a method that gives them."""
     opts = cfg.options
     if not isinstance(opts, tuple) or not all(isinstance(p, tuple) and len(p) == 2 for p in opts):
@@ -59,8 +115,9 @@ def check(cfg, fields: set[str]) -> None:
             raise ValueError(f"options: {name!r} is no registered plug-in's option; options: "
                              f"{', '.join(defaults) or 'none'}")  # fmt: skip
     learner, _, method = used(cfg)
-    for cls in used(cfg):
-        clash = fields & set(cls.options)
+    owners = option_owners()  # a set option is checked where it is declared, even for a plug-in cfg does not use
+    for cls in dict.fromkeys((*used(cfg), *(declarer(owners[name][1], name) for name, _ in opts))):
+        clash = fields & set(options_of(cls))
         if clash:
             raise ValueError(f"{cls.__name__}'s option(s) {sorted(clash)} are config fields already; rename them")
         cls.check_options(cfg)

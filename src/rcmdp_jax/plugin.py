@@ -15,6 +15,7 @@ from importlib import import_module
 from typing import Any, ClassVar
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # names go in ALGO+METHOD names, --algos lists, folders
+INT32_MAX = 2**31 - 1  # the train step's counters are int32
 
 
 class Plugin:
@@ -22,8 +23,11 @@ class Plugin:
 
     ``options``: its own options, ``{name: default}`` (a hashable value: a number, a
     string, a bool or a tuple); a config sets one like a field (``cfg.replace(name=v)``)
-    and the plug-in reads it with ``cfg.option(name)``. ``check_options(cfg)`` raises
-    ``ValueError`` naming the option and what it allows; ``check_env(env, cfg)`` raises
+    and the plug-in reads it with ``cfg.option(name)``. A subclass has its bases' options
+    too (``options_of``): an option several plug-ins share is declared once, on their
+    common base, and no other plug-in may declare its name. ``check_options(cfg)`` raises
+    ``ValueError`` naming the option and what it allows (``check_count``,
+    ``check_choice``; call ``super()``'s for the bases' options); ``check_env(env, cfg)`` raises
     when the environment cannot run the plug-in (both run before anything compiles).
     ``lane_bytes(cfg, record, episode)``: the bytes one lane needs beyond the learner's
     batch (``record``: one kept step, ``episode``: one episode lane); ``size_fields``: the
@@ -114,9 +118,44 @@ class Registry:
 REGISTRIES: list[Registry] = []  # every kind's registry, in the order they were made
 
 
+def options_of(cls: type) -> dict[str, Any]:
+    """The options of plug-in class ``cls``: its own and its bases', ``{name: default}``."""
+    return {o: d for c in reversed(cls.__mro__) for o, d in vars(c).get("options", {}).items()}
+
+
+def declarer(cls: type, option: str) -> type:
+    """The class that declares ``option`` for ``cls``: the most basic of its classes that names it."""
+    return next(c for c in reversed(cls.__mro__) if option in vars(c).get("options", {}))
+
+
 def option_owners() -> dict[str, tuple[str, type]]:
-    """Every registered plug-in's option -> ``("kind name", class)`` of a plug-in that declares it."""
-    return {o: (f"{r.kind} {n!r}", cls) for r in REGISTRIES for n, cls in r.items() for o in cls.options}
+    """Every registered plug-in's option -> ``("kind name", class)`` of a plug-in that has it."""
+    return {o: (f"{r.kind} {n!r}", cls) for r in REGISTRIES for n, cls in r.items() for o in options_of(cls)}
+
+
+def option_clash(kind_name: str, cls: type, option: str, owner: tuple[str, type]) -> str:
+    """Why ``cls`` may not have ``option`` that ``owner`` (``("kind name", class)``) has ("" if it
+    may): only plug-ins that share its declaring base share an option, and with its default."""
+    if declarer(cls, option) is not declarer(owner[1], option):
+        return f"{kind_name}: option {option!r} is taken by {owner[0]}"
+    if options_of(cls)[option] != options_of(owner[1])[option]:
+        return (f"{kind_name}: option {option!r} is {declarer(cls, option).__name__}'s, default "
+                f"{options_of(owner[1])[option]!r}; a subclass may not change it")  # fmt: skip
+    return ""
+
+
+def check_count(option: str, value: Any) -> None:
+    """Refuse a count or size that is not a positive integer within the int32 counters."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{option} must be a positive integer, got {value!r}")
+    if value > INT32_MAX:
+        raise ValueError(f"{option}={value} is beyond the int32 counters of the train step (at most {INT32_MAX})")
+
+
+def check_choice(option: str, value: Any, allowed: tuple[str, ...]) -> None:
+    """Refuse a value that is not one of ``allowed``, naming them."""
+    if value not in allowed:
+        raise ValueError(f"{option}={value!r} is not allowed; choose one of: {', '.join(allowed)}")
 
 
 def _resolve(entry: Any) -> Any:
@@ -127,16 +166,16 @@ def _resolve(entry: Any) -> Any:
 
 
 def _check_option_names(kind: str, name: str, cls: type) -> None:
-    """Refuse options that are not names, or that another plug-in (not a parent) declares;
-    ``Config.validate`` refuses those that are config fields."""
-    if not isinstance(cls.options, dict):
+    """Refuse options that are not names, or that another plug-in declares (a subclass shares
+    its bases' with their defaults); ``Config.validate`` refuses those that are config fields."""
+    if not all(isinstance(vars(c).get("options", {}), dict) for c in cls.__mro__):
         raise ValueError(f"{kind} {name!r}: options must be a dict {{name: default}}, got {cls.options!r}")
     taken = option_owners()
-    for option, default in cls.options.items():
+    for option, default in options_of(cls).items():
         if not isinstance(option, str) or not option.isidentifier():
             raise ValueError(f"{kind} {name!r}: option {option!r} must be an identifier")
-        if option in taken and not issubclass(cls, taken[option][1]):  # a subclass may share its parent's
-            raise ValueError(f"{kind} {name!r}: option {option!r} is taken by {taken[option][0]}")
+        if option in taken and (why := option_clash(f"{kind} {name!r}", cls, option, taken[option])):
+            raise ValueError(why)
         try:
             hash(default)
         except TypeError:

@@ -12,7 +12,8 @@ from typing import Any
 
 from rcmdp_jax import adversary, envs
 from rcmdp_jax.adversary import NONE
-from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env, _choice
+from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env
+from rcmdp_jax.plugin import check_choice as _choice
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.hparams import HParams
 
@@ -133,19 +134,20 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     common = dict(
         env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
         total_timesteps=p.budgets[budget], policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
-        optimizer=p.optimizer, ltma_horizon=p.ltma_horizon, hparams=hp, dropout=p.dropout, adversary=p.adversary,
-        dual_estimator=p.dual_estimator,
+        optimizer=p.optimizer, hparams=hp, dropout=p.dropout, adversary=p.adversary, dual_estimator=p.dual_estimator,
     )  # fmt: skip
+    ltma = dict(ltma_horizon=p.ltma_horizon)  # the ltma methods' options (``rcmdp_jax.adversary``)
     if learner == "mcpmd":
         # the reference REINFORCE code: one whole episode of one env per iteration, acting in
         # training mode, PyTorch's default init and Adam (on every domain: docs/method.md §2b), no
         # clipping; one dual step
         ep = domain.episode_length
         cfg = Config(
-            **{**common, "optimizer": "adam"}, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, ltma_iterations=p.mcpmd_ltma,
-            init="torch", adam_eps=1e-8, max_grad_norm=math.inf, act_dropout=True,
+            **{**common, "optimizer": "adam"}, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, init="torch",
+            adam_eps=1e-8, max_grad_norm=math.inf, act_dropout=True,
             n_dual_episodes=1, dual_epochs=1, dual_batch=ep, dual_minibatch=ep, eval_every=10,
         )  # fmt: skip
+        ltma["ltma_iterations"] = p.mcpmd_ltma
     else:
         # Stable-Baselines3 conventions (docs/method.md §3): the Config defaults (orthogonal init,
         # Adam eps 1e-5, gradient-norm clip 0.5); 5 x 13 = 65 dual steps per iteration
@@ -153,11 +155,11 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         n_envs, n_steps = 4, 400
         cfg = Config(
             **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p.ppo_epochs if ppo else 5,
-            ltma_iterations=max(1, round(n_envs * n_steps * p.ltma_per_100 / 100)),
             dual_epochs=p.ppo_epochs if ppo and p.ppo_dual_epochs_from_policy else 5,
             dual_epochs_from_policy=ppo and p.ppo_dual_epochs_from_policy,
         )  # fmt: skip
+        ltma["ltma_iterations"] = max(1, round(n_envs * n_steps * p.ltma_per_100 / 100))
     if overrides.get("alpha_schedule") == "geometric" and "alpha" not in overrides:
         # docs/method.md §2d: alpha_0 = 5 when ticking per epoch, 2 per batch
         overrides = {**overrides, "alpha": 5.0 if overrides.get("alpha_tick", "epoch") == "epoch" else 2.0}
-    return cfg.replace(**overrides).validate()
+    return cfg.replace(**{**ltma, **overrides}).validate()

@@ -12,6 +12,10 @@ family's methods), like the constraint rule, so several methods train in one pro
   training on the worst ``adversary_fraction`` of them by the Lagrangian value (EPOpt's idea);
 * ``corners``: the policy run on the box's ``2^n`` corners, training on the worst one.
 
+Each method declares its options in its file (``ltma_iterations`` in ``ltma.py``,
+``adversary_candidates`` in ``worst_of_n.py``, ...), those several share on ``Adversary``
+(``base.py``: ``ltma_horizon``, ``adversary_episodes``); ``Config.option`` reads them.
+
 A non-robust algorithm has no adversary (``"none"`` in a family's method list). A method of
 your own is one file with an ``Adversary`` subclass and one call, ``register(name, cls)``;
 then ``ALGO+name`` and ``Config(adversary=name)`` choose it (docs/design.md).

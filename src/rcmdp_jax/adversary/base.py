@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from rcmdp_jax import box
 from rcmdp_jax.constraints import lagrangian_cost
-from rcmdp_jax.plugin import Plugin
+from rcmdp_jax.plugin import Plugin, check_count
 from rcmdp_jax.rollout import Policy, episode_values
 
 
@@ -37,16 +37,22 @@ class Adversary(Plugin):
     ``per_env``: the method gives the rollout envs kernels of their own (else every env
     runs ``params.xi``; a learner must honour them, ``Learner.per_env_kernels``);
     ``redraw``: an env's kernel is drawn anew when its episode ends. Its options, checks
-    and memory needs: ``rcmdp_jax.plugin.Plugin`` (read ``ctx.cfg.option(name)``)."""
+    and memory needs: ``rcmdp_jax.plugin.Plugin`` (read ``ctx.cfg.option(name)``).
+
+    Its options, every method's: those several methods share, declared once here."""
 
     name = "none"
     per_env = False
     redraw = False
+    options = {
+        "ltma_horizon": 10,  # ltma, ltma-norm: the steps of the short episodes their gradient is taken on
+        "adversary_episodes": 8,  # ltma-norm: episodes per step; worst-of-n, corners: per kernel (candidate_values)
+    }
 
     @classmethod
-    def lane_bytes(cls, cfg, record: float, episode: float) -> float:
-        """Every robust lane's allowance: LTMA's episodes, every step kept for the gradient."""
-        return cfg.ltma_episodes * (cfg.ltma_horizon * record + episode)
+    def check_options(cls, cfg) -> None:
+        for name in Adversary.options:
+            check_count(name, cfg.option(name))
 
     def init_env_xi(self, key, params, n_envs: int) -> jax.Array:
         return broadcast(params.xi, n_envs)
@@ -75,11 +81,11 @@ def uniform_kernels(key, params, n: int) -> jax.Array:
 
 
 def candidate_values(ctx: Context, key, params, xis: jax.Array, actor_params, lam_tilde, hp):
-    """The policy on each kernel of ``xis`` (``[K, ...]``), each the mean of ``adversary_episodes``
+    """The policy on each kernel of ``xis`` (``[K, ...]``), each the mean of option ``adversary_episodes``
     whole episodes with the same keys on every kernel (common random numbers): ``(Lagrangian
     costs lam~ . C - V [K] (higher is worse for the learner), constraint values C [K, m], steps)``."""
     policy = Policy(ctx.actor, actor_params, dropout=ctx.cfg.act_dropout)
-    keys = jax.random.split(key, ctx.cfg.adversary_episodes)
+    keys = jax.random.split(key, ctx.cfg.option("adversary_episodes"))
 
     def on(xi):
         one = lambda k: episode_values(k, ctx.env, params.replace(xi=xi), policy, hp.gamma, ctx.env.episode_length)

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax.adversary.base import Adversary, candidate_values
+from rcmdp_jax.plugin import check_choice
 
 DUAL_READINGS = ("picked", "worst_cost")
 
@@ -27,9 +28,8 @@ class CandidateMethod(Adversary):
 
     @classmethod
     def check_options(cls, cfg) -> None:
-        reading = cfg.option("dual_reading")
-        if reading not in DUAL_READINGS:
-            raise ValueError(f"dual_reading={reading!r} is not allowed; choose one of: {', '.join(DUAL_READINGS)}")
+        super().check_options(cfg)
+        check_choice("dual_reading", cfg.option("dual_reading"), DUAL_READINGS)
 
     @classmethod
     def reads_cost(cls, cfg) -> bool:

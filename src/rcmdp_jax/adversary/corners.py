@@ -31,8 +31,8 @@ class Corners(CandidateMethod):
 
     @classmethod
     def lane_bytes(cls, cfg, record: float, episode: float) -> float:
-        """LTMA's allowance and every corner's episodes at once (at most ``2^MAX_PARAMS``)."""
-        return super().lane_bytes(cfg, record, episode) + 2**MAX_PARAMS * cfg.adversary_episodes * episode
+        """Every corner's episodes at once (at most ``2^MAX_PARAMS``)."""
+        return 2**MAX_PARAMS * cfg.option("adversary_episodes") * episode
 
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         xis = corner_kernels(ctx.env, params)

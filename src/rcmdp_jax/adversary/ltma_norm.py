@@ -1,6 +1,7 @@
 """``ltma-norm``: LTMA whose step does not depend on the gradient's scale. Each of
-``adversary_steps`` steps takes the pathwise gradient ``g`` of the Lagrangian cost
-(``rcmdp_jax.ltma.pathwise_direction``, ``adversary_episodes`` episodes) and moves every
+``adversary_steps`` steps (its option) takes the pathwise gradient ``g`` of the Lagrangian
+cost (``rcmdp_jax.ltma.pathwise_direction``, ``adversary_episodes`` episodes of
+``ltma_horizon`` steps: ``Adversary``'s options) and moves every
 coordinate of ``xi`` by ``xi_step`` of its half-width along ``sign(g)``: steepest ascent
 in the box's own norm (``max g . d`` over ``|d_i| <= xi_step * kappa_i``), then the
 projection on the box. Where the pathwise gradient is zero (the cost reaches ``xi`` only
@@ -15,6 +16,7 @@ import jax.numpy as jnp
 
 from rcmdp_jax.adversary.base import Adversary, broadcast
 from rcmdp_jax.ltma import ltma_direction, pathwise_direction
+from rcmdp_jax.plugin import check_count
 from rcmdp_jax.rollout import Policy
 
 
@@ -26,7 +28,13 @@ def normalised_step(xi, direction, kappa, fraction):
 
 class NormalisedLTMA(Adversary):
     name = "ltma-norm"
-    size_fields = ("adversary_episodes",)
+    options = {"adversary_steps": 4}  # normalised steps on xi per iteration
+    size_fields = ("adversary_episodes", "ltma_horizon")
+
+    @classmethod
+    def check_options(cls, cfg) -> None:
+        super().check_options(cfg)
+        check_count("adversary_steps", cfg.option("adversary_steps"))
 
     @classmethod
     def check_env(cls, env, cfg) -> None:
@@ -34,17 +42,18 @@ class NormalisedLTMA(Adversary):
 
     @classmethod
     def lane_bytes(cls, cfg, record: float, episode: float) -> float:
-        """LTMA's allowance and the pathwise episodes, kept for the gradient."""
-        return super().lane_bytes(cfg, record, episode) + cfg.adversary_episodes * (cfg.ltma_horizon * record + episode)
+        """The pathwise episodes, every step kept for the gradient."""
+        return cfg.option("adversary_episodes") * (cfg.option("ltma_horizon") * record + episode)
 
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         cfg = ctx.cfg
         policy = Policy(ctx.actor, actor_params, dropout=cfg.act_dropout)
+        episodes, horizon = cfg.option("adversary_episodes"), cfg.option("ltma_horizon")
 
         def body(carry, k):
             p, samples = carry
-            keys = jax.random.split(k, cfg.adversary_episodes)
-            g, traj = pathwise_direction(ctx.env, p, policy, keys, lam_tilde, hp.gamma, cfg.ltma_horizon)
+            keys = jax.random.split(k, episodes)
+            g, traj = pathwise_direction(ctx.env, p, policy, keys, lam_tilde, hp.gamma, horizon)
             # where the cost reaches xi only through discrete actions or termination the
             # pathwise gradient is zero: the score function of the same episodes instead
             score = ltma_direction(ctx.env, p, traj, lam_tilde, hp.gamma) if ctx.score_ok else jnp.zeros_like(g)
@@ -53,5 +62,5 @@ class NormalisedLTMA(Adversary):
             return (p, samples + traj.alive.sum()), None
 
         init = (params, jnp.float32(0.0))
-        (params, samples), _ = jax.lax.scan(body, init, jax.random.split(key, cfg.adversary_steps))
+        (params, samples), _ = jax.lax.scan(body, init, jax.random.split(key, cfg.option("adversary_steps")))
         return params, broadcast(params.xi, env_xi.shape[0]), samples

@@ -1,7 +1,8 @@
 """``worst-of-n``: EPOpt's idea. Draw ``adversary_candidates`` kernels uniformly from the
-box, run the current policy on each, and train on the worst ``adversary_fraction`` of
-them by the Lagrangian cost: rollout env ``i`` gets the ``i mod k``-th worst of the
-``k`` worst; the adversary's own kernel is the worst."""
+box, run the current policy on each (``adversary_episodes`` episodes, ``Adversary``'s
+option), and train on the worst ``adversary_fraction`` of them by the Lagrangian cost
+(both its options): rollout env ``i`` gets the ``i mod k``-th worst of the ``k`` worst;
+the adversary's own kernel is the worst."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import jax.numpy as jnp
 
 from rcmdp_jax.adversary.base import uniform_kernels
 from rcmdp_jax.adversary.candidates import CandidateMethod, with_dual
+from rcmdp_jax.plugin import check_count
 
 
 def worst_kernels(costs: jax.Array, xis: jax.Array, k: int, n_envs: int) -> tuple[jax.Array, jax.Array]:
@@ -23,32 +25,37 @@ def worst_kernels(costs: jax.Array, xis: jax.Array, k: int, n_envs: int) -> tupl
 class WorstOfN(CandidateMethod):
     name = "worst-of-n"
     per_env = True
+    options = {
+        "adversary_candidates": 16,  # kernels drawn per iteration
+        "adversary_fraction": 0.25,  # the worst share of them trained on
+    }
     size_fields = ("adversary_candidates", "adversary_episodes")
 
     @classmethod
     def check_options(cls, cfg) -> None:
         super().check_options(cfg)
-        f = cfg.adversary_fraction
+        check_count("adversary_candidates", cfg.option("adversary_candidates"))
+        f = cfg.option("adversary_fraction")
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f <= 1.0:
             raise ValueError(f"adversary_fraction must be in (0, 1] (the worst share of the candidates), got {f!r}")
 
     @classmethod
     def lane_bytes(cls, cfg, record: float, episode: float) -> float:
-        """LTMA's allowance and every candidate's episodes at once."""
-        return super().lane_bytes(cfg, record, episode) + cfg.adversary_candidates * cfg.adversary_episodes * episode
+        """Every candidate's episodes at once."""
+        return cfg.option("adversary_candidates") * cfg.option("adversary_episodes") * episode
 
     @classmethod
     def counts(cls, cfg, episode_length: int) -> tuple[tuple[str, str, int], ...]:
         """Its steps an iteration, at most ``adversary_candidates x adversary_episodes x episode_length``."""
-        n = cfg.adversary_candidates * cfg.adversary_episodes * episode_length
+        n = cfg.option("adversary_candidates") * cfg.option("adversary_episodes") * episode_length
         return (("adversary_candidates", "adversary_candidates x adversary_episodes x episode_length worst-of-n steps",
                  n),)  # fmt: skip
 
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
-        cfg = ctx.cfg
+        n = ctx.cfg.option("adversary_candidates")
         k_draw, k_run = jax.random.split(key)
-        xis = uniform_kernels(k_draw, params, cfg.adversary_candidates)
+        xis = uniform_kernels(k_draw, params, n)
         costs, dual_xi, steps = self.evaluate(ctx, k_run, params, xis, actor_params, lam_tilde, hp)
-        k = max(1, math.ceil(cfg.adversary_fraction * cfg.adversary_candidates))
+        k = max(1, math.ceil(ctx.cfg.option("adversary_fraction") * n))
         worst, env_xi = worst_kernels(costs, xis, k, env_xi.shape[0])
         return with_dual((params.replace(xi=worst), env_xi, steps), dual_xi)

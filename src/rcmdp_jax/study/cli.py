@@ -108,7 +108,8 @@ def _how_to_run(p) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override any Config/HParams field, e.g. --set eta_xi=1e-6 (repeatable)",
+        help="override any Config/HParams field or plug-in option, e.g. --set eta_xi=1e-6, --set "
+        "adversary_candidates=8 (repeatable)",
     )
     p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default docs/method.md §4)")
     p.add_argument("--worst-case", nargs="?", const="all", default=None, choices=("all", "costs"),

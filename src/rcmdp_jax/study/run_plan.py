@@ -84,20 +84,25 @@ class Plan:
         return differ
 
 
-def _fields(cfg: Config) -> dict[str, Any]:
-    """One level: the hyperparameters, then the config's other fields."""
+def _fields(cfg: Config, options: set[str]) -> dict[str, Any]:
+    """One level: the hyperparameters, the config's other fields, then ``options`` (names)."""
     hp = {f.name: getattr(cfg.hparams, f.name) for f in dataclasses.fields(HParams)}
-    return {**hp, **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(Config) if f.name != "hparams"}}
+    own = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(Config) if f.name not in ("hparams", "options")}
+    return {**hp, **own, **{o: dict(cfg.options).get(o, _DEFAULT) for o in sorted(options)}}
+
+
+_DEFAULT = object()  # an option a config leaves at its default (``Config.options`` holds the others)
 
 
 def config_differences(saved: dict, current: dict) -> str:
-    """The config fields in which a saved run's configs differ from this command's, as
-    ``env/algo: field, ...`` ("" if none; a field the saved run.json lacks is its
-    default, as ``config_from_dict`` reads it)."""
+    """The config fields and plug-ins' options in which a saved run's configs differ from this
+    command's, as ``env/algo: field, ...`` ("" if none; a field the saved run.json lacks is
+    its default, as ``config_from_dict`` reads it)."""
     out = []
     for env in current:
         for algo, cfg in current[env].items():
-            old, new = _fields(saved[env][algo]), _fields(cfg)
+            options = {o for c in (saved[env][algo], cfg) for o, _ in c.options}
+            old, new = _fields(saved[env][algo], options), _fields(cfg, options)
             if fields := [k for k in new if old[k] != new[k]]:
                 out.append(f"{env}/{algo}: {', '.join(fields)}")
     return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")

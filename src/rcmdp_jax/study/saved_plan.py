@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from rcmdp_jax import options
 from rcmdp_jax.config import Config, config_from_dict
 from rcmdp_jax.hparams import HParams
 
@@ -45,6 +46,7 @@ def config_problem(env: str, algo: str, d) -> str:
 
     if not isinstance(d, dict):
         return "a config is not an object"
+    d = options.lifted(d, set(_FIELDS) | {"hparams"})  # an older version's flat fields that are options now
     hp = d.get("hparams", {})
     if not isinstance(hp, dict):
         return "hparams is not an object"

@@ -15,7 +15,7 @@ from rcmdp_jax.config import INT32_MAX, Config
 # the fields a memory estimate depends on (and the robust methods' ``size_fields``): the
 # one whose default shrinks it most is named
 SIZE_FIELDS = ("n_envs", "n_steps", "minibatch_size", "eval_episodes", "policy_hidden", "critic_hidden", "dual_batch",
-               "n_dual_episodes", "ltma_episodes", "ltma_horizon")  # fmt: skip
+               "n_dual_episodes")  # fmt: skip
 
 
 def size_fields(configs) -> tuple[str, ...]:
@@ -45,7 +45,6 @@ def derived_counts(cfg: Config) -> list[tuple[str, str, int]]:
         ),
         ("epochs", "epochs x minibatches gradient steps an iteration", cfg.epochs * per_batch),
         ("dual_epochs", "dual_epochs x dual_batch/dual_minibatch ascent steps an iteration", cfg.dual_steps),
-        ("ltma_horizon", "ltma_episodes x ltma_horizon adversary steps", cfg.ltma_episodes * cfg.ltma_horizon),
         *(row for plugin in options.used(cfg) for row in plugin.counts(cfg, env_length(cfg))),  # the plug-ins' own
     ]
 
