@@ -3,7 +3,7 @@
     python experiments/robustness.py --out DIR            # train, test, search, report (resumable)
     python experiments/robustness.py --out DIR --report   # the report from what DIR holds
 
-For each setting (the study's CartPole and Inventory 1-D, gymnax CartPole-v1, Pendulum-v1
+For each setting (the study's CartPole and Inventory 1-D at a cost threshold of 0.13, gymnax CartPole-v1, Pendulum-v1
 and Acrobot-v1, short budgets) it trains PPO-Lag and MDPO-Lag under every robust method
 (``none``, ``ltma``, ``ltma-norm``, ``dr``, ``worst-of-n``, ``corners``; one family program
 per learner) with ``experiments/run.py --worst-case costs``, then reads each seed's constraint
@@ -32,7 +32,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = ("cartpole", "inventory", "gymnax:CartPole-v1", "gymnax:Pendulum-v1", "gymnax:Acrobot-v1")
+# Inventory 1-D with a cost threshold: at the study's 0 no policy keeps its constraint (least worst C
+# +2.15); at 0.13 the learners keep it at the nominal kernel (docs/robustness_findings.md)
+SETTINGS = ("cartpole", "inventory@cost_threshold=0.13", "gymnax:CartPole-v1", "gymnax:Pendulum-v1", "gymnax:Acrobot-v1")
 # the pool's order, longest first (walls measured on a 2-core CPU: Acrobot ~25 min, Pendulum and
 # CartPole-v1 ~22, the study's CartPole ~12, the timing programs' compile ~8 each, Inventory ~5)
 LONGEST_FIRST = ("gymnax:Acrobot-v1", "gymnax:Pendulum-v1", "gymnax:CartPole-v1", "cartpole")
