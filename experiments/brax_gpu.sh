@@ -3,7 +3,9 @@
 # default robust method, worst-of-n), 10 seeds each on brax:hopper and brax:halfcheetah at the
 # presets' short budget (5M policy steps), the robustness test over every corner of the box and
 # the worst-case search; each run folder gets summary.md (the tables) and the plots, and
-# experiments/report.py rewrites them. Resumable: run it again to continue.
+# experiments/report.py rewrites them. First, per robot, experiments/brax_gpu_sweep.py chooses the
+# batch shape (envs, rollout length, minibatch a seed) by its written rule from a short sweep of
+# PPO-Lag (2 seeds, 1M steps a shape); the study trains at that shape. Resumable: run it again.
 #
 #   pip install -e ".[brax]" && bash experiments/brax_gpu.sh [OUT_DIR]    # default runs/brax_gpu
 #
@@ -19,8 +21,10 @@ for env in hopper halfcheetah; do
   dir="$OUT/$env"
   resume=()
   [ -f "$dir/run.json" ] && resume=(--resume)
+  python experiments/brax_gpu_sweep.py --env "$env" --out "$OUT/sweep_$env" 2>&1 | tee -a "$OUT/$env.log"
+  read -r -a shape < <(python experiments/brax_gpu_sweep.py --env "$env" --out "$OUT/sweep_$env" --report | tail -n 1)
   /usr/bin/time -v python experiments/run.py --env "brax:$env" --algos "$ALGOS" --seeds 10 --budget short \
-    --worst-case --out "$dir" "${resume[@]}" 2>&1 | tee -a "$OUT/$env.log"
+    --worst-case --out "$dir" "${shape[@]}" "${resume[@]}" 2>&1 | tee -a "$OUT/$env.log"
   python experiments/report.py "$dir" | tee "$OUT/$env.tables.md"
 done
 echo "tables: $OUT/hopper.tables.md $OUT/halfcheetah.tables.md"
