@@ -11,8 +11,8 @@ def test_gap_closed_by_hand():
     assert gap_closed([1.0, 3.0], [0.0, 1.0], -1.0) == pytest.approx(0.5)
     assert gap_closed([1.0, 3.0], [-1.0, -1.0], -1.0) == pytest.approx(1.0)
     assert gap_closed([-2.0], [-3.0], -1.0) is None  # none already below the bound: no gap
-    # none at the bound within its seeds' standard error (0.001): a gap of noise, no ratio
-    assert gap_closed([-0.401, -0.403], [4.6, 4.6], -0.4025) is None
+    # none at the bound within two of its seeds' standard errors (0.001): a gap of noise, no ratio
+    assert gap_closed([-0.401, -0.403], [4.6, 4.6], -0.4039) is None
     assert gap_closed([-0.301, -0.303], [-0.35, -0.35], -0.4025) == pytest.approx(0.048 / 0.1005)
 
 
