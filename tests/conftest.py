@@ -146,12 +146,15 @@ def trained():
 # (``--dist loadfile --no-loadscope-reorder``, pyproject.toml) hands the two workers whole files in
 # this order, so the long files start first and the short ones fill in at the end (by default it
 # orders files by their number of tests, which started the brax file last). Files not listed
-# follow in their usual order; a stale number costs only balance.
+# follow in their usual order; a stale number costs only balance. The files split from test_train.py
+# (330), test_cli.py (270) and test_user_env.py (90) share their old number by an estimate of their parts.
 FILE_WEIGHTS = {
-    "test_brax.py": 280, "test_train.py": 330, "test_cli.py": 270, "test_adversary.py": 160,
-    "test_gymnax_train.py": 130, "test_sharding.py": 100, "test_fidelity.py": 95, "test_user_env.py": 90,
-    "test_gymnax.py": 80, "test_portability.py": 80, "test_distributed.py": 60, "test_dual_estimators.py": 50,
-    "test_worst_case.py": 45, "test_behaviour.py": 40, "test_envs.py": 35, "test_feasibility.py": 30,
+    "test_brax.py": 280, "test_train_families.py": 190, "test_cli_study.py": 160, "test_adversary.py": 160,
+    "test_train_learning.py": 130, "test_gymnax_train.py": 130, "test_sharding.py": 100, "test_fidelity.py": 95,
+    "test_gymnax.py": 80, "test_portability.py": 80, "test_cli_resume.py": 70, "test_user_env_run.py": 65,
+    "test_distributed.py": 60, "test_dual_estimators.py": 50, "test_worst_case.py": 45, "test_behaviour.py": 40,
+    "test_cli_errors.py": 40, "test_envs.py": 35, "test_feasibility.py": 30, "test_user_env_checks.py": 25,
+    "test_train_config.py": 10,
 }  # fmt: skip
 
 
