@@ -15,9 +15,13 @@ every session (CI's too) starts cold and nothing leaks between sessions or into 
 user's own cache. Tests that build the same program again (the CLI tests run the
 same tiny families in separate runner calls; the runner keeps a cache JAX already
 has) compile it once. Subprocesses inherit it.
+
+The tiny studies several test files read (``full_run``, ``trained``) are trained once a
+session, not once per worker: ``shared_run`` below.
 """
 
 import atexit
+import fcntl
 import gc
 import os
 import shutil
@@ -73,31 +77,84 @@ if os.environ.get("RCMDP_JAX_TEST_COMPILE_LOG"):  # a profile of the suite: wher
     jax.monitoring.register_event_duration_secs_listener(_compile_listener)
 
 
-# a tiny MDPO-Lag run on CartPole (2 seeds), trained once a session for the tests that edit,
-# re-read or re-test a finished run folder (copy it before changing it)
-HOSTILE_TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
-                "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2"]  # fmt: skip
+# One folder of finished runs serves the session (both xdist workers), made and removed like the
+# compilation cache above; a folder given in the environment is used as it is and kept (to look at
+# the runs afterwards: give an empty one, a finished run found there is reused).
+_RUNS = os.environ.get("RCMDP_JAX_TEST_SHARED_RUNS")
+if _RUNS is None:
+    _RUNS = tempfile.mkdtemp(prefix="rcmdp_jax_test_runs_")
+    os.environ["RCMDP_JAX_TEST_SHARED_RUNS"] = _RUNS
+    atexit.register(shutil.rmtree, _RUNS, ignore_errors=True)
+os.makedirs(_RUNS, exist_ok=True)
+
+
+def shared_run(name: str, args: list[str]) -> Path:
+    """The run folder of ``cli.main(args + ["--out", ...])``, trained once a session: under
+    a file lock (``flock``) the first process to ask trains it, the other waits and reuses it.
+    ``NAME.done`` is written only after the run finished with exit 0; a failed run writes
+    ``NAME.failed`` instead, and every test that needs it fails with that message (nothing half
+    written is reused). Each call adds a line to ``NAME.log``: who trained it, who reused it.
+    The folder is shared: tests read it, and copy it before changing anything
+    (``cli_helpers._copy``)."""
+    root = Path(_RUNS)
+    out, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
+    who = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} (PID {os.getpid()})"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes or the process ends
+        if done.exists() or failed.exists():
+            said = "reused" if done.exists() else "failed before"
+        else:
+            import traceback
+
+            from rcmdp_jax.study import cli
+
+            shutil.rmtree(out, ignore_errors=True)  # what a process killed while training left
+            try:
+                code = cli.main(args + ["--out", str(out)])
+            except Exception:
+                code = "an exception:\n" + traceback.format_exc()
+            if code == 0:
+                done.write_text(f"{who}\n")
+            else:
+                failed.write_text(f"the shared run {name!r}, trained by {who}, ended with {code}")
+            said = "trained" if code == 0 else "failed"
+        with open(root / f"{name}.log", "a") as log:
+            log.write(f"{said} by {who}\n")
+    if not done.exists():
+        pytest.fail(failed.read_text(), pytrace=False)
+    return out
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory):
-    from rcmdp_jax.study import cli
+def full_run():
+    """The command-line tests' tiny study (``cli_helpers.TINY``: two families on CartPole)."""
+    from cli_helpers import TINY
 
-    out = tmp_path_factory.mktemp("hostile") / "run"
-    assert cli.main(HOSTILE_TINY + ["--out", str(out)]) == 0
-    return out
+    return shared_run("full", TINY)
+
+
+@pytest.fixture(scope="session")
+def trained():
+    """A tiny MDPO-Lag run on CartPole (``cli_helpers.HOSTILE_TINY``) for the tests that edit,
+    re-read or re-test a finished run folder (copy it before changing it)."""
+    from cli_helpers import HOSTILE_TINY
+
+    return shared_run("hostile", HOSTILE_TINY)
 
 
 # The files' CPU seconds in one whole run (2-core Intel Xeon, 2026-11), heaviest first: pytest-xdist
 # (``--dist loadfile --no-loadscope-reorder``, pyproject.toml) hands the two workers whole files in
 # this order, so the long files start first and the short ones fill in at the end (by default it
 # orders files by their number of tests, which started the brax file last). Files not listed
-# follow in their usual order; a stale number costs only balance.
+# follow in their usual order; a stale number costs only balance. The files split from test_train.py
+# (330), test_cli.py (270) and test_user_env.py (90) share their old number by an estimate of their parts.
 FILE_WEIGHTS = {
-    "test_brax.py": 280, "test_train.py": 330, "test_cli.py": 270, "test_adversary.py": 160,
-    "test_gymnax_train.py": 130, "test_sharding.py": 100, "test_fidelity.py": 95, "test_user_env.py": 90,
-    "test_gymnax.py": 80, "test_portability.py": 80, "test_distributed.py": 60, "test_dual_estimators.py": 50,
-    "test_worst_case.py": 45, "test_behaviour.py": 40, "test_envs.py": 35, "test_feasibility.py": 30,
+    "test_brax.py": 280, "test_train_families.py": 190, "test_cli_study.py": 160, "test_adversary.py": 160,
+    "test_train_learning.py": 130, "test_gymnax_train.py": 130, "test_sharding.py": 100, "test_fidelity.py": 95,
+    "test_gymnax.py": 80, "test_portability.py": 80, "test_cli_resume.py": 70, "test_user_env_run.py": 65,
+    "test_distributed.py": 60, "test_dual_estimators.py": 50, "test_worst_case.py": 45, "test_behaviour.py": 40,
+    "test_cli_errors.py": 40, "test_envs.py": 35, "test_feasibility.py": 30, "test_user_env_checks.py": 25,
+    "test_train_config.py": 10,
 }  # fmt: skip
 
 

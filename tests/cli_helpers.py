@@ -1,0 +1,54 @@
+"""What the command-line and run-folder test files share (not a test file): the tiny
+studies' arguments (``conftest.py``'s ``full_run`` and ``trained`` train them once a
+session), copying a shared run folder before changing it, and reading one."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"  # the command users call
+
+ALGOS = "MDPO-Lag,MDPO-Robust,PPO-Lag"  # two families: {MDPO-Lag, MDPO-Robust}, {PPO-Lag}
+TINY = ["--algos", ALGOS, "--seeds", "2", "--steps", "128", "--n-test", "3",
+        "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
+        "--set", "eval_episodes=2"]  # fmt: skip
+
+# a tiny MDPO-Lag run on CartPole (2 seeds): ``trained``, for the tests that edit, re-read or
+# re-test a finished run folder
+HOSTILE_TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
+                "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2"]  # fmt: skip
+
+
+def _load(out, algo, name):
+    return dict(np.load(Path(out) / "cartpole" / algo / name))
+
+
+def _copy(run, tmp_path) -> Path:
+    """A copy of a shared run folder to change (the shared one stays as it is for the other tests)."""
+    out = tmp_path / "copy"
+    shutil.copytree(run, out)
+    return out
+
+
+def _assert_same_run(a_dir, b_dir, algos):
+    for algo in algos:
+        a, b = _load(a_dir, algo, "test_results.npz"), _load(b_dir, algo, "test_results.npz")
+        np.testing.assert_array_equal(a["V"], b["V"])
+        np.testing.assert_array_equal(a["C"], b["C"])
+        ma, mb = _load(a_dir, algo, "train_metrics.npz"), _load(b_dir, algo, "train_metrics.npz")
+        for key in ma:
+            np.testing.assert_array_equal(ma[key], mb[key])
+
+
+def _snapshot(root: Path) -> dict:
+    """Every file under ``root``: its bytes (what a refused command must leave as it was)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _one_line(capsys, *words) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, err
+    return err

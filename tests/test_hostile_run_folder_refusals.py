@@ -1,0 +1,164 @@
+"""Issue 31, the run folder as a hostile user meets it (1 of 2, the refusals): an edited
+run.json, a folder a run still writes, a lock that is a link or a folder, another user's
+folder, odd names, options --eval-only checks. Each refused command is one line (exit 2)
+and changes nothing already written. In process through the entry point, on copies of
+``trained`` (conftest.py). Full disks, SIGTERM and cut checkpoints:
+``test_hostile_run_folder_writes.py``."""
+
+import errno
+import json
+import os
+
+import pytest
+from cli_helpers import HOSTILE_TINY as TINY
+from cli_helpers import _copy, _one_line, _snapshot
+
+from rcmdp_jax.study import cli
+
+
+# ------------------------------------------------------------------ 1. an edited run.json
+def _edit(plan, what):
+    cfg = plan["configs"]["cartpole"]["MDPO-Lag"]
+    if what == "seed=-5":
+        plan["seed"] = -5
+    elif what == "seed=true":
+        plan["seed"] = True
+    elif what == "seed=2**40":
+        plan["seed"] = 2**40
+    elif what == "lr='abc'":
+        cfg["hparams"]["lr"] = "abc"
+    elif what == "gamma=5":
+        cfg["hparams"]["gamma"] = 5
+    elif what == "unknown field":
+        cfg["colour"] = "blue"
+    elif what == "envs=['nope']":
+        plan["envs"] = ["nope"]
+        plan["configs"]["nope"] = plan["configs"].pop("cartpole")
+    elif what == "env='inventory'":
+        cfg["env"] = "inventory"
+    elif what == "policy_hidden=[7]":
+        cfg["policy_hidden"] = [7]
+    return plan
+
+
+EDITS = {"seed=-5": "seed must be an integer in [0, 2**32)", "seed=true": "seed must be an integer",
+         "seed=2**40": "seed must be an integer in [0, 2**32)", "lr='abc'": "hparams.lr='abc' is not a number",
+         "gamma=5": "gamma must be in [0, 1]", "unknown field": "unknown config field(s) ['colour']",
+         "envs=['nope']": "environment 'nope'", "env='inventory'": "its env is 'inventory', not 'cartpole'",
+         "policy_hidden=[7]": "the config of cartpole/MDPO-Lag does not match its checkpoint"}  # fmt: skip
+
+
+@pytest.mark.parametrize("what", list(EDITS))
+def test_an_edited_run_json_is_refused_and_nothing_changes(trained, tmp_path, capsys, what):
+    import report
+
+    out = _copy(trained, tmp_path)
+    (out / "run.json").write_text(json.dumps(_edit(json.loads((out / "run.json").read_text()), what)))
+    before = _snapshot(out)
+    assert cli.main(["--eval-only", str(out)]) == 2
+    _one_line(capsys, EDITS[what])
+    assert cli.main(TINY + ["--resume", "--out", str(out)]) == 2
+    capsys.readouterr()
+    if what != "policy_hidden=[7]":  # the report reads results only, never a checkpoint
+        assert report.main([str(out)]) == 2
+        _one_line(capsys, EDITS[what])
+    assert _snapshot(out) == before
+
+
+# ------------------------------------------------------------------ 3. locks, permissions, names
+def test_the_report_names_a_run_that_still_writes_the_folder(trained, tmp_path, capsys, monkeypatch):
+    """A run writing the folder holds its lock: the report says so instead of "no test
+    results", and rewrites nothing; once the lock is free it reports."""
+    import report
+
+    from rcmdp_jax.study.run_folder import RunFolder
+
+    out = _copy(trained, tmp_path)
+    before = _snapshot(out)
+    release = RunFolder(out).lock()
+    try:
+        assert report.main([str(out)]) == 2
+        _one_line(capsys, f"{out} is in use by another run or report (PID {os.getpid()})", "nothing was rewritten")
+        real_access = os.access  # a folder this user may not write (its env folders writable): still refused
+        monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(out) else real_access(
+            p, mode, **kw))  # fmt: skip
+        (out / ".lock").write_text("4242\n\x1b[31mRED")  # what the holder wrote is repeated only as a PID
+        assert report.main([str(out)]) == 2
+        _one_line(capsys, f"{out} is in use by another run or report (PID ?)", "nothing was rewritten")
+        monkeypatch.undo()
+    finally:
+        release()
+    assert _snapshot(out) == before
+    assert report.main([str(out)]) == 0 and not (out / ".lock").exists()
+
+
+def test_a_lock_that_is_a_link_is_refused_and_what_it_points_to_is_untouched(trained, tmp_path, capsys):
+    import report
+
+    out = _copy(trained, tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not the run's")
+    (out / ".lock").symlink_to(victim)
+    before = _snapshot(out)
+    assert report.main([str(out)]) == 2
+    _one_line(capsys, "cannot take the run folder's lock")
+    assert cli.main(["--eval-only", str(out)]) == 2
+    _one_line(capsys, "cannot take the run folder's lock")
+    assert victim.read_text() == "not the run's" and (out / ".lock").is_symlink()
+    assert _snapshot(out) == before
+
+
+def test_another_users_run_folder_is_one_line_and_untouched(trained, tmp_path, capsys, monkeypatch):
+    """Tests run as root, who may write anywhere: the permission check is injected."""
+    import pathlib
+
+    import report
+
+    out = _copy(trained, tmp_path)
+    before = _snapshot(out)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p).startswith(str(out)) else real_access(
+        p, mode, **kw))  # fmt: skip
+    assert cli.main(["--eval-only", str(out)]) == 2
+    _one_line(capsys, f"{out}: Permission denied")
+    assert cli.main(TINY + ["--resume", "--out", str(out)]) == 2
+    _one_line(capsys, f"{out}: Permission denied")
+    assert report.main([str(out)]) == 2
+    _one_line(capsys, "Permission denied", "nothing was rewritten")
+    # a run.json this user may not read
+    real_read = pathlib.Path.read_text
+
+    def unreadable(self, *args, **kwargs):
+        if self.name == "run.json":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "read_text", unreadable)
+    assert cli.main(["--eval-only", str(out)]) == 2
+    _one_line(capsys, f"cannot read {out / 'run.json'}: Permission denied")
+    assert report.main([str(out)]) == 2
+    _one_line(capsys, "Permission denied")
+    monkeypatch.undo()
+    assert _snapshot(out) == before
+
+
+def test_odd_names_a_long_out_and_a_lock_that_is_a_folder(trained, tmp_path, capsys):
+    long = tmp_path / ("x" * 300)
+    assert cli.main(TINY + ["--out", str(long)]) == 2
+    _one_line(capsys, "File name too long")
+    out = _copy(trained, tmp_path)
+    (out / ".lock").mkdir()
+    before = _snapshot(out)
+    assert cli.main(["--eval-only", str(out)]) == 2
+    _one_line(capsys, f"{out / '.lock'}: cannot take the run folder's lock (Is a directory)")
+    assert _snapshot(out) == before and (out / ".lock").is_dir()
+
+
+def test_eval_only_checks_the_compile_cache_and_devices(trained, tmp_path, capsys):
+    out = _copy(trained, tmp_path)
+    before = _snapshot(out)
+    assert cli.main(["--eval-only", str(out), "--compile-cache", "/etc/passwd"]) == 2
+    _one_line(capsys, "--compile-cache /etc/passwd: cannot use it as a folder")
+    assert cli.main(["--eval-only", str(out), "--devices", "99"]) == 2
+    _one_line(capsys, "--devices 99: this host has")
+    assert _snapshot(out) == before
