@@ -43,8 +43,8 @@ def _learner(short: int, lr: float, **extra) -> LearnerSpec:
 
 
 PRESETS: dict[str, BraxPreset] = {
-    # learning rate: the sweep of docs/brax_envs.md on inverted_pendulum (3e-4 lost least over
-    # PPO-Lag and MDPO-Lag); the double pendulum takes the same settings, unswept
+    # learning rate and limit: the sweeps of docs/brax_envs.md, one per pendulum (the learning
+    # rate that loses least over PPO-Lag and MDPO-Lag; the limit from unconstrained PPO's speeds)
     "inverted_pendulum": BraxPreset(
         "inverted_pendulum", "positional", {"pole_mass": 0.5, "gear": 0.2},
         {"speed": "speed:0.1"}, ("speed",), episode_length=100, min_episode_length=2,
@@ -52,8 +52,8 @@ PRESETS: dict[str, BraxPreset] = {
     ),
     "inverted_double_pendulum": BraxPreset(
         "inverted_double_pendulum", "positional", {"pole_mass": 0.3, "pole2_mass": 0.3},
-        {"speed": "speed:0.2"}, ("speed",), episode_length=100, min_episode_length=2,
-        learner=_learner(30_000, 3e-4),
+        {"speed": "speed:0.15"}, ("speed",), episode_length=100, min_episode_length=2,
+        learner=_learner(30_000, 1e-3),
     ),
     # GPU workloads (experiments/brax_gpu.sh): Safety-Gymnasium's v1 velocity limits, OmniSafe's
     # budget of 25 cost per 1000-step episode
