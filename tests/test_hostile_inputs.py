@@ -5,18 +5,11 @@ behind its clip. Each is one line (exit 2) before anything is written."""
 import numpy as np
 import pytest
 
+from cli_helpers import _one_line
 from rcmdp_jax.study import cli
 
 TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
         "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2"]  # fmt: skip
-
-
-def _one_line(capsys, *words) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in err, err
-    return err
 
 
 # ------------------------------------------------------------------ 2. sizes

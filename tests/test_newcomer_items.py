@@ -14,18 +14,11 @@ import numpy as np
 import pytest
 
 from rcmdp_jax import envs
+from cli_helpers import _one_line
 from rcmdp_jax.study import cli
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 MOUNTAIN = "gymnax:MountainCar-v0@uncertain=force:0.2"
-
-
-def _one_line(capsys, *words) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in err, err
-    return err
 
 
 # ------------------------------------------------------------------ 5. a module beside FILE.py

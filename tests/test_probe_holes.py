@@ -3,7 +3,6 @@ wrongly. Each case is refused in one line naming the field and what it may be, b
 anything is compiled or written, or now does what it says."""
 
 import json
-import shutil
 import signal
 import textwrap
 
@@ -11,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from rcmdp_jax import envs, make_family, preset
+from cli_helpers import _copy, _one_line, _snapshot
 from rcmdp_jax.study import cli
 
 MOVER = textwrap.dedent("""
@@ -20,24 +20,6 @@ MOVER = textwrap.dedent("""
     os.chdir({elsewhere!r})  # a module that changes the working directory as it loads
     make = lambda: envs.spec("gymnax:CartPole-v1")
 """)
-
-
-def _one_line(capsys, *words) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in err, err
-    return err
-
-
-def _snapshot(root):
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _copy(run, tmp_path):
-    out = tmp_path / "copy"
-    shutil.copytree(run, out)
-    return out
 
 
 # ------------------------------------------------------------------ wrong, 1: os.chdir at import
