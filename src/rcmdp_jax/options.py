@@ -76,7 +76,8 @@ def explicit(cfg) -> tuple[tuple[str, Any], ...]:
 def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     """A config dict with the keys that are not ``fields`` but plug-ins' options (an older
     version's flat fields, e.g. ``adversary_candidates``) moved into its ``options`` pairs."""
-    flat, pairs = [k for k in d if k not in fields and k in declared()], d.get("options", [])
+    known = declared()
+    flat, pairs = [k for k in d if k not in fields and k in known], d.get("options", [])
     if not flat or not isinstance(pairs, list) or not all(
         isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs
     ):
