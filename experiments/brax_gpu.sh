@@ -29,7 +29,7 @@ for env in hopper halfcheetah; do
   python experiments/brax_gpu_sweep.py --env "$env" --out "$OUT/sweep_$env" 2>&1 | tee -a "$OUT/$env.log"
   read -r -a shape < <(python experiments/brax_gpu_sweep.py --env "$env" --out "$OUT/sweep_$env" --report | tail -n 1)
   /usr/bin/time -v python experiments/run.py --env "brax:$env" --algos "$ALGOS" --seeds 10 --budget short \
-    --worst-case --out "$dir" "${shape[@]}" "${resume[@]}" 2>&1 | tee -a "$OUT/$env.log"
+    --worst-case costs --out "$dir" "${shape[@]}" "${resume[@]}" 2>&1 | tee -a "$OUT/$env.log"
   python experiments/report.py "$dir" | tee "$OUT/$env.tables.md"
 done
 echo "tables: $OUT/hopper.tables.md $OUT/halfcheetah.tables.md"

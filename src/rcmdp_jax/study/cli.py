@@ -51,7 +51,7 @@ def _what_to_run(p) -> None:
     p.add_argument(
         "--env",
         default="cartpole",
-        help=f"one of {', '.join(ENV_NAMES)}, 'all' (the three; default cartpole), NAME@LIMIT=X for one with its "
+        help=f"one of {', '.join(ENV_NAMES)}, 'all' (the three; default cartpole), NAME@FIELD=X for one with its "
         "constraint's limit X (cartpole@velocity_limit=0.2, inventory@cost_threshold=0.13); gymnax:ID, a gymnax preset "
         "(CartPole-v1, Pendulum-v1, Acrobot-v1, MountainCarContinuous-v0) or any other gymnax id with --uncertain; "
         "brax:NAME, a brax environment (the extra brax; presets inverted_pendulum, inverted_double_pendulum, hopper, "
