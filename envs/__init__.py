@@ -68,9 +68,8 @@ def check_name(name: str) -> None:
     if name.startswith(BRAX_PREFIX):
         import_module("rcmdp_jax.envs.brax_presets").parse_brax_name(name)
         return
-    from rcmdp_jax.envs.gymnax_presets import PRESETS
-
     from rcmdp_jax.envs.brax_presets import PRESETS as BRAX
+    from rcmdp_jax.envs.gymnax_presets import PRESETS
 
     names = [*ENV_NAMES, *(GYMNAX_PREFIX + k for k in PRESETS), *(BRAX_PREFIX + k for k in BRAX), *_REGISTERED]
     raise ValueError(f"unknown environment {name!r}; valid names: {', '.join(names)}")

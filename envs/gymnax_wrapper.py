@@ -34,9 +34,9 @@ from flax import struct
 from gymnax.environments import environment, spaces
 from jax.extend import core as jcore
 from rcmdp_jax.envs.base import RobustEnvironment, RobustState
-from rcmdp_jax.envs.unsafe_steps import finalise
 from rcmdp_jax.envs.gymnax_any import allowed_fields, float_fields
 from rcmdp_jax.envs.gymnax_inputs import check_cost_fns, check_cost_shapes, half_width, noise_vector
+from rcmdp_jax.envs.unsafe_steps import finalise
 
 CostFn = Callable[[Any, jax.Array, Any, Any], jax.Array]
 

@@ -71,9 +71,9 @@ def main(argv=None) -> int:
 
     import jax
     from bench_train import bench_train, machine
+    from rcmdp_jax.envs.brax_presets import parse_brax_name
 
     from rcmdp_jax import envs
-    from rcmdp_jax.envs.brax_presets import parse_brax_name
 
     name = envs.BRAX_PREFIX + args.env
     pre, _, _, backend = parse_brax_name(name)

@@ -16,7 +16,7 @@ assert not any(
 
 from rcmdp_jax import cpu_prng, envs  # noqa: E402
 from rcmdp_jax import make_train, preset  # noqa: E402
-from rcmdp_jax.train import build_networks  # noqa: E402
+from rcmdp_jax.networks import build_networks  # noqa: E402
 
 assert cpu_prng.apply_default()  # as the runner does: the straight-line threefry
 

@@ -16,8 +16,8 @@ from rcmdp_jax.adversary.ltma_norm import normalised_step
 from rcmdp_jax.adversary.worst_of_n import worst_kernels
 from rcmdp_jax.family import make_family
 from rcmdp_jax.ltma import pathwise_direction
+from rcmdp_jax.networks import build_networks
 from rcmdp_jax.rollout import Policy
-from rcmdp_jax.train import build_networks
 
 METHODS = ("none", "ltma", "ltma-norm", "dr", "worst-of-n", "corners")
 

@@ -126,7 +126,7 @@ def test_mdpo_kl_term_by_estimator_against_numpy(estimator):
     """With zero advantages MDPO's policy loss is ``alpha * mean KL``: the exact
     ``KL(pi_theta || pi_k)`` per state, or the reference ``exp(r) - 1 - r`` per sample."""
     from rcmdp_jax.learners import Batch, make_learner
-    from rcmdp_jax.train import build_networks
+    from rcmdp_jax.networks import build_networks
 
     cfg = preset("cartpole", "MDPO", kl_estimator=estimator, dropout=0.0, normalize_advantages=False)
     env, _ = envs.make("cartpole")

@@ -13,15 +13,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from brax import envs as benvs
-
-from rcmdp_jax import envs, preset
 from rcmdp_jax.envs.base import RobustState
 from rcmdp_jax.envs.brax_wrapper import speed_cost, velocity_cost
+
+from rcmdp_jax import envs, preset
 from rcmdp_jax.family import make_family
 from rcmdp_jax.ltma import pathwise_direction
+from rcmdp_jax.networks import build_networks
 from rcmdp_jax.rollout import Policy
 from rcmdp_jax.study import cli
-from rcmdp_jax.train import build_networks
 
 PENDULUM = "brax:inverted_pendulum"
 STEPS = 24

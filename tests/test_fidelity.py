@@ -14,8 +14,8 @@ import pytest
 from rcmdp_jax import constraints, envs, make_train, preset
 from rcmdp_jax.learners import make_optimizer
 from rcmdp_jax.losses import normalise_episode, reinforce_loss
+from rcmdp_jax.networks import build_networks
 from rcmdp_jax.rollout import collect_episode
-from rcmdp_jax.train import build_networks
 
 KEY = jax.random.PRNGKey(5)
 SMALL = dict(total_timesteps=3 * 64, n_steps=16, minibatch_size=16, epochs=2, ltma_iterations=2, eval_episodes=2)

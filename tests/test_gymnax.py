@@ -240,7 +240,7 @@ def test_bad_gymnax_cli_input_exits_2_and_writes_nothing(tmp_path, capsys, args,
 
 @pytest.mark.parametrize("estimator", ["score", "pathwise"])
 def test_the_worst_case_search_runs_on_a_gymnax_preset_and_stays_in_the_box(estimator):
-    from rcmdp_jax.train import build_networks
+    from rcmdp_jax.networks import build_networks
     from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
     name = "gymnax:Pendulum-v1@uncertain=g:0.2,m:0.2"

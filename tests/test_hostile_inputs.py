@@ -4,8 +4,8 @@ behind its clip. Each is one line (exit 2) before anything is written."""
 
 import numpy as np
 import pytest
-
 from cli_helpers import _one_line
+
 from rcmdp_jax.study import cli
 
 TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",

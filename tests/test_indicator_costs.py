@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from rcmdp_jax.envs.unsafe_steps import budget_per_step
 
 from rcmdp_jax import envs
-from rcmdp_jax.envs.unsafe_steps import budget_per_step
 
 
 def test_a_steady_rate_of_unsafe_steps_within_the_budget_is_kept():

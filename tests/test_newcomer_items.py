@@ -12,9 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_helpers import _one_line
 
 from rcmdp_jax import envs
-from cli_helpers import _one_line
 from rcmdp_jax.study import cli
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -23,7 +23,7 @@ MOUNTAIN = "gymnax:MountainCar-v0@uncertain=force:0.2"
 
 # ------------------------------------------------------------------ 5. a module beside FILE.py
 def test_a_file_environment_imports_a_module_beside_it(tmp_path, monkeypatch):
-    from rcmdp_jax import user_env
+    from rcmdp_jax.study import user_env
 
     monkeypatch.setattr(sys, "path", list(sys.path))  # whatever the load adds goes with the test
     (tmp_path / "thermo_parts.py").write_text('from rcmdp_jax import envs\nSPEC = envs.spec("gymnax:CartPole-v1")\n')

@@ -8,9 +8,9 @@ import textwrap
 
 import jax.numpy as jnp
 import pytest
+from cli_helpers import _copy, _one_line, _snapshot
 
 from rcmdp_jax import envs, make_family, preset
-from cli_helpers import _copy, _one_line, _snapshot
 from rcmdp_jax.study import cli
 
 MOVER = textwrap.dedent("""
@@ -161,7 +161,7 @@ def test_sigterm_while_a_module_loads_is_one_line_and_exit_143(tmp_path, capsys,
 def test_a_changed_width_names_its_field():
     import gymnax
 
-    from rcmdp_jax.user_env import check_described, description
+    from rcmdp_jax.study.user_env import check_described, description
 
     speed = lambda s, a, n, p: jnp.abs(n.theta_dot)[None] - 1.5  # noqa: E731
     envs.register(

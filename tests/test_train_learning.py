@@ -13,8 +13,8 @@ from train_helpers import SEEDS, alone, tiny
 
 from rcmdp_jax import envs, make_train, preset
 from rcmdp_jax.ltma import ltma_phase
+from rcmdp_jax.networks import build_networks
 from rcmdp_jax.rollout import episode_values, run_episodes
-from rcmdp_jax.train import build_networks
 
 
 def random_policy_return(env_name, n=200):

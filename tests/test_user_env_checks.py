@@ -177,7 +177,7 @@ def test_the_cpu_split_from_a_script_or_one_line_why_not():
 
 def test_a_run_of_a_name_only_its_script_registered_says_that_a_shell_cannot_reopen_it(tmp_path, monkeypatch, capsys):
     from rcmdp_jax.study import orchestrate
-    from rcmdp_jax.user_env import unsaved
+    from rcmdp_jax.study.user_env import unsaved
 
     class Trained:  # the study itself is not this test's: the note comes before it
         def __init__(self, *args):
@@ -204,7 +204,7 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
     """run.json describes each user environment (its spec's numbers, every parameter); a
     --resume, --eval-only or report with another environment under that name (another
     box registered by the script, an edited file) is one line naming what differs."""
-    from rcmdp_jax.user_env import restore
+    from rcmdp_jax.study.user_env import restore
 
     args = ["--env", "pendulum-of-a-script", "--algos", "PPO", "--seeds", "1"]
     try:

@@ -18,7 +18,6 @@ from rcmdp_jax import envs
 from rcmdp_jax.study import cli
 from rcmdp_jax.study.plan import build_plan
 
-
 BIN = Path(sys.executable).parent
 
 
@@ -199,7 +198,7 @@ def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, 
 
 
 def test_folder_names_are_plain():
-    from rcmdp_jax.user_env import check_folder_names, folder_name
+    from rcmdp_jax.study.user_env import check_folder_names, folder_name
 
     name = "gymnax:MountainCarContinuous-v0@uncertain=power:0.2,gravity:abs:0.001@costs=speed"
     assert folder_name(name) == "gymnax_MountainCarContinuous-v0_uncertain_power_0.2_gravity_abs_0.001_costs_speed"

@@ -148,7 +148,7 @@ def test_a_costs_only_search_equals_the_full_search_on_the_costs(inventory):
     full search gives them: the same points and values (up to float rounding: XLA compiles
     the smaller program differently), nothing else searched."""
     from rcmdp_jax import preset
-    from rcmdp_jax.train import build_networks
+    from rcmdp_jax.networks import build_networks
     from rcmdp_jax.worst_case import make_worst_case
 
     env, p = inventory

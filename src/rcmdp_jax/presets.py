@@ -13,9 +13,9 @@ from typing import Any
 from rcmdp_jax import adversary, envs
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env
-from rcmdp_jax.plugin import check_choice as _choice
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.hparams import HParams
+from rcmdp_jax.plugin import check_choice as _choice
 
 # The reference grid of docs/method.md §2, in its order.
 ALGORITHMS = (

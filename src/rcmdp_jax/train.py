@@ -125,8 +125,6 @@ def make_train(config: Config) -> Trainer:
 
 
 def __getattr__(name):
-    if name == "build_networks":  # its old import path, kept for scripts; its home: rcmdp_jax.networks
-        from rcmdp_jax.networks import build_networks
-
-        return build_networks
+    if name == "build_networks":  # its one import path: rcmdp_jax.networks
+        raise AttributeError("rcmdp_jax.train.build_networks moved: from rcmdp_jax.networks import build_networks")
     raise AttributeError(f"module 'rcmdp_jax.train' has no attribute {name!r}")

@@ -1,8 +1,4 @@
-"""The old import path of ``rcmdp_jax.study.user_env`` (a user's environment on the command
-line), kept for scripts: the same module, not a copy."""
+"""Not a module any more: a user's environment on the command line lives in
+``rcmdp_jax.study.user_env``. Importing this path says so in one line."""
 
-import sys
-
-from rcmdp_jax.study import user_env
-
-sys.modules[__name__] = user_env
+raise ImportError("rcmdp_jax.user_env moved: import rcmdp_jax.study.user_env (one import path per name)")

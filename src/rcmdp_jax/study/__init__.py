@@ -7,7 +7,7 @@ paper's experiments that the presets reproduce (docs/method.md). Its modules, by
 * ``plan`` / ``plan_user`` / ``sizes`` -- every input checked and every config built
   before anything is written; ``run_plan`` -- the plan (``Plan``, ``run.json``);
   ``saved_plan`` -- a saved ``run.json`` checked; ``user_env`` -- a user's ``--env
-  MODULE:NAME`` or ``FILE.py:NAME`` (``rcmdp_jax.user_env`` is its old path);
+  MODULE:NAME`` or ``FILE.py:NAME``;
 * ``run_folder`` -- the run folder's paths, readers and writers (shared with the report);
 * ``compiled`` -- a family compiled ahead of time, its lanes over devices, the chunked loop;
 * ``orchestrate`` -- train, restore, test, search and report, as named steps (``Study``);

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax import stats
-from rcmdp_jax.study import aggregate, report_text
 from rcmdp_jax.kernel_text import kernel_names
+from rcmdp_jax.study import aggregate, report_text
 from rcmdp_jax.study.plots import plot_robustness, plot_training
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, write_text
 from rcmdp_jax.study.worst_case_report import worst_case_section
