@@ -106,12 +106,17 @@ def test_pathwise_gradient_matches_finite_differences_on_a_gymnax_preset():
     keys = jax.random.split(jax.random.PRNGKey(2), 4)
     lam, horizon = jnp.array([2.0]), 8
 
+    # one compiled program, xi its argument
+    direction = jax.jit(
+        lambda xi: pathwise_direction(env, params.replace(xi=xi), policy, keys, lam, env.gamma, horizon)
+    )
+
     def cost(xi):  # the same episodes' Lagrangian cost, from pathwise_direction's own aux output
-        traj = pathwise_direction(env, params.replace(xi=xi), policy, keys, lam, env.gamma, horizon)[1]
+        traj = direction(xi)[1]
         disc = env.gamma ** np.arange(horizon)
         return float(np.mean(np.sum(disc * np.asarray((-traj.reward + traj.costs @ lam) * traj.alive), axis=1)))
 
-    grad = np.asarray(pathwise_direction(env, params, policy, keys, lam, env.gamma, horizon)[0])
+    grad = np.asarray(direction(params.xi)[0])
     xi0 = np.asarray(params.xi, np.float64)
     for j in range(xi0.size):
         h = 1e-2 * float(params.kappa[j])

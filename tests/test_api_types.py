@@ -39,26 +39,23 @@ def test_a_family_member_index_outside_the_family_is_refused(member):
 
 
 def test_vmapped_values_out_of_range_are_flagged_per_lane():
-    """Under ``jax.vmap(train, in_axes=(None, 0))`` the hyperparameters are traced: the
-    program flags each lane whose values are out of range (``valid_input``), and the
-    divergence check leaves it out; concrete batched values are refused before tracing."""
+    """Under ``jax.vmap`` the hyperparameters and the kernel are traced: the program flags
+    each lane whose values are out of range (``valid_input``), and the divergence check
+    leaves it out; concrete batched values are refused before tracing. One program, five
+    lanes: valid, gamma out of range, lr NaN, xi outside the box, xi NaN (one fault a lane)."""
     import jax.numpy as jnp
 
     from rcmdp_jax.divergence import diverged_seeds
 
     cfg = preset("cartpole", "MDPO-Lag", total_timesteps=64, n_steps=16, minibatch_size=16, epochs=1, eval_every=100)
     train = make_train(cfg)
-    hp = cfg.hparams
-    lanes = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), hp)
-    lanes = lanes.replace(gamma=jnp.array([0.99, 2.0, 0.99]), lr=jnp.array([1e-3, 1e-3, jnp.nan]))
-    result = jax.jit(jax.vmap(train, in_axes=(None, 0)))(jax.random.PRNGKey(0), lanes)
-    np.testing.assert_array_equal(np.asarray(result.metrics["valid_input"])[:, 0], [1.0, 0.0, 0.0])
-    np.testing.assert_array_equal(diverged_seeds(result), [False, True, True])
-    # kernels: a vmapped xi outside the box (or NaN) is flagged the same way
-    params = train.step.default_env_params
-    xi = jnp.stack([params.xi, params.xi * 1e6, params.xi * jnp.nan])
-    kernels = jax.tree.map(lambda x: jnp.broadcast_to(x, (3,) + jnp.shape(x)), params).replace(xi=xi)
-    out = jax.jit(jax.vmap(lambda k: train(jax.random.PRNGKey(0), None, k)))(kernels)
-    np.testing.assert_array_equal(np.asarray(out.metrics["valid_input"])[:, 0], [1.0, 0.0, 0.0])
+    hp, params = cfg.hparams, train.step.default_env_params
+    lanes = jax.tree.map(lambda x: jnp.full((5,), x, jnp.float32), hp)
+    lanes = lanes.replace(gamma=lanes.gamma.at[1].set(2.0), lr=lanes.lr.at[2].set(jnp.nan))
+    xi = jnp.stack([params.xi, params.xi, params.xi, params.xi * 1e6, params.xi * jnp.nan])
+    kernels = jax.tree.map(lambda x: jnp.broadcast_to(x, (5,) + jnp.shape(x)), params).replace(xi=xi)
+    result = jax.jit(jax.vmap(lambda h, k: train(jax.random.PRNGKey(0), h, k)))(lanes, kernels)
+    np.testing.assert_array_equal(np.asarray(result.metrics["valid_input"])[:, 0], [1.0, 0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(diverged_seeds(result), [False, True, True, True, True])
     with pytest.raises(ValueError, match="gamma must be in \\[0, 1\\]"):
         train(jax.random.PRNGKey(0), hp.replace(gamma=np.array([0.99, 2.0])))  # concrete: before tracing

@@ -2,6 +2,8 @@
 against a NumPy re-derivation, the shuffled minibatches, the ascent over them, the
 wiring in training, bad input; and ``ALGO@FIELD=VALUE`` hyperparameter lanes."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -94,14 +96,28 @@ def test_minibatch_readings_in_training(estimator):
     assert np.all(np.isfinite(c_hat)) and np.any(c_hat != 0)
 
 
+# CartPole's MDPO-Lag, tiny: three seeds in one vmapped program that two tests read
+TINY_LAG = preset("cartpole", "MDPO-Lag", total_timesteps=2 * 64, n_steps=16, minibatch_size=16, epochs=1,
+                  eval_every=100, dual_estimator="start_value")  # fmt: skip
+SEEDS = jax.random.split(KEY, 3)
+
+
+@functools.cache
+def three_seeds():
+    """``TINY_LAG`` trained on ``SEEDS`` (vmapped): the ``TrainResult``."""
+    return jax.jit(jax.vmap(make_train(TINY_LAG)))(SEEDS)
+
+
 def test_dual_dropout_collects_the_estimate_with_dropout_on():
+    """Seed 0's ``c_hat`` with ``dual_dropout`` on differs from the same seed's with it off
+    (a lane of ``three_seeds``), and the multiplier batch's rollout with dropout on keeps
+    the actions and changes the log-probabilities."""
     from rcmdp_jax.rollout import collect_rollout, init_accumulator
 
-    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=2 * 64, n_steps=16, minibatch_size=16, epochs=1,
-                 eval_every=100, dual_estimator="start_value")  # fmt: skip
-    plain = np.asarray(jax.jit(make_train(cfg))(KEY).metrics["c_hat"])
-    on = np.asarray(jax.jit(make_train(cfg.replace(dual_dropout=True)))(KEY).metrics["c_hat"])
-    assert np.all(np.isfinite(on)) and not np.allclose(plain, on)
+    cfg = TINY_LAG
+    plain = np.asarray(three_seeds().metrics["c_hat"][0])
+    on = np.asarray(jax.jit(make_train(cfg.replace(dual_dropout=True)))(SEEDS[0]).metrics["c_hat"])
+    assert np.all(np.isfinite(plain)) and np.all(np.isfinite(on)) and not np.allclose(plain, on)
     # the multiplier batch's rollout: the same actions (the same keys), the log-probabilities
     # of the dropout-perturbed network
     train = make_train(cfg)
@@ -143,9 +159,7 @@ def test_finite_blow_ups_count_as_divergence_and_the_exit_status_says_so():
     from rcmdp_jax.divergence import BLOW_UP, diverged_seeds
     from rcmdp_jax.study.orchestrate import Outcome, Study
 
-    cfg = preset("inventory", "MDPO-Augmented-Lag", total_timesteps=2 * 64, n_steps=16, minibatch_size=16, epochs=1,
-                 eval_every=100)  # fmt: skip
-    result = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(KEY, 3))
+    result = three_seeds()
     assert not diverged_seeds(result).any()
     for key, seed, value in (("critic_loss", 1, 1e31), ("lam", 2, 10 * BLOW_UP)):
         m = dict(result.metrics)

@@ -15,6 +15,7 @@ from rcmdp_jax import constraints, envs, make_train, preset
 from rcmdp_jax.learners import make_optimizer
 from rcmdp_jax.losses import normalise_episode, reinforce_loss
 from rcmdp_jax.networks import build_networks
+from rcmdp_jax.presets import schedule_variants
 from rcmdp_jax.rollout import collect_episode
 
 KEY = jax.random.PRNGKey(5)
@@ -56,25 +57,35 @@ def test_dual_step_rules_by_hand():
 
 DUAL_CASES = [("inventory", "MDPO-Lag", 65), ("inventory", "MDPO-Augmented-Lag", 65), ("inventory", "PPO-Lag", 65),
               ("cartpole", "MCPMD-Lag", 1), ("cartpole", "RMCPMD-Augmented-Lag", 1), ("cartpole", "PPO-Lag", None)]  # fmt: skip
+SCHEDULES = list(schedule_variants(("MDPO-Robust-Lag",)))
+# every configuration this file trains: the dual cases, MDPO-Robust-Lag under every alpha schedule
+# on Inventory (lanes of the MDPO-Lag cases' family) and RMCPMD-Lag (a lane of the MCPMD cases' family)
+CASES = [(e, a) for e, a, _ in DUAL_CASES] + [("inventory", n) for n in SCHEDULES] + [("cartpole", "RMCPMD-Lag")]
 
 
-def _dual_config(env_name, algo):
-    cfg = preset(env_name, algo)
-    small = {} if cfg.episodic else dict(SMALL, minibatch_size=32, n_steps=32, epochs=4)
-    small["total_timesteps"] = 4 * (cfg.batch_size if cfg.episodic else 128)
-    return preset(env_name, algo, **small, eval_every=100, dual_estimator="start_value")
+def _config(env_name, algo):
+    """MCPMD: a budget of 600 steps (whole episodes), 2 LTMA iterations; MDPO: ``SMALL``
+    (3 iterations); PPO: 4 iterations of 4 epochs over 4 minibatches (room for the KL stop)."""
+    if preset(env_name, algo).episodic:
+        small = dict(total_timesteps=600, ltma_iterations=2, eval_every=1000)
+    elif algo.startswith("PPO"):
+        small = dict(SMALL, minibatch_size=32, n_steps=32, epochs=4, total_timesteps=4 * 128, eval_every=100)
+    else:
+        small = dict(SMALL, eval_every=100)
+    return preset(env_name, algo, **small, dual_estimator="start_value")
 
 
 @functools.cache
-def dual_runs() -> dict:
-    """Every case of the next test trained on ``KEY``, the cases of one program shape as
-    members of one family (MDPO-Lag with MDPO-Augmented-Lag, MCPMD-Lag with
-    RMCPMD-Augmented-Lag: four programs for six cases): ``{(env, algo): metrics}``."""
+def runs() -> dict:
+    """Every configuration of ``CASES`` trained on ``KEY``, those of one program shape as
+    members of one family (Inventory's MDPO-Lag, MDPO-Augmented-Lag and the 7 schedules;
+    CartPole's MCPMD-Lag, RMCPMD-Augmented-Lag and RMCPMD-Lag: four programs for
+    twelve configurations): ``{(env, algo): (config, metrics)}``."""
     from rcmdp_jax.family import group, make_family
 
     out = {}
-    for env_name in dict.fromkeys(e for e, _, _ in DUAL_CASES):
-        configs = {a: _dual_config(env_name, a) for e, a, _ in DUAL_CASES if e == env_name}
+    for env_name in dict.fromkeys(e for e, _ in CASES):
+        configs = {a: _config(env_name, a) for e, a in CASES if e == env_name}
         for names in group(configs):
             family = make_family([configs[a] for a in names])
             result = jax.jit(jax.vmap(family, in_axes=(None, 0)))(KEY, jnp.arange(len(names)))
@@ -89,7 +100,7 @@ def test_dual_phase_in_training_matches_a_hand_computation(env_name, algo, expec
     iteration's ``C^``; K = 5 x 13 (PPO/MDPO), 1 (MCPMD), 13 x policy epochs run (PPO, CartPole)."""
     cfg = preset(env_name, algo)
     assert cfg.dual_steps_per_epoch == (1 if cfg.episodic else math.ceil(400 / 32))
-    cfg, m = dual_runs()[env_name, algo]
+    cfg, m = runs()[env_name, algo]
     active = np.asarray(m["active"]) > 0
     lam, c_hat, k = (np.asarray(m[x])[active] for x in ("lam", "c_hat", "dual_updates"))
     assert len(k) >= 3
@@ -145,9 +156,11 @@ def test_mcpmd_acts_with_dropout_on_whole_episodes():
 
 
 def test_mcpmd_trains_on_whole_episodes_and_counts_the_steps_taken():
-    cfg = preset("cartpole", "RMCPMD-Lag", total_timesteps=600, ltma_iterations=2, eval_every=1000)
+    """RMCPMD-Lag on CartPole with a budget of 600 steps (a lane of the file's MCPMD family
+    program, ``runs``): one whole episode per iteration, the budget counts steps taken."""
+    cfg, m = runs()["cartpole", "RMCPMD-Lag"]
     assert (cfg.n_envs, cfg.n_steps, cfg.option("ltma_iterations"), cfg.dual_steps) == (1, 100, 2, 1)
-    m = jax.jit(make_train(cfg))(KEY).metrics
+    assert cfg.total_timesteps == 600 and cfg.robust and cfg.constraint == "lagrangian"
     active = np.asarray(m["active"]) > 0
     steps = np.asarray(m["policy_steps"])
     ret = np.asarray(m["episode_return"])[active]
@@ -199,40 +212,30 @@ def test_sb3_initialisation_and_optimizer():
     assert float(adam_state[1].hyperparams["eps"]) == pytest.approx(1e-5)
 
 
-@functools.cache
-def schedules_family():
-    """MDPO-Robust-Lag under every alpha schedule on Inventory (``SMALL``), as lanes of one
-    family program: ``(names, configs, result)``. Trained once per test run."""
-    from rcmdp_jax.family import make_family
-    from rcmdp_jax.presets import schedule_variants
-
-    names = list(schedule_variants(("MDPO-Robust-Lag",)))
-    configs = {n: preset("inventory", n, **SMALL) for n in names}
-    family = make_family(list(configs.values()))
-    return names, configs, jax.jit(jax.vmap(family, in_axes=(None, 0)))(KEY, jnp.arange(len(names)))
-
-
 def test_geometric_alpha_decays_by_the_domains_gamma():
     for env_name, gamma in (("cartpole", 0.99), ("inventory", 0.95), ("inventory3d", 0.95)):
         cfg = preset(env_name, "MDPO-Robust-Lag", alpha_schedule="geometric", alpha_tick="batch")
         assert cfg.hparams.alpha_decay == pytest.approx(gamma) and cfg.hparams.alpha == 2.0
-    names, configs, out = schedules_family()
-    i = names.index("MDPO-Robust-Lag:geometric-batch")  # in training: alpha_0 = 2, one tick of gamma per iteration
-    k = np.arange(configs[names[i]].num_iterations)
-    np.testing.assert_allclose(out.metrics["alpha"][i], 2.0 * 0.95**k, rtol=1e-5)
+    cfg, m = runs()["inventory", "MDPO-Robust-Lag:geometric-batch"]  # alpha_0 = 2, one tick of gamma an iteration
+    np.testing.assert_allclose(m["alpha"], 2.0 * 0.95 ** np.arange(cfg.num_iterations), rtol=1e-5)
 
 
 def test_schedules_are_traced_in_one_family():
+    """MDPO-Robust-Lag under the 7 alpha schedules on Inventory: one family (lanes of
+    ``runs``' Inventory MDPO program), two of them equal to the algorithm trained alone, and
+    each schedule's alpha against its closed form."""
     from rcmdp_jax.family import group
 
-    names, configs, out = schedules_family()
+    names = SCHEDULES
+    configs = {n: runs()["inventory", n][0] for n in names}
     assert names[0] == "MDPO-Robust-Lag:fixed" and len(names) == 7
     assert group(configs) == [names]  # one compiled program for every schedule
     for i in (3, 6):  # restart-epoch and geometric-batch against their algorithm alone
         alone = jax.jit(make_train(configs[names[i]]))(KEY)
-        np.testing.assert_allclose(out.metrics["alpha"][i], alone.metrics["alpha"], rtol=1e-5)
-        np.testing.assert_allclose(out.metrics["lam"][i], alone.metrics["lam"], rtol=1e-4, atol=1e-5)
-    alpha = np.asarray(out.metrics["alpha"])
+        lane = runs()["inventory", names[i]][1]
+        np.testing.assert_allclose(lane["alpha"], alone.metrics["alpha"], rtol=1e-5)
+        np.testing.assert_allclose(lane["lam"], alone.metrics["lam"], rtol=1e-4, atol=1e-5)
+    alpha = np.stack([runs()["inventory", n][1]["alpha"] for n in names])
     assert np.all(alpha[0] == 2.0) and np.all(np.diff(alpha[2]) > 0) and np.all(np.diff(alpha[6]) < 0)
     # per-batch ticks: alpha_0 = 2 and one tick per iteration, K = the iterations (linear-batch) ...
     k, big_k = np.arange(3), configs[names[2]].num_iterations
