@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import TINY, _assert_same_run, _copy, _load
+from cli_helpers import ALGOS, TINY, _assert_same_run, _copy, _load
 
 from rcmdp_jax.study import cli
 
@@ -130,7 +130,8 @@ def test_resume_with_a_damaged_checkpoint_retrains_only_that_family(full_run, tm
 def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_path, capsys):
     """--eval-only refuses the options it would ignore; --resume refuses a different
     --worst-case and an edited run.json; a second process is refused by the folder's
-    lock (a dead process's lock is taken over); a truncated result file is one line in
+    lock (a dead process's lock is taken over, and --eval-only then re-runs the sweep from
+    the checkpoints to the saved numbers); a truncated result file is one line in
     report.py, and --resume re-creates it (re-sweep, metrics from the checkpoint)."""
     import os
     import subprocess
@@ -168,8 +169,14 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
     finally:
         holder.kill()
         holder.wait()
-    assert cli.main(["--eval-only", str(out)]) == 0  # the lock's process is gone: taken over
+    # the lock's process is gone: taken over; --eval-only re-runs the sweep from the checkpoints
+    for algo in ALGOS.split(","):
+        (env_dir / algo / "test_results.npz").unlink()
+    assert cli.main(["--eval-only", str(out)]) == 0
     assert not (out / ".lock").exists()  # and released
+    for algo in ALGOS.split(","):
+        want = _load(full_run, algo, "test_results.npz")["V"]
+        np.testing.assert_array_equal(_load(out, algo, "test_results.npz")["V"], want)
     # truncated files: report.py says so in one line; --resume re-creates them
     metrics = env_dir / "PPO-Lag" / "train_metrics.npz"
     tests = env_dir / "MDPO-Lag" / "test_results.npz"

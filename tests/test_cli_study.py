@@ -1,7 +1,8 @@
 """The runner end to end on a tiny budget (``full_run``, conftest.py): the study's
 artifacts and table (the statistics of the saved episodes), vmap = no-vmap, resume after
-an interruption = an uninterrupted run, a second study in one process, eval-only, the
-schedules and worst-case studies, Ctrl-C on the command."""
+an interruption = an uninterrupted run, then a second study in the same process, the
+schedules and worst-case studies, Ctrl-C on the command. (Eval-only on a copy of
+``full_run``: ``test_cli_resume.py``'s run folder rules.)"""
 
 import json
 import os
@@ -11,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import ALGOS, RUN_PY, TINY, _assert_same_run, _copy, _load
+from cli_helpers import ALGOS, RUN_PY, TINY, _assert_same_run, _load
 
 from rcmdp_jax import stats
 from rcmdp_jax.study import cli
@@ -103,7 +104,12 @@ class Killed(Exception):
 
 
 @pytest.mark.slow
-def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_path, monkeypatch):
+def test_resume_after_interruption_equals_an_uninterrupted_run_and_a_second_study_compiles_nothing(
+    full_run, tmp_path, monkeypatch
+):
+    """Killed after the first family: --resume gives the uninterrupted run's numbers, and
+    again after a family half saved; then a second study in this process (the programs are
+    all here now) builds nothing (``_a_second_study_reuses_the_compiled_programs``)."""
     out = tmp_path / "interrupted"
     # the first family (MDPO-Lag and MDPO-Robust, trained in one program), then a "kill"
     trained = []
@@ -135,19 +141,19 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(full_run, tmp_pat
     assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
     assert (out / "cartpole" / first / "train_metrics.npz").stat().st_mtime_ns == kept
     _assert_same_run(full_run, out, ALGOS.split(","))
+    _a_second_study_reuses_the_compiled_programs(full_run, tmp_path)
 
 
-@pytest.mark.slow
-def test_a_second_study_in_the_process_reuses_its_compiled_programs(full_run, tmp_path):
-    """Run twice in one process (a notebook, the tests): the second run traces and
-    compiles nothing of the families, sweeps and layouts (``study.programs``) and gives
-    the same numbers; an environment name registered anew is a new program."""
+def _a_second_study_reuses_the_compiled_programs(full_run, tmp_path):
+    """Run again in one process (a notebook, the tests; the resumed runs above built the
+    programs here): the second run traces and compiles nothing of the families, sweeps
+    and layouts (``study.programs``) and gives the same numbers; an environment name
+    registered anew is a new program."""
     import dataclasses
 
     from rcmdp_jax import envs
     from rcmdp_jax.study import programs
 
-    assert cli.main(TINY + ["--out", str(tmp_path / "a")]) == 0  # full_run's programs, unless dropped since
     before = dict(programs.counts)
     assert cli.main(TINY + ["--out", str(tmp_path / "b")]) == 0
     assert programs.counts["built"] == before["built"], (before, programs.counts)
@@ -161,17 +167,6 @@ def test_a_second_study_in_the_process_reuses_its_compiled_programs(full_run, tm
         assert programs.env_identity("programs-test") != first and programs.env_identity("cartpole") == "cartpole"
     finally:
         envs._REGISTERED.pop("programs-test", None)  # the name is this test's alone
-
-
-@pytest.mark.slow
-def test_eval_only_reruns_the_sweep_from_checkpoints(full_run, tmp_path):
-    out = _copy(full_run, tmp_path)  # the shared run stays as it is for the other tests
-    before = {a: _load(out, a, "test_results.npz")["V"] for a in ALGOS.split(",")}
-    for a in before:
-        (out / "cartpole" / a / "test_results.npz").unlink()
-    assert cli.main(["--eval-only", str(out)]) == 0
-    for a, v in before.items():
-        np.testing.assert_array_equal(_load(out, a, "test_results.npz")["V"], v)
 
 
 @pytest.mark.slow
