@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from rcmdp_jax.envs.domain import DomainSpec, from_dict, learner_spec
 
-from rcmdp_jax import envs, preset, user_env
+from rcmdp_jax import envs, preset
 from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.family import make_family
+from rcmdp_jax.study import user_env
 
 TOY = '''
 """A 1-D drift: the action pushes the state by -0.1 or +0.1, the kernel scales it by xi."""
