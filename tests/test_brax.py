@@ -145,10 +145,10 @@ METHODS = ("dr", "worst-of-n", "corners", "ltma", "ltma-norm")
 @pytest.mark.slow  # brax's step compiles in ~5 s of CPU per copy, and the family holds about twenty: minutes
 def test_every_robust_method_trains_as_a_member_of_one_family_program():
     """PPO-Lag under dr, worst-of-n, corners, ltma (pathwise) and ltma-norm, each a member of one
-    compiled family program (called once per member, not vmapped: under ``vmap`` the lanes'
-    batching rule, ``batching.only_where``, holds every method twice, and its lane semantics are
-    ``test_adversary.py``'s): every method but dr moves the kernel inside the box, dr draws one
-    per env."""
+    compiled family program (called once per member, not vmapped: a member then runs its own
+    method's phase alone, where under ``vmap`` every lane of a chunk would run it; the lanes'
+    semantics are ``test_adversary.py``'s): every method but dr moves the kernel inside the box,
+    dr draws one per env."""
     tiny = dict(total_timesteps=64, n_steps=16, n_envs=2, minibatch_size=16, epochs=1, ltma_iterations=1,
                 eval_episodes=1, adversary_steps=1, adversary_episodes=1, adversary_candidates=2, ltma_horizon=4,
                 ltma_estimator="pathwise")  # fmt: skip

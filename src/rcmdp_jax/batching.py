@@ -5,11 +5,12 @@ branches for every lane and selects. In a family (``rcmdp_jax.family``) that mad
 the non-robust members pay for LTMA, the most sequential phase on the inventories.
 ``only_where(fn, otherwise)`` is ``fn(*args) if flag else otherwise(*args)`` whose
 batching rule (``jax.custom_batching.custom_vmap``) runs ``fn`` only on the lanes
-that need it: all lanes at once when all are flagged, none when none is; else the
-flagged lanes are moved to the front (a stable sort), cut into chunks of at most
-``chunk`` lanes, and a ``lax.map`` over the chunks runs ``fn`` vmapped on a chunk
-only when some lane of it is flagged (a ``lax.cond`` that is not batched there, so
-it really skips). Every lane gets what the plain ``lax.cond`` gives it,
+that need it: none when none is flagged; else the flagged lanes are moved to the
+front (a stable sort), cut into chunks of at most ``chunk`` lanes, and a ``lax.map``
+over the chunks runs ``fn`` vmapped on a chunk only when some lane of it is flagged
+(a ``lax.cond`` that is not batched there, so it really skips). ``fn`` appears once in
+the program (an earlier rule also ran it on all lanes at once when all were flagged:
+a second copy of every robust method's phase in each family program to compile). Every lane gets what the plain ``lax.cond`` gives it,
 computed on a narrower batch (float rounding aside).
 
 Under nested vmaps the inner one uses the rule and the outer ones batch it like
@@ -59,13 +60,10 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
             inverse = jnp.argsort(order[:axis_size])
             return jax.tree.map(lambda y: y.reshape((n_chunks * size,) + y.shape[2:])[inverse], out)
 
-        branches = [
-            lambda flag, args: jax.vmap(fn)(*args),  # every lane flagged: one wide batch
-            by_chunks,
-            lambda flag, args: jax.vmap(otherwise)(*args),  # none
-        ]
-        which = jnp.where(jnp.all(flag), 0, jnp.where(jnp.any(flag), 1, 2))
-        out = jax.lax.switch(which, branches, flag, args)
+        # one copy of ``fn`` in the program (the chunked path serves every lane flagged too);
+        # none flagged: ``otherwise`` alone, without the sort
+        none = lambda flag, args: jax.vmap(otherwise)(*args)
+        out = jax.lax.cond(jnp.any(flag), by_chunks, none, flag, args)
         return out, jax.tree.map(lambda _: True, out)
 
     return g
