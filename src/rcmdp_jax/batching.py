@@ -8,10 +8,10 @@ batching rule (``jax.custom_batching.custom_vmap``) runs ``fn`` only on the lane
 that need it: none when none is flagged; else the flagged lanes are moved to the
 front (a stable sort), cut into chunks of at most ``chunk`` lanes, and a ``lax.map``
 over the chunks runs ``fn`` vmapped on a chunk only when some lane of it is flagged
-(a ``lax.cond`` that is not batched there, so it really skips). ``fn`` appears once in
-the program (an earlier rule also ran it on all lanes at once when all were flagged:
-a second copy of every robust method's phase in each family program to compile). Every lane gets what the plain ``lax.cond`` gives it,
-computed on a narrower batch (float rounding aside).
+(a ``lax.cond`` that is not batched there, so it really skips). ``fn`` appears once
+in the program, so a family compiles each robust method's phase once. Every lane
+gets what the plain ``lax.cond`` gives it, computed on a narrower batch (float
+rounding aside).
 
 Under nested vmaps the inner one uses the rule and the outer ones batch it like
 any program (correct, without the saving). ``fn`` must not be differentiated
@@ -60,8 +60,7 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
             inverse = jnp.argsort(order[:axis_size])
             return jax.tree.map(lambda y: y.reshape((n_chunks * size,) + y.shape[2:])[inverse], out)
 
-        # one copy of ``fn`` in the program (the chunked path serves every lane flagged too);
-        # none flagged: ``otherwise`` alone, without the sort
+        # the chunked path serves every lane flagged too; none flagged: ``otherwise`` alone
         none = lambda flag, args: jax.vmap(otherwise)(*args)
         out = jax.lax.cond(jnp.any(flag), by_chunks, none, flag, args)
         return out, jax.tree.map(lambda _: True, out)
