@@ -83,3 +83,18 @@ def test_the_package_imports_without_a_circle():
     assert "rcmdp_jax.study.errors" in graph["rcmdp_jax.study.plan"]  # lazy imports count too
     found = cycle(graph)
     assert found is None, "import circle: " + " -> ".join(found)
+
+
+def test_a_name_has_one_import_path_and_an_old_one_says_where_it_lives():
+    import importlib
+
+    import pytest
+
+    with pytest.raises(ImportError, match="import rcmdp_jax.study.user_env"):
+        importlib.import_module("rcmdp_jax.user_env")
+    import rcmdp_jax.train
+
+    with pytest.raises(AttributeError, match="from rcmdp_jax.networks import build_networks"):
+        rcmdp_jax.train.build_networks  # noqa: B018
+    from rcmdp_jax.networks import build_networks  # noqa: F401
+    from rcmdp_jax.study.user_env import load_spec  # noqa: F401
