@@ -14,10 +14,13 @@ TINY = ["--algos", ALGOS, "--seeds", "2", "--steps", "128", "--n-test", "3",
         "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
         "--set", "eval_episodes=2"]  # fmt: skip
 
+# the report's tables without its figures (a few seconds a run): for the runs whose figures no test reads
+QUICK = ["--plots", "off"]
+
 # a tiny MDPO-Lag run on CartPole (2 seeds): ``trained``, for the tests that edit, re-read or
 # re-test a finished run folder
 HOSTILE_TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
-                "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2"]  # fmt: skip
+                "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2", *QUICK]  # fmt: skip
 
 
 def _load(out, algo, name):

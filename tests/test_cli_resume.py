@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import ALGOS, TINY, _assert_same_run, _copy, _load
+from cli_helpers import ALGOS, QUICK, TINY, _assert_same_run, _copy, _load
 
 from rcmdp_jax.study import cli
 
@@ -81,6 +81,24 @@ def test_resume_names_the_option_that_differs(full_run, tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_plots_off_writes_the_tables_and_leaves_no_earlier_figures(full_run, tmp_path, capsys):
+    """``--plots off`` on a folder whose report drew figures: the same tables, the earlier
+    figures removed (they would show other results than the tables) and named; ``rcmdp
+    report`` draws them again."""
+    import report
+
+    out = _copy(full_run, tmp_path)
+    env_dir = out / "cartpole"
+    drawn = sorted(p.name for p in env_dir.glob("*.png"))
+    assert "test_return.png" in drawn and "train_curves.png" in drawn, drawn
+    summary = (env_dir / "summary.md").read_text()
+    assert cli.main(["--eval-only", str(out), *QUICK]) == 0
+    assert f"removed the earlier report's figures ({', '.join(drawn)})" in capsys.readouterr().out
+    assert not list(env_dir.glob("*.png")) and (env_dir / "summary.md").read_text() == summary
+    assert report.main([str(out)]) == 0
+    assert sorted(p.name for p in env_dir.glob("*.png")) == drawn
+
+
 def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_path, capsys):
     """An older version's run.json lacks fields added since (e.g. ``dual_dropout``): they
     count as their defaults, what that version ran, so the run resumes; one written when the
@@ -95,7 +113,7 @@ def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_pat
     assert all(c["ltma_estimator"] == "score" for c in plan["configs"]["cartpole"].values() if c["robust"])
     (out / "run.json").write_text(json.dumps(plan))
     before = _load(out, "PPO-Lag", "test_results.npz")["V"]
-    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + QUICK + ["--out", str(out), "--resume"]) == 0
     np.testing.assert_array_equal(_load(out, "PPO-Lag", "test_results.npz")["V"], before)
     capsys.readouterr()
     assert cli.main(TINY + ["--out", str(out), "--resume", "--set", "ltma_estimator=pathwise"]) == 2
@@ -110,7 +128,7 @@ def test_resume_with_a_damaged_checkpoint_retrains_only_that_family(full_run, tm
     (env_dir / "PPO-Lag" / "checkpoint" / "_CHECKPOINT_METADATA").unlink()
     (env_dir / "PPO-Lag" / "test_results.npz").unlink()
     kept = (env_dir / "MDPO-Lag" / "train_metrics.npz").stat().st_mtime_ns
-    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + QUICK + ["--out", str(out), "--resume"]) == 0
     assert "incomplete checkpoint of PPO-Lag moved to" in capsys.readouterr().out
     assert (env_dir / "PPO-Lag" / "checkpoint.damaged").is_dir()
     assert (env_dir / "MDPO-Lag" / "train_metrics.npz").stat().st_mtime_ns == kept
@@ -120,9 +138,9 @@ def test_resume_with_a_damaged_checkpoint_retrains_only_that_family(full_run, tm
         if f.name != "_CHECKPOINT_METADATA":
             shutil.rmtree(f) if f.is_dir() else f.unlink()
     (env_dir / "PPO-Lag" / "test_results.npz").unlink()
-    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 5
+    assert cli.main(TINY + QUICK + ["--out", str(out), "--resume"]) == 5
     assert "damaged checkpoint" in capsys.readouterr().out
-    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0  # and the next resume retrains it
+    assert cli.main(TINY + QUICK + ["--out", str(out), "--resume"]) == 0  # and the next resume retrains it
     _assert_same_run(full_run, out, ["PPO-Lag"])
 
 
@@ -187,7 +205,7 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
     assert report.main([str(out)]) == 2
     err = capsys.readouterr().err
     assert "cannot be read" in err and "--resume re-creates it" in err and err.count("\n") == 1, err
-    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + QUICK + ["--out", str(out), "--resume"]) == 0
     assert "train_metrics.npz could not be read: re-created from the checkpoint" in capsys.readouterr().out
     for got, want in ((_load(out, "PPO-Lag", "train_metrics.npz"), want_metrics),
                       (_load(out, "MDPO-Lag", "test_results.npz"), want_tests)):  # fmt: skip

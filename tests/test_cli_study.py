@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import ALGOS, RUN_PY, TINY, _assert_same_run, _load
+from cli_helpers import ALGOS, QUICK, RUN_PY, TINY, _assert_same_run, _load
 
 from rcmdp_jax import stats
 from rcmdp_jax.study import cli
@@ -86,7 +86,7 @@ def test_sweep_level_zero_is_identical_across_directions(full_run):
 @pytest.mark.slow
 def test_vmap_and_no_vmap_give_the_same_numbers(full_run, tmp_path):
     out = tmp_path / "loop"
-    assert cli.main(TINY + ["--no-vmap", "--out", str(out)]) == 0
+    assert cli.main(TINY + QUICK + ["--no-vmap", "--out", str(out)]) == 0
     for algo in ALGOS.split(","):
         a, b = _load(full_run, algo, "test_results.npz"), _load(out, algo, "test_results.npz")
         # batched and unbatched matmuls round differently in the last bits; over a run that
@@ -125,7 +125,7 @@ def test_resume_after_interruption_equals_an_uninterrupted_run_and_a_second_stud
 
     monkeypatch.setattr(orchestrate, "train_prepared", train_then_die)
     with pytest.raises(Killed):
-        cli.main(TINY + ["--out", str(out)])
+        cli.main(TINY + QUICK + ["--out", str(out)])
     monkeypatch.undo()
     first, second, third = ALGOS.split(",")
     assert (out / "cartpole" / first / "checkpoint").is_dir()
@@ -133,12 +133,12 @@ def test_resume_after_interruption_equals_an_uninterrupted_run_and_a_second_stud
     assert not (out / "cartpole" / third).exists()
     # a plain rerun refuses to overwrite the folder
     assert cli.main(TINY + ["--out", str(out)]) == 2
-    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + QUICK + ["--out", str(out), "--resume"]) == 0
     _assert_same_run(full_run, out, ALGOS.split(","))
     # a family killed half-saved: resume trains the whole family again, writes the missing member
     shutil.rmtree(out / "cartpole" / second)
     kept = (out / "cartpole" / first / "train_metrics.npz").stat().st_mtime_ns
-    assert cli.main(TINY + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(TINY + QUICK + ["--out", str(out), "--resume"]) == 0
     assert (out / "cartpole" / first / "train_metrics.npz").stat().st_mtime_ns == kept
     _assert_same_run(full_run, out, ALGOS.split(","))
     _a_second_study_reuses_the_compiled_programs(full_run, tmp_path)
@@ -155,7 +155,7 @@ def _a_second_study_reuses_the_compiled_programs(full_run, tmp_path):
     from rcmdp_jax.study import programs
 
     before = dict(programs.counts)
-    assert cli.main(TINY + ["--out", str(tmp_path / "b")]) == 0
+    assert cli.main(TINY + QUICK + ["--out", str(tmp_path / "b")]) == 0
     assert programs.counts["built"] == before["built"], (before, programs.counts)
     assert programs.counts["reused"] >= before["reused"] + 3  # two families and the sweep at least
     _assert_same_run(full_run, tmp_path / "b", ALGOS.split(","))
@@ -190,7 +190,7 @@ def test_the_schedules_study_writes_one_table(tmp_path):
 def test_worst_case_flag_puts_the_search_next_to_the_grid(tmp_path):
     out = tmp_path / "worst"
     args = ["--env", "inventory", "--algos", "MDPO-Lag", "--seeds", "2", "--steps", "64", "--n-test", "3",
-            "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "eval_episodes=2", "--worst-case"]  # fmt: skip
+            "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "eval_episodes=2", "--worst-case", *QUICK]  # fmt: skip
     assert cli.main(args + ["--out", str(out)]) == 0
     env_dir = out / "inventory"
     z = np.load(env_dir / "MDPO-Lag" / "worst_case.npz")

@@ -47,17 +47,19 @@ def test_every_algorithm_trains_a_few_iterations_on_the_discrete_preset_through_
 
 def test_the_cli_trains_every_algorithm_on_a_gymnax_preset_with_a_chosen_box_and_cost(tmp_path, capsys):
     """All 14 algorithms on the continuous preset, a few iterations, through the command's
-    logic: a chosen box and two costs, checkpoints, the robustness sweep and the report."""
+    logic: a chosen box and two costs, checkpoints, the robustness sweep and the report (tables only:
+    ``--plots off``)."""
     out = tmp_path / "run"
     args = ["--env", "gymnax:Pendulum-v1", "--uncertain", "g=0.1,m=abs:0.2", "--costs", "torque,speed",
             "--seeds", "2", "--steps", "64", "--n-test", "2", "--devices", "1",
             "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "epochs=1", "--set", "ltma_iterations=2",
-            "--set", "eval_episodes=2", "--out", str(out)]  # fmt: skip
+            "--set", "eval_episodes=2", "--plots", "off", "--out", str(out)]  # fmt: skip
     assert cli.main(args) == 0
     name = "gymnax:Pendulum-v1@uncertain=g:0.1,m:abs:0.2@costs=torque,speed"
     folder = out / "gymnax_Pendulum-v1_uncertain_g_0.1_m_abs_0.2_costs_torque_speed"  # run.json keeps the name
     assert json.loads((out / "run.json").read_text())["envs"] == [name]
     summary = (folder / "summary.md").read_text()
+    assert "Aggregate statistics" in summary and not list(folder.glob("*.png"))  # --plots off: the tables only
     for algo in ALGORITHMS:
         res = np.load(folder / algo / "test_results.npz")
         assert res["V"].shape == (2, 11, 4, 2) and res["C"].shape == (2, 11, 4, 2, 2), algo

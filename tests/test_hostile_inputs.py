@@ -4,12 +4,10 @@ behind its clip. Each is one line (exit 2) before anything is written."""
 
 import numpy as np
 import pytest
+from cli_helpers import HOSTILE_TINY as TINY
 from cli_helpers import _one_line
 
 from rcmdp_jax.study import cli
-
-TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
-        "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2"]  # fmt: skip
 
 
 # ------------------------------------------------------------------ 2. sizes

@@ -45,14 +45,14 @@ class Outcome:
 
 class Study:
     def __init__(self, plan: Plan, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
-                 worst_case: str | None = None):  # fmt: skip
+                 worst_case: str | None = None, plots: bool = True):  # fmt: skip
         import jax
 
         from rcmdp_jax import family
         from rcmdp_jax.sharding import process_block
 
         self.plan, self.folder, self.resume, self.eval_only = plan, folder, resume, eval_only
-        self.mesh, self.worst_case = mesh, worst_case
+        self.mesh, self.worst_case, self.plots = mesh, worst_case, plots  # plots: the report's figures
         self.all_keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)
         self.block = process_block(plan.seeds)  # this process's seeds (all of them on one host)
         self.keys = np.asarray(self.all_keys[self.block])  # host data: the compile thread must not touch devices
@@ -247,7 +247,8 @@ class Study:
         o = self.outcome
         stale = {a.split("/", 1)[1] for a in o.missing + o.damaged if a.startswith(env + "/")}
         algos = [a for a in self.plan.algos if a not in stale]
-        return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa)
+        return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa,
+                                plots=self.plots)  # fmt: skip
 
     def check_checkpoints(self) -> None:
         """Every finished checkpoint must hold arrays of the shapes its run.json config

@@ -116,6 +116,16 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
     return paths
 
 
+def drop_stale(out_dir: Path) -> list[str]:
+    """Remove the figures an earlier report drew in ``out_dir`` (a report without figures,
+    ``--plots off``, must not leave figures of other results beside its tables); their names."""
+    names = ("test_return.png", "train_curves.png", "intervals.png", "profiles.png")
+    stale = [p for p in sorted(Path(out_dir).glob("*.png")) if p.name in names or p.name.startswith("test_cost_")]
+    for path in stale:
+        path.unlink()
+    return [p.name for p in stale]
+
+
 def _named(kernels: dict, most: int = 3) -> str:
     """The caption's line of each algorithm's worst kernel (up to ``most`` algorithms)."""
     if not kernels:

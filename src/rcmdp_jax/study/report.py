@@ -11,7 +11,7 @@ import numpy as np
 from rcmdp_jax import stats
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.study import aggregate, report_text
-from rcmdp_jax.study.plots import plot_robustness, plot_training
+from rcmdp_jax.study.plots import drop_stale, plot_robustness, plot_training
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, write_text
 from rcmdp_jax.study.worst_case_report import worst_case_section
 
@@ -124,8 +124,9 @@ def load_worst_case(folder: RunFolder, env_name: str, results: dict, lambda_max:
     return found
 
 
-def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa) -> str:
-    """Write summary.{md,tex,json} and the plots for one environment; return the Markdown table."""
+def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa, plots: bool = True) -> str:
+    """Write summary.{md,tex,json} and (``plots``) the figures for one environment; return the
+    Markdown table and the verdict."""
     bounds: dict = {}
     seeds: dict = {}
     folder = RunFolder(env_dir.parent)
@@ -158,8 +159,8 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
             "returns and costs are those of the clipped dynamics.\n\n" + state_bound_table(bounds, levels)
         )
     if kept and aggregate.available():
-        plots = env_dir if _has_matplotlib() else None
-        agg_text, agg_json = aggregate.section(kept, lambda_max, env_name, plots)
+        figures = env_dir if plots and _has_matplotlib() else None
+        agg_text, agg_json = aggregate.section(kept, lambda_max, env_name, figures)
         text += agg_text
         write_text(env_dir / "aggregate.json", json.dumps(agg_json, indent=2))
     elif kept:
@@ -179,6 +180,12 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     write_text(env_dir / "summary.md", text)
     write_text(env_dir / "summary.tex", latex_table(rows))
     write_text(env_dir / "summary.json", json.dumps(summary, indent=2))
+    if not plots:  # --plots off: the tables only, and no figures of earlier results beside them
+        stale = drop_stale(env_dir)
+        if stale:
+            print(f"--plots off: removed the earlier report's figures ({', '.join(stale)}); "
+                  "'rcmdp report RUN_DIR' draws them again")  # fmt: skip
+        return md + kept_text
     try:
         import matplotlib  # noqa: F401
     except ImportError:
