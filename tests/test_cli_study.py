@@ -174,14 +174,13 @@ def test_the_schedules_study_writes_one_table(tmp_path):
     out = tmp_path / "schedules"
     args = ["--schedules", "--env", "inventory", "--seeds", "1", "--steps", "64", "--n-test", "1",
             "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
-            "--set", "eval_episodes=2", "--out", str(out)]  # fmt: skip
+            "--set", "eval_episodes=2", *QUICK, "--out", str(out)]  # fmt: skip
     assert cli.main(args) == 0
     md = (out / "inventory" / "summary.md").read_text()
     table = md.split("\n## ")[0]  # the study's table (the rliable and state-bound sections follow)
     rows = [line for line in table.splitlines() if line.startswith("| MDPO-Robust")]
     assert len(rows) == 21 and rows[0].startswith("| MDPO-Robust:fixed |")
-    assert "| MDPO-Robust-Augmented-Lag:restart-batch |" in md
-    assert (out / "inventory" / "test_return.png").stat().st_size > 0
+    assert "| MDPO-Robust-Augmented-Lag:restart-batch |" in md  # (many lines told apart: test_report_readable.py)
     timing = json.loads((out / "inventory" / "MDPO-Robust_fixed" / "timing.json").read_text())  # a plain folder name
     assert len(timing["family"]) == 21  # every variant in one compiled program
 

@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from rcmdp_jax.presets import ALGORITHMS
+from rcmdp_jax.presets import ALGORITHMS, schedule_variants
 from rcmdp_jax.study import plots, report_text
 
 
@@ -90,6 +90,9 @@ def test_fourteen_lines_are_told_apart_and_lambda_only_for_constrained():
     lam_lines = [line.get_label() for line in fig.axes[2].get_lines()]
     assert lam_lines == [a for a in ALGORITHMS if "Lag" in a]
     assert len(fig.axes[0].get_lines()) == 14 and "speed" in fig.axes[1].get_title()
+    variants = list(schedule_variants())  # --schedules: 21 lines, three variants of seven schedules each
+    look = plots.styles(variants)
+    assert len(variants) == 21 and len({(s["color"], str(s["linestyle"])) for s in look.values()}) == 21
 
 
 def test_the_worst_kernel_is_said_in_its_fields_terms():

@@ -92,7 +92,7 @@ def user_run(tmp_path_factory):
     (home / "usermass.py").write_text(POINTMASS)
     out = home / "run"
     _run([str(BIN / "rcmdp"), "--env", "usermass:make", "--algos", "PPO-Lag", "--seeds", "2", "--n-test", "2",
-          "--set", "total_timesteps=3200", "--out", str(out)], home)  # fmt: skip
+          "--set", "total_timesteps=3200", "--plots", "off", "--out", str(out)], home)  # fmt: skip
     return out
 
 
