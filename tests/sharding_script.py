@@ -21,23 +21,29 @@ cfg = preset(
     ltma_iterations=2,
     eval_episodes=2,
 )
-keys = jax.random.split(jax.random.PRNGKey(0), 6)  # 6 seeds on 4 devices: padded to 8
+seeds = jax.random.split(jax.random.PRNGKey(0), 6)  # the runner's 6 seeds below
+# 6 lanes on 4 devices (padded to 8): lanes 0-2 a hyperparameter sweep (3 alphas on seed 0, the
+# first the preset's), lanes 3-5 seeds 3-5 at the preset's alpha; the runner's lanes 0, 3, 4, 5
+keys = seeds[jnp.array([0, 0, 0, 3, 4, 5])]
+alphas = jnp.array([cfg.hparams.alpha, 0.5, 4.0, cfg.hparams.alpha, cfg.hparams.alpha, cfg.hparams.alpha])  # preset: 2
+hp6 = jax.tree.map(lambda x: jnp.full((6,), x, jnp.float32), cfg.hparams).replace(alpha=alphas)
 train = make_train(cfg)
 mesh = local_mesh()
-single = jax.jit(jax.vmap(train))(keys)
-# a user's jax.jit(jax.vmap(train)) on seeds placed across the mesh: split across the 4 devices
-# (``sharded_vmap`` is this program; its own padding and trimming are checked on the sweep below)
-raw = jax.jit(jax.vmap(train))(shard_batch(keys, mesh))
+single = jax.jit(jax.vmap(train))(keys, hp6)
+# a user's jax.jit(jax.vmap(train)) on seeds and hyperparameters placed across the mesh: split
+# across the 4 devices (``sharded_vmap`` is this program; its own padding and trimming are
+# checked on the sweep below)
+raw = jax.jit(jax.vmap(train))(shard_batch(keys, mesh), shard_batch(hp6, mesh))
 sharded = unshard(raw, len(keys))
 sweep = make_eval(cfg, n_test=2)
 eval_keys = jax.random.split(jax.random.PRNGKey(1), 6)
 s_single = jax.jit(jax.vmap(sweep.per_seed))(single.state.params["actor"], eval_keys)
 s_sharded = sharded_vmap(sweep.per_seed, mesh)(sharded.state.params["actor"], eval_keys)
 s_blocks = sharded_blocks(sweep.from_keys, mesh)(sharded.state.params["actor"], eval_keys)
-# a hyperparameter sweep (3 alphas, replicated seed) sharded the same way
-hp = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), cfg.hparams).replace(alpha=jnp.array([0.5, 2.0, 4.0]))
-hp_single = jax.jit(jax.vmap(train, in_axes=(None, 0)))(keys[0], hp)
-hp_sharded = sharded_vmap(train, mesh, in_axes=(None, 0))(keys[0], hp)
+# the sweep of lanes 0-2 with its seed replicated (in_axes None) through ``sharded_vmap``
+hp = jax.tree.map(lambda x: x[:3], hp6)
+hp_single = jax.tree.map(lambda x: x[:3], single)
+hp_sharded = sharded_vmap(train, mesh, in_axes=(None, 0))(seeds[0], hp)
 
 
 def max_diff(xs, ys):
@@ -59,13 +65,15 @@ out = {
     "sweep_max_diff": float(jnp.max(jnp.abs(s_single["V"] - s_sharded["V"]))),
     "blocks_shape": list(s_blocks["V"].shape),
     "blocks_max_diff": float(jnp.max(jnp.abs(s_single["V"] - s_blocks["V"]))),
-    "hp_alpha": [float(a) for a in hp_sharded.metrics["alpha"][:, 0]],
+    "hp_alpha": [round(float(a), 6) for a in hp_sharded.metrics["alpha"][:, 0]],
+    "alpha_default": float(cfg.hparams.alpha),
+    "hp_lanes_differ": bool(not np.allclose(hp_sharded.metrics["policy_loss"][0], hp_sharded.metrics["policy_loss"][1])),
     "hp_max_diff": max_diff(hp_single.metrics, hp_sharded.metrics),
     "raw_shape": list(raw.metrics["lam"].shape),
     "n_devices_used": len(raw.metrics["lam"].sharding.device_set),
 }
 # the runner's --devices path (auto: all 4) gives the single-device numbers too: same
-# config, the same 6 seeds (PRNGKey(0)) and evaluation keys (PRNGKey(1)) as above
+# config, its 6 seeds (PRNGKey(0)) and evaluation keys (PRNGKey(1)); lanes 0, 3, 4, 5 above are its seeds
 import contextlib
 import io
 import pathlib
@@ -83,9 +91,11 @@ with contextlib.redirect_stdout(printed):
 algo_dir = tmp / "four" / "cartpole" / "MDPO-Robust-Lag"
 out["runner_sharded"] = "sharded over 4 CPU devices" in printed.getvalue()
 out["runner_shape"] = list(np.load(algo_dir / "test_results.npz")["V"].shape)
-out["runner_diffs"] = {k: max_diff(v, single.metrics[k]) for k, v in np.load(algo_dir / "train_metrics.npz").items()
-                       if k in single.metrics}  # fmt: skip
+same = np.array([0, 3, 4, 5])  # the runner's lanes that equal lanes above (same seed, the preset's alpha)
+out["runner_diffs"] = {k: max_diff(v[same], single.metrics[k][same])
+                       for k, v in np.load(algo_dir / "train_metrics.npz").items() if k in single.metrics}  # fmt: skip
 out["runner_max_diff"] = max(
-    max_diff(np.load(algo_dir / "test_results.npz")["V"], np.asarray(s_single["V"])), *out["runner_diffs"].values()
+    max_diff(np.load(algo_dir / "test_results.npz")["V"][same], np.asarray(s_single["V"])[same]),
+    *out["runner_diffs"].values(),
 )
 print("RESULT " + json.dumps(out))

@@ -30,7 +30,7 @@ def test_sharded_training_and_sweep_equal_single_device():
     assert out["raw_shape"] == [8, 2, 1] and out["n_devices_used"] == 4
     assert out["train_max_diff"] < 1e-4
     assert out["sweep_max_diff"] < 1e-4
-    assert out["hp_alpha"] == [0.5, 2.0, 4.0] and out["hp_max_diff"] < 1e-4
+    assert out["hp_alpha"] == [out["alpha_default"], 0.5, 4.0] and out["hp_max_diff"] < 1e-4 and out["hp_lanes_differ"]
     # relative to max(1, |value|): the multiplier batch's minibatch means round differently
     # when the lanes are split differently (c_hat ~7e-5), and the deterministic evaluation
     # amplifies that through the parameters (eval_costs ~6e-4 after two iterations)
