@@ -92,11 +92,13 @@ def test_plots_off_writes_the_tables_and_leaves_no_earlier_figures(full_run, tmp
     drawn = sorted(p.name for p in env_dir.glob("*.png"))
     assert "test_return.png" in drawn and "train_curves.png" in drawn, drawn
     summary = (env_dir / "summary.md").read_text()
+    (env_dir / "test_cost_notes.png").write_bytes(b"a user's own file")  # not a figure of ours: kept
     assert cli.main(["--eval-only", str(out), *QUICK]) == 0
     assert f"removed the earlier report's figures ({', '.join(drawn)})" in capsys.readouterr().out
-    assert not list(env_dir.glob("*.png")) and (env_dir / "summary.md").read_text() == summary
+    assert [p.name for p in env_dir.glob("*.png")] == ["test_cost_notes.png"]
+    assert (env_dir / "summary.md").read_text() == summary
     assert report.main([str(out)]) == 0
-    assert sorted(p.name for p in env_dir.glob("*.png")) == drawn
+    assert sorted(p.name for p in env_dir.glob("*.png")) == sorted(drawn + ["test_cost_notes.png"])
 
 
 def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_path, capsys):

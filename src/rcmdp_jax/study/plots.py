@@ -5,6 +5,7 @@ shows the constrained algorithms only."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -120,7 +121,8 @@ def drop_stale(out_dir: Path) -> list[str]:
     """Remove the figures an earlier report drew in ``out_dir`` (a report without figures,
     ``--plots off``, must not leave figures of other results beside its tables); their names."""
     names = ("test_return.png", "train_curves.png", "intervals.png", "profiles.png")
-    stale = [p for p in sorted(Path(out_dir).glob("*.png")) if p.name in names or p.name.startswith("test_cost_")]
+    ours = lambda name: name in names or re.fullmatch(r"test_cost_\d+\.png", name) is not None  # noqa: E731
+    stale = [p for p in sorted(Path(out_dir).glob("*.png")) if ours(p.name)]
     for path in stale:
         path.unlink()
     return [p.name for p in stale]
