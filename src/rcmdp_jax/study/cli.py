@@ -147,7 +147,8 @@ def _how_to_run(p) -> None:
     )
     p.add_argument("--plots", default="on", choices=("on", "off"),
                    help="on (default): the report's figures; off: tables only, a few seconds less per run "
-                        "(quick or headless runs; 'rcmdp report RUN_DIR' draws them later)")  # fmt: skip
+                        "(quick or headless runs), and the figures an earlier report drew in the folder are "
+                        "removed (named as they go); 'rcmdp report RUN_DIR' draws them again")  # fmt: skip
 
 
 # the options --eval-only does not use (it takes the run folder's plan as it is)

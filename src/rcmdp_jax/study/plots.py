@@ -5,7 +5,6 @@ shows the constrained algorithms only."""
 
 from __future__ import annotations
 
-import re
 import warnings
 from pathlib import Path
 
@@ -117,12 +116,19 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
     return paths
 
 
-def drop_stale(out_dir: Path) -> list[str]:
+def drop_stale(out_dir: Path, n_costs: int | None) -> list[str]:
     """Remove the figures an earlier report drew in ``out_dir`` (a report without figures,
-    ``--plots off``, must not leave figures of other results beside its tables); their names."""
-    names = ("test_return.png", "train_curves.png", "intervals.png", "profiles.png")
-    ours = lambda name: name in names or re.fullmatch(r"test_cost_\d+\.png", name) is not None  # noqa: E731
-    stale = [p for p in sorted(Path(out_dir).glob("*.png")) if ours(p.name)]
+    ``--plots off``, must not leave figures of other results beside its tables): the files of
+    the names the report writes, ``test_cost_1.png`` .. ``test_cost_<n_costs>.png`` among them
+    (None: as many as follow on from 1); their names."""
+    out_dir = Path(out_dir)
+    if n_costs is None:
+        n_costs = 0
+        while (out_dir / f"test_cost_{n_costs + 1}.png").exists():
+            n_costs += 1
+    names = ["test_return.png", "train_curves.png", "intervals.png", "profiles.png"]
+    names += [f"test_cost_{j}.png" for j in range(1, n_costs + 1)]
+    stale = sorted(out_dir / n for n in names if (out_dir / n).is_file())
     for path in stale:
         path.unlink()
     return [p.name for p in stale]

@@ -177,14 +177,15 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
             "overall": float(np.mean(b)),
             "per_level": [float(f) for f in np.asarray(b, np.float64).mean(axis=(0, 2, 3))],
         }
-    write_text(env_dir / "summary.md", text)
-    write_text(env_dir / "summary.tex", latex_table(rows))
-    write_text(env_dir / "summary.json", json.dumps(summary, indent=2))
-    if not plots:  # --plots off: the tables only, and no figures of earlier results beside them
-        stale = drop_stale(env_dir)
+    if not plots:  # --plots off: the tables only; first no figures of earlier results beside them
+        stale = drop_stale(env_dir, len(names) if names else None)  # no seed kept: the files say
         if stale:
             print(f"--plots off: removed the earlier report's figures ({', '.join(stale)}); "
                   "'rcmdp report RUN_DIR' draws them again")  # fmt: skip
+    write_text(env_dir / "summary.md", text)
+    write_text(env_dir / "summary.tex", latex_table(rows))
+    write_text(env_dir / "summary.json", json.dumps(summary, indent=2))
+    if not plots:
         return md + kept_text
     try:
         import matplotlib  # noqa: F401
