@@ -137,6 +137,11 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     md = markdown_table(rows)
     kept = {a: r for a, r in results.items() if r is not None}
     names = report_text.cost_names(env_name, next(iter(kept.values()))[1].shape[-1]) if kept else ()
+    if not plots:  # --plots off: the tables only, and before any is written no figures of earlier results
+        stale = drop_stale(env_dir, len(names) if names else None)  # no seed kept: the files say
+        if stale:
+            print(f"--plots off: removed the earlier report's figures ({', '.join(stale)}); "
+                  "'rcmdp report RUN_DIR' draws them again")  # fmt: skip
     test_xi = _test_kernels(folder, env_name, results)
     xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
     kept_text, kept_json = report_text.constraint_section(results, names, levels, test_xi, xi_names)
@@ -177,11 +182,6 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
             "overall": float(np.mean(b)),
             "per_level": [float(f) for f in np.asarray(b, np.float64).mean(axis=(0, 2, 3))],
         }
-    if not plots:  # --plots off: the tables only; first no figures of earlier results beside them
-        stale = drop_stale(env_dir, len(names) if names else None)  # no seed kept: the files say
-        if stale:
-            print(f"--plots off: removed the earlier report's figures ({', '.join(stale)}); "
-                  "'rcmdp report RUN_DIR' draws them again")  # fmt: skip
     write_text(env_dir / "summary.md", text)
     write_text(env_dir / "summary.tex", latex_table(rows))
     write_text(env_dir / "summary.json", json.dumps(summary, indent=2))
