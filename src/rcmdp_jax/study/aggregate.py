@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rcmdp_jax import stats
+from rcmdp_jax.study.plots import INTERVALS, PROFILES
 from rcmdp_jax.study.report_text import md_cell
 
 # bootstrap resamples of the IQM intervals (rliable's default is 50,000; rliable's
@@ -140,7 +141,7 @@ def _plot(out_dir, figures: dict, env_name: str) -> None:
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(f"{env_name}: IQM with 95% stratified-bootstrap intervals")
     fig.tight_layout()
-    fig.savefig(out_dir / "intervals.png", dpi=110)
+    fig.savefig(out_dir / INTERVALS, dpi=110)
     plt.close(fig)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
@@ -153,5 +154,5 @@ def _plot(out_dir, figures: dict, env_name: str) -> None:
     axes[0][-1].legend(fontsize=6)
     fig.suptitle(f"{env_name}: performance profiles over the test kernels")
     fig.tight_layout()
-    fig.savefig(out_dir / "profiles.png", dpi=110)
+    fig.savefig(out_dir / PROFILES, dpi=110)
     plt.close(fig)

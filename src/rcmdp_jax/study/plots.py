@@ -22,6 +22,16 @@ VARIANT_STYLES = {
     (True, "lagrangian"): ("-.", "v"),
     (True, "augmented"): ((0, (6, 2)), "P"),
 }
+# the report's figure files (``aggregate`` draws the last two), one name each: drawn here and there,
+# removed by ``drop_stale``
+TEST_RETURN, TRAIN_CURVES, INTERVALS, PROFILES = "test_return.png", "train_curves.png", "intervals.png", "profiles.png"
+
+
+def test_cost_figure(j: int) -> str:
+    """The file of constraint ``j``'s figure (``j`` = 1, 2, ...)."""
+    return f"test_cost_{j}.png"
+
+
 EXTRA_COLOURS = ("tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:pink", "tab:gray", "tab:orange")
 
 
@@ -109,7 +119,7 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
         fig.tight_layout(rect=(0, 0.1 if i > 0 else 0, 1, 1))
-        path = out_dir / ("test_return.png" if i == 0 else f"test_cost_{i}.png")
+        path = out_dir / (TEST_RETURN if i == 0 else test_cost_figure(i))
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
@@ -124,10 +134,9 @@ def drop_stale(out_dir: Path, n_costs: int | None) -> list[str]:
     out_dir = Path(out_dir)
     if n_costs is None:
         n_costs = 0
-        while (out_dir / f"test_cost_{n_costs + 1}.png").exists():
+        while (out_dir / test_cost_figure(n_costs + 1)).exists():
             n_costs += 1
-    names = ["test_return.png", "train_curves.png", "intervals.png", "profiles.png"]
-    names += [f"test_cost_{j}.png" for j in range(1, n_costs + 1)]
+    names = [TEST_RETURN, TRAIN_CURVES, INTERVALS, PROFILES] + [test_cost_figure(j) for j in range(1, n_costs + 1)]
     stale = sorted(out_dir / n for n in names if (out_dir / n).is_file())
     for path in stale:
         path.unlink()
@@ -155,7 +164,7 @@ def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndar
     """Training curves (mean over seeds), saved as ``train_curves.png``: ``training_figure``."""
     plt = _pyplot()
     fig = training_figure(metrics, xi_c, kappa, env_name, cost_names)
-    path = out_dir / "train_curves.png"
+    path = out_dir / TRAIN_CURVES
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
