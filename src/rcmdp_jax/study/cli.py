@@ -146,9 +146,10 @@ def _how_to_run(p) -> None:
         "(JAX_COMPILATION_CACHE_DIR) if it has one, else ~/.cache/rcmdp_jax/xla)",
     )
     p.add_argument("--plots", default="on", choices=("on", "off"),
-                   help="on (default): the report's figures; off: tables only, a few seconds less per run "
-                        "(quick or headless runs), and the figures an earlier report drew in the folder are "
-                        "removed (named as they go); 'rcmdp report RUN_DIR' draws them again")  # fmt: skip
+                   help="on (default): the report's figures; off: tables only, for quick or headless runs "
+                        "(docs/cli.md), and the figures an earlier report drew in an environment's folder "
+                        "(test_return.png, test_cost_<J>.png, train_curves.png, intervals.png, profiles.png) "
+                        "are deleted and named; 'rcmdp report RUN_DIR' draws them again")  # fmt: skip
 
 
 # the options --eval-only does not use (it takes the run folder's plan as it is)
