@@ -1,7 +1,7 @@
 """brax environments made robust-constrained (``envs.brax_adapter``, ``envs.brax_wrapper``,
 ``envs.brax_presets``): the adapter steps as brax itself, a scaled field reaches the physics,
 the velocity costs against a hand computation, the pathwise gradient against finite
-differences, every robust method as a member of one family program, and the missing extra.
+differences, a robust method of each kind as a member of one family program, and the missing extra.
 brax's step costs ~10 s of CPU to compile: the quick tier compiles it twice (ours, brax's) in
 one shared run; the gradient and the training programs are ``slow``."""
 
@@ -139,16 +139,23 @@ def test_pathwise_gradient_matches_finite_differences_on_the_inverted_pendulum()
         np.testing.assert_allclose(grad[j], (up - down) / (2 * h), rtol=0.05, atol=1e-3)
 
 
-METHODS = ("dr", "worst-of-n", "corners", "ltma", "ltma-norm")
+# One method of each way a method meets brax's physics: kernels of the rollout envs' own
+# (dr's draws), the policy's episodes on candidate kernels (worst-of-n's; corners runs the
+# same candidate episodes on the box's corners) and a reverse-mode pass through brax's step
+# (ltma's pathwise gradient; ltma-norm's steps follow the same gradient). corners and ltma-norm
+# on brax would compile three more copies of brax's step (one reverse-mode: ~50 s of CPU);
+# every method, corners and ltma-norm included, is a lane of one family on the gymnax and our
+# own presets (``test_adversary.py``).
+METHODS = ("dr", "worst-of-n", "ltma")
 
 
-@pytest.mark.slow  # brax's step compiles in ~5 s of CPU per copy, and the family holds about twenty: minutes
-def test_every_robust_method_trains_as_a_member_of_one_family_program():
-    """PPO-Lag under dr, worst-of-n, corners, ltma (pathwise) and ltma-norm, each a member of one
-    compiled family program (called once per member, not vmapped: a member then runs its own
-    method's phase alone, where under ``vmap`` every lane of a chunk would run it; the lanes'
-    semantics are ``test_adversary.py``'s): every method but dr moves the kernel inside the box,
-    dr draws one per env."""
+@pytest.mark.slow  # brax's step compiles in ~5 s of CPU per copy, and the family holds about a dozen: a minute
+def test_each_way_a_robust_method_meets_brax_trains_as_a_member_of_one_family_program():
+    """PPO-Lag under dr, worst-of-n and ltma (pathwise), each a member of one compiled family
+    program (called once per member, not vmapped: a member then runs its own method's phase
+    alone, where under ``vmap`` every lane of a chunk would run it; the lanes' semantics are
+    ``test_adversary.py``'s): worst-of-n and ltma move the kernel inside the box, dr draws
+    one per env."""
     tiny = dict(total_timesteps=64, n_steps=16, n_envs=2, minibatch_size=16, epochs=1, ltma_iterations=1,
                 eval_episodes=1, adversary_steps=1, adversary_episodes=1, adversary_candidates=2, ltma_horizon=4,
                 ltma_estimator="pathwise")  # fmt: skip

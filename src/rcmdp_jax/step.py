@@ -24,6 +24,7 @@ from flax import struct
 from rcmdp_jax import adversary, constraints, envs, options, schedules
 from rcmdp_jax.adversary.base import Context, broadcast, has_density
 from rcmdp_jax.adversary.lanes import Lanes
+from rcmdp_jax.batching import carried_on_lanes
 from rcmdp_jax.config import Config
 from rcmdp_jax.dual import dual_phase
 from rcmdp_jax.evaluate import curve_point
@@ -178,5 +179,6 @@ class Step:
             return self.learner.iteration_slot(lambda s: self.iteration(s, it, hp, variant), s, idle_metrics)
 
         ok = hparams_ok(hp) & self.env.kernel_ok(state.env_params)  # traced values: flagged per lane
+        state = carried_on_lanes(state, (hp, variant))  # batched lanes batch the loop once
         state, metrics = jax.lax.scan(slot, state, start + jnp.arange(n))
         return state, metrics | {"valid_input": jnp.full((n,), ok, jnp.float32)}

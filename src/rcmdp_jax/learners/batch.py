@@ -13,6 +13,7 @@ from flax import struct
 
 from rcmdp_jax import losses
 from rcmdp_jax.advantages import gae, normalise
+from rcmdp_jax.batching import carried_on_lanes
 from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
 from rcmdp_jax.rollout import collect_rollout
@@ -210,9 +211,8 @@ class BatchLearner(Learner):
             )
             return j + 1, params, opt_state, stop, sums
 
-        j_end, params, opt_state, _, sums = jax.lax.while_loop(
-            cond, body, (jnp.int32(0), params, opt_state, jnp.bool_(False), sums0)
-        )
+        init = carried_on_lanes((jnp.int32(0), params, opt_state, jnp.bool_(False), sums0), (batch, key, hp))
+        j_end, params, opt_state, _, sums = jax.lax.while_loop(cond, body, init)
         sched = sched.replace(tick=sched.tick + epochs * per_epoch)
         n_updates = sums.pop("n_updates")
         metrics = {k: v / jnp.maximum(n_updates, 1.0) for k, v in sums.items()}

@@ -10,6 +10,7 @@ import optax
 
 from rcmdp_jax import losses
 from rcmdp_jax.advantages import discounted_returns
+from rcmdp_jax.batching import carried_on_lanes
 from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
 from rcmdp_jax.rollout import collect_episode, stored_values
@@ -41,7 +42,8 @@ class MCPMD(Learner):
             _, s, _ = carry
             return (jnp.bool_(True), *iteration(s))
 
-        _, state, metrics = jax.lax.while_loop(cond, body, (jnp.bool_(False), state, nothing))
+        init = carried_on_lanes((jnp.bool_(False), state, nothing), state)
+        _, state, metrics = jax.lax.while_loop(cond, body, init)
         return state, metrics
 
     def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):
