@@ -5,7 +5,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from jax.custom_batching import custom_vmap
 
 from rcmdp_jax.batching import carried_on_lanes, only_where
