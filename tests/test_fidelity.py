@@ -55,8 +55,10 @@ def test_dual_step_rules_by_hand():
     np.testing.assert_allclose(traced, [4.35], rtol=1e-5)
 
 
+# the augmented rule for each learner: MDPO and PPO (lanes of their Inventory families), RMCPMD
 DUAL_CASES = [("inventory", "MDPO-Lag", 65), ("inventory", "MDPO-Augmented-Lag", 65), ("inventory", "PPO-Lag", 65),
-              ("cartpole", "MCPMD-Lag", 1), ("cartpole", "RMCPMD-Augmented-Lag", 1), ("cartpole", "PPO-Lag", None)]  # fmt: skip
+              ("inventory", "PPO-Augmented-Lag", 65), ("cartpole", "MCPMD-Lag", 1),
+              ("cartpole", "RMCPMD-Augmented-Lag", 1), ("cartpole", "PPO-Lag", None)]  # fmt: skip
 SCHEDULES = list(schedule_variants(("MDPO-Robust-Lag",)))
 # every configuration this file trains: the dual cases, MDPO-Robust-Lag under every alpha schedule
 # on Inventory (lanes of the MDPO-Lag cases' family) and RMCPMD-Lag (a lane of the MCPMD cases' family)
@@ -120,6 +122,10 @@ def test_dual_phase_in_training_matches_a_hand_computation(env_name, algo, expec
     want = [_iterate(step(c), p, int(n)) for p, c, n in zip(prev, c_hat[:, 0], k)]
     np.testing.assert_allclose(lam[:, 0], want, rtol=1e-5, atol=1e-6)
     assert np.any(np.abs(lam[:, 0] - prev) > 0)
+    assert np.all(np.isfinite(np.asarray(m["policy_loss"])[active]))
+    if cfg.constraint == "augmented":  # the policy's multiplier: lam~_k = lam_{k-1} + eta_lam * C^_{k-1}
+        lam_tilde = np.asarray(m["lam_tilde"])[active][:, 0]
+        np.testing.assert_allclose(lam_tilde[1:], lam[:-1, 0] + hp.eta_lam * c_hat[:-1, 0], rtol=1e-5)
 
 
 # ----------------------------------------------------------------- MCPMD

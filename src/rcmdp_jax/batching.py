@@ -91,3 +91,4 @@ def _on_lanes(leaves, like):
 def _on_lanes_rule(axis_size, in_batched, leaves, like):
     out = [x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)) for x, b in zip(leaves, in_batched[0])]
     return out, [True] * len(out)
+

@@ -71,6 +71,7 @@ def ltma_phase(key, env, env_params, actor, actor_params, lam_tilde, hp, cfg):
         )  # fmt: skip
         return (params, samples + n), None
 
-    init = carried_on_lanes((env_params, jnp.float32(0.0)), (key, actor_params, lam_tilde, hp))
+    xi, samples = carried_on_lanes((env_params.xi, jnp.float32(0.0)), (key, actor_params, lam_tilde, hp))
+    init = (env_params.replace(xi=xi), samples)  # the box's constants as they are
     (params, samples), _ = jax.lax.scan(body, init, jax.random.split(key, cfg.option("ltma_iterations")))
     return params, samples

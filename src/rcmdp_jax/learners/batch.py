@@ -211,7 +211,12 @@ class BatchLearner(Learner):
             )
             return j + 1, params, opt_state, stop, sums
 
-        init = carried_on_lanes((jnp.int32(0), params, opt_state, jnp.bool_(False), sums0), (batch, key, hp))
+        # the carries that leave batched enter batched (``carried_on_lanes``); the step count and
+        # the stop flag only where a lane's KL can stop it (else the loop stays unbatched)
+        params, opt_state, sums0 = carried_on_lanes((params, opt_state, sums0), (batch, key, hp))
+        init = (jnp.int32(0), params, opt_state, jnp.bool_(False), sums0)
+        if self.kl_stop is not None:
+            init = carried_on_lanes(init, ())
         j_end, params, opt_state, _, sums = jax.lax.while_loop(cond, body, init)
         sched = sched.replace(tick=sched.tick + epochs * per_epoch)
         n_updates = sums.pop("n_updates")
