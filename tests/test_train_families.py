@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from train_helpers import SEEDS, alone, tiny
 
-from rcmdp_jax import ALGORITHMS, envs, make_train, preset
+from rcmdp_jax import ALGORITHMS, envs, make_train, preset, sweep
 
 
 def test_vmap_over_seeds_equals_each_seed_alone_and_is_deterministic():
@@ -29,13 +29,15 @@ def test_vmap_over_seeds_equals_each_seed_alone_and_is_deterministic():
 
 
 def test_vmap_over_hyperparameters_and_kernels_in_one_call():
-    """Lanes that differ in alpha or in the training kernel, in one vmapped call: each lane
-    equals its run alone, and each of the two changes the numbers."""
+    """Lanes that differ in alpha or in the training kernel, in one vmapped call (the
+    hyperparameter lanes from ``rcmdp_jax.sweep``): each lane equals its run alone, and each
+    of the two changes the numbers."""
     cfg = tiny(algo="MDPO")
     env, params = envs.make("cartpole")
     corners = jax.tree.map(lambda x: x[-1, :2], env.test_kernels([0.0, 1.0], params))
     alphas, corner = [0.5, 3.0, 0.5], np.array([0, 0, 1])  # lane 1: another alpha; lane 2: another kernel
-    hp = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), cfg.hparams).replace(alpha=jnp.array(alphas))
+    hp = sweep(cfg, alpha=alphas)
+    assert all(np.shape(x) == (3,) for x in jax.tree.leaves(hp)) and float(hp.lr[1]) == np.float32(cfg.hparams.lr)
     kernels = jax.tree.map(lambda x: x[corner], corners)
     result = jax.jit(jax.vmap(make_train(cfg), in_axes=(None, 0, 0)))(SEEDS[0], hp, kernels)
     np.testing.assert_allclose(result.metrics["alpha"][:, 0], alphas)
