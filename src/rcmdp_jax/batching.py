@@ -66,29 +66,3 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
         return out, jax.tree.map(lambda _: True, out)
 
     return g
-
-
-def carried_on_lanes(carry, like):
-    """``carry`` unchanged; under ``jax.vmap``, when a leaf of ``carry`` or ``like`` is
-    batched, every leaf of ``carry`` batched (the unbatched ones broadcast along the lanes).
-
-    For a loop's initial carry. To batch a loop JAX must know which carries are batched: it
-    batches the body with the carries batched on entry, and when one that entered unbatched
-    leaves batched (a counter started at 0, a multiplier started at its initial value) it
-    batches the whole body again, every loop nested in it included, so nested loops multiply
-    the work. A carry batched on entry settles in one pass. Only for loops that are not
-    differentiated through (``custom_vmap`` has no reverse mode)."""
-    leaves, tree = jax.tree.flatten(carry)
-    return jax.tree.unflatten(tree, _on_lanes([jnp.asarray(x) for x in leaves], jax.tree.leaves(like)))
-
-
-@custom_vmap
-def _on_lanes(leaves, like):
-    return leaves
-
-
-@_on_lanes.def_vmap
-def _on_lanes_rule(axis_size, in_batched, leaves, like):
-    out = [x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)) for x, b in zip(leaves, in_batched[0])]
-    return out, [True] * len(out)
-

@@ -5,7 +5,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.batching import carried_on_lanes
 from rcmdp_jax.constraints import lagrangian_cost
 from rcmdp_jax.kernel_gradients import mean_quantities, score_gradient
 from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
@@ -71,7 +70,7 @@ def ltma_phase(key, env, env_params, actor, actor_params, lam_tilde, hp, cfg):
         )  # fmt: skip
         return (params, samples + n), None
 
-    xi, samples = carried_on_lanes((env_params.xi, jnp.float32(0.0)), (key, actor_params, lam_tilde, hp))
-    init = (env_params.replace(xi=xi), samples)  # the box's constants as they are
-    (params, samples), _ = jax.lax.scan(body, init, jax.random.split(key, cfg.option("ltma_iterations")))
+    (params, samples), _ = jax.lax.scan(
+        body, (env_params, jnp.float32(0.0)), jax.random.split(key, cfg.option("ltma_iterations"))
+    )
     return params, samples

@@ -24,7 +24,6 @@ from flax import struct
 from rcmdp_jax import adversary, constraints, envs, options, schedules
 from rcmdp_jax.adversary.base import Context, broadcast, has_density
 from rcmdp_jax.adversary.lanes import Lanes
-from rcmdp_jax.batching import carried_on_lanes
 from rcmdp_jax.config import Config
 from rcmdp_jax.dual import dual_phase
 from rcmdp_jax.evaluate import curve_point
@@ -179,10 +178,5 @@ class Step:
             return self.learner.iteration_slot(lambda s: self.iteration(s, it, hp, variant), s, idle_metrics)
 
         ok = hparams_ok(hp) & self.env.kernel_ok(state.env_params)  # traced values: flagged per lane
-        # what an iteration changes enters batched, so vmap batches the loop once; of the kernel
-        # only xi (its box's constants batched would batch every environment step in them)
-        kernel = state.env_params
-        state, xi = carried_on_lanes((state.replace(env_params=None), kernel.xi), (hp, variant))
-        state = state.replace(env_params=kernel.replace(xi=xi))
         state, metrics = jax.lax.scan(slot, state, start + jnp.arange(n))
         return state, metrics | {"valid_input": jnp.full((n,), ok, jnp.float32)}

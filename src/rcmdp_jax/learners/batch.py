@@ -13,7 +13,6 @@ from flax import struct
 
 from rcmdp_jax import losses
 from rcmdp_jax.advantages import gae, normalise
-from rcmdp_jax.batching import carried_on_lanes
 from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
 from rcmdp_jax.rollout import collect_rollout
@@ -211,13 +210,9 @@ class BatchLearner(Learner):
             )
             return j + 1, params, opt_state, stop, sums
 
-        # the carries that leave batched enter batched (``carried_on_lanes``); the step count and
-        # the stop flag only where a lane's KL can stop it (else the loop stays unbatched)
-        params, opt_state, sums0 = carried_on_lanes((params, opt_state, sums0), (batch, key, hp))
-        init = (jnp.int32(0), params, opt_state, jnp.bool_(False), sums0)
-        if self.kl_stop is not None:
-            init = carried_on_lanes(init, ())
-        j_end, params, opt_state, _, sums = jax.lax.while_loop(cond, body, init)
+        j_end, params, opt_state, _, sums = jax.lax.while_loop(
+            cond, body, (jnp.int32(0), params, opt_state, jnp.bool_(False), sums0)
+        )
         sched = sched.replace(tick=sched.tick + epochs * per_epoch)
         n_updates = sums.pop("n_updates")
         metrics = {k: v / jnp.maximum(n_updates, 1.0) for k, v in sums.items()}

@@ -10,7 +10,6 @@ import optax
 
 from rcmdp_jax import losses
 from rcmdp_jax.advantages import discounted_returns
-from rcmdp_jax.batching import carried_on_lanes
 from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
 from rcmdp_jax.rollout import collect_episode, stored_values
@@ -42,8 +41,7 @@ class MCPMD(Learner):
             _, s, _ = carry
             return (jnp.bool_(True), *iteration(s))
 
-        init = carried_on_lanes((jnp.bool_(False), state, nothing), state)
-        _, state, metrics = jax.lax.while_loop(cond, body, init)
+        _, state, metrics = jax.lax.while_loop(cond, body, (jnp.bool_(False), state, nothing))
         return state, metrics
 
     def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):
