@@ -144,12 +144,12 @@ def test_pathwise_gradient_matches_finite_differences_on_the_inverted_pendulum()
 # same candidate episodes on the box's corners) and a reverse-mode pass through brax's step
 # (ltma's pathwise gradient; ltma-norm's steps follow the same gradient). corners and ltma-norm
 # on brax would compile three more copies of brax's step (one reverse-mode: ~50 s of CPU);
-# every method, corners and ltma-norm included, is a lane of one family on the gymnax and our
-# own presets (``test_adversary.py``).
+# every method, corners and ltma-norm included, is a lane of one family on gymnax:CartPole-v1
+# (``test_adversary.py``).
 METHODS = ("dr", "worst-of-n", "ltma")
 
 
-@pytest.mark.slow  # brax's step compiles in ~5 s of CPU per copy, and the family holds about a dozen: a minute
+@pytest.mark.slow  # brax's step compiles in ~5 s of CPU per copy, and the family holds about a dozen: ~1.5 min
 def test_each_way_a_robust_method_meets_brax_trains_as_a_member_of_one_family_program():
     """PPO-Lag under dr, worst-of-n and ltma (pathwise), each a member of one compiled family
     program (called once per member, not vmapped: a member then runs its own method's phase

@@ -81,8 +81,9 @@ def _config(env_name, algo):
 def runs() -> dict:
     """Every configuration of ``CASES`` trained on ``KEY``, those of one program shape as
     members of one family (Inventory's MDPO-Lag, MDPO-Augmented-Lag and the 7 schedules;
-    CartPole's MCPMD-Lag, RMCPMD-Augmented-Lag and RMCPMD-Lag: four programs for
-    twelve configurations): ``{(env, algo): (config, metrics)}``."""
+    Inventory's PPO-Lag and PPO-Augmented-Lag; CartPole's MCPMD-Lag, RMCPMD-Augmented-Lag and
+    RMCPMD-Lag; CartPole's PPO-Lag: four programs for fifteen configurations):
+    ``{(env, algo): (config, metrics)}``."""
     from rcmdp_jax.family import group, make_family
 
     out = {}
@@ -122,7 +123,8 @@ def test_dual_phase_in_training_matches_a_hand_computation(env_name, algo, expec
     want = [_iterate(step(c), p, int(n)) for p, c, n in zip(prev, c_hat[:, 0], k)]
     np.testing.assert_allclose(lam[:, 0], want, rtol=1e-5, atol=1e-6)
     assert np.any(np.abs(lam[:, 0] - prev) > 0)
-    assert np.all(np.isfinite(np.asarray(m["policy_loss"])[active]))
+    for key in ("lam", "lam_tilde", "c_hat", "policy_loss"):  # every active iteration (the rules above compare values)
+        assert np.all(np.isfinite(np.asarray(m[key])[active])), key
     if cfg.constraint == "augmented":  # the policy's multiplier: lam~_k = lam_{k-1} + eta_lam * C^_{k-1}
         lam_tilde = np.asarray(m["lam_tilde"])[active][:, 0]
         np.testing.assert_allclose(lam_tilde[1:], lam[:-1, 0] + hp.eta_lam * c_hat[:-1, 0], rtol=1e-5)

@@ -1,7 +1,7 @@
 """make_train learns: better than a random policy; the constraints lower the constraint
-cost (lam rises when it is violated; the augmented rule by hand for every learner: test_fidelity.py); the adversary
-(LTMA) moves xi to the hand-derived worst corner, stays in the box and lowers the
-Lagrangian return."""
+cost (lam rises when it is violated; the augmented rule for every learner is checked in
+test_fidelity.py); the adversary (LTMA) moves xi to the hand-derived worst corner, stays
+in the box and lowers the Lagrangian return."""
 
 import functools
 
