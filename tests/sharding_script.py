@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax import make_train, preset
+from rcmdp_jax import make_train, preset, sweep
 from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.sharding import local_mesh, shard_batch, sharded_blocks, sharded_vmap, unshard
 
@@ -25,21 +25,21 @@ seeds = jax.random.split(jax.random.PRNGKey(0), 6)  # the runner's 6 seeds below
 # 6 lanes on 4 devices (padded to 8): lanes 0-2 a hyperparameter sweep (3 alphas on seed 0, the
 # first the preset's), lanes 3-5 seeds 3-5 at the preset's alpha; the runner's lanes 0, 3, 4, 5
 keys = seeds[jnp.array([0, 0, 0, 3, 4, 5])]
-alphas = jnp.array([cfg.hparams.alpha, 0.5, 4.0, cfg.hparams.alpha, cfg.hparams.alpha, cfg.hparams.alpha])  # preset: 2
-hp6 = jax.tree.map(lambda x: jnp.full((6,), x, jnp.float32), cfg.hparams).replace(alpha=alphas)
+a = cfg.hparams.alpha  # the preset's: 2
+hp6 = sweep(cfg, alpha=[a, 0.5, 4.0, a, a, a])
 train = make_train(cfg)
 mesh = local_mesh()
 single = jax.jit(jax.vmap(train))(keys, hp6)
 # a user's jax.jit(jax.vmap(train)) on seeds and hyperparameters placed across the mesh: split
 # across the 4 devices (``sharded_vmap`` is this program; its own padding and trimming are
-# checked on the sweep below)
+# checked on the robustness test below)
 raw = jax.jit(jax.vmap(train))(shard_batch(keys, mesh), shard_batch(hp6, mesh))
 sharded = unshard(raw, len(keys))
-sweep = make_eval(cfg, n_test=2)
+robustness = make_eval(cfg, n_test=2)  # the robustness test of every seed
 eval_keys = jax.random.split(jax.random.PRNGKey(1), 6)
-s_single = jax.jit(jax.vmap(sweep.per_seed))(single.state.params["actor"], eval_keys)
-s_sharded = sharded_vmap(sweep.per_seed, mesh)(sharded.state.params["actor"], eval_keys)
-s_blocks = sharded_blocks(sweep.from_keys, mesh)(sharded.state.params["actor"], eval_keys)
+s_single = jax.jit(jax.vmap(robustness.per_seed))(single.state.params["actor"], eval_keys)
+s_sharded = sharded_vmap(robustness.per_seed, mesh)(sharded.state.params["actor"], eval_keys)
+s_blocks = sharded_blocks(robustness.from_keys, mesh)(sharded.state.params["actor"], eval_keys)
 # the sweep of lanes 0-2 with its seed replicated (in_axes None) through ``sharded_vmap``
 hp = jax.tree.map(lambda x: x[:3], hp6)
 hp_single = jax.tree.map(lambda x: x[:3], single)
@@ -67,7 +67,9 @@ out = {
     "blocks_max_diff": float(jnp.max(jnp.abs(s_single["V"] - s_blocks["V"]))),
     "hp_alpha": [round(float(a), 6) for a in hp_sharded.metrics["alpha"][:, 0]],
     "alpha_default": float(cfg.hparams.alpha),
-    "hp_lanes_differ": bool(not np.allclose(hp_sharded.metrics["policy_loss"][0], hp_sharded.metrics["policy_loss"][1])),
+    "hp_lanes_differ": bool(
+        not np.allclose(hp_sharded.metrics["policy_loss"][0], hp_sharded.metrics["policy_loss"][1])
+    ),
     "hp_max_diff": max_diff(hp_single.metrics, hp_sharded.metrics),
     "raw_shape": list(raw.metrics["lam"].shape),
     "n_devices_used": len(raw.metrics["lam"].sharding.device_set),
