@@ -1,6 +1,7 @@
 """What ``pip install`` installs: every package of the source tree (a folder with an
 ``__init__.py`` under ``src/rcmdp_jax`` or ``envs``) is listed in ``pyproject.toml``, so
-a new subpackage cannot be left out of a non-editable install."""
+a new subpackage cannot be left out of a non-editable install; and what CI runs (``.ci/run``):
+the README's test command verbatim, then the checks it leaves out."""
 
 from pathlib import Path
 
@@ -42,3 +43,26 @@ def test_the_walk_names_a_nested_package_from_its_mapping(tmp_path):
         (tmp_path / folder / "__init__.py").write_text("")
     (tmp_path / "lib" / "data").mkdir()  # no __init__.py: not a package
     assert source_packages(tmp_path, {"pkg": "lib"}) == {"pkg", "pkg.sub", "pkg.sub.deeper"}
+
+
+def readme_test_command(readme: str) -> str:
+    """The command of the first ```bash block after README's "run the test suite"."""
+    after = readme[readme.index("run the test suite") :]
+    block = after[after.index("```bash\n") + len("```bash\n") :]
+    return block[: block.index("```")].strip()
+
+
+def test_ci_runs_the_readme_test_command_and_then_the_slow_checks():
+    readme = (ROOT / "README.md").read_text()
+    command = readme_test_command(readme)
+    assert "python -m pytest tests" in command and "not slow" in command, command
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    steps = [line for line in ci if "pytest" in line and not line.startswith("#")]
+    # the README's command verbatim first, then every check it leaves out: nothing goes unrun
+    assert steps == [command, 'python -m pytest tests -m slow'], steps
+    assert "python -m pytest tests -m slow" in readme  # README says what CI's second step runs
+
+
+def test_the_readme_test_command_is_read_from_its_block():
+    text = 'x\nand run the test suite (CI):\n\n```bash\npip install -e . && python -m pytest tests -m "not slow"\n```\n'
+    assert readme_test_command(text) == 'pip install -e . && python -m pytest tests -m "not slow"'
