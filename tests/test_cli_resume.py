@@ -103,6 +103,7 @@ def test_plots_off_writes_the_tables_and_leaves_no_earlier_figures(full_run, tmp
     assert sorted(p.name for p in env_dir.glob("*.png")) == sorted(drawn + mine)
 
 
+@pytest.mark.slow  # as every check on the shared command-line study: its training is the second step's
 def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_path, capsys):
     """An older version's run.json lacks fields added since (e.g. ``dual_dropout``): they
     count as their defaults, what that version ran, so the run resumes; one written when the
