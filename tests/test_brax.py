@@ -3,7 +3,7 @@
 the velocity costs against a hand computation, the pathwise gradient against finite
 differences, a robust method of each kind as a member of one family program, and the missing extra.
 brax's step costs ~10 s of CPU to compile: the quick tier compiles it twice (ours, brax's) in
-one shared run; the gradient and the training programs are ``slow``."""
+one shared run; the gradient, the training programs and the missing extra (another process) are ``slow``."""
 
 import subprocess
 import sys
@@ -191,6 +191,7 @@ def test_bad_input_is_one_clear_line_before_anything_compiles():
         make_family([preset(PENDULUM, "PPO-Lag+ltma")])
 
 
+@pytest.mark.slow  # starts another Python process (pyproject.toml's markers)
 def test_without_the_extra_the_command_says_how_to_install_it(tmp_path):
     code = ("import sys; sys.modules['brax'] = None; sys.modules['brax.envs'] = None\n"
             "from rcmdp_jax.study import cli\n"

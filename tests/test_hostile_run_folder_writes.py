@@ -129,6 +129,7 @@ def test_sigterm_is_handled_like_ctrl_c_and_frees_the_lock(tmp_path):
     assert not (out / ".lock").exists()
 
 
+@pytest.mark.slow  # starts another Python process (pyproject.toml's markers)
 def test_a_truncated_checkpoint_is_set_aside_without_event_loop_noise(trained, tmp_path):
     """A checkpoint whose files are not those listed when it was saved is refused before
     orbax reads it (orbax's reads of a cut checkpoint end on a closed event loop, whose

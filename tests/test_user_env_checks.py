@@ -144,6 +144,7 @@ def test_sweep_names_the_field_whose_values_are_not_numbers(values):
         sweep(cfg, grid="yes", lr=[1e-3])
 
 
+@pytest.mark.slow  # starts another Python process (pyproject.toml's markers)
 def test_the_cpu_split_from_a_script_or_one_line_why_not():
     """On a CPU host: a script that has not started JAX gets one device per core; one that
     has is told in one line why not and how (the environment variable)."""

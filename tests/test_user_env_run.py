@@ -207,6 +207,7 @@ def test_folder_names_are_plain():
         check_folder_names(["A:b", "A@b"])
 
 
+@pytest.mark.slow  # starts another Python process (pyproject.toml's markers)
 def test_console_commands_are_installed():
     for cmd in ("rcmdp", "rcmdp-report"):
         assert shutil.which(cmd, path=str(BIN)), f"{cmd} is not installed: pip install -e ."
