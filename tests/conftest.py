@@ -19,7 +19,8 @@ trained. Tests that build the same program again (the CLI tests run the same tin
 in separate runner calls; the runner keeps a cache JAX already has) compile it once.
 Subprocesses inherit it. Every program goes in, however quick to compile: each process
 (the other worker, every subprocess) otherwise compiles again the same hundreds of small
-eager programs (``jnp`` ops outside ``jit``); three quick test files ran in 43 s instead of 64 s from a warm cache that holds them (2-core Xeon).
+eager programs (``jnp`` ops outside ``jit``); three quick test files ran in 43 s instead of
+64 s from a warm cache that holds them (2-core Xeon).
 
 The tiny studies several test files read (``full_run``, ``trained``) are trained once a
 session, not once per worker: ``shared_run`` below.
