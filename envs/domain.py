@@ -61,9 +61,9 @@ class LearnerSpec:
 
 
 def _hparam_fields() -> list[str]:
-    from rcmdp_jax.hparams import HParams
+    from rcmdp_jax.hparams import HPARAM_FIELDS
 
-    return sorted(f.name for f in dataclasses.fields(HParams))
+    return sorted(HPARAM_FIELDS)
 
 
 def _learner_keys() -> list[str]:

@@ -92,11 +92,38 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
         raise Damaged(problem)  # end on a closed event loop)
     try:
         with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
-            return ckpt.restore(path, abstract_tree)
+            try:
+                return ckpt.restore(path, abstract_tree)
+            except ValueError:  # a tree with containers the saved one lacks (an older version's)
+                if (tree := by_paths(ckpt.restore(path), abstract_tree)) is None:
+                    raise
+                return tree
     except Exception:
         asyncio_quiet_from_now()
         time.sleep(0.5)  # the reads in flight end now, while the filter is on, not at the process's exit
         raise
+
+
+def by_paths(raw: Any, abstract_tree: Any) -> Any:
+    """``abstract_tree`` filled leaf by leaf from ``raw`` (a checkpoint read without a target:
+    nested dicts and lists) by each leaf's key path, or None when a leaf is missing or of another
+    shape or dtype. A checkpoint of an older version whose train state lacked a container that is
+    empty there (``DualState.own`` of a program without a stateful rule) restores so."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract_tree)
+    out = []
+    for path, want in leaves:
+        node = raw
+        for k in path:
+            key = getattr(k, "key", getattr(k, "name", getattr(k, "idx", None)))
+            try:
+                node = node[key] if not isinstance(node, (list, tuple)) else node[int(key)]
+            except (KeyError, IndexError, TypeError, ValueError):
+                return None
+        if tuple(getattr(node, "shape", ())) != tuple(want.shape) or str(node.dtype) != str(want.dtype):
+            return None
+        sharding = getattr(want, "sharding", None)
+        out.append(jax.device_put(node, sharding) if sharding is not None else node)
+    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def files_path(path: Path) -> Path:

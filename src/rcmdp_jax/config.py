@@ -20,7 +20,7 @@ from rcmdp_jax.dual import DUAL_ESTIMATORS
 from rcmdp_jax.envs import check_name
 from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.envs.domain import STUDY_CHOICES
-from rcmdp_jax.hparams import HParams, validate_hparams
+from rcmdp_jax.hparams import HPARAM_FIELDS, HParams, validate_hparams
 from rcmdp_jax.learners import LEARNER_NAMES
 from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count
 from rcmdp_jax.schedules import SCHEDULE_NAMES, TICKS
@@ -155,15 +155,17 @@ class Config:
         return options.value(self, name)
 
     def replace(self, **changes: Any) -> Config:
-        """A new config with ``changes`` (fields of Config or of HParams, or registered
-        plug-ins' options) applied."""
-        hp_fields = {f.name for f in dataclasses.fields(HParams)}
+        """A new config with ``changes`` (fields of Config or of HParams, registered plug-ins'
+        options, or their traced numbers ``"NAME.number"``) applied."""
+        hp_fields = set(HPARAM_FIELDS)
         cfg_fields = {f.name for f in dataclasses.fields(Config)}
         hp_changes = {k: v for k, v in changes.items() if k in hp_fields}
         plugin_options = set(options.declared()) - cfg_fields - hp_fields
-        unknown = set(changes) - hp_fields - cfg_fields - plugin_options
+        numbers = {k: v for k, v in changes.items() if k in options.declared_numbers()}
+        unknown = set(changes) - hp_fields - cfg_fields - plugin_options - set(numbers)
         if unknown:
-            allowed = sorted((cfg_fields - {"hparams", "options"}) | hp_fields | plugin_options)
+            allowed = sorted((cfg_fields - {"hparams", "options"}) | hp_fields | plugin_options
+                             | set(options.declared_numbers()))  # fmt: skip
             raise ValueError(f"unknown config field(s) {sorted(unknown)}; allowed fields: {', '.join(allowed)}")
         own = {k: options.plain(v) for k, v in changes.items() if k in plugin_options}
         cfg_changes = {k: options.plain(v) for k, v in changes.items() if k in cfg_fields}
@@ -172,6 +174,8 @@ class Config:
         out = dataclasses.replace(self, **cfg_changes)
         if hp_changes:
             out = dataclasses.replace(out, hparams=out.hparams.replace(**hp_changes))
+        if numbers:
+            out = dataclasses.replace(out, hparams=out.hparams.with_numbers(**numbers))
         if "total_timesteps" in changes:
             _say_rounding(out)
         return out
@@ -271,7 +275,8 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
     """A JSON-ready dict of ``cfg`` (``hparams`` nested; ``options`` with the defaults of the
     plug-ins it trains with spelled out, ``options.explicit``)."""
     out = dataclasses.asdict(cfg)
-    out["hparams"] = {f.name: float(getattr(cfg.hparams, f.name)) for f in dataclasses.fields(HParams)}
+    out["hparams"] = {f: float(getattr(cfg.hparams, f)) for f in HPARAM_FIELDS}
+    out["hparams"] |= {k: float(v) for k, v in cfg.hparams.numbers().items()}  # plug-ins' numbers it sets
     out["options"] = options.explicit(cfg)
     return out
 
@@ -280,7 +285,9 @@ def config_from_dict(d: dict[str, Any]) -> Config:
     """Inverse of ``config_to_dict``; an older version's dict with plug-ins' options as flat
     fields (``ltma_iterations``, ``adversary_candidates``, ...) reads into ``options``."""
     d = options.lifted(dict(d), {f.name for f in dataclasses.fields(Config)})
-    hp = HParams(**{k: float(v) for k, v in d.pop("hparams", {}).items()})
+    hp_dict = {k: float(v) for k, v in d.pop("hparams", {}).items()}
+    hp = HParams(**{k: v for k, v in hp_dict.items() if "." not in k})
+    hp = hp.with_numbers(**{k: v for k, v in hp_dict.items() if "." in k})  # plug-ins' numbers
     for key in ("policy_hidden", "critic_hidden"):
         if key in d:
             d[key] = tuple(int(h) for h in d[key])

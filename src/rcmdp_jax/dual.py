@@ -114,5 +114,12 @@ def dual_phase(key, env, actor, critic, params, dual, env_params, cfg, hp, rule,
         n_epochs = jnp.int32(cfg.dual_epochs)
     n_ascent = jnp.where(active, n_epochs * cfg.dual_steps_per_epoch, 0)
     c_hat, estimates, n_dual = dual_estimates(key, env, env_params, actor, critic, params, cfg, hp, env_xi)
-    dual = constraints.switch(rule, lambda r, d: r.update(d, c_hat, hp, n_ascent, estimates), dual, cfg=cfg)
+    c_hat, estimates = with_margin(c_hat, estimates, hp.cost_margin)
+    dual = constraints.update(rule, dual, c_hat, hp, n_ascent, estimates, cfg=cfg)
     return dual, jnp.where(active, n_dual, 0.0), n_ascent
+
+
+def with_margin(c_hat, estimates, margin):
+    """What the rule reads with the safety margin: ``C^ + margin`` (and each step's estimate), so
+    that every rule steers towards ``C <= -margin`` (docs/method.md §2a.4); nothing else moves."""
+    return c_hat + margin, None if estimates is None else estimates + margin

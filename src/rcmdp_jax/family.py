@@ -95,7 +95,7 @@ def make_family(configs: list[Config]) -> Family:
             f"got {len(keys)} different structures (use rcmdp_jax.family.group)"
         )
     methods = adversary.family_methods(configs)
-    step = Step(configs[0], methods)
+    step = Step(configs[0], methods, tuple(dict.fromkeys(c.constraint for c in configs)))
     stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
     return Family(
         configs=configs,

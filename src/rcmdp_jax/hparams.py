@@ -1,11 +1,18 @@
 """Numeric, vmappable hyperparameters (``HParams``) and their ranges, written once and
-checked on concrete values (``validate_hparams``) and on traced ones (``hparams_ok``)."""
+checked on concrete values (``validate_hparams``) and on traced ones (``hparams_ok``).
+
+Besides the fields every program reads, ``HParams`` carries the plug-ins' own traced numbers
+(``plugin.Number``, named ``"NAME.number"``, e.g. ``"pid.kp"``): a config holds those it sets
+(``plugin_names``/``plugin_values``), and a program's inputs hold every registered one
+(``with_all_numbers``), so that they are arguments of the compiled program like the fields."""
 
 from __future__ import annotations
 
 import math
 
 from flax import struct
+
+from rcmdp_jax.options import declared_numbers
 
 
 @struct.dataclass
@@ -26,6 +33,36 @@ class HParams:
     target_kl: float = math.inf  # PPO early stop at 1.5 * target_kl; inf = off
     vf_coef: float = 0.5
     ent_coef: float = 0.0
+    # the safety margin: every constraint rule steers towards C <= -cost_margin, not C <= 0
+    # (docs/method.md §2a.4; the dual phase reads C^ + cost_margin)
+    cost_margin: float = 0.0
+    # the plug-ins' traced numbers (``plugin.Number``): names static, values traced
+    plugin_names: tuple = struct.field(pytree_node=False, default=())
+    plugin_values: tuple = ()
+
+    def number(self, name: str):
+        """Plug-in number ``name`` (``"NAME.number"``): this HParams' value, else its default."""
+        if name in self.plugin_names:
+            return self.plugin_values[self.plugin_names.index(name)]
+        known = declared_numbers()
+        if name not in known:
+            raise ValueError(f"no plug-in declares the number {name!r}; declared: {', '.join(known) or 'none'}")
+        return known[name].default
+
+    def numbers(self) -> dict:
+        """The plug-in numbers this HParams sets, ``{name: value}``."""
+        return dict(zip(self.plugin_names, self.plugin_values))
+
+    def with_numbers(self, **values) -> HParams:
+        """A copy with plug-in numbers ``values`` set (``{"pid.kp": 5.0}``), names in order."""
+        merged = dict(sorted({**self.numbers(), **values}.items()))
+        return self.replace(plugin_names=tuple(merged), plugin_values=tuple(merged.values()))
+
+    def with_all_numbers(self) -> HParams:
+        """A copy with every registered plug-in number, those it does not set at their defaults:
+        the one tree shape every program of the process takes (``train.resolve_hparams``)."""
+        full = {k: float(n.default) for k, n in declared_numbers().items()}
+        return self.with_numbers(**{**full, **self.numbers()})
 
 
 def finite_f32(x, xp):  # and representable in float32, the dtype training uses
@@ -52,6 +89,7 @@ HPARAM_RULES = {
     "target_kl": (lambda x, xp: x > 0, "> 0 (inf disables early stopping)"),
     "vf_coef": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0"),
     "ent_coef": (lambda x, xp: finite_f32(x, xp), "finite"),
+    "cost_margin": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0 (in units of C)"),
 }
 
 
@@ -59,8 +97,15 @@ def validate_hparams(hp: HParams) -> None:
     """Range checks on concrete hyperparameters (arrays are checked element-wise)."""
     import numpy as np
 
-    for field, (rule, what) in HPARAM_RULES.items():
-        v = getattr(hp, field)
+    known = declared_numbers()
+    names, values = hp.plugin_names, hp.plugin_values
+    if not isinstance(names, tuple) or not isinstance(values, tuple) or len(names) != len(values):
+        raise ValueError("HParams' plug-in numbers must be set with HParams.with_numbers(**{'NAME.number': value})")
+    if unknown := [n for n in names if n not in known]:
+        raise ValueError(f"no plug-in declares the number(s) {unknown}; declared: {', '.join(known) or 'none'}")
+    checks = [(f, rule, what, getattr(hp, f)) for f, (rule, what) in HPARAM_RULES.items()]
+    checks += [(n, known[n].ok, known[n].words(), v) for n, v in zip(names, values)]
+    for field, rule, what, v in checks:
         if isinstance(v, (bool, str, list, tuple, dict)) or v is None:
             raise ValueError(f"{field} must be a number, got {v!r}")
         if np.iscomplexobj(v):
@@ -81,4 +126,11 @@ def hparams_ok(hp: HParams):
     ok = jnp.bool_(True)
     for field, (rule, _) in HPARAM_RULES.items():
         ok = ok & jnp.all(rule(jnp.asarray(getattr(hp, field), jnp.float32), jnp))
+    known = declared_numbers()
+    for name, v in zip(hp.plugin_names, hp.plugin_values):
+        ok = ok & jnp.all(known[name].ok(jnp.asarray(v, jnp.float32), jnp))
     return ok
+
+
+# the numeric fields, in order (``plugin_names``/``plugin_values`` hold the plug-ins' numbers)
+HPARAM_FIELDS = tuple(HPARAM_RULES)

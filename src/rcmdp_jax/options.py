@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from rcmdp_jax import adversary, constraints, learners
-from rcmdp_jax.plugin import REGISTRIES, declarer, option_clash, option_owners, options_of
+from rcmdp_jax.plugin import REGISTRIES, Number, declarer, numbers_of, option_clash, option_owners, options_of
 
 
 def declared() -> dict[str, Any]:
@@ -27,6 +27,13 @@ def declared() -> dict[str, Any]:
                     raise ValueError(why)
                 out[o] = d
     return out
+
+
+def declared_numbers() -> dict[str, Number]:
+    """Every registered plug-in's traced number (``plugin.Number``), ``{"NAME.number": Number}``
+    in name order: the names ``HParams.number``, ``--set`` and ``sweep`` take."""
+    out = {f"{name}.{n}": d for r in REGISTRIES for name, cls in r.items() for n, d in numbers_of(cls).items()}
+    return dict(sorted(out.items()))
 
 
 def _is_default(name: str, value: Any, defaults: dict[str, Any]) -> bool:

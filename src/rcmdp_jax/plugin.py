@@ -10,16 +10,48 @@ them from the registry instead of listing names (docs/design.md, "Plug-ins").
 
 from __future__ import annotations
 
+import math
 import re
 from importlib import import_module
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # names go in ALGO+METHOD names, --algos lists, folders
 INT32_MAX = 2**31 - 1  # the train step's counters are int32
 
 
+class Number(NamedTuple):
+    """A traced number a plug-in declares (``Plugin.numbers``): its ``default``, the range it
+    allows (``low``/``high``, each end included unless ``open_low``; ``high`` may be inf only when
+    ``infinite`` says it may be) and a word on what it is (``what``). A config sets it as
+    ``"NAME.number"`` (the plug-in's registered name, a dot, the number's), e.g. ``--set
+    pid.kp=5``; it enters the compiled program as an argument (``HParams.number``), so a sweep of
+    it is lanes of one program and a changed value compiles nothing new."""
+
+    default: float
+    low: float = -math.inf
+    high: float = math.inf
+    what: str = ""
+    open_low: bool = False
+
+    def words(self) -> str:
+        """The allowed range in words, e.g. "finite and >= 0"."""
+        lo = "" if self.low == -math.inf else (f"> {self.low:g}" if self.open_low else f">= {self.low:g}")
+        hi = "" if self.high == math.inf else f"<= {self.high:g}"
+        return "finite" + "".join(f" and {w}" for w in (lo, hi) if w)
+
+    def ok(self, x, xp):
+        """Whether ``x`` (an array; ``xp`` NumPy or jax.numpy) is in range, element-wise."""
+        low = (x > self.low) if self.open_low else (x >= self.low)
+        return xp.isfinite(x) & (xp.abs(x) <= 3.4028235e38) & low & (x <= self.high)
+
+
 class Plugin:
     """What a plug-in declares, all optional.
+
+    ``numbers``: its traced numbers, ``{name: Number(default, low, high, what)}``, set as
+    ``"REGISTERED_NAME.name"`` (``--set pid.kp=5``, ``PPO-PID-Lag@pid.kp=5``, ``sweep``) and read in
+    the program with ``hp.number(f"{self.name}.name")``; unlike ``options`` they are arguments of
+    the compiled program, not constants, so sweeping one is lanes of one program.
 
     ``options``: its own options, ``{name: default}`` (a hashable value: a number, a
     string, a bool or a tuple); a config sets one like a field (``cfg.replace(name=v)``)
@@ -36,6 +68,7 @@ class Plugin:
     (the plan refuses one beyond int32, naming ``field``)."""
 
     options: ClassVar[dict[str, Any]] = {}
+    numbers: ClassVar[dict[str, Number]] = {}
     size_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
@@ -86,6 +119,7 @@ class Registry:
         except TypeError as err:
             raise ValueError(f"{self.kind} {name!r}: {cls.__name__}() must take no arguments ({err})") from None
         _check_option_names(self.kind, name, cls)
+        _check_numbers(self.kind, name, cls)
         self._entries[name] = cls
         return cls
 
@@ -156,6 +190,28 @@ def check_choice(option: str, value: Any, allowed: tuple[str, ...]) -> None:
     """Refuse a value that is not one of ``allowed``, naming them."""
     if value not in allowed:
         raise ValueError(f"{option}={value!r} is not allowed; choose one of: {', '.join(allowed)}")
+
+
+def numbers_of(cls: type) -> dict[str, Number]:
+    """The traced numbers of plug-in class ``cls``: its own and its bases', ``{name: Number}``."""
+    return {n: d for c in reversed(cls.__mro__) for n, d in vars(c).get("numbers", {}).items()}
+
+
+def _check_numbers(kind: str, name: str, cls: type) -> None:
+    """Refuse traced numbers that are not ``Number``s with identifier names and in-range defaults."""
+    if not all(isinstance(vars(c).get("numbers", {}), dict) for c in cls.__mro__):
+        raise ValueError(f"{kind} {name!r}: numbers must be a dict {{name: Number(default, ...)}}, got {cls.numbers!r}")
+    for n, spec in numbers_of(cls).items():
+        if not isinstance(n, str) or not n.isidentifier():
+            raise ValueError(f"{kind} {name!r}: number {n!r} must be an identifier")
+        if not isinstance(spec, Number):
+            raise ValueError(f"{kind} {name!r}: number {n!r} must be an rcmdp_jax.plugin.Number, got {spec!r}")
+        import numpy as np
+
+        if isinstance(spec.default, bool) or not isinstance(spec.default, (int, float)) or not spec.ok(
+            np.asarray(float(spec.default)), np
+        ):
+            raise ValueError(f"{kind} {name!r}: number {n!r}'s default {spec.default!r} must be {spec.words()}")
 
 
 def _resolve(entry: Any) -> Any:

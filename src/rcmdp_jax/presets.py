@@ -10,11 +10,12 @@ import math
 import re
 from typing import Any
 
-from rcmdp_jax import adversary, envs
+from rcmdp_jax import adversary, constraints, envs, learners
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env
 from rcmdp_jax.envs.domain import BUDGETS
-from rcmdp_jax.hparams import HParams
+from rcmdp_jax import options
+from rcmdp_jax.hparams import HPARAM_FIELDS, HParams
 from rcmdp_jax.plugin import check_choice as _choice
 
 # The reference grid of docs/method.md §2, in its order.
@@ -27,26 +28,36 @@ ALGORITHMS = (
     "MDPO-Robust-Augmented-Lag",
 )  # fmt: skip
 
-_NAME_RE = re.compile(r"^(R?)(MCPMD|PPO|MDPO)(-Robust)?(-Augmented)?(-Lag)?$")
+def rule_suffixes() -> dict[str, str]:
+    """The constraint rules' name parts, ``{"": "lagrangian", "Augmented": "augmented", "PID":
+    "pid", ...}``, from the registry (``Rule.suffix``; a rule with none is not named by one)."""
+    return {cls.suffix: name for name, cls in constraints.items() if cls.suffix is not None}
 
 
 def parse_algorithm(name: str) -> tuple[str, str, bool]:
-    """``"MDPO-Robust-Augmented-Lag"`` -> ``("mdpo", "augmented", True)``."""
-    m = _NAME_RE.match(name)
+    """``"MDPO-Robust-Augmented-Lag"`` -> ``("mdpo", "augmented", True)``: ``LEARNER[-Robust][-RULE]-Lag``
+    with the learner and the rule's name part (``Rule.suffix``) from their registries (``RMCPMD``
+    is the robust Monte-Carlo learner's name)."""
+    learner_names = {n.upper(): n for n in learners.names()}
+    suffixes = rule_suffixes()
+    pattern = (rf"^(R?)({'|'.join(map(re.escape, learner_names))})(-Robust)?"
+               rf"(?:-({'|'.join(re.escape(s) for s in suffixes if s)}))?(-Lag)?$")  # fmt: skip
+    m = re.match(pattern, name) if isinstance(name, str) else None
     valid = m is not None
     if valid:
-        r_prefix, learner, robust_suffix, augmented, lag = m.groups()
+        r_prefix, learner, robust_suffix, rule, lag = m.groups()
         # RMCPMD is the robust Monte-Carlo learner's name; the others use "-Robust"
         valid = (learner == "MCPMD" and not robust_suffix) or (learner != "MCPMD" and not r_prefix)
-        valid = valid and not (augmented and not lag)
+        valid = valid and not (rule and not lag) and not (r_prefix and learner != "MCPMD")
     if not valid:
+        rules = ", ".join(f"-{s}-Lag" for s in suffixes if s)
         raise ValueError(
             f"unknown algorithm {name!r}; valid names: {', '.join(ALGORITHMS)} "
-            "(and the -Augmented-Lag variant of any learner)"
+            f"(and, for any learner, the rule variants {rules})"
         )
     robust = bool(r_prefix or robust_suffix)
-    constraint = "augmented" if augmented else ("lagrangian" if lag else "none")
-    return learner.lower(), constraint, robust
+    constraint = suffixes[rule or ""] if lag else "none"
+    return learner_names[learner], constraint, robust
 
 
 # The schedules study (the reference study's appendix): MDPO's robust algorithms under
@@ -75,7 +86,7 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
             raise ValueError(f"unknown robust method {method!r} in {name}+{method}: write ALGO+METHOD with METHOD one "
                              f"of {', '.join((NONE, *adversary.names()))}")  # fmt: skip
         overrides = {"robust": False} if method == NONE else {"robust": True, "adversary": method}
-    hp_fields = {f.name for f in dataclasses.fields(HParams)}
+    hp_fields = set(HPARAM_FIELDS) | set(options.declared_numbers())  # plug-ins' numbers too: pid.kp
     for item in hp_items:
         key, eq, raw = item.partition("=")
         try:

@@ -94,13 +94,16 @@ class Step:
     robust method, schedule and hyperparameters are not read here: they come as
     ``hp`` and ``variant``). ``methods``: the robust methods the program holds
     (``adversary.family_methods``; one algorithm's program holds its own only), chosen
-    per lane by ``variant.adversary`` (``adversary.lanes.Lanes``)."""
+    per lane by ``variant.adversary`` (``adversary.lanes.Lanes``); ``rules``: the constraint
+    rules' names the program trains (those that keep a state of their own get it in
+    ``DualState.own``; default: ``cfg``'s)."""
 
     lanes_class = Lanes  # how the methods share a program's lanes
 
-    def __init__(self, cfg: Config, methods: tuple[str, ...] | None = None):
+    def __init__(self, cfg: Config, methods: tuple[str, ...] | None = None, rules: tuple[str, ...] | None = None):
         self.cfg = cfg
         self.methods = adversary.family_methods([cfg]) if methods is None else tuple(methods)
+        self.rules = tuple(constraints.get(n, cfg) for n in (rules or (cfg.constraint,)))
         self.env, self.default_env_params = envs.make(cfg.env)
         options.check_env(cfg, self.env, self.methods)  # each plug-in's own checks of the env
         self.actor, self.critic = build_networks(cfg, self.env)
@@ -121,7 +124,7 @@ class Step:
         return TrainState(
             params=params,
             opt_state=self.learner.optimizer(hp.lr).init(params),
-            dual=constraints.init_dual(env.num_constraints, hp.lam_init),
+            dual=constraints.init_dual(env.num_constraints, hp.lam_init, self.rules, hp),
             env_params=env_params,
             env_xi=env_xi,
             schedule=schedules.init_schedule(),
@@ -162,7 +165,7 @@ class Step:
         sched = schedules.after_iteration(state.schedule, state.env_params.xi, env_params, variant.schedule)
         samples = state.samples + jnp.stack([policy_steps, dual_steps, robust_steps]).astype(jnp.float32)
         metrics = metrics | upd | counters(samples)
-        metrics |= dict(lam=dual.lam, lam_tilde=lam_tilde, c_hat=dual.c_hat, dual_updates=n_ascent.astype(jnp.float32),
+        metrics |= dict(lam=dual.lam, lam_tilde=lam_tilde, c_hat=dual.c_hat - hp.cost_margin, dual_updates=n_ascent.astype(jnp.float32),
                         xi=env_params.xi, eval_return=eval_v, eval_costs=eval_c, active=jnp.float32(1.0))  # fmt: skip
         new_state = state.replace(dual=dual, env_params=env_params, env_xi=env_xi, schedule=sched, samples=samples,
                                   rng=rng)  # fmt: skip

@@ -7,19 +7,20 @@ that ``jax.vmap(train, in_axes=(None, 0))`` takes, every leaf broadcast to the l
     lanes = sweep(config, lam_init=[0, 1, 5, 20])            # 4 lanes
     result = jax.jit(jax.vmap(make_train(config), in_axes=(None, 0)))(rng, lanes)
 
-Several fields given together vary together (lane ``i`` takes the ``i``-th value of
+A plug-in's traced number is swept the same way by its name, ``sweep(config, **{"pid.kp": [0, 5,
+10]})``. Several fields given together vary together (lane ``i`` takes the ``i``-th value of
 each); ``grid=True`` takes every combination instead.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import reprlib
 
 import numpy as np
 
-from rcmdp_jax.hparams import HParams, validate_hparams
+from rcmdp_jax.hparams import HPARAM_FIELDS, HParams, validate_hparams
+from rcmdp_jax.options import declared_numbers
 
 
 def sweep(base, grid: bool = False, **values) -> HParams:
@@ -29,7 +30,7 @@ def sweep(base, grid: bool = False, **values) -> HParams:
     hp = getattr(base, "hparams", base)
     if not isinstance(hp, HParams):
         raise TypeError(f"sweep needs an HParams or a Config, got {type(base).__name__}")
-    fields = [f.name for f in dataclasses.fields(HParams)]
+    fields = [*HPARAM_FIELDS, *declared_numbers()]
     if not values:
         raise ValueError(f"sweep: name at least one field with its values, e.g. lam_init=[0, 1, 5]; fields: "
                          f"{', '.join(fields)}")  # fmt: skip
@@ -54,6 +55,8 @@ def sweep(base, grid: bool = False, **values) -> HParams:
                              "pass grid=True for every combination")  # fmt: skip
         lanes = list(zip(*(values[n] for n in names)))
     columns = {n: np.asarray([lane[i] for lane in lanes], np.float32) for i, n in enumerate(names)}
-    out = HParams(**{f: columns.get(f, np.full(len(lanes), float(getattr(hp, f)), np.float32)) for f in fields})
+    column = lambda f: columns.get(f, np.full(len(lanes), float(getattr(hp, f) if "." not in f else hp.number(f)),
+                                              np.float32))  # fmt: skip
+    out = HParams(**{f: column(f) for f in HPARAM_FIELDS}).with_numbers(**{f: column(f) for f in fields if "." in f})
     validate_hparams(out)
     return out

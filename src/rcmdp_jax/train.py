@@ -31,7 +31,8 @@ def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
     if not isinstance(hp, HParams):
         raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(hp).__name__}")
     validate_hparams(hp)  # concrete values only; traced ones are checked where they are made
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hp)
+    # every registered plug-in number, as an argument of the program (one tree shape for all)
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hp.with_all_numbers())
 
 
 class Program:

@@ -22,10 +22,11 @@ from rcmdp_jax.constraints.augmented import Augmented
 from rcmdp_jax.constraints.base import DualState, Rule, ascent, init_dual, lagrangian_cost, lagrangian_reward
 from rcmdp_jax.constraints.lagrangian import Lagrangian
 from rcmdp_jax.constraints.none import NoConstraint
+from rcmdp_jax.constraints.pid import PID
 from rcmdp_jax.plugin import Registry
 
 REGISTRY = Registry("constraint rule", "rcmdp_jax.constraints.base:Rule",
-                    {"none": NoConstraint, "lagrangian": Lagrangian, "augmented": Augmented})  # fmt: skip
+                    {"none": NoConstraint, "lagrangian": Lagrangian, "augmented": Augmented, "pid": PID})  # fmt: skip
 CONSTRAINT_NAMES = REGISTRY.builtin  # the built-in rules (``config.Constraint``)
 unregister, names, items = REGISTRY.unregister, REGISTRY.names, REGISTRY.items
 
@@ -59,9 +60,29 @@ def switch(which: jax.Array, fn, *args, cfg=None):
     return jax.lax.switch(which, [functools.partial(fn, r) for r in rules(cfg)], *args)
 
 
+def keeps_state(rule: Rule) -> bool:
+    """Whether ``rule`` keeps a state of its own (``Rule.init_state`` overridden)."""
+    return type(rule).init_state is not Rule.init_state
+
+
+def _absent(rule: Rule, dual: DualState) -> bool:
+    """A rule with a state of its own that this program does not train (no state in ``dual``):
+    its ``lax.switch`` branch is never taken, and leaves the dual state as it is."""
+    return keeps_state(rule) and rule.name not in dual.own
+
+
 def multiplier(which: jax.Array, dual: DualState, hp, cfg=None) -> jax.Array:
     """``lam~`` of the rule whose code is ``which`` (may be traced)."""
-    return switch(which, lambda rule, d: rule.multiplier(d, hp), dual, cfg=cfg)
+    return switch(which, lambda rule, d: d.lam if _absent(rule, d) else rule.multiplier(d, hp), dual, cfg=cfg)
+
+
+def update(which: jax.Array, dual: DualState, c_hat, hp, n_steps, estimates=None, cfg=None) -> DualState:
+    """The dual phase's update of the rule whose code is ``which`` (may be traced): ``Rule.update``."""
+
+    def one(rule, d):
+        return d if _absent(rule, d) else rule.update(d, c_hat, hp, n_steps, estimates)
+
+    return switch(which, one, dual, cfg=cfg)
 
 
 def has_dual(which: jax.Array) -> jax.Array:
@@ -72,7 +93,7 @@ def has_dual(which: jax.Array) -> jax.Array:
 
 
 __all__ = [
-    "CONSTRAINT_NAMES", "REGISTRY", "DualState", "Rule", "ascent", "code", "get", "has_dual", "items", "init_dual", "lagrangian_cost",
-    "lagrangian_reward",
-    "multiplier", "names", "register", "rules", "switch", "unregister",
+    "CONSTRAINT_NAMES", "PID", "REGISTRY", "DualState", "Rule", "ascent", "code", "get", "has_dual", "items",
+    "init_dual", "keeps_state", "lagrangian_cost", "lagrangian_reward",
+    "multiplier", "names", "register", "rules", "switch", "unregister", "update",
 ]  # fmt: skip

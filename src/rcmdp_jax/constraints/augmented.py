@@ -16,6 +16,7 @@ def augmented_step(lam: jax.Array, c_hat: jax.Array, eta_lam: jax.Array) -> jax.
 
 class Augmented(Rule):
     name = "augmented"
+    suffix = "Augmented"
 
     def multiplier(self, dual, hp):
         return dual.lam + hp.eta_lam * dual.c_hat

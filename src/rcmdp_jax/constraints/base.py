@@ -12,15 +12,21 @@ from rcmdp_jax.plugin import Plugin
 
 @struct.dataclass
 class DualState:
-    """The dual variables every rule keeps (one shape, so the rules of a family share a program)."""
+    """The dual variables every rule keeps (one shape, so the rules of a family share a program),
+    and ``own``: the state of the program's rules that keep one (``Rule.init_state``), by the
+    rule's registered name (empty when none does)."""
 
     lam: jax.Array  # (m,) Lagrange multipliers
-    c_hat: jax.Array  # (m,) last Monte-Carlo estimate of the discounted constraint values
+    c_hat: jax.Array  # (m,) last estimate of the constraint values the rule read (C^ + cost_margin)
+    own: dict = struct.field(default_factory=dict)
 
 
-def init_dual(m: int, lam_init: jax.Array) -> DualState:
-    """``lam = lam_init`` on every constraint, ``C^ = 0``."""
-    return DualState(lam=jnp.full((m,), lam_init, jnp.float32), c_hat=jnp.zeros((m,), jnp.float32))
+def init_dual(m: int, lam_init: jax.Array, rules=(), hp=None) -> DualState:
+    """``lam = lam_init`` on every constraint, ``C^ = 0``; ``rules``: the program's rules (``Rule``
+    instances), each that keeps a state of its own gets ``own[rule.name] = rule.init_state(...)``."""
+    lam = jnp.full((m,), lam_init, jnp.float32)
+    own = {r.name: s for r in rules if (s := r.init_state(m, lam, hp)) is not None}
+    return DualState(lam=lam, c_hat=jnp.zeros((m,), jnp.float32), own=own)
 
 
 def lagrangian_reward(reward: jax.Array, costs: jax.Array, lam_tilde: jax.Array) -> jax.Array:
@@ -60,9 +66,18 @@ class Rule(Plugin):
 
     name = ""
     dual = True
+    # the rule's part of an algorithm's name, ``PPO-<suffix>-Lag`` ("": plain ``-Lag``; None: not
+    # named by one, e.g. ``none``, which is an algorithm without ``-Lag``)
+    suffix: str | None = None
 
     def __init__(self, cfg=None):
         self.cfg = cfg
+
+    def init_state(self, m: int, lam: jax.Array, hp):
+        """The rule's own state before the first iteration (a pytree of arrays; ``m`` constraints,
+        ``lam`` the first multipliers), kept in ``DualState.own[self.name]``, carried, checkpointed
+        and resumed with the train state; None (the default): the rule keeps none."""
+        return None
 
     def multiplier(self, dual: DualState, hp) -> jax.Array:
         return dual.lam
@@ -79,4 +94,4 @@ class Rule(Plugin):
         def one(lam, e):
             return self.step(lam, c_hat if e is None else e, hp)
 
-        return DualState(ascent(one, dual.lam, n_steps, estimates), c_hat)
+        return dual.replace(lam=ascent(one, dual.lam, n_steps, estimates), c_hat=c_hat)

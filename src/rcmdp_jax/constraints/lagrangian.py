@@ -16,6 +16,7 @@ def lagrangian_step(lam: jax.Array, c_hat: jax.Array, eta_lam: jax.Array, lam_cl
 
 class Lagrangian(Rule):
     name = "lagrangian"
+    suffix = ""
 
     def step(self, lam, c_hat, hp):
         return lagrangian_step(lam, c_hat, hp.eta_lam, hp.lam_clip)

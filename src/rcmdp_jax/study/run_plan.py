@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from rcmdp_jax.config import Config, config_from_dict, config_to_dict
-from rcmdp_jax.hparams import HParams
+from rcmdp_jax.hparams import HPARAM_FIELDS
 
 # the keys every run.json has; the others default (``Plan.from_dict``)
 REQUIRED_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")
@@ -84,9 +84,11 @@ class Plan:
         return differ
 
 
-def _fields(cfg: Config, options: set[str]) -> dict[str, Any]:
-    """One level: the hyperparameters, the config's other fields, then ``options`` (names)."""
-    hp = {f.name: getattr(cfg.hparams, f.name) for f in dataclasses.fields(HParams)}
+def _fields(cfg: Config, options: set[str], numbers: set[str]) -> dict[str, Any]:
+    """One level: the hyperparameters (``numbers``: the plug-ins' numbers either side sets),
+    the config's other fields, then ``options`` (names)."""
+    hp = {f: getattr(cfg.hparams, f) for f in HPARAM_FIELDS}
+    hp |= {n: cfg.hparams.number(n) for n in {*cfg.hparams.plugin_names, *numbers}}
     own = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(Config) if f.name not in ("hparams", "options")}
     return {**hp, **own, **{o: dict(cfg.options).get(o, _DEFAULT) for o in sorted(options)}}
 
@@ -102,7 +104,8 @@ def config_differences(saved: dict, current: dict) -> str:
     for env in current:
         for algo, cfg in current[env].items():
             options = {o for c in (saved[env][algo], cfg) for o, _ in c.options}
-            old, new = _fields(saved[env][algo], options), _fields(cfg, options)
+            numbers = {n for c in (saved[env][algo], cfg) for n in c.hparams.plugin_names}
+            old, new = _fields(saved[env][algo], options, numbers), _fields(cfg, options, numbers)
             if fields := [k for k in new if old[k] != new[k]]:
                 out.append(f"{env}/{algo}: {', '.join(fields)}")
     return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")

@@ -7,10 +7,10 @@ import dataclasses
 
 from rcmdp_jax import options
 from rcmdp_jax.config import Config, config_from_dict
-from rcmdp_jax.hparams import HParams
+from rcmdp_jax.hparams import HPARAM_FIELDS
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
-_HP_FIELDS = {f.name for f in dataclasses.fields(HParams)}
+_HP_FIELDS = set(HPARAM_FIELDS)
 # the fields that say which algorithm a config is: its name in run.json decides them
 _ALGORITHM_FIELDS = ("learner", "constraint", "robust", "alpha_schedule", "alpha_tick")
 
@@ -50,7 +50,7 @@ def config_problem(env: str, algo: str, d) -> str:
     hp = d.get("hparams", {})
     if not isinstance(hp, dict):
         return "hparams is not an object"
-    unknown = sorted((set(d) - set(_FIELDS) - {"hparams"}) | (set(hp) - _HP_FIELDS))
+    unknown = sorted((set(d) - set(_FIELDS) - {"hparams"}) | (set(hp) - _HP_FIELDS - set(options.declared_numbers())))
     if unknown:
         return f"unknown config field(s) {unknown}"
     for field, value in d.items():
