@@ -63,7 +63,7 @@ def test_corners_finds_the_hand_derived_worst_corner_on_inventory():
     # Always ordering 6, the return sum_t gamma^t (6 - s_t - s_{t+1}) falls as the next
     # state rises; s' has mean eta . zeta with both features < 0, so the worst corner
     # (lowest return, lam~ = 0) is xi_c - kappa.
-    cfg = preset("inventory", "MDPO-Lag+corners", adversary_episodes=2)
+    cfg = preset("inventory", "MDPO-Lag+corners", adversary_episodes=2, worst_cases="lagrangian")
     env, params = envs.make("inventory")
     actor, actor_params = _ordering_actor(cfg, env, favourite=3)
     ctx = Context(env, actor, cfg, episodic=False)

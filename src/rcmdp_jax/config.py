@@ -92,6 +92,9 @@ class Config:
     # return, or the start state's value from fresh episodes (``rcmdp_jax.dual.DUAL_ESTIMATORS``)
     dual_estimator: DualEstimator = STUDY_CHOICES["dual_estimator"]
     dual_dropout: bool = False  # collect the dual phase's episodes with dropout on (always on with act_dropout)
+    # read C^ of the deterministic policy (the distribution's mode), the one the robustness test
+    # runs, instead of the sampling policy the learner acts with (docs/method.md §2a.4)
+    dual_deterministic: bool = False
     # ---- evaluation: the training curves
     eval_every: int = 1
     eval_episodes: int = 20

@@ -72,7 +72,7 @@ def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropo
         obs, env_state = jax.vmap(env.reset)(jax.random.split(k_reset, n), per_env)
     traj = collect_rollout(k_run, env, env_params, actor, params["actor"], env_state, obs,
                            init_accumulator(n, env.num_constraints), cfg.dual_batch // n, hp.gamma, dropout,
-                           env_xi=env_xi)[0]  # fmt: skip
+                           env_xi=env_xi, deterministic=cfg.dual_deterministic)[0]  # fmt: skip
     v = v_next = None
     if cfg.dual_estimator == "gae":  # the critic's cost heads
         v = critic.apply(params["critic"], traj.obs)[..., 1:]
@@ -90,7 +90,7 @@ def dual_estimates(key, env, env_params, actor, critic, params, cfg, hp, env_xi=
     dropout = cfg.act_dropout or cfg.dual_dropout
     if cfg.dual_estimator == "start_value":
         _, c_eps, n_dual = run_episodes(key, env, env_params, actor, params["actor"], cfg.n_dual_episodes, hp.gamma,
-                                        False, dropout)  # fmt: skip
+                                        cfg.dual_deterministic, dropout)  # fmt: skip
         return c_eps.mean(0), None, n_dual
     k_batch, k_shuffle = jax.random.split(key)
     values = multiplier_batch(k_batch, env, env_params, actor, critic, params, cfg, hp, dropout, env_xi)

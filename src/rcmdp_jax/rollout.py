@@ -187,7 +187,7 @@ def per_env_params(env_params, env_xi: jax.Array):
 
 
 def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, acc, n_steps, gamma,
-                    dropout: bool = False, env_xi=None, fresh_xi=None):  # fmt: skip
+                    dropout: bool = False, env_xi=None, fresh_xi=None, deterministic: bool = False):  # fmt: skip
     """``n_steps`` steps of ``B`` auto-resetting envs with the stochastic policy (in
     training mode when ``dropout``).
 
@@ -198,7 +198,7 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
     ``fresh_xi[t, i]`` from then on, and the final ``env_xi`` is returned as a sixth element.
     """
     n_envs = obs.shape[0]
-    policy = Policy(actor, actor_params, dropout=dropout)
+    policy = Policy(actor, actor_params, deterministic, dropout=dropout)
     per_env = env_xi is not None
     step = jax.vmap(env.step, in_axes=(0, 0, 0, 0 if per_env else None))
 

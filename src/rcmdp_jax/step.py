@@ -147,7 +147,8 @@ class Step:
         if self.per_env:
             fresh = self.lanes.fresh_kernels(jax.random.fold_in(k_roll, 1), state.env_params, state.env_xi, which)
         data, state, metrics = self.learner.collect(k_roll, state, hp, self.per_env, fresh)
-        signal = self.learner.signal(data, state.params, lam_tilde, hp)
+        weights = self.lanes.objective_weights(which, lam_tilde, self.env.num_constraints)
+        signal = self.learner.signal(data, state.params, lam_tilde, hp, *(() if weights is None else (weights,)))
         state, policy_steps, upd = self.learner.update(k_upd, state, data, signal, hp, variant.schedule)
         check_update_metrics(type(self.learner).__name__, upd)
         # 4. the robust method moves the kernels

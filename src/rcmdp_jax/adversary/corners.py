@@ -7,7 +7,6 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from rcmdp_jax import box
-from rcmdp_jax.adversary.base import broadcast
 from rcmdp_jax.adversary.candidates import CandidateMethod, with_dual
 
 MAX_PARAMS = 8
@@ -36,6 +35,6 @@ class Corners(CandidateMethod):
 
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         xis = corner_kernels(ctx.env, params)
-        costs, dual_xi, steps = self.evaluate(ctx, key, params, xis, actor_params, lam_tilde, hp)
-        params = params.replace(xi=xis[jnp.argmax(costs)])
-        return with_dual((params, broadcast(params.xi, env_xi.shape[0]), steps), dual_xi)
+        costs, dual_xi, steps, scores = self.evaluate(ctx, key, params, xis, actor_params, lam_tilde, hp)
+        own, env_xi = self.env_kernels(ctx, costs, scores, xis, lam_tilde, 1, env_xi.shape[0])
+        return with_dual((params.replace(xi=own), env_xi, steps), dual_xi)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from rcmdp_jax.adversary import NONE, get
 from rcmdp_jax.adversary.base import Context, broadcast, lanes_where, uniform_kernels
+from rcmdp_jax.adversary.candidates import objective_weights
 from rcmdp_jax.batching import only_where
 
 
@@ -82,6 +83,17 @@ class Lanes:
         """``(flag, *args) -> fn(*args)`` on the lanes whose flag is set and ``keep(*args)``
         on the others, which do none of ``fn``'s work (``batching.only_where``)."""
         return only_where(fn, keep)
+
+    def objective_weights(self, which, lam_tilde, m: int):
+        """Each rollout env's weights on the reward's and each cost's advantage ``[n_envs, 1 + m]``
+        (``Learner.signal``): on the lanes whose method trains against the separate worst cases
+        (``candidates``, "separate") while ``lam~ != 0``, each env its own objective's; 1
+        elsewhere. None (static) when no method of the program does."""
+        cfg = self.context.cfg
+        if not any(getattr(a, "separate", lambda c: False)(cfg) for a in self.methods):
+            return None
+        on = self.where(which, lambda a: getattr(a, "separate", lambda c: False)(cfg)) & jnp.any(lam_tilde != 0)
+        return jnp.where(on, objective_weights(cfg.n_envs, m), 1.0)
 
     def dual_kernels(self, env_params, env_xi, dual_xi, which):
         """Where the dual phase reads ``C^``: ``(kernel, rollout envs' kernels or None)`` —

@@ -12,14 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax.adversary.base import uniform_kernels
-from rcmdp_jax.adversary.candidates import CandidateMethod, with_dual
+from rcmdp_jax.adversary.candidates import CandidateMethod, with_dual, worst_kernels  # noqa: F401  (its home once)
 from rcmdp_jax.plugin import check_count
-
-
-def worst_kernels(costs: jax.Array, xis: jax.Array, k: int, n_envs: int) -> tuple[jax.Array, jax.Array]:
-    """``(the worst kernel, [n_envs] kernels cycling over the k worst)`` by ``costs`` (higher is worse)."""
-    _, worst = jax.lax.top_k(costs, k)
-    return xis[worst[0]], xis[worst[jnp.arange(n_envs) % k]]
 
 
 class WorstOfN(CandidateMethod):
@@ -55,7 +49,7 @@ class WorstOfN(CandidateMethod):
         n = ctx.cfg.option("adversary_candidates")
         k_draw, k_run = jax.random.split(key)
         xis = uniform_kernels(k_draw, params, n)
-        costs, dual_xi, steps = self.evaluate(ctx, k_run, params, xis, actor_params, lam_tilde, hp)
+        costs, dual_xi, steps, scores = self.evaluate(ctx, k_run, params, xis, actor_params, lam_tilde, hp)
         k = max(1, math.ceil(ctx.cfg.option("adversary_fraction") * n))
-        worst, env_xi = worst_kernels(costs, xis, k, env_xi.shape[0])
+        worst, env_xi = self.env_kernels(ctx, costs, scores, xis, lam_tilde, k, env_xi.shape[0])
         return with_dual((params.replace(xi=worst), env_xi, steps), dual_xi)

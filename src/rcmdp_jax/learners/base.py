@@ -75,8 +75,11 @@ class Learner(Plugin):
         envs take when an episode ends (domain randomisation)."""
         raise NotImplementedError
 
-    def signal(self, data, params, lam_tilde, hp):
-        """2. The Lagrangian learning signal of ``data`` under multiplier ``lam_tilde``."""
+    def signal(self, data, params, lam_tilde, hp, weights=None):
+        """2. The Lagrangian learning signal of ``data`` under multiplier ``lam_tilde``.
+        ``weights`` ``[n_envs, 1 + m]`` (None: all 1): each rollout env's weight on the reward's
+        and each cost's advantage, where a robust method gives the reward and each constraint
+        rollout envs of their own worst kernels (``adversary.candidates``, "separate")."""
         raise NotImplementedError
 
     def update(self, key, state, data, signal, hp, schedule):

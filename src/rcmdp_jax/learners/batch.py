@@ -57,13 +57,17 @@ def episode_means(ep: dict) -> dict:
     )
 
 
-def lagrangian_gae(critic, critic_params, data, lam_tilde, hp) -> tuple[jax.Array, jax.Array]:
+def lagrangian_gae(critic, critic_params, data, lam_tilde, hp, weights=None) -> tuple[jax.Array, jax.Array]:
     """GAE of the reward and every cost head (``[T, B, 1 + m]``), combined into the
-    Lagrangian advantage ``A_L = A_r - lam~ . A_c`` ``[T, B]``; and the critic targets."""
+    Lagrangian advantage ``A_L = A_r - lam~ . A_c`` ``[T, B]``; and the critic targets.
+    ``weights`` ``[B, 1 + m]``: env ``b``'s advantages of the reward and each cost weighted so
+    (``Learner.signal``)."""
     rewards = jnp.concatenate([data.reward[..., None], data.costs], axis=-1)
     values = critic.apply(critic_params, data.obs)
     next_values = critic.apply(critic_params, data.next_obs)
     adv, targets = gae(rewards, values, next_values, data.terminated, data.done, hp.gamma, hp.gae_lambda)
+    if weights is not None:
+        adv = adv * weights
     return lagrangian_reward(adv[..., 0], adv[..., 1:], lam_tilde), targets
 
 
@@ -95,9 +99,9 @@ class BatchLearner(Learner):
             state = state.replace(env_xi=out[5])
         return traj, state.replace(env_state=env_state, obs=obs, episodes=episodes), episode_means(ep)
 
-    def signal(self, data, params, lam_tilde, hp):
+    def signal(self, data, params, lam_tilde, hp, weights=None):
         """2. The Lagrangian GAE advantage ``A_L [T, B]`` and critic targets ``[T, B, 1 + m]``."""
-        return lagrangian_gae(self.critic, params["critic"], data, lam_tilde, hp)
+        return lagrangian_gae(self.critic, params["critic"], data, lam_tilde, hp, weights)
 
     def update(self, key, state, data, signal, hp, schedule):
         """3. The policy and critic update (``epochs``). Returns ``(state, policy steps, metrics)``."""

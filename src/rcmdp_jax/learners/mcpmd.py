@@ -61,7 +61,7 @@ class MCPMD(Learner):
         )
         return ep, state, stats
 
-    def signal(self, data, params, lam_tilde, hp):
+    def signal(self, data, params, lam_tilde, hp, weights=None):
         """2. The episode's returns-to-go of the Lagrangian reward ``[T]``."""
         lagr_reward = lagrangian_reward(data.reward, data.costs, lam_tilde) * data.alive
         return discounted_returns(lagr_reward, jnp.zeros_like(data.alive), hp.gamma)

@@ -1,0 +1,98 @@
+"""The RCMDP's separate worst cases under the candidate methods (``worst-of-n``, ``corners``,
+option ``worst_cases="separate"``, ``adversary/candidates.py``): the reward's envs run the
+candidates with the lowest return, each constraint's envs that constraint's highest-cost ones,
+the learner weights each env's advantages to its objective, and the dual phase reads C^ at the
+constraint's own worst candidate."""
+
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from train_helpers import SEEDS, tiny
+
+from rcmdp_jax import make_train, preset
+from rcmdp_jax.adversary import get
+from rcmdp_jax.adversary.base import Context
+from rcmdp_jax.adversary.candidates import objective_weights
+from rcmdp_jax.advantages import gae
+from rcmdp_jax.learners.batch import lagrangian_gae
+
+
+def _context(**kw):
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+worst-of-n", **kw)
+    return Context(None, None, cfg, False), cfg
+
+
+# two candidates whose returns and costs disagree: A has the lowest return and a low cost, B a
+# high return and the highest cost; the Lagrangian ranks A worst while lam~ is small
+XIS = jnp.array([[1.0, 1.0], [2.0, 2.0]])
+V = np.array([-50.0, -10.0])
+C = np.array([[-1.0], [3.0]])
+
+
+def _ranked(lam):
+    costs = jnp.asarray(C @ lam - V, jnp.float32)  # the Lagrangian cost, higher worse
+    scores = jnp.asarray(np.stack([-V, C[:, 0]]), jnp.float32)
+    return costs, scores
+
+
+def test_each_objective_trains_on_its_own_worst_candidate():
+    ctx, cfg = _context()
+    method = get("worst-of-n")
+    lam = jnp.array([0.5])
+    costs, scores = _ranked(np.asarray(lam))
+    own, env_xi = method.env_kernels(ctx, costs, scores, XIS, lam, 1, 4)
+    np.testing.assert_array_equal(own, XIS[0])  # the method's own kernel: the reward's worst
+    np.testing.assert_array_equal(env_xi[:, 0], [1.0, 2.0, 1.0, 2.0])  # envs 0, 2: reward; 1, 3: cost
+    lagrangian = get("worst-of-n")
+    ctx_l, _ = _context(worst_cases="lagrangian")
+    _, env_l = lagrangian.env_kernels(ctx_l, costs, scores, XIS, lam, 1, 4)
+    np.testing.assert_array_equal(env_l[:, 0], [1.0] * 4)  # today's: every env on the Lagrangian worst (A)
+    # no multiplier (an unconstrained lane, or lam~ = 0): every env on the reward's worst, as before
+    _, env0 = method.env_kernels(ctx, costs, scores, XIS, jnp.zeros(1), 1, 4)
+    np.testing.assert_array_equal(env0[:, 0], [1.0] * 4)
+
+
+def test_the_dual_reads_the_constraints_own_worst_candidate():
+    ctx, cfg = _context()
+    assert get("worst-of-n").reads_cost(cfg) and get("corners").reads_cost(cfg)
+    assert not get("worst-of-n").reads_cost(_context(worst_cases="lagrangian")[1])
+
+
+def test_objective_weights_split_the_envs_and_keep_each_objectives_scale():
+    w = np.asarray(objective_weights(6, 2))  # 6 envs, reward + 2 constraints: 2 envs each
+    np.testing.assert_array_equal(w, np.tile(np.eye(3) * 3.0, (2, 1)))
+    w = np.asarray(objective_weights(5, 1))  # 3 envs serve the reward, 2 the constraint
+    np.testing.assert_allclose(w[:, 0], [5 / 3, 0, 5 / 3, 0, 5 / 3])
+    np.testing.assert_allclose(w[:, 1], [0, 2.5, 0, 2.5, 0])
+
+
+def test_the_learners_signal_weights_each_envs_advantages_to_its_objective():
+    """``A_L = w_r A_r - lam~ . (w_c A_c)`` per env, from the unweighted GAE of each head."""
+    cfg = tiny("gymnax:Pendulum-v1", "PPO-Lag+worst-of-n")
+    train = make_train(cfg)
+    state = train.init(SEEDS[0])
+    learner = train.step.learner
+    hp = jax.tree.map(jnp.float32, cfg.hparams.with_all_numbers())
+    data, _, _ = learner.collect(jax.random.PRNGKey(1), state, hp)
+    lam = jnp.array([2.0])
+    w = objective_weights(cfg.n_envs, 1)
+    got, _ = lagrangian_gae(learner.critic, state.params["critic"], data, lam, hp, w)
+    values = learner.critic.apply(state.params["critic"], data.obs)
+    nxt = learner.critic.apply(state.params["critic"], data.next_obs)
+    rewards = jnp.concatenate([data.reward[..., None], data.costs], -1)
+    adv = np.asarray(gae(rewards, values, nxt, data.terminated, data.done, hp.gamma, hp.gae_lambda)[0])
+    w = np.asarray(w)
+    want = w[None, :, 0] * adv[..., 0] - 2.0 * w[None, :, 1] * adv[..., 1]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_separate_needs_an_env_per_objective():
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+worst-of-n", n_envs=2, minibatch_size=32)
+    with pytest.raises(ValueError, match="n_envs=2 must be at least 3"):
+        get("worst-of-n").check_env(SimpleNamespace(num_constraints=2, num_kernel_params=3), cfg)
+    get("worst-of-n").check_env(SimpleNamespace(num_constraints=1, num_kernel_params=3), cfg)
+    # MCPMD's one env trains on the Lagrangian worst
+    assert not get("worst-of-n").separate(preset("gymnax:Pendulum-v1", "RMCPMD-Lag"))
