@@ -1,0 +1,45 @@
+"""The budget rule: the training budget at which a learner has converged, read from its training
+curves (docs/robustness.md, "Budgets").
+
+The rule, written before any benchmark was run on it: budget ``N`` (on a doubling grid) has
+converged when doubling it moves the seeds' mean of every curve (the deterministic policy's
+return and each constraint's value, ``eval_return`` / ``eval_costs`` of the non-robust learner at
+the nominal kernel) by less than that mean's standard error over seeds at ``2N``. Each curve is
+read as its mean over a window, the last ``window`` share of the iterations up to the budget, so
+that one evaluation's noise does not decide it. The converged budget is the smallest such ``N``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def window_means(curve: np.ndarray, steps: np.ndarray, budget: float, window: float = 0.2) -> np.ndarray:
+    """Each seed's mean of ``curve [seeds, iterations]`` over the iterations whose cumulative
+    policy steps ``steps [iterations]`` lie in ``((1 - window) * budget, budget]``: ``[seeds]``."""
+    steps = np.asarray(steps, float)
+    pick = (steps > (1.0 - window) * budget) & (steps <= budget)
+    if not pick.any():  # a budget between two iterations: the iteration that reaches it
+        pick = np.arange(steps.size) == min(np.searchsorted(steps, budget), steps.size - 1)
+    return np.nanmean(np.asarray(curve, float)[:, pick], axis=1)
+
+
+def moved(curve: np.ndarray, steps: np.ndarray, budget: float, window: float = 0.2) -> tuple[float, float]:
+    """``(|mean at 2 * budget - mean at budget|, the standard error over seeds at 2 * budget)``."""
+    a, b = window_means(curve, steps, budget, window), window_means(curve, steps, 2 * budget, window)
+    se = np.std(b, ddof=1) / np.sqrt(b.size) if b.size > 1 else np.inf
+    return float(abs(np.mean(b) - np.mean(a))), float(se)
+
+
+def converged_budget(curves: dict[str, np.ndarray], steps: np.ndarray, grid, window: float = 0.2):
+    """The smallest budget of ``grid`` (each with ``2 * budget`` within the curves) at which no
+    curve of ``curves`` (``name -> [seeds, iterations]``) moves by its standard error when the
+    budget doubles; None when none has. Also each budget's ``{name: (moved, se)}``."""
+    table, found = {}, None
+    for n in sorted(grid):
+        if 2 * n > float(np.max(steps)) + 1e-9:
+            break
+        table[n] = {name: moved(c, steps, n, window) for name, c in curves.items()}
+        if found is None and all(m < se for m, se in table[n].values()):
+            found = n
+    return found, table

@@ -1,0 +1,35 @@
+"""The budget rule (``rcmdp_jax.convergence``) on hand-made training curves."""
+
+import numpy as np
+
+from rcmdp_jax.convergence import converged_budget, window_means
+
+STEPS = np.arange(1, 161) * 10_000.0  # 160 iterations of 10k steps: up to 1.6M
+GRID = (50_000, 100_000, 200_000, 400_000, 800_000)
+OFFSETS = np.array([-0.2, 0.2, -0.2, 0.2])[:, None]  # four seeds: the standard error is 0.2 / 2 * sqrt(4/3)
+
+
+def test_window_means_read_the_last_fifth_up_to_the_budget():
+    curve = np.tile(STEPS, (2, 1))
+    np.testing.assert_allclose(window_means(curve, STEPS, 100_000), [95_000.0, 95_000.0])  # steps in (80k, 100k]
+    assert window_means(curve, STEPS, 5_000)[0] == 10_000.0  # before the first iteration: the first
+
+
+def test_the_rule_picks_the_first_budget_whose_doubling_moves_nothing_beyond_its_error():
+    rising = np.minimum(STEPS, 400_000) / 100_000  # rises to 4 at 400k, flat after
+    curves = {"return": rising[None] + OFFSETS, "C": -rising[None] / 2 + OFFSETS}
+    found, table = converged_budget(curves, STEPS, GRID)
+    # at 400k the window (320k, 400k] still rises (3.3 .. 4.0, mean 3.65, against 4 at 800k: moved
+    # 0.35 > SE 0.115);
+    # at 800k both windows are flat
+    assert found == 800_000
+    moved, se = table[400_000]["return"]
+    np.testing.assert_allclose(moved, 0.35, rtol=1e-9)
+    np.testing.assert_allclose(se, 0.2 * np.sqrt(4 / 3) / 2, rtol=1e-6)
+    assert table[800_000]["C"][0] == 0.0
+
+
+def test_a_curve_that_never_settles_has_no_converged_budget():
+    curves = {"return": STEPS[None] / 100_000 + OFFSETS}
+    found, table = converged_budget(curves, STEPS, GRID)
+    assert found is None and set(table) == set(GRID)  # every budget whose double was trained was judged
