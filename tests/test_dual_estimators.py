@@ -171,3 +171,25 @@ def test_finite_blow_ups_count_as_divergence_and_the_exit_status_says_so():
     assert (
         status({}) == 0 and status({"inventory/MDPO-Lag": (1, 3)}) == 3 and status({"inventory/MDPO-Lag": (3, 3)}) == 4
     )
+
+
+@pytest.mark.parametrize("estimator", ["start_value", "cost_to_go"])
+def test_dual_deterministic_reads_the_tested_policys_constraint(estimator):
+    """``dual_deterministic``: the dual phase's C^ is the deterministic policy's (the robustness
+    test's): with ``start_value`` the mean C of deterministic episodes on the same keys."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.networks import build_networks
+    from rcmdp_jax.rollout import run_episodes
+
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag", dual_estimator=estimator, n_dual_episodes=4)
+    env, params0 = envs.make(cfg.env)
+    actor, critic = build_networks(cfg, env)
+    obs0 = jnp.zeros((env.obs_dim,))
+    params = {"actor": actor.init(jax.random.PRNGKey(1), obs0), "critic": critic.init(jax.random.PRNGKey(2), obs0)}
+    hp = jax.tree.map(jnp.float32, cfg.hparams.with_all_numbers())
+    read = lambda c: np.asarray(dual.dual_estimates(KEY, env, params0, actor, critic, params, c, hp)[0])
+    sampled, det = read(cfg), read(cfg.replace(dual_deterministic=True))
+    assert not np.allclose(sampled, det)
+    if estimator == "start_value":
+        _, c_eps, _ = run_episodes(KEY, env, params0, actor, params["actor"], 4, hp.gamma, True)
+        np.testing.assert_allclose(det, np.asarray(c_eps).mean(0), rtol=1e-5)
