@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from train_helpers import SEEDS, tiny
 
-from rcmdp_jax import make_train, preset
+from rcmdp_jax import envs, make_train, preset
 from rcmdp_jax.adversary import get
 from rcmdp_jax.adversary.base import Context
 from rcmdp_jax.adversary.candidates import objective_weights
@@ -96,3 +96,31 @@ def test_separate_needs_an_env_per_objective():
     get("worst-of-n").check_env(SimpleNamespace(num_constraints=1, num_kernel_params=3), cfg)
     # MCPMD's one env trains on the Lagrangian worst
     assert not get("worst-of-n").separate(preset("gymnax:Pendulum-v1", "RMCPMD-Lag"))
+
+
+def test_the_search_method_trains_each_objective_on_the_point_the_search_returns():
+    from rcmdp_jax.networks import build_networks
+    from rcmdp_jax.rollout import Policy
+    from rcmdp_jax.worst_case import SearchConfig, search
+
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+search", adversary_episodes=4, search_steps=2)
+    env, params = envs.make(cfg.env)
+    actor, _ = build_networks(cfg, env)
+    actor_params = actor.init(jax.random.PRNGKey(0), jnp.zeros((env.obs_dim,)))
+    ctx = Context(env, actor, cfg, False)
+    hp = jax.tree.map(jnp.float32, cfg.hparams.with_all_numbers())
+    start = jnp.stack([params.xi_c + 0.05 * params.kappa, params.xi_c - 0.05 * params.kappa] * 2)  # [n_envs=4, 3]
+    key = jax.random.PRNGKey(7)
+    own, env_xi, steps, dual_xi = jax.jit(lambda k: get("search").step(ctx, k, params, start, actor_params,
+                                                                       jnp.ones(1), hp))(key)  # fmt: skip
+    sc = SearchConfig(steps=2, episodes=4, eval_episodes=4, eta0=0.25)
+    policy = Policy(actor, actor_params)
+    k_r, k_c = jax.random.split(key, 2)
+    want_r = search(k_r, start[0], env, params, policy, "return", sc, hp.gamma, env.lambda_max)[0]
+    want_c = search(k_c, start[1], env, params, policy, "cost0", sc, hp.gamma, env.lambda_max)[0]
+    np.testing.assert_allclose(env_xi[0], want_r, rtol=1e-5)  # env 0 serves the return
+    np.testing.assert_allclose(env_xi[2], want_r, rtol=1e-5)
+    np.testing.assert_allclose(env_xi[1], want_c, rtol=1e-5)  # envs 1, 3 the constraint
+    np.testing.assert_allclose(dual_xi, want_c, rtol=1e-5)  # the dual reads at the constraint's point
+    np.testing.assert_allclose(own.xi, want_r, rtol=1e-5)
+    assert np.all(np.abs(np.asarray(env_xi) - np.asarray(params.xi_c)) <= np.asarray(params.kappa) + 1e-6)

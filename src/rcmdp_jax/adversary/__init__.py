@@ -10,7 +10,9 @@ family's methods), like the constraint rule, so several methods train in one pro
 * ``dr``: domain randomisation, a kernel drawn uniformly from the box for every training episode;
 * ``worst-of-n``: ``adversary_candidates`` kernels drawn from the box, the policy run on each,
   training on the worst ``adversary_fraction`` of them by the Lagrangian value (EPOpt's idea);
-* ``corners``: the policy run on the box's ``2^n`` corners, training on the worst one.
+* ``corners``: the policy run on the box's ``2^n`` corners, training on the worst one;
+* ``search``: a few steps of the gradient worst-case search each iteration, for the reward and
+  each constraint apart, training each on its own worst kernel found.
 
 Each method declares its options in its file (``ltma_iterations`` in ``ltma.py``,
 ``adversary_candidates`` in ``worst_of_n.py``, ...), those several share on ``Adversary``
@@ -33,6 +35,7 @@ REGISTRY = Registry("robust method", "rcmdp_jax.adversary.base:Adversary", {
     "dr": "rcmdp_jax.adversary.randomise:DomainRandomisation",
     "worst-of-n": "rcmdp_jax.adversary.worst_of_n:WorstOfN",
     "corners": "rcmdp_jax.adversary.corners:Corners",
+    "search": "rcmdp_jax.adversary.search:GradientSearch",
 }, reserved={NONE: "the name of no method (a non-robust algorithm)"})  # fmt: skip
 ADVERSARY_NAMES = REGISTRY.builtin  # the built-in methods (``config.Adversary``)
 unregister, names, items = REGISTRY.unregister, REGISTRY.names, REGISTRY.items
