@@ -156,6 +156,8 @@ def plot(report: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from rcmdp_jax.study.plots import fit
+
     rows = report["constraints"]
     fig, axes = plt.subplots(1, len(rows), figsize=(max(6.5, 5 * len(rows)), 4), squeeze=False)
     for ax, r in zip(axes[0], rows):
@@ -166,6 +168,6 @@ def plot(report: dict, path) -> None:
         ax.set_title(f"{r['constraint']}: {'keepable' if r['keepable'] else 'not keepable'}", fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"{report['env']}: the least C found (an upper bound)", fontsize=10)
-    fig.tight_layout()
+    fit(fig)
     fig.savefig(path, dpi=110)
     plt.close(fig)
