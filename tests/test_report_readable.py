@@ -119,6 +119,18 @@ def test_the_worst_kernel_is_said_in_its_fields_terms():
     assert entry["worst_kernel"] == "heater_gain -30 %, loss +30 %" and entry["worst_xi"] == [14.0, 0.65]
 
 
+def test_the_study_domains_kernels_are_named_by_what_they_perturb():
+    from rcmdp_jax.kernel_text import describe, kernel_names
+
+    names = kernel_names("cartpole", (4,))  # xi multiplies the next state (x, x_dot, theta, theta_dot)
+    assert names == ("cart position", "cart velocity", "pole angle", "pole angular velocity")
+    assert describe([0.995, 1.05, 1.0, 1.0], [1.0] * 4, names) == "cart position -0.5 %, cart velocity +5 %"
+    assert kernel_names("inventory@cost_threshold=0.13", (2,)) == ("stock's feature-1 weight", "stock's feature-2 weight")
+    three = kernel_names("inventory3d", (3, 2))  # row i: item i's next stock; column k: feature k's weight
+    assert len(three) == 6 and three[3] == "item 2's feature-2 weight"
+    assert kernel_names("inventory", (3,)) == ("xi[0]", "xi[1]", "xi[2]")  # a shape the names do not fit
+
+
 def test_the_cost_plot_shows_each_levels_worst_kernel_and_says_so(tmp_path, monkeypatch):
     import matplotlib.figure
 
