@@ -1,8 +1,10 @@
 """The feasibility check's learned policies against a full-torque brake on a weak-motor
 Pendulum (docs/feasibility.md, "Measured"): gymnax Pendulum-v1 with ``max_torque`` 1 (the
-preset's 2 halved), the preset's box (g, m, l ±10 %) and its speed limit ``|theta_dot| <= 1.5``.
+preset's 2 halved; ``MAX_TORQUE=0.5`` in the environment for another), the preset's box
+(g, m, l ±10 %) and its speed limit ``|theta_dot| <= 1.5``. The check runs without the brake
+(its ``least_C`` is the learned policies' alone); the brake then runs on the same test kernels.
 
-    python experiments/feasibility_weak_motor.py OUT.json [STEPS]   # STEPS: None = the check's default
+    MAX_TORQUE=1.0 python experiments/feasibility_weak_motor.py OUT.json [STEPS]   # STEPS: None = the default
 
 ``--env experiments/feasibility_weak_motor.py:make --controller experiments/feasibility_weak_motor.py:brake``
 runs the same check from ``rcmdp feasibility``."""

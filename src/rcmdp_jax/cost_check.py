@@ -56,18 +56,22 @@ def constant(costs: np.ndarray) -> list[tuple[int, float]]:
 
 def cannot_bind(name: str, episodes: int = EPISODES, seed: int = 0) -> list[str]:
     """One warning line per constraint of ``name`` whose cost does not vary over ``episodes``
-    random-policy episodes on the nominal kernel; [] where every cost varies (or none exists)."""
+    random-policy episodes on the nominal kernel; [] where every cost varies (or none exists,
+    or the environment has no action space to sample: a check, never a refusal)."""
     from rcmdp_jax import envs
 
     if name.startswith(envs.GYMNAX_PREFIX) and not envs.gymnax_has_costs(name):
         return []  # a gymnax id named without costs: its placeholder constraint is 0 by design
     spec = envs.spec(name)
-    costs = step_costs(name, episodes, seed)
+    try:
+        costs = step_costs(name, episodes, seed)
+    except (NotImplementedError, AttributeError):  # a space without ``sample``: training says what it needs
+        return []
     m = costs.shape[-1]
     names = tuple(spec.cost_names) if len(spec.cost_names) == m else tuple(f"C{j}" for j in range(m))
     return [f"{name}: constraint {names[j]!r} cannot bind: its cost is {value:+.4g} on every step of {episodes} "
-            f"random-policy episodes on the nominal kernel, so no policy changes it (does its field move?)"
-            for j, value in constant(costs)]  # fmt: skip
+            f"random-policy episodes on the nominal kernel, and a cost no policy changes constrains nothing "
+            f"(does its field move? is its limit within reach?)" for j, value in constant(costs)]  # fmt: skip
 
 
 def warn(name: str, say=None) -> list[str]:
