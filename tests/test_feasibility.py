@@ -88,6 +88,9 @@ def test_standard_errors_by_hand_and_a_verdict_too_close_to_call():
     best = mean.argmin(0)  # each kernel's best policy, and the standard error of its mean there
     least, least_se = (np.take_along_axis(x, best[None], 0)[0] for x in (mean, by_hand))
     np.testing.assert_allclose(r["least_C_se"], least_se)
+    np.testing.assert_allclose(r["least_C_per_level_se"], [least_se[i][np.argmax(least[i])] for i in range(2)])
+    np.testing.assert_allclose(r["learned_worst_C_se_per_seed"],
+                               [by_hand[s].flat[np.argmax(mean[s])] for s in range(3)])  # fmt: skip
     assert r["worst_kernel"]["least_C_se"] == pytest.approx(least_se.flat[np.argmax(least)])
     # within two standard errors of the limit: said, with a tenfold n_test to try
     close = summarise(np.full((1, 2, 2), 0.05), [0.0, 1.0], grid_xi, np.array([1.0]), ("g",), "c",
@@ -177,6 +180,8 @@ def test_learned_policies_reach_the_closed_form_on_every_kernel(wide):
 def test_a_controller_is_a_second_witness(wide):
     (r,) = wide["constraints"]
     assert wide["controller"] and r["witness_worst_C"] == pytest.approx(0.3 * DISCOUNT, abs=0.02)
+    exact = 0.01 * np.sqrt(sum(0.81**t for t in range(10))) / np.sqrt(8)  # a = 1 always, as the learned ones
+    assert 0.5 * exact < r["witness_worst_C_se"] < 2 * exact
     # the gradient search ran on the best learned policy and found no kernel worse than the box's edge
     assert r["search"] is not None and r["search"]["C"] <= 0.3 * DISCOUNT + 0.05
 

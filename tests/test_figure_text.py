@@ -96,8 +96,8 @@ def test_the_reports_figures_keep_their_text_on_the_canvas(tmp_path, saved):
 def test_the_feasibility_figure_keeps_its_text_on_the_canvas(tmp_path, saved, m):
     from rcmdp_jax.feasibility_report import plot
 
-    rows = [{"constraint": COSTS[j], "keepable": bool(j), "margin": 0.5 * j, "least_C_per_level": list(np.linspace(-1, 2, 11))}
-            for j in range(m)]  # fmt: skip
+    rows = [{"constraint": COSTS[j], "keepable": bool(j), "margin": 0.5 * j, "least_C_per_level": list(np.linspace(-1, 2, 11)),
+             "least_C_per_level_se": [0.1] * 11} for j in range(m)]  # fmt: skip
     plot({"env": ENV, "levels": list(np.linspace(0, 1, 11)), "constraints": rows}, tmp_path / "feasibility.png")
     (fig,) = saved.values()
     assert outside(fig) == []

@@ -93,10 +93,13 @@ def summarise(C, levels, grid_xi, xi_c, labels, name: str, margin: float = 0.0, 
         "test_kernels": int(least.size),
         "close_kernels": int(np.sum(np.abs(least + margin) <= 2 * least_se)),
         "least_C_per_level": least.max(1).tolist(),
+        "least_C_per_level_se": least_se[np.arange(least.shape[0]), least.argmax(1)].tolist(),
         "least_C": least.tolist(),
         "least_C_se": least_se.tolist(),
         "learned_worst_C_per_seed": per_policy_worst.tolist(),
+        "learned_worst_C_se_per_seed": flat_se[np.arange(len(flat)), flat.argmax(1)].tolist(),
         "witness_worst_C": candidates["witness"][0] if "witness" in candidates else None,
+        "witness_worst_C_se": candidates["witness"][1] if "witness" in candidates else None,
         "search": None if search is None else {"C": float(search["C"]), "se": float(search.get("se", 0.0)),
                                                **kernel_record(labels, search["xi"], xi_c)},  # fmt: skip
     }
@@ -161,11 +164,14 @@ def plot(report: dict, path) -> None:
     rows = report["constraints"]
     fig, axes = plt.subplots(1, len(rows), figsize=(max(6.5, 5 * len(rows)), 4), squeeze=False)
     for ax, r in zip(axes[0], rows):
-        ax.plot(report["levels"], r["least_C_per_level"], marker="o", label="least C (worst direction)")
+        se = r.get("least_C_per_level_se")  # absent in a report written before the standard errors
+        ax.errorbar(report["levels"], r["least_C_per_level"], yerr=None if se is None else 2 * np.asarray(se),
+                    marker="o", capsize=2, label="least C, each kernel's best policy (worst direction)" + ("" if se is None else " ± 2 SE"))  # fmt: skip
         ax.axhline(-r["margin"], color="k", lw=0.8, ls="--", label="limit" if not r["margin"] else "limit - margin")
         ax.set_xlabel("distortion level (kernel at level² of the box)")
         ax.set_ylabel("C (kept when <= 0)")
-        ax.set_title(f"{r['constraint']}: {'keepable' if r['keepable'] else 'not keepable'}", fontsize=10)
+        verdict = "keepable" if r["keepable"] else "NOT keepable"
+        ax.set_title(f"{r['constraint']}: {verdict} by one policy on the whole box", fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"{report['env']}: the least C found (an upper bound)", fontsize=10)
     fit(fig)

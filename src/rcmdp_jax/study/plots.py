@@ -80,12 +80,14 @@ def _pyplot():
 
 
 def _labels(fig) -> list:
-    """The texts a layout can push past the canvas: the figure's title and captions, each
-    axes' titles and axis labels."""
-    out = [fig._suptitle, *fig.texts] if fig._suptitle is not None else list(fig.texts)
+    """The texts a layout can push past the canvas, each with the axes whose width it keeps
+    to (an axes' titles, so that neighbours' titles do not meet) or None: the figure's title
+    and captions, each axes' titles and axis labels."""
+    out = [(t, None) for t in ([fig._suptitle] if fig._suptitle is not None else []) + list(fig.texts)]
     for ax in fig.axes:
-        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
-    return [t for t in out if t.get_visible() and t.get_text().strip()]
+        out += [(ax.title, ax), (ax._left_title, ax), (ax._right_title, ax), (ax.xaxis.label, None),
+                (ax.yaxis.label, None)]  # fmt: skip
+    return [(t, ax) for t, ax in out if t.get_visible() and t.get_text().strip()]
 
 
 def _rewrap(text: str, chars: int) -> str:
@@ -98,6 +100,7 @@ def fit(fig, rect=(0.0, 0.0, 1.0, 1.0), caption=None, tries: int = 8) -> None:
     (too long a word) made smaller; ``caption`` (a ``fig.text`` at the bottom) gets the height
     it needs below the axes."""
     left, bottom, right, top = rect
+    own: dict = {}  # each wrapped text as it was given: wrapped again from there, its own line breaks kept
     for _ in range(tries):
         renderer = fig.canvas.get_renderer()
         if caption is not None:
@@ -110,18 +113,23 @@ def fit(fig, rect=(0.0, 0.0, 1.0, 1.0), caption=None, tries: int = 8) -> None:
         renderer = fig.canvas.get_renderer()
         W, H = fig.bbox.width, fig.bbox.height
         changed = False
-        for t in _labels(fig):
+        for t, ax in _labels(fig):
             b = t.get_window_extent(renderer)
             upright = abs(t.get_rotation() % 180 - 90) < 1
             lo, hi, size = (b.y0, b.y1, H) if upright else (b.x0, b.x1, W)
-            if lo >= 0 and hi <= size:
+            wide = ax is not None and hi - lo > 1.1 * ax.get_window_extent(renderer).width
+            if lo >= 0 and hi <= size and not wide:
                 continue
+            anchor = "center" if upright else t.get_horizontalalignment()  # the end that stays where it is
             centre = (lo + hi) / 2
-            room = 0.96 * 2 * max(min(centre, size - centre), 0.1 * size)
+            room = {"left": size - max(lo, 0), "right": min(hi, size)}.get(anchor, 2 * min(centre, size - centre))
+            room = 0.96 * max(room, 0.1 * size)
+            if ax is not None:
+                room = min(room, 1.1 * ax.get_window_extent(renderer).width)
             longest = max(len(line) for line in t.get_text().split("\n"))
             chars = int(longest * room / (hi - lo))
             if chars >= 8 and chars < longest:
-                t.set_text(_rewrap(t.get_text(), chars))
+                t.set_text(_rewrap(own.setdefault(t, t.get_text()), chars))
             else:
                 t.set_fontsize(t.get_fontsize() * 0.85)
             changed = True
