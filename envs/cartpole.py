@@ -117,4 +117,6 @@ SPEC = of_class(
     ),
     n_test=100,
     cost_names=("|x_dot|-0.15",),
+    # xi multiplies the Euler step's next state entry by entry: (x, x_dot, theta, theta_dot)
+    kernel_names=("cart position", "cart velocity", "pole angle", "pole angular velocity"),
 )  # fmt: skip

@@ -148,7 +148,9 @@ class DomainSpec:
     the environment's own; ``n_test``: the robustness test's episodes per test kernel
     (docs/method.md §4); ``cost_names``: what each constraint bounds, for the report;
     ``kernel_size``: the number of the kernel's coordinates, which sizes the robustness
-    test's memory (None: read from the environment, built abstractly)."""
+    test's memory (None: read from the environment, built abstractly); ``kernel_names``: what
+    each entry of the flattened kernel ``xi`` perturbs, in the report's kernel text
+    (``cart velocity +5 %``; empty: the environment's uncertain fields, else ``xi[i]``)."""
 
     factory: Callable[[], Any]
     gamma: float
@@ -159,6 +161,7 @@ class DomainSpec:
     n_test: int = 20
     cost_names: tuple[str, ...] = ()
     kernel_size: int | None = None  # the kernel's coordinates when known without building (presets)
+    kernel_names: tuple[str, ...] = ()  # what each entry of xi (flattened) perturbs, for the report
 
     def __post_init__(self):
         if not callable(self.factory):
@@ -171,6 +174,9 @@ class DomainSpec:
         size = self.kernel_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ValueError(f"DomainSpec.kernel_size must be None or a positive integer, got {size!r}")
+        names = self.kernel_names
+        if not isinstance(names, tuple) or not all(isinstance(n, str) and n for n in names):
+            raise ValueError(f"DomainSpec.kernel_names must be a tuple of non-empty strings, got {names!r}")
         if self.min_episode_length > self.episode_length:
             raise ValueError(f"DomainSpec.min_episode_length={self.min_episode_length} exceeds episode_length="
                              f"{self.episode_length}")  # fmt: skip
@@ -208,11 +214,13 @@ class DomainSpec:
         return cls(**{**fields, "learner": learner_spec(fields.get("learner"))})
 
 
-def of_class(cls, learner: LearnerSpec, n_test: int, cost_names: tuple[str, ...]) -> DomainSpec:
+def of_class(cls, learner: LearnerSpec, n_test: int, cost_names: tuple[str, ...],
+             kernel_names: tuple[str, ...] = ()) -> DomainSpec:  # fmt: skip
     """The spec of a built-in environment class: its constants (``gamma``, ``lambda_max``,
     ``episode_length``, ``min_episode_length``) are the class's own attributes."""
     constants = {field: getattr(cls, field) for field in _CONSTANTS}
-    return DomainSpec(factory=cls, learner=learner, n_test=n_test, cost_names=cost_names, **constants)
+    return DomainSpec(factory=cls, learner=learner, n_test=n_test, cost_names=cost_names, kernel_names=kernel_names,
+                      **constants)  # fmt: skip
 
 
 def from_env(env, learner: dict | LearnerSpec | None = None, n_test: int = 20) -> DomainSpec:

@@ -179,6 +179,8 @@ SPEC = of_class(
     ),
     n_test=50,
     cost_names=("0.01(a^2-s)",),
+    # xi = eta: the next stock's mean is eta_1 zeta_1 + eta_2 zeta_2 (the two features)
+    kernel_names=("stock's feature-1 weight", "stock's feature-2 weight"),
 )  # fmt: skip
 SPEC_3D = of_class(
     InventoryManagement3D,
@@ -191,4 +193,6 @@ SPEC_3D = of_class(
     ),
     n_test=10,
     cost_names=("a_1-0.5s_1", "a_2-0.5s_2", "a_3-0.5s_3"),
+    # xi = eta, one row per item: item i's next stock mean is eta[i,0] zeta_1 + eta[i,1] zeta_2
+    kernel_names=tuple(f"item {i}'s feature-{k} weight" for i in (1, 2, 3) for k in (1, 2)),
 )  # fmt: skip

@@ -66,3 +66,16 @@ def make():
         "learner": {"policy_hidden": (16,), "critic_hidden": (16,), "hp": {"lr": 3e-3}},
         "n_test": 2,
     }
+
+
+class Fixed(Drift):
+    """The drift with a cost that never moves (``c = 0.25`` every step): a constraint no policy
+    changes (``cost_check.cannot_bind``)."""
+
+    def constraint_costs(self, params, s, action, s_next):
+        return jnp.full((1,), 0.25)
+
+
+def make_fixed():
+    """``make``'s toy with the constant cost."""
+    return {**make(), "env": Fixed(0.8)}

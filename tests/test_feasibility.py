@@ -13,7 +13,7 @@ from feasibility_toy import DISCOUNT, Drift  # tests/ is on the path (pytest's r
 
 from rcmdp_jax import envs
 from rcmdp_jax.feasibility import FeasibilityConfig, check_feasibility
-from rcmdp_jax.feasibility_report import lines, summarise
+from rcmdp_jax.feasibility_report import lines, mean_and_se, summarise
 from rcmdp_jax.worst_case import SearchConfig
 
 SMALL = dict(policy_hidden=(16,), critic_hidden=(16,), hp={"lr": 3e-3})
@@ -54,7 +54,120 @@ def test_wide_box_is_not_keepable_and_names_where_it_breaks(wide):
     # the closed form on the worst kernel: (1.3 - 1) * DISCOUNT
     assert r["least_worst_C"] == pytest.approx(0.3 * DISCOUNT, abs=0.05)
     text = "\n".join(lines(wide))
-    assert "NOT keepable" in text and "up to level 0.7" in text and "no policy found keeps it" in text
+    assert "one policy for the whole box: NOT keepable" in text
+    assert "kernel by kernel (each kernel's best policy found): C <= 0 met on every test kernel up to level 0.7" in text
+    assert "kernel by kernel: 3 of 22 test kernels where no policy found meets C <= 0" in text
+
+
+def test_settings_and_standard_errors_against_the_closed_form(wide):
+    (r,) = wide["constraints"]
+    s = wide["settings"]
+    assert (s["gamma"], s["horizon"], s["n_test"], s["steps"]) == (pytest.approx(0.9), 10, 8, 4800)
+    assert "settings: gamma 0.9, H 10 steps, n_test 8 episodes per test kernel" in lines(wide)[0]
+    # a = 1 every step: c_t ~ N(xi - 1, 0.01^2) independently, so C's std is 0.01 sqrt(sum gamma^2t)
+    # and the 8-episode mean's standard error that over sqrt(8) (a sample estimate: within a factor 2)
+    exact = 0.01 * np.sqrt(sum(0.81**t for t in range(10))) / np.sqrt(8)
+    assert 0.5 * exact < r["least_worst_C_se"] < 2 * exact
+    assert np.all((0.5 * exact < np.array(r["least_C_se"])) & (np.array(r["least_C_se"]) < 2 * exact))
+    assert not r["too_close_to_call"]  # 0.27 above the limit, the error ~0.005
+
+
+def test_standard_errors_by_hand_and_a_verdict_too_close_to_call():
+    rng = np.random.default_rng(5)
+    episodes = rng.normal(-0.2, 1.0, size=(3, 2, 2, 20))  # [seed, level, direction, episode]
+    episodes[1] -= 0.5  # seed 1 the best everywhere
+    mean, se = mean_and_se(episodes)
+    by_hand = np.sqrt(((episodes - episodes.mean(-1, keepdims=True)) ** 2).sum(-1) / 19 / 20)
+    np.testing.assert_allclose(se, by_hand)
+    np.testing.assert_allclose(mean, episodes.sum(-1) / 20)
+    grid_xi = np.array([[[1.0], [1.0]], [[0.5], [1.5]]])
+    r = summarise(mean, [0.0, 1.0], grid_xi, np.array([1.0]), ("g",), "c", se=se)
+    worst = np.unravel_index(np.argmax(mean[1]), mean[1].shape)
+    assert r["least_worst_C"] == pytest.approx(mean[1][worst])
+    assert r["least_worst_C_se"] == pytest.approx(by_hand[1][worst])
+    best = mean.argmin(0)  # each kernel's best policy, and the standard error of its mean there
+    least, least_se = (np.take_along_axis(x, best[None], 0)[0] for x in (mean, by_hand))
+    np.testing.assert_allclose(r["least_C_se"], least_se)
+    np.testing.assert_allclose(r["least_C_per_level_se"], [least_se[i][np.argmax(least[i])] for i in range(2)])
+    np.testing.assert_allclose(r["learned_worst_C_se_per_seed"],
+                               [by_hand[s].flat[np.argmax(mean[s])] for s in range(3)])  # fmt: skip
+    assert r["worst_kernel"]["least_C_se"] == pytest.approx(least_se.flat[np.argmax(least)])
+    # within two standard errors of the limit: said, with a tenfold n_test to try
+    close = summarise(np.full((1, 2, 2), 0.05), [0.0, 1.0], grid_xi, np.array([1.0]), ("g",), "c",
+                      se=np.full((1, 2, 2), 0.1))  # fmt: skip
+    assert close["too_close_to_call"] and not close["keepable"] and close["close_kernels"] == 4
+    text = "\n".join(lines({"constraints": [close], "settings": {"gamma": 0.9, "horizon": 10, "n_test": 20}}))
+    assert "too close to call at n_test = 20" in text and "try --n-test 200" in text
+    assert "least worst-kernel C = +0.05 ± 0.1" in text
+    far = summarise(np.full((1, 2, 2), 0.5), [0.0, 1.0], grid_xi, np.array([1.0]), ("g",), "c",
+                    se=np.full((1, 2, 2), 0.1))  # fmt: skip
+    assert not far["too_close_to_call"] and "too close" not in "\n".join(lines({"constraints": [far]}))
+
+
+def test_each_line_says_which_notion_it_speaks_of():
+    levels, grid_xi = [0.0, 1.0], np.array([[[1.0], [1.0]], [[0.5], [1.5]]])
+    # two policies, each breaking a kernel the other keeps: no one policy, but every kernel keepable
+    C = np.array([[[-1.0, -1.0], [0.4, -1.0]], [[-1.0, -1.0], [-1.0, 0.4]]])
+    r = summarise(C, levels, grid_xi, np.array([1.0]), ("g",), "c")
+    text = "\n".join(lines({"constraints": [r]}))
+    assert not r["keepable"] and r["keepable_up_to_level"] == 1.0 and r["not_keepable_kernels"] == []
+    assert "one policy for the whole box: NOT keepable" in text
+    assert "kernel by kernel (each kernel's best policy found): C <= 0 met on every test kernel up to level 1" in text
+    assert "kernel by kernel: 0 of 4 test kernels where no policy found meets C <= 0" in text
+    # a margin: the line names the bound it asks for, not "it breaks"
+    r = summarise(np.full((2, 2, 2), -0.5), levels, grid_xi, np.array([1.0]), ("g",), "c", margin=1.0)
+    text = "\n".join(lines({"constraints": [r]}))
+    assert "C <= -1 (margin 1) not met even at the nominal kernel" in text and "breaks" not in text
+    assert "c (C <= -1 (margin 1) wanted):" in text
+
+
+def test_a_cost_that_never_moves_is_warned_of_and_a_moving_one_is_not():
+    from feasibility_toy import Fixed
+
+    from rcmdp_jax import cost_check
+
+    envs.register("drift-fixed", Fixed(0.8), learner=SMALL, n_test=2)
+    envs.register("drift-moving", Drift(0.8), learner=SMALL, n_test=2)
+    costs = cost_check.step_costs("drift-moving", episodes=3)
+    assert costs.shape == (3, 10, 1) and np.ptp(costs) > 0.5  # s' = xi - a + noise, a random in {0, 1}
+    assert cost_check.cannot_bind("drift-moving") == []
+    (line,) = cost_check.cannot_bind("drift-fixed")
+    assert "constraint 'C0' cannot bind" in line and "+0.25 on every step" in line
+    assert cost_check.constant(np.array([[[1.0, 2.0]], [[1.0, np.nan]], [[1.0, 3.0]]])) == [(0, 1.0)]
+    # check_feasibility says it before it trains (the progress line that starts training stops it here)
+    said = []
+
+    def progress(msg):
+        said.append(msg)
+        if "training" in msg:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        check_feasibility("drift-fixed", FeasibilityConfig(seeds=1, steps=160, search=None), progress=progress)
+    assert said[0] == f"warning: {line}" and "training" in said[1]
+    with pytest.warns(cost_check.CannotBindWarning, match="cannot bind"):
+        cost_check.warn("drift-fixed")
+
+
+def test_the_runner_warns_of_a_cost_that_never_moves_before_training(tmp_path, monkeypatch, capsys):
+    from rcmdp_jax.study import cli, orchestrate
+
+    class NoStudy:  # what is printed before training is checked: nothing trains
+        def __init__(self, *args):
+            pass
+
+        def run(self):
+            print("training starts")
+            return 0
+
+    monkeypatch.setattr(orchestrate, "Study", NoStudy)
+    toy = Path(__file__).parent / "feasibility_toy.py"
+    for make, warned in (("make_fixed", True), ("make", False)):
+        argv = ["--env", f"{toy}:{make}", "--algos", "PPO-Lag", "--seeds", "1", "--out", str(tmp_path / make)]
+        assert cli.main(argv) == 0
+        out = capsys.readouterr().out
+        assert ("rcmdp_jax: warning: " in out and "cannot bind" in out) == warned, out
+        assert not warned or out.index("cannot bind") < out.index("training starts")
 
 
 def test_learned_policies_reach_the_closed_form_on_every_kernel(wide):
@@ -67,6 +180,8 @@ def test_learned_policies_reach_the_closed_form_on_every_kernel(wide):
 def test_a_controller_is_a_second_witness(wide):
     (r,) = wide["constraints"]
     assert wide["controller"] and r["witness_worst_C"] == pytest.approx(0.3 * DISCOUNT, abs=0.02)
+    exact = 0.01 * np.sqrt(sum(0.81**t for t in range(10))) / np.sqrt(8)  # a = 1 always, as the learned ones
+    assert 0.5 * exact < r["witness_worst_C_se"] < 2 * exact
     # the gradient search ran on the best learned policy and found no kernel worse than the box's edge
     assert r["search"] is not None and r["search"]["C"] <= 0.3 * DISCOUNT + 0.05
 
@@ -117,7 +232,7 @@ def test_command_writes_feasibility_json_and_never_overwrites_it(tmp_path, capsy
     assert {"level", "direction", "kernel", "described", "least_C"} <= set(r["not_keepable_kernels"][0])
     assert (tmp_path / "f" / "feasibility.png").stat().st_size > 0
     out = capsys.readouterr().out
-    assert "NOT keepable" in out and "feasibility.json" in out
+    assert "NOT keepable" in out and "feasibility.json" in out and "n_test 2 episodes per test kernel" in out
     before = (tmp_path / "f" / "feasibility.json").read_bytes()
     assert main(argv) == 2 and "already exists" in capsys.readouterr().err
     assert (tmp_path / "f" / "feasibility.json").read_bytes() == before

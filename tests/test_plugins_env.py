@@ -145,6 +145,8 @@ def test_unknown_spec_keys_are_refused_with_the_allowed_ones():
     (dict(lambda_max=1e40), "must be a finite number >= 0, got 1e+40"),
     (dict(factory=3), "DomainSpec.factory must build the environment"),
     (dict(learner={"ppo_epochs": 3}), "DomainSpec.learner must be a LearnerSpec"),
+    (dict(kernel_names=("g", "")), "DomainSpec.kernel_names must be a tuple of non-empty strings"),
+    (dict(kernel_names="g"), "DomainSpec.kernel_names must be a tuple of non-empty strings, got 'g'"),
 ])  # fmt: skip
 def test_a_bad_spec_is_a_clear_error(fields, message):
     base = _toy_fields()

@@ -17,20 +17,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax import envs
+from rcmdp_jax import cost_check, envs
 from rcmdp_jax.adversary.corners import MAX_PARAMS
+from rcmdp_jax.config import BudgetRounded
 from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
-from rcmdp_jax.feasibility_report import summarise
+from rcmdp_jax.feasibility_report import mean_and_se, summarise
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
 LEARNERS = ("ppo", "mdpo")
+BUDGET_FACTOR = 3  # a cost-minimising policy's default budget: 3 x the environment's short one
 PREFIX = "min-cost"  # the cost-minimising environments' names: "min-cost<j>:<env>"
 
 
@@ -39,7 +42,7 @@ class FeasibilityConfig:
     """How the check runs (defaults: what ``rcmdp feasibility`` uses)."""
 
     seeds: int = 3
-    steps: int | None = None  # policy steps per policy (None: the environment's short budget)
+    steps: int | None = None  # policy steps per policy (None: default_steps, 3 x the short budget)
     learner: str = "ppo"
     method: str | None = None  # robust method (None: corners if the box has <= 8 parameters, else worst-of-n)
     n_test: int | None = None  # episodes per test kernel (None: the environment's own)
@@ -93,6 +96,12 @@ def default_method(env) -> str:
     return "corners" if env.num_kernel_params <= MAX_PARAMS else "worst-of-n"
 
 
+def default_steps(spec) -> int:
+    """The policy steps of a cost-minimising policy when none are given: ``BUDGET_FACTOR``
+    times the environment's short budget (docs/feasibility.md, "Measured")."""
+    return BUDGET_FACTOR * int(spec.learner.budgets["short"])
+
+
 def _check_controller(controller, env) -> None:
     if controller is None:
         return
@@ -138,37 +147,44 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
     env, params = envs.make(name)
     m = int(env.num_constraints)
     _check_controller(controller, env)
+    cost_check.warn(name, progress)  # a cost no policy changes: said before anything trains
     spec = envs.spec(name)
+    quiet = cfg.steps is None  # the default budget: its rounding to whole iterations goes unsaid
+    cfg = dataclasses.replace(cfg, steps=cfg.steps or default_steps(spec))
     n_test = int(cfg.n_test or spec.n_test)
     names = tuple(spec.cost_names) if len(spec.cost_names) == m else tuple(f"C{j}" for j in range(m))
     levels = np.asarray(DISTORTION_LEVELS, np.float64)
     grid = env.test_kernels(levels, params)
     labels, xi_c = kernel_names(name, np.shape(params.xi_c)), np.asarray(params.xi_c)
     key = jax.random.PRNGKey(cfg.seed)
-    witness = None
+    witness = witness_se = None
     if controller is not None:
         say("the controller on every test kernel")
         policy = lambda obs, _key: controller(obs)
         out = jax.jit(lambda k: policy_sweep(env, grid, policy, n_test, env.gamma, k))(jax.random.fold_in(key, 7))
-        witness = np.asarray(out["C"]).mean(2)  # [L, D, m]
+        witness, witness_se = mean_and_se(np.asarray(out["C"]), axis=2)  # [L, D, m] each
     rows = []
     for j in range(m):
         k_train, k_test, k_search = jax.random.split(jax.random.fold_in(key, j), 3)
         say(f"{names[j]}: training {cfg.seeds} cost-minimising {cfg.learner.upper()} policies")
-        config, actors, ok = learned(name, j, cfg, k_train)
+        with warnings.catch_warnings():
+            if quiet:
+                warnings.simplefilter("ignore", BudgetRounded)
+            config, actors, ok = learned(name, j, cfg, k_train)
         if not ok.any():
             raise FloatingPointError(f"feasibility: every seed's training diverged on {names[j]} (NaN)")
         sweep = make_eval(config, n_test=n_test, env_params=params)
-        C = np.asarray(jax.jit(sweep)(actors, k_test)["C"])[..., j].mean(-1)[ok]  # [S', L, D]
+        C, se = (x[ok] for x in mean_and_se(np.asarray(jax.jit(sweep)(actors, k_test)["C"])[..., j]))  # [S', L, D]
         actors = jax.tree.map(lambda x: x[np.flatnonzero(ok)], actors)
         found = None
         if cfg.search is not None:
             say(f"{names[j]}: gradient search of the box for the best policy's worst kernel")
             found = search_worst(config, env, params, actors, C, j, cfg.search, k_search)
-        w = None if witness is None else witness[..., j]
-        rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found))
+        w, w_se = (None, None) if witness is None else (witness[..., j], witness_se[..., j])
+        rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found, se, w_se))
     settings = dataclasses.asdict(cfg) | {"n_test": n_test, "method": cfg.method or default_method(env),
                                           "steps": cfg.steps or spec.learner.budgets["short"]}  # fmt: skip
+    settings |= {"gamma": float(env.gamma), "horizon": int(env.episode_length)}
     return {"env": name, "levels": levels.tolist(), "constraints": rows, "settings": settings,
             "controller": controller is not None}  # fmt: skip
 
@@ -190,6 +206,6 @@ def search_worst(config, env, params, actors, C, j: int, search: SearchConfig, k
     starts = corner_starts(finder.env, params, -C[best : best + 1, -1].reshape(1, -1))
     one = jax.tree.map(lambda x: x[best : best + 1], actors)
     found = jax.jit(finder)(one, starts, key)[f"cost{j}"]
-    values = np.asarray(found["episodes"])[0, :, :, 1 + j].mean(-1)  # [K]
+    values, se = mean_and_se(np.asarray(found["episodes"])[0, :, :, 1 + j])  # [K] each
     k = int(np.argmax(values))
-    return {"C": float(values[k]), "xi": np.asarray(found["xi"])[0, k]}
+    return {"C": float(values[k]), "se": float(se[k]), "xi": np.asarray(found["xi"])[0, k]}

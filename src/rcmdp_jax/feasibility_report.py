@@ -17,30 +17,53 @@ def kernel_record(labels, xi, xi_c, **extra) -> dict:
             **{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in extra.items()}}  # fmt: skip
 
 
-def summarise(C, levels, grid_xi, xi_c, labels, name: str, margin: float = 0.0, witness=None, search=None) -> dict:
+def mean_and_se(episodes, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """The Monte-Carlo mean of ``episodes`` over ``axis`` and its standard error
+    (sample standard deviation / sqrt(n); 0 where there is one episode)."""
+    x = np.asarray(episodes, np.float64)
+    n = x.shape[axis]
+    se = x.std(axis=axis, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(np.delete(x.shape, axis))
+    return x.mean(axis=axis), se
+
+
+def summarise(C, levels, grid_xi, xi_c, labels, name: str, margin: float = 0.0, witness=None, search=None,
+              se=None, witness_se=None) -> dict:  # fmt: skip
     """One constraint's verdict. ``C`` ``[S, L, D]``: each learned policy's mean ``C`` on every
     test kernel; ``grid_xi`` ``[L, D, *xi]``; ``witness`` ``[L, D]`` (a user's controller) or
-    None; ``search`` ``{"C": float, "xi": array}`` (the gradient search's worst kernel for the
-    best learned policy) or None. A kernel is *keepable* when its least ``C`` is ``<= -margin``.
+    None; ``search`` ``{"C": float, "xi": array[, "se": float]}`` (the gradient search's worst
+    kernel for the best learned policy) or None; ``se`` ``[S, L, D]`` and ``witness_se``
+    ``[L, D]``: the standard errors of those means over episodes (None: unknown, taken as 0).
+    A kernel is *keepable* when its least ``C`` is ``<= -margin``.
 
-    ``least_worst_C`` is the least, over the policies found, of a policy's worst ``C`` over the
-    box (grid and search): ``keepable`` (the whole box) is ``least_worst_C <= -margin``, an
-    upper bound on the truth (a learned policy), so ``False`` means no policy found keeps it."""
+    Two notions. *One policy for the whole box*: ``least_worst_C`` is the least, over the
+    policies found, of a policy's worst ``C`` over the box (grid and search); ``keepable`` is
+    ``least_worst_C <= -margin``, an upper bound on the truth (a learned policy), so ``False``
+    means no policy found keeps it. *Kernel by kernel*: ``least_C`` takes the best policy of
+    each kernel, and ``keepable_up_to_level``, ``not_keepable_kernels`` and ``worst_kernel``
+    read it. ``too_close_to_call``: ``least_worst_C`` lies within two standard errors of ``-margin``."""
     C = np.asarray(C, np.float64)
+    se = np.zeros_like(C) if se is None else np.asarray(se, np.float64)
     levels = np.asarray(levels, np.float64)
-    per_policy_worst = C.reshape(C.shape[0], -1).max(1)  # [S]
+    flat, flat_se = C.reshape(C.shape[0], -1), se.reshape(C.shape[0], -1)
+    per_policy_worst = flat.max(1)  # [S]
     best = int(np.argmin(per_policy_worst))
-    best_worst, best_source = float(per_policy_worst[best]), "grid"
+    at = int(np.argmax(flat[best]))
+    best_worst, best_worst_se, best_source = float(per_policy_worst[best]), float(flat_se[best, at]), "grid"
     if search is not None and float(search["C"]) > best_worst:
-        best_worst, best_source = float(search["C"]), "search"
-    least = C.min(0)  # [L, D] the best policy per kernel
-    candidates = {"learned": best_worst}
+        best_worst, best_worst_se, best_source = float(search["C"]), float(search.get("se", 0.0)), "search"
+    pick = C.argmin(0)  # [L, D] the best policy per kernel
+    least = np.take_along_axis(C, pick[None], 0)[0]
+    least_se = np.take_along_axis(se, pick[None], 0)[0]
+    candidates = {"learned": (best_worst, best_worst_se)}
     if witness is not None:
         witness = np.asarray(witness, np.float64)
+        witness_se = np.zeros_like(witness) if witness_se is None else np.asarray(witness_se, np.float64)
+        least_se = np.where(witness < least, witness_se, least_se)
         least = np.minimum(least, witness)
-        candidates["witness"] = float(witness.max())
-    by = min(candidates, key=candidates.get)
-    least_worst = candidates[by]
+        w_at = np.unravel_index(int(np.argmax(witness)), witness.shape)
+        candidates["witness"] = (float(witness[w_at]), float(witness_se[w_at]))
+    by = min(candidates, key=lambda k: candidates[k][0])
+    least_worst, least_worst_se = candidates[by]
     flat_xi = np.asarray(grid_xi).reshape(least.size, -1)
     li, di = np.unravel_index(int(np.argmax(least)), least.shape)
     ok_level = [bool(np.all(least[: i + 1] <= -margin)) for i in range(len(levels))]
@@ -48,46 +71,84 @@ def summarise(C, levels, grid_xi, xi_c, labels, name: str, margin: float = 0.0, 
 
     def grid_kernel(i, d):
         x = flat_xi[i * least.shape[1] + d]
-        return kernel_record(labels, x, xi_c, level=float(levels[i]), direction=int(d), least_C=float(least[i, d]))
+        return kernel_record(labels, x, xi_c, level=float(levels[i]), direction=int(d), least_C=float(least[i, d]),
+                             least_C_se=float(least_se[i, d]))  # fmt: skip
 
     breaking = [grid_kernel(i, d) for i, d in zip(*np.nonzero(least > -margin))]
     if search is not None and by == "learned" and best_source == "search" and best_worst > -margin:
         breaking.append(kernel_record(labels, search["xi"], xi_c, level=None, direction=None, least_C=best_worst,
-                                      found_by="gradient search (best learned policy)"))  # fmt: skip
+                                      least_C_se=best_worst_se, found_by="gradient search (best learned policy)"))  # fmt: skip
     return {
         "constraint": name,
         "keepable": bool(least_worst <= -margin),
         "least_worst_C": least_worst,
+        "least_worst_C_se": least_worst_se,
+        "too_close_to_call": bool(abs(least_worst + margin) <= 2 * least_worst_se),
         "least_worst_C_by": by if by == "witness" else f"learned policy (seed {best}, worst found by {best_source})",
         "margin": float(margin),
         "keepable_up_to_level": up_to,
         "box_fraction": None if up_to is None else up_to**2,
         "worst_kernel": grid_kernel(li, di),
         "not_keepable_kernels": breaking,
+        "test_kernels": int(least.size),
+        "close_kernels": int(np.sum(np.abs(least + margin) <= 2 * least_se)),
         "least_C_per_level": least.max(1).tolist(),
+        "least_C_per_level_se": least_se[np.arange(least.shape[0]), least.argmax(1)].tolist(),
         "least_C": least.tolist(),
+        "least_C_se": least_se.tolist(),
         "learned_worst_C_per_seed": per_policy_worst.tolist(),
-        "witness_worst_C": candidates.get("witness"),
-        "search": None if search is None else {"C": float(search["C"]), **kernel_record(labels, search["xi"], xi_c)},
+        "learned_worst_C_se_per_seed": flat_se[np.arange(len(flat)), flat.argmax(1)].tolist(),
+        "witness_worst_C": candidates["witness"][0] if "witness" in candidates else None,
+        "witness_worst_C_se": candidates["witness"][1] if "witness" in candidates else None,
+        "search": None if search is None else {"C": float(search["C"]), "se": float(search.get("se", 0.0)),
+                                               **kernel_record(labels, search["xi"], xi_c)},  # fmt: skip
     }
 
 
+def _limit(margin: float) -> str:
+    """The bound a verdict asks for: ``C <= 0`` or ``C <= -1 (margin 1)``."""
+    return "C <= 0" if not margin else f"C <= {-margin:g} (margin {margin:g})"
+
+
+def _pm(value: float, se: float) -> str:
+    return f"{value:+.4g} ± {se:.2g}"
+
+
 def lines(report: dict) -> list[str]:
-    """The terminal summary: one verdict line per constraint, then where it breaks."""
+    """The terminal summary: the settings, then per constraint the verdict of each notion
+    (one policy for the whole box; kernel by kernel, each kernel's best policy) with its
+    standard error, and where it breaks."""
+    s = report.get("settings", {})
     out = []
+    if {"gamma", "horizon", "n_test"} <= set(s):
+        out.append(f"settings: gamma {s['gamma']:g}, H {s['horizon']} steps, n_test {s['n_test']} episodes per "
+                   f"test kernel; C is a discounted sum over an episode, ± one standard error over episodes")  # fmt: skip
     for r in report["constraints"]:
-        verdict = "keepable on the whole box" if r["keepable"] else "NOT keepable on the whole box"
-        out.append(f"{r['constraint']}: {verdict}: least worst-kernel C = {r['least_worst_C']:+.4g} "
-                   f"({r['least_worst_C_by']})")  # fmt: skip
-        if not r["keepable"]:
-            up = r["keepable_up_to_level"]
-            out.append("  kept on every test kernel up to level "
-                       + ("none (it breaks at the nominal kernel)" if up is None else
-                          f"{up:g} ({100 * r['box_fraction']:.0f} % of the box's half-widths)"))  # fmt: skip
-            w = r["worst_kernel"]
-            out.append(f"  worst kernel: {w['described']} (level {w['level']:g}): least C {w['least_C']:+.4g}")
-            out.append(f"  {len(r['not_keepable_kernels'])} kernel(s) where no policy found keeps it")
-    out.append("An upper bound on the least value: 'not keepable' means no policy found keeps it.")
+        limit = _limit(r["margin"])
+        se = r.get("least_worst_C_se", 0.0)
+        verdict = "keepable" if r["keepable"] else "NOT keepable"
+        out.append(f"{r['constraint']} ({limit} wanted):")
+        out.append(f"  one policy for the whole box: {verdict}: least worst-kernel C = "
+                   f"{_pm(r['least_worst_C'], se)} ({r['least_worst_C_by']})")  # fmt: skip
+        if r.get("too_close_to_call"):
+            n = s.get("n_test")
+            out.append(f"  too close to call at n_test = {n}: within two standard errors of {limit.split(' (')[0]}"
+                       + (f"; try --n-test {10 * n}" if n else ""))  # fmt: skip
+        up = r["keepable_up_to_level"]
+        if up is None:
+            where = f"{limit} not met even at the nominal kernel"
+        else:
+            where = f"{limit} met on every test kernel up to level {up:g} ({100 * r['box_fraction']:.0f} % of the box's half-widths)"
+        out.append(f"  kernel by kernel (each kernel's best policy found): {where}")
+        w = r["worst_kernel"]
+        out.append(f"  kernel by kernel: worst kernel {w['described']} (level {w['level']:g}): least C "
+                   f"{_pm(w['least_C'], w.get('least_C_se', 0.0))}")  # fmt: skip
+        n_kernels = r.get("test_kernels")
+        of = f" of {n_kernels} test kernels" if n_kernels else ""
+        out.append(f"  kernel by kernel: {len(r['not_keepable_kernels'])}{of} where no policy found meets {limit}"
+                   + (f" ({r['close_kernels']} within two standard errors of it)" if r.get("close_kernels") else ""))  # fmt: skip
+    out.append("An upper bound on the least value: 'NOT keepable' means no policy found keeps it; 'kernel by kernel' "
+               "lets each kernel have its own policy, 'one policy for the whole box' does not.")  # fmt: skip
     return out
 
 
@@ -98,16 +159,21 @@ def plot(report: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from rcmdp_jax.study.plots import fit
+
     rows = report["constraints"]
     fig, axes = plt.subplots(1, len(rows), figsize=(max(6.5, 5 * len(rows)), 4), squeeze=False)
     for ax, r in zip(axes[0], rows):
-        ax.plot(report["levels"], r["least_C_per_level"], marker="o", label="least C (worst direction)")
+        se = r.get("least_C_per_level_se")  # absent in a report written before the standard errors
+        ax.errorbar(report["levels"], r["least_C_per_level"], yerr=None if se is None else 2 * np.asarray(se),
+                    marker="o", capsize=2, label="least C, each kernel's best policy (worst direction)" + ("" if se is None else " ± 2 SE"))  # fmt: skip
         ax.axhline(-r["margin"], color="k", lw=0.8, ls="--", label="limit" if not r["margin"] else "limit - margin")
         ax.set_xlabel("distortion level (kernel at level² of the box)")
         ax.set_ylabel("C (kept when <= 0)")
-        ax.set_title(f"{r['constraint']}: {'keepable' if r['keepable'] else 'not keepable'}", fontsize=10)
+        verdict = "keepable" if r["keepable"] else "NOT keepable"
+        ax.set_title(f"{r['constraint']}: {verdict} by one policy on the whole box", fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"{report['env']}: the least C found (an upper bound)", fontsize=10)
-    fig.tight_layout()
+    fit(fig)
     fig.savefig(path, dpi=110)
     plt.close(fig)

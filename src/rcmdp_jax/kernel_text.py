@@ -9,12 +9,13 @@ import numpy as np
 
 def kernel_names(env_name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
     """The names of a kernel's entries (flattened): the environment's uncertain fields
-    (``envs.robustify``'s ``fields``), else ``xi[i]`` / ``xi[i,j]``."""
+    (``envs.robustify``'s ``fields``), else its spec's ``kernel_names`` (the study's domains:
+    ``cart velocity``), else ``xi[i]`` / ``xi[i,j]``."""
     n = int(np.prod(shape)) if shape else 1
     try:
         from rcmdp_jax import envs
 
-        names = tuple(getattr(envs.make(env_name)[0], "fields", ()) or ())
+        names = tuple(getattr(envs.make(env_name)[0], "fields", ()) or ()) or tuple(envs.spec(env_name).kernel_names)
     except (ValueError, TypeError):
         names = ()
     if len(names) == n:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rcmdp_jax import stats
-from rcmdp_jax.study.plots import INTERVALS, PROFILES
+from rcmdp_jax.study.plots import INTERVALS, PROFILES, fit
 from rcmdp_jax.study.report_text import md_cell
 
 # bootstrap resamples of the IQM intervals (rliable's default is 50,000; rliable's
@@ -140,7 +140,7 @@ def _plot(out_dir, figures: dict, env_name: str) -> None:
         ax.set_xlabel(f"IQM of {metric}")
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(f"{env_name}: IQM with 95% stratified-bootstrap intervals")
-    fig.tight_layout()
+    fit(fig)
     fig.savefig(out_dir / INTERVALS, dpi=110)
     plt.close(fig)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
@@ -153,6 +153,6 @@ def _plot(out_dir, figures: dict, env_name: str) -> None:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=6)
     fig.suptitle(f"{env_name}: performance profiles over the test kernels")
-    fig.tight_layout()
+    fit(fig)
     fig.savefig(out_dir / PROFILES, dpi=110)
     plt.close(fig)

@@ -250,6 +250,12 @@ def main(argv=None) -> int:
         where += f"; process {jax.process_index()} of {jax.process_count()}"
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
           f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
+    if first and not args.eval_only and not args.resume:  # a cost no policy changes: said before training
+        from rcmdp_jax.cost_check import cannot_bind
+
+        for name in plan.envs:
+            for line in cannot_bind(name):
+                print(f"rcmdp_jax: warning: {line}", flush=True)
     from rcmdp_jax.study.user_env import unsaved
 
     for name in unsaved(plan.envs, plan.env_sources):

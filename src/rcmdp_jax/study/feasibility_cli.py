@@ -37,7 +37,7 @@ def parse_args(argv):
     p.add_argument("--noise", default=None, metavar="STD,...", help="gymnax:ID: the kernel's noise, as rcmdp's")
     p.add_argument("--seeds", type=int, default=3, help="cost-minimising policies per constraint (default 3)")
     p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
-    p.add_argument("--steps", type=int, default=None, help="policy steps per policy (default: the short budget)")
+    p.add_argument("--steps", type=int, default=None, help="policy steps per policy (default: 3 x the short budget)")
     p.add_argument("--learner", default="ppo", choices=LEARNERS, help="the learner (default ppo)")
     p.add_argument("--method", default=None, help="the robust method (default corners; worst-of-n above 8 parameters)")
     p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default the environment's)")

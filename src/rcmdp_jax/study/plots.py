@@ -5,6 +5,7 @@ shows the constrained algorithms only."""
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -78,6 +79,64 @@ def _pyplot():
     return plt
 
 
+def _labels(fig) -> list:
+    """The texts a layout can push past the canvas, each with the axes whose width it keeps
+    to (an axes' titles, so that neighbours' titles do not meet) or None: the figure's title
+    and captions, each axes' titles and axis labels."""
+    out = [(t, None) for t in ([fig._suptitle] if fig._suptitle is not None else []) + list(fig.texts)]
+    for ax in fig.axes:
+        out += [(ax.title, ax), (ax._left_title, ax), (ax._right_title, ax), (ax.xaxis.label, None),
+                (ax.yaxis.label, None)]  # fmt: skip
+    return [(t, ax) for t, ax in out if t.get_visible() and t.get_text().strip()]
+
+
+def _rewrap(text: str, chars: int) -> str:
+    return "\n".join(textwrap.fill(line, max(chars, 8), break_on_hyphens=False) for line in text.split("\n"))
+
+
+def fit(fig, rect=(0.0, 0.0, 1.0, 1.0), caption=None, tries: int = 8) -> None:
+    """Lay ``fig`` out (``tight_layout`` within ``rect``) with every title, label and caption on
+    the canvas: one that reaches past an edge is wrapped to the room its centre leaves it, then
+    (too long a word) made smaller; ``caption`` (a ``fig.text`` at the bottom) gets the height
+    it needs below the axes."""
+    left, bottom, right, top = rect
+    own: dict = {}  # each wrapped text as it was given: wrapped again from there, its own line breaks kept
+    for _ in range(tries):
+        renderer = fig.canvas.get_renderer()
+        if caption is not None:
+            needed = caption.get_window_extent(renderer).y1 / fig.bbox.height + 0.02
+            bottom = max(rect[1], needed)
+        with warnings.catch_warnings():  # "not compatible with tight_layout": the next round wraps
+            warnings.simplefilter("ignore", UserWarning)
+            fig.tight_layout(rect=(left, bottom, right, top))
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        W, H = fig.bbox.width, fig.bbox.height
+        changed = False
+        for t, ax in _labels(fig):
+            b = t.get_window_extent(renderer)
+            upright = abs(t.get_rotation() % 180 - 90) < 1
+            lo, hi, size = (b.y0, b.y1, H) if upright else (b.x0, b.x1, W)
+            wide = ax is not None and hi - lo > 1.1 * ax.get_window_extent(renderer).width
+            if lo >= 0 and hi <= size and not wide:
+                continue
+            anchor = "center" if upright else t.get_horizontalalignment()  # the end that stays where it is
+            centre = (lo + hi) / 2
+            room = {"left": size - max(lo, 0), "right": min(hi, size)}.get(anchor, 2 * min(centre, size - centre))
+            room = 0.96 * max(room, 0.1 * size)
+            if ax is not None:
+                room = min(room, 1.1 * ax.get_window_extent(renderer).width)
+            longest = max(len(line) for line in t.get_text().split("\n"))
+            chars = int(longest * room / (hi - lo))
+            if chars >= 8 and chars < longest:
+                t.set_text(_rewrap(own.setdefault(t, t.get_text()), chars))
+            else:
+                t.set_fontsize(t.get_fontsize() * 0.85)
+            changed = True
+        if not changed:
+            return
+
+
 WORST_CAPTION = ("solid: each level's worst test kernel (the highest mean C over seeds and episodes); faint: the "
                  "mean over the level's kernels.\nThe worst kernels as their fields: summary.md, \"Is the constraint "
                  "kept?\"")  # fmt: skip
@@ -110,15 +169,17 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
             worst, mean = worst_per_level(fn(V, C))
             ax.plot(levels, worst, ms=3, label=algo, **look[algo])
             ax.plot(levels, mean, lw=0.8, alpha=0.35, color=look[algo]["color"], linestyle=look[algo]["linestyle"])
+        caption = None
         if i > 0:
             ax.axhline(0.0, color="black", lw=0.8)  # the limit: kept below it
-            fig.text(0.01, 0.01, WORST_CAPTION + _named((worst_kernels or {}).get(i - 1, {})), fontsize=6, va="bottom")
+            caption = fig.text(0.01, 0.01, WORST_CAPTION + _named((worst_kernels or {}).get(i - 1, {})), fontsize=6,
+                               va="bottom")  # fmt: skip
         ax.set_xlabel("distortion level")
         ax.set_ylabel(label + (" (kept when <= 0)" if i > 0 else ""))
         ax.set_title(f"{env_name}: test {label}" + (" on each level's worst kernel" if i > 0 else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
-        fig.tight_layout(rect=(0, 0.1 if i > 0 else 0, 1, 1))
+        fit(fig, caption=caption)
         path = out_dir / (TEST_RETURN if i == 0 else test_cost_figure(i))
         fig.savefig(path, dpi=110)
         plt.close(fig)
@@ -202,5 +263,5 @@ def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=6, ncol=2)
     fig.suptitle(f"{env_name}: training curves (mean over seeds)")
-    fig.tight_layout()
+    fit(fig)
     return fig
