@@ -85,21 +85,29 @@ def test_a_config_dict_with_flat_options_reads_into_options():
     assert config_from_dict({"adversary_candidates": 16, "ltma_iterations": 160}) == Config()  # the old defaults
     # written out, the options of the plug-ins a config trains with are spelled out, defaults too
     written = dict(config_to_dict(Config().replace(robust=True, adversary="worst-of-n"))["options"])
-    assert written == {**SHARED, **OWN["worst-of-n"], "dual_reading": "picked"}
+    assert written == {**SHARED, **OWN["worst-of-n"], "dual_reading": "picked", "worst_cases": "separate"}
+    # a saved worst-of-n config that does not name worst_cases predates it: it trained on the Lagrangian worst
+    old = {k: v for k, v in config_to_dict(Config().replace(robust=True, adversary="worst-of-n")).items()}
+    old["options"] = [p for p in old["options"] if p[0] != "worst_cases"]
+    assert config_from_dict(old).option("worst_cases") == "lagrangian"
 
 
 def test_a_run_json_written_before_the_move_resumes_as_the_same_plan(tmp_path):
     old = json.loads(OLD.read_text())
     assert old["configs"]["inventory"]["PPO-Lag+worst-of-n"]["adversary_candidates"] == 8  # the flat form
     assert plan_problem(old) == ""
-    now = build_plan(cli.parse_args(OLD_ARGS))
     saved = Plan.from_dict(old)
-    assert saved.differences(now) == [] and saved.configs == now.configs
+    # it trained worst-of-n on the Lagrangian worst, which a command now asks for by name
+    assert saved.differences(build_plan(cli.parse_args(OLD_ARGS))) == ["configs: inventory/PPO-Lag+worst-of-n: worst_cases"]
+    now = build_plan(cli.parse_args(OLD_ARGS + ["--set", "worst_cases=lagrangian"]))
+    assert saved.differences(now) == []  # the option is recorded, unread, on the others: no difference
+    worst_of_n = lambda plan: plan.configs["inventory"]["PPO-Lag+worst-of-n"]
+    assert worst_of_n(saved) == worst_of_n(now)
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "run.json").write_text(OLD.read_text())
     assert RunFolder(folder).read_plan("--resume").differences(now) == []
-    other = build_plan(cli.parse_args(OLD_ARGS + ["--set", "ltma_iterations=3"]))
+    other = build_plan(cli.parse_args(OLD_ARGS + ["--set", "worst_cases=lagrangian", "--set", "ltma_iterations=3"]))
     assert saved.differences(other)[0].startswith("configs: inventory/MDPO-Lag: ltma_iterations;")
     assert "adversary_candidates" in saved.differences(build_plan(cli.parse_args(OLD_ARGS[:-4])))[0]
     # an edited one is still refused: a flat option's value is checked as --set would

@@ -294,6 +294,10 @@ def config_from_dict(d: dict[str, Any]) -> Config:
     for key in ("policy_hidden", "critic_hidden"):
         if key in d:
             d[key] = tuple(int(h) for h in d[key])
+    named = {str(p[0]) for p in d.get("options", []) if isinstance(p, (list, tuple)) and p}
     if "options" in d:
         d["options"] = options.from_json(d["options"])
-    return Config(**d, hparams=hp).validate()
+    cfg = Config(**d, hparams=hp)
+    # an option added since the dict was written: what the code then did (``Plugin.legacy_options``)
+    legacy = {o: v for cls in options.used(cfg) for o, v in getattr(cls, "legacy_options", {}).items() if o not in named}
+    return (cfg.replace(**legacy) if legacy else cfg).validate()

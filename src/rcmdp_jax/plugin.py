@@ -68,6 +68,9 @@ class Plugin:
     (the plan refuses one beyond int32, naming ``field``)."""
 
     options: ClassVar[dict[str, Any]] = {}
+    # options added after run folders were written whose default changes what those ran: the
+    # value a saved config that does not name the option reads as (``config_from_dict``)
+    legacy_options: ClassVar[dict[str, Any]] = {}
     numbers: ClassVar[dict[str, Number]] = {}
     size_fields: ClassVar[tuple[str, ...]] = ()
 

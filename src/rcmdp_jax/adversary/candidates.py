@@ -39,6 +39,9 @@ class CandidateMethod(Adversary):
 
     per_env = True  # "separate": the reward's and each constraint's envs run their own worst kernels
     options = {"dual_reading": "picked", "worst_cases": "separate"}
+    # a saved config (run.json) that does not name ``worst_cases`` was written before the option
+    # existed, and trained on the Lagrangian worst: it reads so
+    legacy_options = {"worst_cases": "lagrangian"}
 
     @classmethod
     def check_options(cls, cfg) -> None:

@@ -9,7 +9,9 @@ import dataclasses
 import json
 from typing import Any
 
+from rcmdp_jax import options as plug_ins
 from rcmdp_jax.config import Config, config_from_dict, config_to_dict
+from rcmdp_jax.plugin import options_of
 from rcmdp_jax.hparams import HPARAM_FIELDS
 
 # the keys every run.json has; the others default (``Plan.from_dict``)
@@ -103,7 +105,9 @@ def config_differences(saved: dict, current: dict) -> str:
     out = []
     for env in current:
         for algo, cfg in current[env].items():
-            options = {o for c in (saved[env][algo], cfg) for o, _ in c.options}
+            # the options either side sets that a plug-in of the algorithm reads (another has no effect)
+            read = {o for cls in plug_ins.used(cfg) for o in options_of(cls)}
+            options = {o for c in (saved[env][algo], cfg) for o, _ in c.options} & read
             numbers = {n for c in (saved[env][algo], cfg) for n in c.hparams.plugin_names}
             old, new = _fields(saved[env][algo], options, numbers), _fields(cfg, options, numbers)
             if fields := [k for k in new if old[k] != new[k]]:
