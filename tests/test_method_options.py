@@ -108,7 +108,7 @@ def test_a_run_json_written_before_the_move_resumes_as_the_same_plan(tmp_path):
     (folder / "run.json").write_text(OLD.read_text())
     assert RunFolder(folder).read_plan("--resume").differences(now) == []
     other = build_plan(cli.parse_args(OLD_ARGS + ["--set", "worst_cases=lagrangian", "--set", "ltma_iterations=3"]))
-    assert saved.differences(other)[0].startswith("configs: inventory/MDPO-Lag: ltma_iterations;")
+    assert saved.differences(other)[0].startswith("configs: inventory/PPO-Robust-Lag: ltma_iterations")  # who reads it
     assert "adversary_candidates" in saved.differences(build_plan(cli.parse_args(OLD_ARGS[:-4])))[0]
     # an edited one is still refused: a flat option's value is checked as --set would
     bad = {**old, "algos": ["MDPO-Lag"], "configs": {"inventory": {"MDPO-Lag": {
