@@ -74,12 +74,15 @@ def plan_envs(args) -> list[str]:
         except ValueError as err:
             if gymnax_env or e.partition("@")[0] in ENV_NAMES:  # a spelling of a known name: its own message
                 raise PlanError(f"--env {e}: {err}") from None
+            from rcmdp_jax.envs.brax_presets import PRESETS as BRAX
             from rcmdp_jax.envs.gymnax_presets import PRESETS
 
             presets = ", ".join(envs.GYMNAX_PREFIX + k for k in PRESETS)
+            brax = ", ".join(envs.BRAX_PREFIX + k for k in BRAX)
             raise PlanError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
-                             f"{presets}, gymnax:ID (any gymnax id, with --uncertain), PACKAGE.MODULE:NAME or "
-                             "FILE.py:NAME (your own environment)") from None  # fmt: skip
+                             f"{presets}, gymnax:ID (any gymnax id, with --uncertain), {brax}, brax:NAME (any brax "
+                             "environment, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your own "
+                             "environment)") from None  # fmt: skip
     if gymnax_env:  # every spelling built abstractly: each field, width and cost checked
         from rcmdp_jax.envs.gymnax_presets import check, gymnax_name
 
@@ -187,6 +190,24 @@ def _blamed(env: str, algo: str, budget: str) -> str:
     return "--set"
 
 
+def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
+    """Each plug-in of ``cfg`` refuses an environment it cannot run (``options.check_env``:
+    LTMA's score gradient on brax's deterministic physics, corners beyond 8 parameters) now,
+    not when the family compiles; a gymnax environment is built abstractly."""
+    import jax
+
+    from rcmdp_jax import adversary, envs, options
+
+    def check():
+        options.check_env(cfg, envs.make(env)[0], adversary.family_methods([cfg]))
+        return 0
+
+    try:
+        jax.eval_shape(check) if env.startswith(envs.GYMNAX_PREFIX) else check()
+    except ValueError as err:
+        raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
+
+
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
@@ -215,6 +236,7 @@ def build_plan(args) -> Plan:
             except (ValueError, TypeError) as err:
                 raise PlanError(f"{_blamed(e, a, args.budget)}: {err}") from None
             check_counts(cfg, f"{a} on {e}")
+            check_plugins_env(e, a, cfg)
             rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
             for w in caught:  # any other warning as it was
                 if w not in rounded:
