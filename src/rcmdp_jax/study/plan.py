@@ -15,6 +15,7 @@ from rcmdp_jax.config import BudgetRounded, Config, config_from_dict, config_to_
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.hparams import validate_hparams
+from rcmdp_jax.plugin import check_seed
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
 from rcmdp_jax.study.errors import PlanError
 from rcmdp_jax.study.run_plan import Plan
@@ -131,8 +132,10 @@ def check_numbers(args) -> None:
         raise PlanError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join(BUDGETS)}")
     if args.seeds < 1:
         raise PlanError(f"--seeds must be a positive integer, got {args.seeds}")
-    if not 0 <= args.seed < 2**32:
-        raise PlanError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
+    try:
+        check_seed("--seed", args.seed)
+    except ValueError as err:
+        raise PlanError(str(err)) from None
     if args.steps is not None and args.steps < 1:
         raise PlanError(f"--steps must be a positive integer, got {args.steps}")
     if args.n_test is not None and args.n_test < 1:
@@ -208,6 +211,18 @@ def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
         raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
 
 
+def unused_options(overrides: dict, configs) -> list[str]:
+    """A note for each plug-in option of ``--set`` that no algorithm of the run uses
+    (``--set adversary_candidates=8`` without worst-of-n): recorded, as every ``--set`` is
+    (a ``--resume`` gives the same), but said, not silent."""
+    from rcmdp_jax import options
+    from rcmdp_jax.plugin import option_owners, options_of
+
+    owners, used = option_owners(), {o for c in configs for cls in options.used(c) for o in options_of(cls)}
+    return [f"note: --set {k}: no algorithm of this run uses it (an option of {owners[k][0]}); it has no effect"
+            for k in overrides if k in owners and k not in used]  # fmt: skip
+
+
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
@@ -252,6 +267,7 @@ def build_plan(args) -> Plan:
             steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
             will_run[e][a] = {"iterations": cfg.num_iterations, "policy_steps": steps}
         check_distinct(built[e])
+    notes += unused_options(overrides, [c for cfgs in built.values() for c in cfgs.values()])
     check_memory(built, args.seeds, args.n_test)
     steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())
     if steps > LONG_RUN:
