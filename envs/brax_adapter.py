@@ -41,6 +41,7 @@ def import_brax():
     # third-party noise, not ours to show: mujoco's optional warp backend prints its absence on
     # import, and brax warns on every system it loads that it is no longer maintained
     warnings.filterwarnings("ignore", message="Brax System, piplines and environments", category=UserWarning)
+    warnings.filterwarnings("ignore", message="JAXopt is no longer maintained", category=DeprecationWarning)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             import brax

@@ -66,3 +66,16 @@ def make():
         "learner": {"policy_hidden": (16,), "critic_hidden": (16,), "hp": {"lr": 3e-3}},
         "n_test": 2,
     }
+
+
+class Drift2(Drift):
+    """Drift with two constraints, ``s'`` and ``s' - 0.2``: two trainings (``--resume`` after the first)."""
+
+    num_constraints = 2
+
+    def constraint_costs(self, params, s, action, s_next):
+        return jnp.concatenate([s_next, s_next - 0.2])
+
+
+def make2():
+    return {**make(), "env": Drift2(0.8)}
