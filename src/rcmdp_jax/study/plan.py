@@ -214,7 +214,8 @@ def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
 def unused_options(overrides: dict, configs) -> list[str]:
     """A note for each plug-in option of ``--set`` that no algorithm of the run uses
     (``--set adversary_candidates=8`` without worst-of-n): recorded, as every ``--set`` is
-    (a ``--resume`` gives the same), but said, not silent."""
+    (a ``--resume`` gives the same), but said, not silent (once the run folder is settled:
+    a refusal stays one line)."""
     from rcmdp_jax import options
     from rcmdp_jax.plugin import option_owners, options_of
 
@@ -267,7 +268,6 @@ def build_plan(args) -> Plan:
             steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
             will_run[e][a] = {"iterations": cfg.num_iterations, "policy_steps": steps}
         check_distinct(built[e])
-    notes += unused_options(overrides, [c for cfgs in built.values() for c in cfgs.values()])
     check_memory(built, args.seeds, args.n_test)
     steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())
     if steps > LONG_RUN:
