@@ -72,7 +72,8 @@ def parse_limit(item: str) -> tuple[str, bool, float, float]:
     naming the item and how to write it."""
     from rcmdp_jax.envs.gymnax_inputs import QUOTE_HINT
 
-    how = "write FIELD:LIMIT (|FIELD| <= LIMIT) or 'FIELD>LIMIT[:BUDGET]' (quoted), e.g. velocity:0.04 or 'velocity>0.04:5'"
+    how = ("write FIELD:LIMIT (|FIELD| <= LIMIT) or 'FIELD>LIMIT[:BUDGET]' (quoted), e.g. velocity:0.04 or "
+           "'velocity>0.04:5'")
     if "<" in item:
         raise ValueError(f"costs: {item!r} — only '>' is supported: for |FIELD| <= LIMIT write FIELD:LIMIT "
                          f"(e.g. {item.partition('<')[0]}:{item.partition('<')[2].partition(':')[0] or 1}); for a "

@@ -21,7 +21,14 @@ import jax.numpy as jnp
 from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
 from rcmdp_jax.envs import gymnax_any
 from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
-from rcmdp_jax.envs.gymnax_inputs import QUOTE_HINT, check_cost_items, repeated_cost, parse_noise, parse_width, with_options
+from rcmdp_jax.envs.gymnax_inputs import (
+    QUOTE_HINT,
+    check_cost_items,
+    parse_noise,
+    parse_width,
+    repeated_cost,
+    with_options,
+)
 
 
 @dataclasses.dataclass(frozen=True)

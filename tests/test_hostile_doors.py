@@ -255,7 +255,7 @@ def _api_cases():
         "sweep key": (lambda: make_eval(cfg, 1)({"w": jax.numpy.zeros((1, 2))}, "k"), TypeError, "JAX random key"),
         "check_feasibility(123)": (lambda: check_feasibility(123), TypeError, "name must be an environment name"),
         "check_feasibility(None)": (lambda: check_feasibility(None), TypeError, "name must be an environment name"),
-        "config='x'": (lambda: check_feasibility("cartpole", config="x"), TypeError, "config must be a FeasibilityConfig"),
+        "config='x'": (lambda: check_feasibility("cartpole", config="x"), TypeError, "config must be a Feasibility"),
         "search='x'": (lambda: check_feasibility("cartpole", FeasibilityConfig(search="x")), TypeError, "SearchConfig"),
         "progress='x'": (lambda: check_feasibility("cartpole", progress="x"), TypeError, "progress must be a function"),
         "seed=2**70": (lambda: check_feasibility("cartpole", FeasibilityConfig(seed=2**70)), ValueError, "2\\*\\*32"),
@@ -266,8 +266,8 @@ def _api_cases():
 
 
 API_CASES = ["make_eval(str)", "make_eval env_params", "sweep(str)", "sweep(no leaves)", "sweep key",
-             "check_feasibility(123)", "check_feasibility(None)", "config='x'", "search='x'", "progress='x'", "seed=2**70",
-             "seed=-1", "train('notakey')", "train(float key)"]  # fmt: skip
+             "check_feasibility(123)", "check_feasibility(None)", "config='x'", "search='x'", "progress='x'",
+             "seed=2**70", "seed=-1", "train('notakey')", "train(float key)"]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", API_CASES)

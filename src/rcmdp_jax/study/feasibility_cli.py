@@ -116,7 +116,8 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
         rows, before = saved["rows"], saved["inputs"]
         assert isinstance(rows, list) and isinstance(before, dict)
     except (OSError, ValueError, KeyError, TypeError, AssertionError):
-        raise ValueError(f"--resume: {path} is not readable as an interrupted check; remove it to start again") from None
+        raise ValueError(f"--resume: {path} is not readable as an interrupted check; remove it to start "
+                         "again") from None
     if differ := sorted({*before, *inputs} - {k for k in inputs if before.get(k) == inputs[k]}):
         raise ValueError(f"--resume: the options differ from the check in {out} ({', '.join(differ)}); use the same "
                          "options")  # fmt: skip

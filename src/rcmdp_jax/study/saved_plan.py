@@ -7,8 +7,8 @@ import dataclasses
 
 from rcmdp_jax import options
 from rcmdp_jax.config import Config, config_from_dict
-from rcmdp_jax.plugin import check_seed
 from rcmdp_jax.hparams import HParams
+from rcmdp_jax.plugin import check_seed
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
 _HP_FIELDS = {f.name for f in dataclasses.fields(HParams)}
@@ -48,7 +48,8 @@ def config_problem(env: str, algo: str, d) -> str:
     if not isinstance(d, dict):
         return "a config is not an object"
     pairs = d.get("options", [])
-    named = {p[0] for p in pairs if isinstance(p, list) and p and isinstance(p[0], str)} if isinstance(pairs, list) else set()
+    pairs = pairs if isinstance(pairs, list) else []
+    named = {p[0] for p in pairs if isinstance(p, list) and p and isinstance(p[0], str)}
     if twice := sorted(named & (set(d) - set(_FIELDS))):  # else the options' value would win unseen
         return f"{', '.join(twice)} given both as a key and in options; keep one"
     d = options.lifted(d, set(_FIELDS) | {"hparams"})  # an older version's flat fields that are options now
@@ -92,7 +93,8 @@ def will_run_problem(plan: dict) -> str:
             cfg = config_from_dict(options.lifted(plan["configs"][e][a], set(_FIELDS) | {"hparams"}))
             steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
             want = {"iterations": cfg.num_iterations, "policy_steps": steps}
-            got = will_run.get(e, {}).get(a) if isinstance(will_run, dict) and isinstance(will_run.get(e), dict) else None
+            per_env = will_run.get(e) if isinstance(will_run, dict) else None
+            got = per_env.get(a) if isinstance(per_env, dict) else None
             if got != want:
                 return f"will_run.{e}.{a} is {got!r}, but its config runs {want}"
     return ""
