@@ -156,6 +156,7 @@ def no_training(monkeypatch):
     (["--env", "cartpole@velocity_limit=1e39"], ["finite number in float32"]),
     (["--out", "/proc/x"], ["--out /proc/x: cannot create the folder"]),
     (["--resume"], ["--resume: ", "holds no feasibility check"]),
+    (["--steps", str(2**40)], ["steps=1099511627776 is beyond the int32 counters"]),
 ])  # fmt: skip
 def test_feasibility_refuses_before_training_and_writes_nothing(capsys, tmp_path, no_training, extra, words):
     out = tmp_path / "f"

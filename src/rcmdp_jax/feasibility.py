@@ -30,7 +30,7 @@ from rcmdp_jax.config import BudgetRounded
 from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
 from rcmdp_jax.feasibility_report import summarise
 from rcmdp_jax.kernel_text import kernel_names
-from rcmdp_jax.plugin import check_seed
+from rcmdp_jax.plugin import INT32_MAX, check_seed
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
 LEARNERS = ("ppo", "mdpo")
@@ -57,6 +57,9 @@ class FeasibilityConfig:
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"feasibility: {field} must be a whole number >= 1, got {v!r}")
+            if field == "steps" and v > INT32_MAX:  # the train step counts its policy steps in int32
+                raise ValueError(f"feasibility: steps={v} is beyond the int32 counters of the train step (at most "
+                                 f"{INT32_MAX:,})")  # fmt: skip
         if self.learner not in LEARNERS:
             raise ValueError(f"feasibility: learner={self.learner!r}; choose one of {', '.join(LEARNERS)}")
         from rcmdp_jax import adversary
