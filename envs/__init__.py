@@ -23,6 +23,9 @@ ENV_NAMES = tuple(_BUILTIN)
 # each built-in domain's constraint limit, a field of its parameters: ``NAME@FIELD=NUMBER`` (e.g.
 # ``inventory@cost_threshold=0.13``) is the domain with that limit, everything else the same
 LIMITS = {"cartpole": "velocity_limit", "inventory": "cost_threshold", "inventory3d": "cost_threshold"}
+# the limits that bound a magnitude (CartPole's |x_dot| <= velocity_limit): below 0 they can never hold
+MAGNITUDE_LIMITS = ("cartpole",)
+FLOAT32_MAX = 3.4028235e38  # a limit beyond it is inf in float32, the dtype training uses
 GYMNAX_PREFIX = "gymnax:"
 BRAX_PREFIX = "brax:"  # brax environments (the optional extra ``brax``: envs.brax_presets)
 
@@ -87,9 +90,12 @@ def split_limit(name: str) -> tuple[str, str, float] | None:
         value = float(raw)
     except ValueError:
         value = float("nan")
-    if field != LIMITS[base] or not eq or value != value or abs(value) == float("inf"):
+    if field != LIMITS[base] or not eq or value != value or abs(value) > FLOAT32_MAX:
         raise ValueError(f"environment {name!r}: write {base}@{LIMITS[base]}=NUMBER (the constraint's limit, a "
-                         f"finite number; {base}'s own is in docs/method.md)")  # fmt: skip
+                         f"finite number in float32; {base}'s own is in docs/method.md)")  # fmt: skip
+    if base in MAGNITUDE_LIMITS and value < 0:
+        raise ValueError(f"environment {name!r}: {field} must be >= 0 (it bounds a magnitude, which a negative "
+                         "limit can never keep)")  # fmt: skip
     return base, field, value
 
 

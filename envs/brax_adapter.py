@@ -34,9 +34,18 @@ NO_GRADIENT_METHODS = "dr, worst-of-n, corners"
 
 def import_brax():
     """``brax`` and ``brax.envs``, or one clear line saying how to get them."""
+    import contextlib
+    import io
+    import warnings
+
+    # third-party noise, not ours to show: mujoco's optional warp backend prints its absence on
+    # import, and brax warns on every system it loads that it is no longer maintained
+    warnings.filterwarnings("ignore", message="Brax System, piplines and environments", category=UserWarning)
+    warnings.filterwarnings("ignore", message="JAXopt is no longer maintained", category=DeprecationWarning)
     try:
-        import brax
-        import brax.envs as benvs
+        with contextlib.redirect_stdout(io.StringIO()):
+            import brax
+            import brax.envs as benvs
     except ImportError:
         raise ImportError('brax environments need the optional extra: pip install -e ".[brax]"') from None
     return brax, benvs

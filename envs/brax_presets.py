@@ -77,7 +77,13 @@ def known_envs() -> tuple[str, ...]:
     return tuple(sorted(import_brax()[1]._envs))
 
 
-def _cost_item(item: str, name: str) -> None:
+def _cost_item(item: str, name: str) -> tuple[str, float, ...]:
+    """``(kind, LIMIT[, BUDGET])`` of a ``speed:LIMIT`` / ``velocity:LIMIT[:BUDGET]`` item:
+    finite numbers >= 0 (a speed is never below 0: a negative limit can never be kept)."""
+    import math
+
+    from rcmdp_jax.envs.gymnax_inputs import QUOTE_HINT
+
     kind, colon, rest = item.partition(":")
     parts = rest.split(":")
     ok = colon and kind in ("speed", "velocity") and len(parts) <= (2 if kind == "velocity" else 1)
@@ -85,18 +91,19 @@ def _cost_item(item: str, name: str) -> None:
         nums = [float(x) for x in parts] if ok else []
     except ValueError:
         ok = False
-    import math
-
-    if not ok or not all(math.isfinite(x) for x in nums):
+    if not ok or not all(math.isfinite(x) and abs(x) <= 3.4028235e38 for x in nums):
         raise ValueError(f"costs: {item!r} — choose {', '.join(PRESETS[name].costs) + ', ' if name in PRESETS else ''}"
                          "speed:LIMIT (speed - LIMIT) or velocity:LIMIT[:BUDGET] (1 when speed > LIMIT, BUDGET "
-                         "such steps per episode allowed), finite numbers")  # fmt: skip
+                         f"such steps per episode allowed), finite numbers; {QUOTE_HINT}")  # fmt: skip
+    if min(nums) < 0:
+        raise ValueError(f"costs: {item!r} — the limit and the budget must be >= 0 (a speed is never below 0)")
+    return (kind, *nums)
 
 
 @functools.cache
 def parse_brax_name(name: str) -> tuple[BraxPreset, dict[str, Any], tuple[str, ...], str]:
     """``(preset, uncertain, cost items, backend)`` of a ``brax:`` name (module docstring)."""
-    from rcmdp_jax.envs.gymnax_inputs import parse_width
+    from rcmdp_jax.envs.gymnax_inputs import check_cost_items, parse_width, repeated_cost
 
     if not isinstance(name, str) or not name.startswith(PREFIX):
         raise ValueError(f"{name!r} is not a brax name (brax:NAME)")
@@ -121,11 +128,10 @@ def parse_brax_name(name: str) -> tuple[BraxPreset, dict[str, Any], tuple[str, .
                 raise ValueError(f"backend: {value!r} — choose one of {', '.join(BACKENDS)}")
             backend = value
         elif key == "costs":
-            for c in items:
-                if c not in pre.costs:
-                    _cost_item(c, base)
-            if len(set(items)) != len(items):
-                raise ValueError(f"costs: {value} names a cost twice")
+            check_cost_items(items, pre.costs, "speed:0.1")
+            # the value each names: speed:1 and speed:1.0 (or a preset's name and its item) are one constraint
+            if why := repeated_cost(items, lambda c: _cost_item(pre.costs.get(c, c), base)):
+                raise ValueError(why)
             costs = tuple(items)
         else:
             uncertain = {}

@@ -51,8 +51,8 @@ def known_derive(env, uncertain) -> Callable | None:
 def is_limit(item: str) -> bool:
     """Whether a cost item is a generic one: ``FIELD:LIMIT`` (``|next_state.FIELD| <= LIMIT``)
     or ``FIELD>LIMIT[:BUDGET]`` (1 per step with ``|next_state.FIELD| > LIMIT``, ``BUDGET``
-    such steps per episode allowed: ``envs.indicator``)."""
-    return ":" in item or ">" in item
+    such steps per episode allowed: ``envs.indicator``); a ``<`` is one refused in words."""
+    return any(c in item for c in ":><")
 
 
 def limit_name(item: str) -> str:
@@ -66,22 +66,42 @@ def limit_name(item: str) -> str:
     return f"|{field}|<={limit}"
 
 
-def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callable:
-    """``c(s, a, s', p) = |s'.FIELD| - LIMIT`` of the item ``FIELD:LIMIT`` (checked); of a
-    vector field, ``max_i |s'.FIELD_i| - LIMIT``: kept when every entry is within the limit."""
+def parse_limit(item: str) -> tuple[str, bool, float, float]:
+    """``(FIELD, whether it counts unsafe steps, LIMIT, BUDGET)`` of ``FIELD:LIMIT`` or
+    ``FIELD>LIMIT[:BUDGET]``, the numbers checked (finite in float32, >= 0); ``ValueError``
+    naming the item and how to write it."""
+    from rcmdp_jax.envs.gymnax_inputs import QUOTE_HINT
+
+    how = ("write FIELD:LIMIT (|FIELD| <= LIMIT) or 'FIELD>LIMIT[:BUDGET]' (quoted), e.g. velocity:0.04 or "
+           "'velocity>0.04:5'")
+    if "<" in item:
+        raise ValueError(f"costs: {item!r} — only '>' is supported: for |FIELD| <= LIMIT write FIELD:LIMIT "
+                         f"(e.g. {item.partition('<')[0]}:{item.partition('<')[2].partition(':')[0] or 1}); for a "
+                         "budget of unsafe steps 'FIELD>LIMIT:BUDGET' (quoted)")  # fmt: skip
     unsafe_steps = ">" in item
     field, _, raw = item.partition(">" if unsafe_steps else ":")
-    raw, _, raw_budget = raw.partition(":") if unsafe_steps else (raw, "", "")
+    raw, colon, raw_budget = raw.partition(":") if unsafe_steps else (raw, "", "")
+    if not field or not raw.strip() or (colon and not raw_budget.strip()):
+        what = "the field" if not field else "the limit" if not raw.strip() else "the budget after ':'"
+        raise ValueError(f"costs: {item!r} — {what} is empty; {how}; {QUOTE_HINT}")
     try:
         limit = float(raw)
         budget = float(raw_budget or 0.0)
     except ValueError:
-        raise ValueError(f"costs: {item!r} — write FIELD:LIMIT or FIELD>LIMIT[:BUDGET] with numbers, e.g. "
-                         "velocity:0.04 or 'velocity>0.04:5'") from None
+        raise ValueError(f"costs: {item!r} — {how}, with numbers") from None
     if not finite_f32(limit, np):  # NaN, the infinities, beyond float32
         raise ValueError(f"costs: {item!r} — the limit must be a finite number in float32, got {raw}")
     if limit < 0:  # |FIELD| <= LIMIT never holds: every run would report it broken
         raise ValueError(f"costs: {item!r} — the limit must be >= 0 (|{field}| <= {raw} can never hold)")
+    if not (finite_f32(budget, np) and budget >= 0):
+        raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0")
+    return field, unsafe_steps, limit, budget
+
+
+def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callable:
+    """``c(s, a, s', p) = |s'.FIELD| - LIMIT`` of the item ``FIELD:LIMIT`` (checked); of a
+    vector field, ``max_i |s'.FIELD_i| - LIMIT``: kept when every entry is within the limit."""
+    field, unsafe_steps, limit, budget = parse_limit(item)
     if field not in state_fields:
         raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r} for FIELD:LIMIT; "
                          f"{allowed_fields(state_fields, 'no FIELD:LIMIT cost can bound it')}")  # fmt: skip
@@ -93,8 +113,6 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
     if unsafe_steps:
         from rcmdp_jax.envs.unsafe_steps import indicator
 
-        if not (finite_f32(budget, np) and budget >= 0):
-            raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0")
         return indicator(lambda s, a, n, p: cost(s, a, n, p) > 0, budget)
     return cost
 

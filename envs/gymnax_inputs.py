@@ -105,7 +105,8 @@ def with_options(name: str, example: str, uncertain: str | None, costs: str | No
     given = {"uncertain": uncertain, "costs": costs, **more}
     for key, value in given.items():
         if value is not None and not value.replace(",", "").strip():  # never silently the defaults
-            raise ValueError(f"--{key} is empty; name at least one, or leave it out for the preset's default")
+            hint = f"; {QUOTE_HINT}" if key == "costs" else ""
+            raise ValueError(f"--{key} is empty; name at least one, or leave it out for the preset's default{hint}")
     if uncertain:
         items = []
         for item in uncertain.split(","):
@@ -118,3 +119,32 @@ def with_options(name: str, example: str, uncertain: str | None, costs: str | No
         if value:
             name += f"@{key}=" + ",".join(c.strip() for c in value.split(","))
     return name
+
+
+# a value the shell cut short: an unquoted ``>`` is a redirection (``--costs x>1:5`` passes ``x``)
+QUOTE_HINT = "if the value holds '>', quote it (--costs 'FIELD>LIMIT:BUDGET'): an unquoted > is the shell's redirection"
+
+
+def check_cost_items(items: list[str], known, example: str) -> None:
+    """What ``--costs``/``@costs=`` items share before each kind reads its own: no empty item
+    (a trailing or doubled comma), no item that differs from a named cost only in case
+    (``SPEED``); ``known``: the names allowed, ``example``: one item to show."""
+    if not all(items):
+        raise ValueError(f"costs: {','.join(items)!r} has an empty item (a trailing or doubled comma); name each "
+                         f"cost once, separated by single commas, e.g. {example}; {QUOTE_HINT}")  # fmt: skip
+    for item in items:
+        near = [k for k in known if k.lower() == item.lower() and k != item]
+        if near:
+            raise ValueError(f"costs: {item!r} is not a cost here; names are case-sensitive: write {near[0]}")
+
+
+def repeated_cost(items: list[str], key) -> str | None:
+    """The first item whose ``key(item)`` (its parsed value: ``theta_dot:1`` and
+    ``theta_dot:1.0`` are one constraint) an earlier item already has, else None."""
+    seen: dict = {}
+    for item in items:
+        k = key(item)
+        if k in seen:
+            return f"costs: {seen[k]!r} and {item!r} are the same constraint; name it once"
+        seen[k] = item
+    return None

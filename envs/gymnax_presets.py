@@ -21,7 +21,14 @@ import jax.numpy as jnp
 from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
 from rcmdp_jax.envs import gymnax_any
 from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
-from rcmdp_jax.envs.gymnax_inputs import parse_noise, parse_width, with_options
+from rcmdp_jax.envs.gymnax_inputs import (
+    QUOTE_HINT,
+    check_cost_items,
+    parse_noise,
+    parse_width,
+    repeated_cost,
+    with_options,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,12 +173,16 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
         if key == "noise":  # the kernel's std: one number, or one per state entry (checked by robustify)
             pre = dataclasses.replace(pre, noise=parse_noise(items))
         elif key == "costs":
+            check_cost_items(items, pre.costs, "velocity:0.04")
             unknown = [c for c in items if c not in pre.costs and not gymnax_any.is_limit(c)]
-            if unknown or len(set(items)) != len(items):
-                named = f"distinct ones of {', '.join(pre.costs)} or " if pre.costs else ""
-                raise ValueError(f"costs: {','.join(items)} — choose {named}FIELD:LIMIT (|next state's FIELD| <= "
-                                 f"LIMIT, e.g. velocity:0.04) or FIELD>LIMIT[:BUDGET] (1 per step over the limit, "
-                                 f"BUDGET such steps per episode) for {PREFIX}{base}")  # fmt: skip
+            if unknown:
+                named = f"one of {', '.join(pre.costs)}, " if pre.costs else ""
+                raise ValueError(f"costs: {unknown[0]!r} is not a cost of {PREFIX}{base}; choose {named}FIELD:LIMIT "
+                                 "(|next state's FIELD| <= LIMIT, e.g. velocity:0.04) or 'FIELD>LIMIT[:BUDGET]' (1 "
+                                 f"per step over the limit, BUDGET such steps per episode); {QUOTE_HINT}")  # fmt: skip
+            key = lambda c: c if c in pre.costs else gymnax_any.parse_limit(c)  # noqa: E731
+            if why := repeated_cost(items, key):
+                raise ValueError(why)
             costs = tuple(items)
         else:
             uncertain = {}

@@ -38,6 +38,10 @@ class Indicator:
         self.__name__ = getattr(unsafe, "__name__", "unsafe")
 
     def per_step(self, episode_length: int) -> Callable:
+        if self.budget >= episode_length:  # 1[unsafe] - B/H <= 0 on every step: it can never bind
+            raise ValueError(f"costs: a budget of {self.budget:g} unsafe steps per episode is at least the episode "
+                             f"length H = {episode_length}, so the constraint can never bind; give a budget below "
+                             f"{episode_length}")  # fmt: skip
         b = budget_per_step(self.budget, episode_length)
 
         def cost(state, action, next_state, params):

@@ -79,3 +79,16 @@ class Fixed(Drift):
 def make_fixed():
     """``make``'s toy with the constant cost."""
     return {**make(), "env": Fixed(0.8)}
+
+
+class Drift2(Drift):
+    """Drift with two constraints, ``s'`` and ``s' - 0.2``: two trainings (``--resume`` after the first)."""
+
+    num_constraints = 2
+
+    def constraint_costs(self, params, s, action, s_next):
+        return jnp.concatenate([s_next, s_next - 0.2])
+
+
+def make2():
+    return {**make(), "env": Drift2(0.8)}

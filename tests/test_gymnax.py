@@ -221,7 +221,7 @@ def test_bad_wrapper_input_is_a_clear_error(kwargs, error, match):
         (["--env", "gymnax:Acrobot-v1", "--uncertain", "available_torque=0.1"], "is not a float scalar"),
         (["--env", "gymnax:Pendulum-v1", "--uncertain", "g=0"], "box must be non-empty"),
         (["--env", "gymnax:Pendulum-v1", "--uncertain", "g"], "write FIELD=WIDTH"),
-        (["--env", "gymnax:Pendulum-v1", "--costs", "fuel"], "choose distinct ones of speed, torque"),
+        (["--env", "gymnax:Pendulum-v1", "--costs", "fuel"], "choose one of speed, torque"),
         (["--env", "gymnax:Nope-v0"], "gymnax:Pendulum-v1"),
         (["--env", "cartpole", "--uncertain", "g=0.1"], "apply to a gymnax environment"),
         (["--env", "gymnax:Catch-bsuite"], "EnvParams has no float field: no uncertainty box can be put"),

@@ -15,7 +15,7 @@ import numpy as np
 from rcmdp_jax import envs
 from rcmdp_jax.config import Config
 from rcmdp_jax.networks import build_networks
-from rcmdp_jax.rollout import Policy, episode_values, run_episodes
+from rcmdp_jax.rollout import Policy, check_key, episode_values, run_episodes
 
 DISTORTION_LEVELS = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
 
@@ -66,7 +66,13 @@ class Sweep:
         return jax.vmap(self.per_seed)(actor_params, keys)
 
     def __call__(self, actor_params, rng):
-        n_seeds = jax.tree.leaves(actor_params)[0].shape[0]
+        check_key(rng)
+        leaves = jax.tree.leaves(actor_params)
+        if not leaves or not all(len(getattr(x, "shape", ())) >= 1 for x in leaves):
+            raise TypeError("actor_params must be the actor's parameters with a leading seed axis (a vmapped "
+                            f"run's TrainResult.state.params['actor']), got {type(actor_params).__name__} "
+                            f"{actor_params!r:.60}")  # fmt: skip
+        n_seeds = leaves[0].shape[0]
         return self.from_keys(actor_params, jax.random.split(rng, n_seeds))
 
 
@@ -89,8 +95,14 @@ def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVEL
     """The ``Sweep`` of ``config``'s deterministic policies over every test kernel
     (``levels`` x all 2^n sign directions around ``env_params``, default nominal),
     ``n_test`` episodes each (default the environment's own: ``envs.spec(env).n_test``)."""
+    if not isinstance(config, Config):
+        raise TypeError(f"make_eval needs an rcmdp_jax.Config (e.g. preset('cartpole', 'PPO')), got "
+                        f"{type(config).__name__}")  # fmt: skip
     cfg = config.validate()
     env, default_params = envs.make(cfg.env)
+    if env_params is not None and not isinstance(env_params, type(default_params)):
+        raise TypeError(f"env_params must be the environment's {type(default_params).__name__} (e.g. "
+                        f"envs.make(name)[1]), got {type(env_params).__name__}")  # fmt: skip
     if n_test is None:
         n_test = envs.spec(cfg.env).n_test
     if isinstance(n_test, bool) or not isinstance(n_test, (int, np.integer)) or n_test < 1:

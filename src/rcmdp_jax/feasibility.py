@@ -30,6 +30,7 @@ from rcmdp_jax.config import BudgetRounded
 from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
 from rcmdp_jax.feasibility_report import mean_and_se, summarise
 from rcmdp_jax.kernel_text import kernel_names
+from rcmdp_jax.plugin import INT32_MAX, check_seed
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
 LEARNERS = ("ppo", "mdpo")
@@ -57,6 +58,9 @@ class FeasibilityConfig:
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"feasibility: {field} must be a whole number >= 1, got {v!r}")
+            if field == "steps" and v > INT32_MAX:  # the train step counts its policy steps in int32
+                raise ValueError(f"feasibility: steps={v} is beyond the int32 counters of the train step (at most "
+                                 f"{INT32_MAX:,})")  # fmt: skip
         if self.learner not in LEARNERS:
             raise ValueError(f"feasibility: learner={self.learner!r}; choose one of {', '.join(LEARNERS)}")
         from rcmdp_jax import adversary
@@ -66,8 +70,10 @@ class FeasibilityConfig:
         m = self.margin
         if isinstance(m, bool) or not isinstance(m, (int, float)) or not (math.isfinite(m) and m >= 0):
             raise ValueError(f"feasibility: margin must be a finite number >= 0, got {m!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"feasibility: seed must be an integer, got {self.seed!r}")
+        check_seed("feasibility: seed", self.seed)
+        if self.search is not None and not isinstance(self.search, SearchConfig):
+            raise TypeError(f"feasibility: search must be a rcmdp_jax.worst_case.SearchConfig or None (grid only), "
+                            f"got {type(self.search).__name__}")  # fmt: skip
         if self.search is not None:
             self.search.validate()
         return self
@@ -119,16 +125,38 @@ def _check_controller(controller, env) -> None:
         raise ValueError(f"feasibility: controller(obs) must return an action of shape {want}, got {tuple(shape)}")
 
 
-def learned(name: str, j: int, cfg: FeasibilityConfig, key):
-    """Train ``cfg.seeds`` cost-minimising policies for constraint ``j``: ``(config, actor
-    params with a seed axis, which seeds trained to finite values)``."""
-    from rcmdp_jax import make_train, preset
+def train_config(name: str, j: int, cfg: FeasibilityConfig):
+    """The config that trains constraint ``j``'s cost-minimising policies."""
+    from rcmdp_jax import preset
 
     own = cost_env(name, j)
     env, _ = envs.make(own)
     method = cfg.method or default_method(env)
     overrides = {} if cfg.steps is None else {"total_timesteps": int(cfg.steps)}
-    config = preset(own, f"{cfg.learner.upper()}+{method}", **overrides)
+    with warnings.catch_warnings():  # the budget in whole iterations: settings["steps"] says what ran
+        warnings.simplefilter("ignore", BudgetRounded)
+        return preset(own, f"{cfg.learner.upper()}+{method}", **overrides)
+
+
+def check_sizes(name: str, cfg: FeasibilityConfig) -> None:
+    """The runner's checks of a plan's sizes (``study.sizes``: int32 counts, this machine's
+    memory) on each constraint's training and test, before anything is trained."""
+    from rcmdp_jax.study.sizes import check_counts, check_memory
+
+    configs = {}
+    for j in range(int(envs.make(name)[0].num_constraints)):
+        config = train_config(name, j, cfg)
+        check_counts(config, f"feasibility on {name}")
+        configs[config.env] = {config.name: config}
+    check_memory(configs, cfg.seeds, cfg.n_test)
+
+
+def learned(name: str, j: int, cfg: FeasibilityConfig, key):
+    """Train ``cfg.seeds`` cost-minimising policies for constraint ``j``: ``(config, actor
+    params with a seed axis, which seeds trained to finite values)``."""
+    from rcmdp_jax import make_train
+
+    config = train_config(name, j, cfg)
     result = jax.jit(jax.vmap(make_train(config)))(jax.random.split(key, cfg.seeds))
     leaves = [np.asarray(x).reshape(cfg.seeds, -1) for x in jax.tree.leaves(result.state.params)]
     ok = np.all([np.isfinite(x).all(1) for x in leaves], axis=0)  # a diverged seed is left out
@@ -136,21 +164,34 @@ def learned(name: str, j: int, cfg: FeasibilityConfig, key):
 
 
 def check_feasibility(name: str, config: FeasibilityConfig | None = None, controller: Callable | None = None,
-                      progress: Callable[[str], None] | None = None) -> dict:  # fmt: skip
+                      progress: Callable[[str], None] | None = None, done: tuple = (),
+                      on_row: Callable[[int, dict], None] | None = None) -> dict:  # fmt: skip
     """The feasibility report of environment ``name`` (any name ``envs.make`` takes) with
     its box and costs: ``{"env", "levels", "constraints": [one ``summarise`` dict each],
-    "settings"}``. ``controller(obs) -> action`` (jit-able) is a second witness."""
+    "settings"}``. ``controller(obs) -> action`` (jit-able) is a second witness. ``done``:
+    the first constraints' rows of an interrupted check (skipped; ``rcmdp feasibility
+    --resume``); ``on_row(j, row)`` is called as each constraint's row is found."""
+    if not isinstance(name, str):
+        raise TypeError(f"feasibility: name must be an environment name (str), got {type(name).__name__}")
+    if config is not None and not isinstance(config, FeasibilityConfig):
+        raise TypeError(f"feasibility: config must be a FeasibilityConfig or None, got {type(config).__name__}")
+    for what, fn in (("progress", progress), ("on_row", on_row)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"feasibility: {what} must be a function of one message (str) or None, got "
+                            f"{type(fn).__name__}")  # fmt: skip
     cfg = (config or FeasibilityConfig()).validate()
     say = progress or (lambda _: None)
+    envs.check_name(name)
     if not has_costs(name):
         raise ValueError(f"feasibility: {name} has no constraint costs to check (name them, e.g. --costs FIELD:LIMIT)")
     env, params = envs.make(name)
     m = int(env.num_constraints)
     _check_controller(controller, env)
-    cost_check.warn(name, progress)  # a cost no policy changes: said before anything trains
     spec = envs.spec(name)
     quiet = cfg.steps is None  # the default budget: its rounding to whole iterations goes unsaid
     cfg = dataclasses.replace(cfg, steps=cfg.steps or default_steps(spec))
+    check_sizes(name, cfg)
+    cost_check.warn(name, progress)  # a cost no policy changes: said before anything trains
     n_test = int(cfg.n_test or spec.n_test)
     names = tuple(spec.cost_names) if len(spec.cost_names) == m else tuple(f"C{j}" for j in range(m))
     levels = np.asarray(DISTORTION_LEVELS, np.float64)
@@ -165,6 +206,9 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
         witness, witness_se = mean_and_se(np.asarray(out["C"]), axis=2)  # [L, D, m] each
     rows = []
     for j in range(m):
+        if j < len(done):  # found before an interruption: each constraint has keys of its own
+            rows.append(done[j])
+            continue
         k_train, k_test, k_search = jax.random.split(jax.random.fold_in(key, j), 3)
         say(f"{names[j]}: training {cfg.seeds} cost-minimising {cfg.learner.upper()} policies")
         with warnings.catch_warnings():
@@ -182,8 +226,11 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
             found = search_worst(config, env, params, actors, C, j, cfg.search, k_search)
         w, w_se = (None, None) if witness is None else (witness[..., j], witness_se[..., j])
         rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found, se, w_se))
+        if on_row is not None:
+            on_row(j, rows[-1])
+    ran = train_config(name, 0, cfg)  # what ran: the budget in whole iterations (as run.json's will_run)
     settings = dataclasses.asdict(cfg) | {"n_test": n_test, "method": cfg.method or default_method(env),
-                                          "steps": cfg.steps or spec.learner.budgets["short"]}  # fmt: skip
+                                          "steps": ran.num_iterations * ran.batch_size}  # fmt: skip
     settings |= {"gamma": float(env.gamma), "horizon": int(env.episode_length)}
     return {"env": name, "levels": levels.tolist(), "constraints": rows, "settings": settings,
             "controller": controller is not None}  # fmt: skip

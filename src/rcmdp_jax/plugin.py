@@ -189,6 +189,18 @@ def check_count(option: str, value: Any) -> None:
         raise ValueError(f"{option}={value} is beyond the int32 counters of the train step (at most {INT32_MAX})")
 
 
+SEED_LIMIT = 2**32  # a base seed is a uint32 of jax.random.PRNGKey on every platform
+
+
+def check_seed(option: str, value: Any) -> None:
+    """Refuse a base random seed that is not an integer in ``[0, 2**32)`` (the runner's
+    ``--seed``, ``rcmdp feasibility``'s, ``FeasibilityConfig.seed``, a saved ``run.json``)."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{option} must be an integer in [0, 2**32), got {value!r}")
+
+
 def check_choice(option: str, value: Any, allowed: tuple[str, ...]) -> None:
     """Refuse a value that is not one of ``allowed``, naming them."""
     if value not in allowed:

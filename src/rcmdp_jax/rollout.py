@@ -298,3 +298,15 @@ def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deter
     one = lambda k: episode_values(k, env, env_params, policy, gamma, env.episode_length)
     v, c, steps, _ = jax.vmap(one)(jax.random.split(key, n))
     return v, c, steps.sum()
+
+
+def check_key(key, what: str = "rng") -> None:
+    """Refuse what is not a JAX random key (``jax.random.PRNGKey(seed)``, ``jax.random.key(seed)``
+    or a batch of them under ``vmap``), traced or not, with a ``TypeError`` naming it."""
+    dtype, shape = getattr(key, "dtype", None), getattr(key, "shape", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return
+    if dtype != jnp.uint32 or shape is None or len(shape) != 1:
+        got = f"an array of {dtype} {tuple(shape)}" if dtype is not None and shape is not None else type(key).__name__
+        raise TypeError(f"{what} must be a JAX random key (jax.random.PRNGKey(seed) or jax.random.key(seed)), "
+                        f"got {got}")  # fmt: skip

@@ -17,6 +17,7 @@ from flax import struct
 
 from rcmdp_jax.config import Config
 from rcmdp_jax.hparams import HParams, validate_hparams
+from rcmdp_jax.rollout import check_key
 from rcmdp_jax.step import Step, TrainState, Variant
 
 
@@ -62,6 +63,7 @@ class Program:
 
     def init(self, rng: jax.Array, lane=None, env_params=None) -> TrainState:
         """The state before the first iteration."""
+        check_key(rng)
         hp, variant = self.inputs(lane)
         return self.step.init(rng, hp, self.start_kernel(env_params), variant)
 

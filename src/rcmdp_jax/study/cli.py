@@ -15,7 +15,7 @@ from pathlib import Path
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.study import runtime
 from rcmdp_jax.study.errors import PlanError, RunFolderError
-from rcmdp_jax.study.plan import build_plan, check_before_processes, check_devices
+from rcmdp_jax.study.plan import build_plan, check_before_processes, check_devices, parse_sets, unused_options
 from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name
@@ -242,6 +242,8 @@ def main(argv=None) -> int:
     runtime.speed_up(args.compile_cache)
     if split_note:
         print(split_note, flush=True)
+    for note in unused_options(parse_sets(args.sets), [c for cfgs in plan.configs.values() for c in cfgs.values()]):
+        print(note, file=sys.stderr)
     n_runs = len(plan.envs) * len(plan.algos)
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     if args.distributed:

@@ -34,26 +34,35 @@ def _terminate(signum, frame):
     raise _Terminated()
 
 
-def train(argv=None) -> int:
-    """The main job (``rcmdp_jax.study.cli.main``) with the CPU split into devices first.
-    Ctrl-C (or SIGTERM) while it starts (imports, checks, a user's module) is one line and
-    exit 130 (143), as it is once the study runs (``runtime.ctrl_c_exits``)."""
+def _started(command, argv, said: str) -> int:
+    """``command(argv)``; Ctrl-C (or SIGTERM) while it starts (imports, checks, a user's
+    module) is one line (``said``) and exit 130 (143), as it is once it trains
+    (``runtime.ctrl_c_exits``)."""
     import signal
     import threading
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
-        split_cpu()
-        from rcmdp_jax.study.cli import main
-
-        return main(argv)
+        return command(argv)
     except KeyboardInterrupt as err:
-        print("\ninterrupted while starting: nothing was trained", file=sys.stderr)
+        print(f"\ninterrupted while starting: {said}", file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(err, _Terminated) else 130
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+
+
+def train(argv=None) -> int:
+    """The main job (``rcmdp_jax.study.cli.main``) with the CPU split into devices first."""
+
+    def command(argv):
+        split_cpu()
+        from rcmdp_jax.study.cli import main
+
+        return main(argv)
+
+    return _started(command, argv, "nothing was trained")
 
 
 def report(argv=None) -> int:
@@ -63,13 +72,12 @@ def report(argv=None) -> int:
 
 
 def feasibility(argv=None) -> int:
-    try:
+    def command(argv):
         from rcmdp_jax.study.feasibility_cli import main
 
         return main(argv)
-    except KeyboardInterrupt:
-        print("\ninterrupted: no feasibility.json was written", file=sys.stderr)
-        return 130
+
+    return _started(command, argv, "no feasibility.json was written")
 
 
 def main(argv=None) -> int:

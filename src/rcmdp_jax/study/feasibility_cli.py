@@ -4,21 +4,27 @@
                       [--steps N] [--controller FILE.py:NAME] [--out DIR]
 
 Writes ``DIR/feasibility.json`` (per constraint: ``keepable``, ``least_worst_C``, the kernels
-where it is not keepable, ...) and ``DIR/feasibility.png`` (the least C against the distortion
-level); ``DIR`` may be a run folder (default ``runs/feasibility-<timestamp>``). Bad input is one
-line and exit 2, before anything is trained or written; an existing ``feasibility.json`` is
-never overwritten.
+where it is not keepable, ...; ``wall_s``, the check's wall time) and ``DIR/feasibility.png``
+(the least C against the distortion level); ``DIR`` may be a run folder (default
+``runs/feasibility-<timestamp>``), locked while the check runs. Bad input is one line and exit
+2, before anything is trained or written (sizes as the runner's: ``study.sizes``); an existing
+``feasibility.json`` is never overwritten. Each constraint's row is kept in
+``DIR/feasibility.partial.json`` as it is found: Ctrl-C (SIGTERM) is one line and exit 130
+(143), and ``--resume`` continues from the next constraint, to the numbers of one call.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
 import sys
+import time
 from pathlib import Path
 
 PROG = "rcmdp feasibility"
+PARTIAL = "feasibility.partial.json"  # the rows found so far, and the inputs they were found with
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,6 +52,7 @@ def parse_args(argv):
     p.add_argument("--controller", default=None, metavar="FILE.py:NAME|MODULE:NAME",
                    help="a function of the observation returning an action: a second witness")  # fmt: skip
     p.add_argument("--out", default=None, help="folder for feasibility.json/.png (default runs/feasibility-<time>)")
+    p.add_argument("--resume", action="store_true", help="continue the interrupted check in --out (same options)")
     return p.parse_args(argv)
 
 
@@ -57,54 +64,134 @@ def _env_name(args) -> str:
     return plan_envs(args)[0]
 
 
+def _inputs(name: str, cfg, args) -> dict:
+    """What a ``--resume`` must match: the environment, the settings and the controller."""
+    return json.loads(json.dumps({"env": name, "config": dataclasses.asdict(cfg), "controller": args.controller}))
+
+
 def _prepare(args):
-    """Every input checked: ``(env name, FeasibilityConfig, controller, output folder)``."""
-    from rcmdp_jax.feasibility import FeasibilityConfig, has_costs
+    """Every input checked: ``(env name, FeasibilityConfig, controller, output folder, the
+    rows of an interrupted check to resume)``."""
+    from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
+    from rcmdp_jax.plugin import check_seed
     from rcmdp_jax.study import user_env
 
     # the folder first: a user's module may change the working directory when it loads
+    if args.out is not None and not args.out.strip():
+        raise ValueError("--out is empty; name a folder (or leave --out out for runs/feasibility-<time>)")
+    if args.resume and args.out is None:
+        raise ValueError("--resume continues the check in --out; name it")
     out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
     out = out.resolve()
+    check_seed("--seed", args.seed)
     name = _env_name(args)
     if not has_costs(name):
         raise ValueError(f"--env {args.env}: it has no constraint costs (name them with --costs)")
     cfg = FeasibilityConfig(seeds=args.seeds, steps=args.steps, learner=args.learner, method=args.method,
                             n_test=args.n_test, margin=args.margin, seed=args.seed,
                             **({"search": None} if args.no_search else {})).validate()  # fmt: skip
+    check_sizes(name, cfg)  # the runner's memory and int32 checks: nothing trains that cannot fit
     controller = user_env.load_object(args.controller) if args.controller else None
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
     if (out / "feasibility.json").exists():
         raise ValueError(f"{out / 'feasibility.json'} already exists; choose another --out")
-    return name, cfg, controller, out
+    return name, cfg, controller, out, _resumed(out, _inputs(name, cfg, args), args.resume)
+
+
+def _resumed(out: Path, inputs: dict, resume: bool) -> list:
+    """The rows an interrupted check in ``out`` found (``--resume``), checked against ``inputs``."""
+    path = out / PARTIAL
+    if not resume:
+        if path.exists():
+            raise ValueError(f"{out} holds an interrupted feasibility check ({PARTIAL}); continue it with --resume "
+                             "or choose another --out")  # fmt: skip
+        return []
+    if not out.is_dir():
+        raise ValueError(f"--resume: {out} holds no feasibility check; drop --resume to start one there")
+    if not path.exists():
+        return []  # interrupted before its first constraint: it starts again
+    try:
+        saved = json.loads(path.read_text())
+        rows, before = saved["rows"], saved["inputs"]
+        assert isinstance(rows, list) and isinstance(before, dict)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        raise ValueError(f"--resume: {path} is not readable as an interrupted check; remove it to start "
+                         "again") from None
+    if differ := sorted({*before, *inputs} - {k for k in inputs if before.get(k) == inputs[k]}):
+        raise ValueError(f"--resume: the options differ from the check in {out} ({', '.join(differ)}); use the same "
+                         "options")  # fmt: skip
+    return rows
+
+
+def _open(out: Path):
+    """Make ``out`` and take its lock (a run folder in use by a training run is refused)."""
+    from rcmdp_jax.study import folder_lock
+    from rcmdp_jax.study.runtime import os_error
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--out {out}: cannot create the folder ({os_error(err, out)})") from None
+    return folder_lock.take(out)
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = parse_args(argv)
-        name, cfg, controller, out = _prepare(args)
+        name, cfg, controller, out, done = _prepare(args)
+        release = _open(out)
     except (ValueError, TypeError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
+    try:
+        return _run(name, cfg, controller, out, done, _inputs(name, cfg, args), release)
+    finally:
+        release()
+
+
+def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) -> int:
     from rcmdp_jax.feasibility import check_feasibility
     from rcmdp_jax.feasibility_report import lines, plot
+    from rcmdp_jax.study.runtime import ctrl_c_exits, os_error
 
-    say = lambda msg: print(f"[feasibility] {msg}", flush=True)
-    say(f"{name}: {cfg.seeds} seed(s) per constraint -> {out}")
+    t0 = time.perf_counter()
+    say = lambda msg: print(f"[feasibility {time.perf_counter() - t0:7.1f}s] {msg}", flush=True)  # noqa: E731
+    say(f"{name}: {cfg.seeds} seed(s) per constraint -> {out}" + (f" ({len(done)} found before)" if done else ""))
+    rows = list(done)
+
+    def keep(j: int, row: dict) -> None:  # each constraint's row kept as it is found: --resume starts after it
+        rows.append(row)
+        _write(out / PARTIAL, json.dumps({"inputs": inputs, "rows": rows}))
+        say(f"constraint {j + 1} done")
+
     try:
-        report = check_feasibility(name, cfg, controller, progress=say)
+        with ctrl_c_exits(out, release, saved=f"no feasibility.json; the constraints found are kept in {PARTIAL}"):
+            report = check_feasibility(name, cfg, controller, progress=say, done=tuple(done), on_row=keep)
     except (ValueError, TypeError, FloatingPointError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "feasibility.json.tmp"
-    tmp.write_text(json.dumps(report, indent=1))
-    tmp.replace(out / "feasibility.json")
+    except OSError as err:
+        print(f"{PROG}: error: {os_error(err, out)}; the constraints found are kept, continue with --resume --out "
+              f"{out}", file=sys.stderr)  # fmt: skip
+        return 2
+    report["wall_s"] = round(time.perf_counter() - t0, 1)  # this call's (a resumed check: since the resume)
     try:
+        _write(out / "feasibility.json", json.dumps(report, indent=1))
+        (out / PARTIAL).unlink(missing_ok=True)
         plot(report, out / "feasibility.png")
     except ImportError:
         say("matplotlib is not installed: no feasibility.png (pip install matplotlib)")
+    except OSError as err:
+        print(f"{PROG}: error: {os_error(err, out)}", file=sys.stderr)
+        return 2
     print("\n".join(lines(report)))
     print(f"results in {out / 'feasibility.json'}")
     return 0

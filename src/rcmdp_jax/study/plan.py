@@ -15,6 +15,7 @@ from rcmdp_jax.config import BudgetRounded, Config, config_from_dict, config_to_
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.hparams import validate_hparams
+from rcmdp_jax.plugin import check_seed
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
 from rcmdp_jax.study.errors import PlanError
 from rcmdp_jax.study.run_plan import Plan
@@ -74,12 +75,15 @@ def plan_envs(args) -> list[str]:
         except ValueError as err:
             if gymnax_env or e.partition("@")[0] in ENV_NAMES:  # a spelling of a known name: its own message
                 raise PlanError(f"--env {e}: {err}") from None
+            from rcmdp_jax.envs.brax_presets import PRESETS as BRAX
             from rcmdp_jax.envs.gymnax_presets import PRESETS
 
             presets = ", ".join(envs.GYMNAX_PREFIX + k for k in PRESETS)
+            brax = ", ".join(envs.BRAX_PREFIX + k for k in BRAX)
             raise PlanError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
-                             f"{presets}, gymnax:ID (any gymnax id, with --uncertain), PACKAGE.MODULE:NAME or "
-                             "FILE.py:NAME (your own environment)") from None  # fmt: skip
+                             f"{presets}, gymnax:ID (any gymnax id, with --uncertain), {brax}, brax:NAME (any brax "
+                             "environment, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your own "
+                             "environment)") from None  # fmt: skip
     if gymnax_env:  # every spelling built abstractly: each field, width and cost checked
         from rcmdp_jax.envs.gymnax_presets import check, gymnax_name
 
@@ -128,8 +132,10 @@ def check_numbers(args) -> None:
         raise PlanError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join(BUDGETS)}")
     if args.seeds < 1:
         raise PlanError(f"--seeds must be a positive integer, got {args.seeds}")
-    if not 0 <= args.seed < 2**32:
-        raise PlanError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
+    try:
+        check_seed("--seed", args.seed)
+    except ValueError as err:
+        raise PlanError(str(err)) from None
     if args.steps is not None and args.steps < 1:
         raise PlanError(f"--steps must be a positive integer, got {args.steps}")
     if args.n_test is not None and args.n_test < 1:
@@ -187,6 +193,37 @@ def _blamed(env: str, algo: str, budget: str) -> str:
     return "--set"
 
 
+def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
+    """Each plug-in of ``cfg`` refuses an environment it cannot run (``options.check_env``:
+    LTMA's score gradient on brax's deterministic physics, corners beyond 8 parameters) now,
+    not when the family compiles; a gymnax environment is built abstractly."""
+    import jax
+
+    from rcmdp_jax import adversary, envs, options
+
+    def check():
+        options.check_env(cfg, envs.make(env)[0], adversary.family_methods([cfg]))
+        return 0
+
+    try:
+        jax.eval_shape(check) if env.startswith(envs.GYMNAX_PREFIX) else check()
+    except ValueError as err:
+        raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
+
+
+def unused_options(overrides: dict, configs) -> list[str]:
+    """A note for each plug-in option of ``--set`` that no algorithm of the run uses
+    (``--set adversary_candidates=8`` without worst-of-n): recorded, as every ``--set`` is
+    (a ``--resume`` gives the same), but said, not silent (once the run folder is settled:
+    a refusal stays one line)."""
+    from rcmdp_jax import options
+    from rcmdp_jax.plugin import option_owners, options_of
+
+    owners, used = option_owners(), {o for c in configs for cls in options.used(c) for o in options_of(cls)}
+    return [f"note: --set {k}: no algorithm of this run uses it (an option of {owners[k][0]}); it has no effect"
+            for k in overrides if k in owners and k not in used]  # fmt: skip
+
+
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
@@ -215,6 +252,7 @@ def build_plan(args) -> Plan:
             except (ValueError, TypeError) as err:
                 raise PlanError(f"{_blamed(e, a, args.budget)}: {err}") from None
             check_counts(cfg, f"{a} on {e}")
+            check_plugins_env(e, a, cfg)
             rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
             for w in caught:  # any other warning as it was
                 if w not in rounded:

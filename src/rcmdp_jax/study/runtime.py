@@ -90,14 +90,14 @@ def speed_up(cache: str | None) -> None:
 
 
 @contextlib.contextmanager
-def ctrl_c_exits(out: Path, release=lambda: None):
-    """Ctrl-C (and SIGTERM, a scheduler's stop) prints one line, releases the run folder's
-    lock (``release``) and exits at once: 130 (143 for SIGTERM). A handler rather than
-    ``except KeyboardInterrupt``: a library that catches the exception (or checks signals
-    inside a long XLA call) cannot swallow it."""
+def ctrl_c_exits(out: Path, release=lambda: None, saved: str = "finished algorithms are saved"):
+    """Ctrl-C (and SIGTERM, a scheduler's stop) prints one line (``saved``: what is kept),
+    releases the run folder's lock (``release``) and exits at once: 130 (143 for SIGTERM).
+    A handler rather than ``except KeyboardInterrupt``: a library that catches the exception
+    (or checks signals inside a long XLA call) cannot swallow it."""
 
     def interrupted(signum=signal.SIGINT, *_):
-        print(f"\ninterrupted: finished algorithms are saved; continue with --resume --out {out}", file=sys.stderr)
+        print(f"\ninterrupted: {saved}; continue with --resume --out {out}", file=sys.stderr)
         sys.stderr.flush()
         release()
         os._exit(128 + signum)  # now: don't wait for a background compile

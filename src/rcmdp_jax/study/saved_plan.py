@@ -8,6 +8,7 @@ import dataclasses
 from rcmdp_jax import options
 from rcmdp_jax.config import Config, config_from_dict
 from rcmdp_jax.hparams import HPARAM_FIELDS
+from rcmdp_jax.plugin import check_seed
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
 _HP_FIELDS = set(HPARAM_FIELDS)
@@ -46,6 +47,11 @@ def config_problem(env: str, algo: str, d) -> str:
 
     if not isinstance(d, dict):
         return "a config is not an object"
+    pairs = d.get("options", [])
+    pairs = pairs if isinstance(pairs, list) else []
+    named = {p[0] for p in pairs if isinstance(p, list) and p and isinstance(p[0], str)}
+    if twice := sorted(named & (set(d) - set(_FIELDS))):  # else the options' value would win unseen
+        return f"{', '.join(twice)} given both as a key and in options; keep one"
     d = options.lifted(d, set(_FIELDS) | {"hparams"})  # an older version's flat fields that are options now
     hp = d.get("hparams", {})
     if not isinstance(hp, dict):
@@ -76,6 +82,24 @@ def config_problem(env: str, algo: str, d) -> str:
     return ""
 
 
+def will_run_problem(plan: dict) -> str:
+    """``will_run`` (absent in older run folders) must say what the configs run: the
+    numbers ``plan.build_plan`` derives from each."""
+    will_run = plan.get("will_run")
+    if not will_run:
+        return ""
+    for e in plan["envs"]:
+        for a in plan["algos"]:
+            cfg = config_from_dict(options.lifted(plan["configs"][e][a], set(_FIELDS) | {"hparams"}))
+            steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
+            want = {"iterations": cfg.num_iterations, "policy_steps": steps}
+            per_env = will_run.get(e) if isinstance(will_run, dict) else None
+            got = per_env.get(a) if isinstance(per_env, dict) else None
+            if got != want:
+                return f"will_run.{e}.{a} is {got!r}, but its config runs {want}"
+    return ""
+
+
 def plan_problem(plan: dict) -> str:
     """What makes a ``run.json`` unusable ("" if nothing): a value the command line would
     refuse, or configs that do not match its environments and algorithms."""
@@ -93,8 +117,10 @@ def plan_problem(plan: dict) -> str:
         return "envs and algos must be lists of distinct names"
     if not (_is_int(plan["seeds"]) and plan["seeds"] >= 1) or not isinstance(plan["vmap"], bool):
         return "seeds must be a positive integer, vmap true or false"
-    if not (_is_int(plan["seed"]) and 0 <= plan["seed"] < 2**32):
-        return f"seed must be an integer in [0, 2**32), got {plan['seed']!r}"
+    try:
+        check_seed("seed", plan["seed"])
+    except ValueError as err:
+        return str(err)
     if plan["n_test"] is not None and not (_is_int(plan["n_test"]) and plan["n_test"] >= 1):
         return "n_test must be null or a positive integer"
     if plan.get("worst_case") not in (None, True, False, "all", "costs"):
@@ -115,4 +141,4 @@ def plan_problem(plan: dict) -> str:
         for a in plan["algos"]:
             if problem := config_problem(e, a, configs[e][a]):
                 return f"configs.{e}.{a}: {problem}"
-    return ""
+    return will_run_problem(plan)

@@ -1,0 +1,278 @@
+"""The newer doors as safe as the main runner: ``rcmdp feasibility``, ``--costs``, ``NAME@FIELD=X``,
+brax methods, edited ``run.json`` and the Python API refuse bad input in one line (exit 2, or one
+``TypeError``/``ValueError``) before anything trains or is written; feasibility's Ctrl-C and
+SIGTERM are the runner's (130 / 143, a line, ``--resume`` to the numbers of one call)."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+from cli_helpers import _one_line
+
+from rcmdp_jax.study import cli
+from rcmdp_jax.study.console import main as console
+
+TOY = Path(__file__).resolve().parent / "feasibility_toy.py"
+TINY = ["--seeds", "2", "--steps", "2000", "--n-test", "2", "--plots", "off"]
+FEAS = ["feasibility", "--seeds", "2", "--steps", "2000", "--n-test", "2"]
+
+
+def _refused(capsys, argv, out: Path, *words, runner=None) -> str:
+    """``argv`` exits 2 with one line holding ``words``, and ``out`` is not written."""
+    code = runner(argv) if runner else cli.main(argv + ["--out", str(out)])
+    assert code == 2
+    err = _one_line(capsys, *words)
+    assert not out.exists(), sorted(out.rglob("*"))
+    return err
+
+
+# ------------------------------------------------------------------ limits and costs
+@pytest.mark.parametrize("env,words", [
+    ("cartpole@velocity_limit=1e39", ["finite number in float32"]),
+    ("cartpole@velocity_limit=-1", ["velocity_limit must be >= 0"]),
+    ("nosuch", ["brax:inverted_pendulum", "brax:NAME"]),
+])  # fmt: skip
+def test_a_limit_beyond_float32_or_below_zero_and_an_unknown_env_are_one_line(capsys, tmp_path, env, words):
+    _refused(capsys, ["--env", env, *TINY], tmp_path / "r", *words)
+
+
+@pytest.mark.parametrize("costs,words", [
+    ("theta_dot>1:", ["the budget after ':' is empty", "quote it"]),
+    ("theta_dot>", ["the limit is empty", "quote it"]),
+    ("theta_dot", ["not a cost of gymnax:Pendulum-v1", "quote it"]),  # 'theta_dot>1:5' unquoted: the shell ate '>1:5'
+    ("theta_dot<1:5", ["only '>' is supported", "theta_dot:1"]),
+    ("theta_dot:1,theta_dot:1.0", ["'theta_dot:1' and 'theta_dot:1.0' are the same constraint"]),
+    ("theta_dot:1,", ["an empty item", "trailing or doubled comma"]),
+    ("SPEED", ["case-sensitive: write speed"]),
+    ("theta_dot>1:200", ["episode length H = 200", "can never bind"]),
+    ("theta_dot>1:1e39", ["budget", "finite number"]),
+])  # fmt: skip
+def test_costs_are_refused_in_words_that_say_how_to_write_them(capsys, tmp_path, costs, words):
+    err = _refused(capsys, ["--env", "gymnax:Pendulum-v1", "--costs", costs, *TINY], tmp_path / "r", "costs", *words)
+    assert "choose distinct" not in err
+
+
+def test_a_budget_below_the_episode_length_is_taken():
+    from rcmdp_jax import envs
+
+    name = envs.gymnax_name("Pendulum-v1", costs="theta_dot>1:199")  # H = 200
+    assert envs.spec(name).cost_names == ("|theta_dot|>1 at most 199/episode",)
+
+
+@pytest.mark.parametrize("costs,words", [
+    ("speed:-1", ["must be >= 0"]), ("velocity:1:-2", ["must be >= 0"]),
+    ("speed:1,speed:1.0", ["'speed:1' and 'speed:1.0' are the same constraint"]),
+    ("SPEED", ["case-sensitive: write speed"]), ("speed:1,", ["an empty item"]),
+    ("velocity:1:100", ["episode length H = 100"]),
+])  # fmt: skip
+def test_brax_costs_are_refused_as_gymnax_ones(capsys, tmp_path, costs, words):
+    pytest.importorskip("brax")
+    _refused(capsys, ["--env", "brax:inverted_pendulum", "--costs", costs, *TINY], tmp_path / "r", *words)
+
+
+@pytest.mark.parametrize("env,algos,sets,words", [
+    ("brax:inverted_pendulum", "PPO-Lag+ltma", [], ["--algos PPO-Lag+ltma", "ltma_estimator='pathwise'"]),
+    ("brax:inverted_pendulum", "PPO-Lag+ltma", ["--set", "ltma_estimator=score"], ["no density"]),
+    ("brax:inverted_pendulum@backend=mjx", "PPO-Lag+ltma-norm", [], ["mjx", "no reverse-mode gradient"]),
+])  # fmt: skip
+def test_a_brax_method_that_cannot_run_is_refused_before_anything_compiles(capsys, tmp_path, env, algos, sets, words):
+    pytest.importorskip("brax")
+    _refused(capsys, ["--env", env, "--algos", algos, *sets, *TINY], tmp_path / "r", *words)
+
+
+@pytest.mark.slow
+def test_brax_is_imported_without_third_party_noise():
+    pytest.importorskip("brax")
+    code = "from rcmdp_jax.envs.brax_presets import check; check('brax:inverted_pendulum@costs=speed:0.2')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "warp" not in proc.stdout + proc.stderr and "not actively being maintained" not in proc.stderr
+
+
+# ------------------------------------------------------------------ --set and run.json
+def _plan(argv):
+    from rcmdp_jax.study.plan import build_plan
+
+    return build_plan(cli.anchor_paths(cli.parse_args(argv)))
+
+
+def test_an_option_no_algorithm_uses_is_said():
+    from rcmdp_jax.study.plan import unused_options
+
+    def notes(algos):
+        plan = _plan(["--algos", algos, "--set", "adversary_candidates=8", "--set", "lr=1e-3", *TINY])
+        return unused_options({"adversary_candidates": 8, "lr": 1e-3}, list(plan.configs["cartpole"].values()))
+
+    (note,) = notes("MDPO-Lag")
+    assert "note: --set adversary_candidates: no algorithm of this run uses it" in note and "worst-of-n" in note
+    assert notes("MDPO-Lag,MDPO-Robust+worst-of-n") == []
+
+
+def test_an_edited_run_json_is_refused_where_resume_would_be_silent():
+    from rcmdp_jax.study.saved_plan import plan_problem
+
+    plan = json.loads(json.dumps(_plan(["--algos", "MDPO-Robust+worst-of-n", *TINY]).to_dict()))
+    assert plan_problem(plan) == ""
+    edited = json.loads(json.dumps(plan))
+    edited["will_run"]["cartpole"]["MDPO-Robust+worst-of-n"]["iterations"] = 1
+    assert "will_run.cartpole.MDPO-Robust+worst-of-n is" in plan_problem(edited)
+    both = json.loads(json.dumps(plan))
+    both["configs"]["cartpole"]["MDPO-Robust+worst-of-n"]["adversary_candidates"] = 4
+    assert "adversary_candidates given both as a key and in options" in plan_problem(both)
+
+
+def test_report_errors_name_the_command(capsys, tmp_path):
+    from rcmdp_jax.study import report_cli
+
+    assert report_cli.main([str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.startswith("rcmdp report: error: RUN_DIR:")
+
+
+# ------------------------------------------------------------------ rcmdp feasibility
+@pytest.fixture
+def no_training(monkeypatch):
+    """Any training is a failure: the refusals come before it."""
+    from rcmdp_jax import feasibility
+
+    def trained(*_):
+        raise AssertionError("trained before refusing")
+
+    monkeypatch.setattr(feasibility, "learned", trained)
+
+
+@pytest.mark.parametrize("extra,words", [
+    (["--out", ""], ["--out is empty"]),
+    (["--seed", str(2**70)], ["--seed must be an integer in [0, 2**32)"]),
+    (["--seed", "-1"], ["--seed must be an integer in [0, 2**32)"]),
+    (["--seeds", "100000000000"], ["GiB of this machine's", "fewer seeds"]),
+    (["--n-test", "20000000000"], ["GiB of this machine's", "--n-test"]),
+    (["--env", "cartpole@velocity_limit=1e39"], ["finite number in float32"]),
+    (["--out", "/proc/x"], ["--out /proc/x: cannot create the folder"]),
+    (["--resume"], ["--resume: ", "holds no feasibility check"]),
+    (["--steps", str(2**40)], ["steps=1099511627776 is beyond the int32 counters"]),
+])  # fmt: skip
+def test_feasibility_refuses_before_training_and_writes_nothing(capsys, tmp_path, no_training, extra, words):
+    out = tmp_path / "f"
+    argv = [*FEAS, *extra, *([] if "--out" in extra else ["--out", str(out)])]
+    _refused(capsys, argv, out, "rcmdp feasibility: error:", *words, runner=console)
+
+
+def test_feasibility_leaves_a_folder_in_use_alone(capsys, tmp_path, no_training):
+    from rcmdp_jax.study import folder_lock
+
+    out = tmp_path / "run"
+    out.mkdir()
+    release = folder_lock.take(out)  # a training run holding its run folder
+    try:
+        assert console([*FEAS, "--out", str(out)]) == 2
+        _one_line(capsys, "in use by another run", str(os.getpid()))
+    finally:
+        release()
+    assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_feasibility_refuses_an_unfinished_folder_without_resume(capsys, tmp_path, no_training):
+    out = tmp_path / "f"
+    out.mkdir()
+    (out / "feasibility.partial.json").write_text(json.dumps({"inputs": {}, "rows": []}))
+    assert console([*FEAS, "--out", str(out)]) == 2
+    _one_line(capsys, "interrupted feasibility check", "--resume")
+    assert console([*FEAS, "--out", str(out), "--resume"]) == 2
+    _one_line(capsys, "--resume: the options differ", "config", "env")
+
+
+@pytest.mark.slow
+def test_feasibility_ctrl_c_and_sigterm_then_resume_give_the_numbers_of_one_call(tmp_path):
+    """A subprocess on a two-constraint toy: SIGINT once the first constraint is done (exit
+    130, one line, no feasibility.json, its row kept), ``--resume`` finishes to the numbers of
+    an uninterrupted call; SIGTERM while training exits 143 with its line."""
+    argv = ["feasibility", "--env", f"{TOY}:make2", "--seeds", "2", "--steps", "4000", "--no-search"]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    command = [sys.executable, "-m", "rcmdp_jax"]
+
+    def interrupted(out, sig, after):
+        proc = subprocess.Popen([*command, *argv, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)  # fmt: skip
+        for line in proc.stdout:
+            if after in line:
+                break
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        return proc.returncode, err
+
+    code, err = interrupted(tmp_path / "term", signal.SIGTERM, "training")
+    assert code == 143 and "interrupted" in err and "Traceback" not in err, err
+    assert not (tmp_path / "term" / "feasibility.json").exists()
+
+    out = tmp_path / "int"
+    code, err = interrupted(out, signal.SIGINT, "constraint 1 done")
+    assert code == 130 and "interrupted" in err and "--resume --out" in err and "Traceback" not in err, err
+    assert not (out / "feasibility.json").exists()
+    assert len(json.loads((out / "feasibility.partial.json").read_text())["rows"]) == 1
+    again = subprocess.run([*command, *argv, "--out", str(out), "--resume"], capture_output=True, text=True, env=env,
+                           timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "1 found before" in again.stdout and "C0: training" not in again.stdout
+    assert not (out / "feasibility.partial.json").exists()
+    once = subprocess.run([*command, *argv, "--out", str(tmp_path / "once")], capture_output=True, text=True, env=env,
+                          timeout=600)  # fmt: skip
+    assert once.returncode == 0, once.stderr
+    a, b = (json.loads((d / "feasibility.json").read_text()) for d in (out, tmp_path / "once"))
+    assert a["constraints"] == b["constraints"] and a["settings"] == b["settings"]
+    # settings: what ran, in whole iterations of n_envs x n_steps policy steps (not the 4000 asked for)
+    from feasibility_toy import make2
+
+    from rcmdp_jax import envs, preset
+    from rcmdp_jax.feasibility import cost_env
+
+    spec = make2()
+    envs.register("toy2-steps", spec["env"], learner=spec["learner"], n_test=2)
+    cfg = preset(cost_env("toy2-steps", 0), "PPO+corners")
+    batch = cfg.n_envs * cfg.n_steps
+    assert a["settings"]["steps"] == math.ceil(4000 / batch) * batch != 4000
+    assert a["wall_s"] > 0 and b["wall_s"] > 0
+
+
+# ------------------------------------------------------------------ the Python API's types
+def _api_cases():
+    from rcmdp_jax import make_train, preset
+    from rcmdp_jax.evaluate import make_eval
+    from rcmdp_jax.feasibility import FeasibilityConfig, check_feasibility
+
+    cfg = preset("cartpole", "PPO", total_timesteps=64, n_steps=16, minibatch_size=16)
+    key = jax.random.PRNGKey(0)
+    return {
+        "make_eval(str)": (lambda: make_eval("cartpole", n_test=2), TypeError, "make_eval needs an rcmdp_jax.Config"),
+        "make_eval env_params": (lambda: make_eval(cfg, n_test=2, env_params="x"), TypeError, "CartPoleParams"),
+        "sweep(str)": (lambda: make_eval(cfg, 1)("actor", key), TypeError, "actor_params must be"),
+        "sweep(no leaves)": (lambda: make_eval(cfg, 1)({"params": {}}, key), TypeError, "actor_params must be"),
+        "sweep key": (lambda: make_eval(cfg, 1)({"w": jax.numpy.zeros((1, 2))}, "k"), TypeError, "JAX random key"),
+        "check_feasibility(123)": (lambda: check_feasibility(123), TypeError, "name must be an environment name"),
+        "check_feasibility(None)": (lambda: check_feasibility(None), TypeError, "name must be an environment name"),
+        "config='x'": (lambda: check_feasibility("cartpole", config="x"), TypeError, "config must be a Feasibility"),
+        "search='x'": (lambda: check_feasibility("cartpole", FeasibilityConfig(search="x")), TypeError, "SearchConfig"),
+        "progress='x'": (lambda: check_feasibility("cartpole", progress="x"), TypeError, "progress must be a function"),
+        "seed=2**70": (lambda: check_feasibility("cartpole", FeasibilityConfig(seed=2**70)), ValueError, "2\\*\\*32"),
+        "seed=-1": (lambda: FeasibilityConfig(seed=-1).validate(), ValueError, "2\\*\\*32"),
+        "train('notakey')": (lambda: make_train(cfg)("notakey"), TypeError, "rng must be a JAX random key"),
+        "train(float key)": (lambda: make_train(cfg)(jax.numpy.zeros(2)), TypeError, "rng must be a JAX random key"),
+    }
+
+
+API_CASES = ["make_eval(str)", "make_eval env_params", "sweep(str)", "sweep(no leaves)", "sweep key",
+             "check_feasibility(123)", "check_feasibility(None)", "config='x'", "search='x'", "progress='x'",
+             "seed=2**70", "seed=-1", "train('notakey')", "train(float key)"]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", API_CASES)
+def test_the_api_names_a_wrong_type_in_one_error(case):
+    call, error, match = _api_cases()[case]
+    with pytest.raises(error, match=match):
+        call()
