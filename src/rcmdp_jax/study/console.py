@@ -3,6 +3,7 @@
     rcmdp [run.py's options]     train and test (``rcmdp --help``)
     rcmdp report RUN_DIR         rewrite a run folder's tables and plots
     rcmdp feasibility --env ...  whether the constraints can be kept on the box at all
+    rcmdp eval RUN_DIR --algo A --seed S --kernel K   a trained policy on one kernel
     rcmdp-report RUN_DIR         the same
     python -m rcmdp_jax ...      the same as ``rcmdp``
 
@@ -72,13 +73,25 @@ def feasibility(argv=None) -> int:
         return 130
 
 
+def evaluate(argv=None) -> int:
+    try:
+        from rcmdp_jax.study.eval_cli import main
+
+        return main(argv)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
 def main(argv=None) -> int:
-    """``rcmdp report RUN_DIR``, ``rcmdp feasibility ...`` or ``rcmdp [options]`` (training)."""
+    """``rcmdp report RUN_DIR``, ``rcmdp feasibility ...``, ``rcmdp eval ...`` or ``rcmdp [options]`` (training)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["report"]:
         return report(argv[1:])
     if argv[:1] == ["feasibility"]:
         return feasibility(argv[1:])
+    if argv[:1] == ["eval"]:
+        return evaluate(argv[1:])
     return train(argv)
 
 
