@@ -88,7 +88,6 @@ class TrainingLog:
         self.written: dict = {}  # {(algo, seed): iterations in the event files}
         for algo in self.algos:  # trained again from the start: the files of an earlier try go
             d = folder.algo_dir(env, algo)
-            d.mkdir(parents=True, exist_ok=True)
             (d / CSV_NAME).unlink(missing_ok=True)
             shutil.rmtree(d / TB_DIR, ignore_errors=True)
 
@@ -107,6 +106,7 @@ class TrainingLog:
             return
         cols = self._cols(algo, metrics)
         path = self.folder.algo_dir(self.env, algo) / CSV_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
         new = not path.exists()
         with open(path, "a", newline="") as f:
             f.write(csv_text(([["iteration", "seed", *(c for c, _, _ in cols)]] if new else [])
