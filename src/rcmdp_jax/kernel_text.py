@@ -1,6 +1,7 @@
 """The test kernels in a person's terms: each entry of a kernel ``xi`` as its field's
 change from the nominal value (``heater_gain +30 %, loss -30 %``), the names taken from
-the environment (``robustify``'s uncertain fields; ``xi[i]`` where it has none)."""
+the environment (``robustify``'s uncertain fields; ``xi[i]`` where it has none); and back,
+a kernel a person names that way (``parse``: ``"masspole=+50%,length=0.6"``)."""
 
 from __future__ import annotations
 
