@@ -63,24 +63,23 @@ def report(argv=None) -> int:
     return main(argv)
 
 
-def feasibility(argv=None) -> int:
-    try:
-        from rcmdp_jax.study.feasibility_cli import main
+def _interruptible(module: str, argv, said: str) -> int:
+    """``module``'s ``main(argv)``; Ctrl-C is one line, ``interrupted`` and ``said``, exit 130."""
+    from importlib import import_module
 
-        return main(argv)
+    try:
+        return import_module(module).main(argv)
     except KeyboardInterrupt:
-        print("\ninterrupted: no feasibility.json was written", file=sys.stderr)
+        print(f"\ninterrupted{said}", file=sys.stderr)
         return 130
+
+
+def feasibility(argv=None) -> int:
+    return _interruptible("rcmdp_jax.study.feasibility_cli", argv, ": no feasibility.json was written")
 
 
 def evaluate(argv=None) -> int:
-    try:
-        from rcmdp_jax.study.eval_cli import main
-
-        return main(argv)
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return 130
+    return _interruptible("rcmdp_jax.study.eval_cli", argv, "")
 
 
 def main(argv=None) -> int:

@@ -105,7 +105,12 @@ class Study:
         self.prepare(idx + 1)
         compile_s = prepared.compile_s
         log = TrainingLog(self.folder, env, group, self.tensorboard, algos=missing) if self.writer else None
-        per_member, train_s = train_prepared(prepared, label, log)
+        try:
+            per_member, train_s = train_prepared(prepared, label, log)
+        except BaseException:  # Ctrl-C, a full disk: the event files written so far are closed
+            if log is not None:
+                log.close()
+            raise
         del prepared
         trained = {}
         for algo, result in zip(group, per_member):
