@@ -5,7 +5,6 @@ and the TensorBoard scalars are the npz metrics, bad input is one line (exit 2),
 compile progress line. Reads the session's shared tiny runs (``conftest.full_run``,
 ``trained``); trains nothing of its own."""
 
-import csv
 import json
 import struct
 import time
@@ -14,7 +13,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-from cli_helpers import _copy, _load, _one_line, _snapshot
+from cli_helpers import _copy, _load, _one_line, _snapshot, assert_csv_is_npz, column_values, read_csv
 
 from rcmdp_jax import load_policy
 from rcmdp_jax.kernel_text import parse
@@ -174,32 +173,10 @@ def test_a_run_folder_of_an_older_version_loads(trained, tmp_path):
     assert a.config == b.config
 
 
-def read_csv(path):
-    with open(path, newline="") as f:
-        lines = list(csv.reader(f))
-    return lines[0], lines[1:]
-
-
-def column_values(metrics, column):
-    """The npz values of a CSV column (``name`` or ``name/J``), ``[seeds, iterations]``."""
-    name, _, j = column.partition("/")
-    return metrics[name] if not j else metrics[name][..., int(j)]
-
-
 @pytest.mark.parametrize("algo", ["MDPO-Lag", "MDPO-Robust", "PPO-Lag"])
 def test_the_csv_rows_are_the_npz_metrics(full_run, algo):
-    metrics = _load(full_run, algo, "train_metrics.npz")
-    header, rows = read_csv(full_run / "cartpole" / algo / "train_metrics.csv")
-    n_seeds, n_iter = metrics["lam"].shape[:2]
-    assert header[:2] == ["iteration", "seed"] and len(rows) == n_seeds * n_iter
-    assert {c.partition("/")[0] for c in header[2:]} == set(metrics)  # every metric, and only those
+    header = assert_csv_is_npz(full_run / "cartpole" / algo)
     assert "c_hat/0" in header and "xi/3" in header and "lam" not in header
-    it, seed = np.array([[int(r[0]), int(r[1])] for r in rows]).T
-    for k, column in enumerate(header[2:], start=2):
-        got = np.array([float(r[k]) for r in rows], np.float64).astype(np.float32)
-        want = column_values(metrics, column)[seed, it]
-        np.testing.assert_array_equal(got, want, err_msg=column)
-    assert sorted(zip(seed, it)) == [(s, t) for s in range(n_seeds) for t in range(n_iter)]
 
 
 def events(folder):
