@@ -9,8 +9,9 @@ Columns (docs/cli.md, "Training metrics"): ``iteration`` (0-based), ``seed`` (0 
 seeds-1), then every metric of ``train_metrics.npz`` in its order: a per-iteration number
 as its name, a per-constraint one as ``NAME/J`` (``c_hat/0``: constraint J, 0-based), the
 kernel as ``xi/FIELD`` (the run report's field names; ``xi/I`` where the environment names
-none). The event files hold the same names as scalar tags, step = iteration (NaN, the
-training curve between its points, left out)."""
+none); each value with 9 significant digits, so a float32 reads back exactly. The event
+files hold the same names as scalar tags, one event per seed and iteration, step =
+iteration (NaN, the training curve between its points, left out)."""
 
 from __future__ import annotations
 
@@ -49,26 +50,25 @@ def columns(metrics: dict, field_names) -> list[tuple[str, str, int | None]]:
     return out
 
 
-def _value(x) -> str:
-    return repr(float(x)) if np.issubdtype(np.asarray(x).dtype, np.floating) else str(x.item())
-
-
-def rows(metrics: dict, cols, first_iteration: int = 0, seeds=None):
-    """The CSV rows of ``metrics`` (leaves ``[seeds, iterations, ...]``), seed-major."""
+def table(metrics: dict, cols) -> np.ndarray:
+    """The values of ``cols`` as one array ``[seeds, iterations, columns]`` (float64: every
+    float32 metric exactly)."""
     arrays = {name: np.asarray(x) for name, x in metrics.items()}
-    n_seeds, n_iter = next(iter(arrays.values())).shape[:2]
-    seeds = range(n_seeds) if seeds is None else seeds
-    for s_i, s in enumerate(seeds):
-        for t in range(n_iter):
-            row = [str(first_iteration + t), str(s)]
-            for _, name, j in cols:
-                row.append(_value(arrays[name][s_i, t] if j is None else arrays[name][s_i, t, j]))
-            yield row
+    return np.stack([arrays[name] if j is None else arrays[name][..., j] for _, name, j in cols], -1).astype(np.float64)
 
 
-def csv_text(lines) -> str:
+def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header: bool = False) -> str:
+    """CSV text of ``metrics`` (leaves ``[seeds, iterations, ...]``), a row per seed and
+    iteration, seed-major; each value with 9 significant digits (a float32 exactly)."""
+    values = table(metrics, cols)
+    n_seeds, n_iter = values.shape[:2]
+    seeds = np.arange(n_seeds) if seeds is None else np.asarray(seeds)
+    index = np.stack(np.meshgrid(seeds, first_iteration + np.arange(n_iter), indexing="ij"), -1)[..., ::-1]
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(lines)
+    if header:
+        csv.writer(buf, lineterminator="\n").writerow(["iteration", "seed", *(c for c, _, _ in cols)])
+    rows = np.concatenate([index.reshape(-1, 2), values.reshape(-1, len(cols))], 1)
+    np.savetxt(buf, rows, fmt=["%d", "%d"] + ["%.9g"] * len(cols), delimiter=",")
     return buf.getvalue()
 
 
@@ -107,40 +107,36 @@ class TrainingLog:
         cols = self._cols(algo, metrics)
         path = self.folder.algo_dir(self.env, algo) / CSV_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists()
+        text = csv_lines(metrics, cols, first_iteration, seeds, header=not path.exists())
         with open(path, "a", newline="") as f:
-            f.write(csv_text(([["iteration", "seed", *(c for c, _, _ in cols)]] if new else [])
-                             + list(rows(metrics, cols, first_iteration, seeds))))  # fmt: skip
+            f.write(text)
         self._events(algo, metrics, first_iteration, seeds)
 
     def _events(self, algo: str, metrics: dict, first_iteration: int, seeds=None) -> None:
+        """One event per seed and iteration holding every column's scalar (NaN left out)."""
         if not self.tensorboard:
             return
         from tensorboardX import SummaryWriter
+        from tensorboardX.proto.summary_pb2 import Summary
 
         cols = self._cols(algo, metrics)
-        arrays = {name: np.asarray(x) for name, x in metrics.items()}
-        n_seeds, n_iter = next(iter(arrays.values())).shape[:2]
-        for s_i, s in enumerate(range(n_seeds) if seeds is None else seeds):
+        values = table(metrics, cols)
+        for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
             if (algo, s) not in self.writers:
                 logdir = self.folder.algo_dir(self.env, algo) / TB_DIR / f"seed_{s}"
                 self.writers[algo, s] = SummaryWriter(str(logdir), flush_secs=3600)
-            w = self.writers[algo, s]
-            for t in range(n_iter):
-                for col, name, j in cols:
-                    x = float(arrays[name][s_i, t] if j is None else arrays[name][s_i, t, j])
-                    if not np.isnan(x):
-                        w.add_scalar(col, x, first_iteration + t)
+            w = self.writers[algo, s]._get_file_writer()
+            for t, row in enumerate(values[s_i]):
+                tags = [Summary.Value(tag=c, simple_value=x) for (c, _, _), x in zip(cols, row.tolist()) if x == x]
+                w.add_summary(Summary(value=tags), first_iteration + t)
             w.flush()
-            self.written[algo, s] = first_iteration + n_iter
+            self.written[algo, s] = first_iteration + values.shape[1]
 
     def finish(self, algo: str, metrics: dict) -> None:
         """``algo`` trained: its CSV written whole from ``metrics`` (what ``train_metrics.npz``
         holds), the event files completed (the iterations a chunk did not write: a run of
         several processes writes them all here) and closed."""
-        cols = self._cols(algo, metrics)
-        header = [["iteration", "seed", *(c for c, _, _ in cols)]]
-        write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, csv_text(header + list(rows(metrics, cols))))
+        write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, csv_lines(metrics, self._cols(algo, metrics), header=True))
         n_seeds = next(iter(metrics.values())).shape[0]
         for s in range(n_seeds):
             done = self.written.get((algo, s), 0)
