@@ -26,7 +26,8 @@ def actor_weights(run, algo, seed):
     """The actor's weights of ``seed`` read straight from the checkpoint (no ``make_train``)."""
     tree = ocp.StandardCheckpointer().restore(run / "cartpole" / algo / "checkpoint")
     mlp = tree["state"]["params"]["actor"]["params"]["MLP_0"]
-    return [(np.asarray(mlp[f"Dense_{i}"]["kernel"][seed]), np.asarray(mlp[f"Dense_{i}"]["bias"][seed])) for i in (0, 1)]
+    return [(np.asarray(mlp[f"Dense_{i}"]["kernel"][seed]), np.asarray(mlp[f"Dense_{i}"]["bias"][seed]))
+            for i in (0, 1)]
 
 
 def logits(weights, obs):
@@ -148,7 +149,8 @@ def test_bad_input_of_rcmdp_eval_is_one_line_exit_2(full_run, tmp_path, capsys):
                          (["--seed", "5"], ["--seed=5", "0 .. 1"]), (["--kernel", "mass=+5%"], ["--kernel", "xi[0]"]),
                          (["--kernel", "xi[0]=abc"], ["--kernel", "finite number"]),
                          (["--n-episodes", "0"], ["--n-episodes must be"]), (["--env", "inventory"], ["--env="]),
-                         (["--episode-seed", "-1"], ["--episode-seed must"]), (["--seed", "x"], ["invalid int"])]:  # fmt: skip
+                         (["--episode-seed", "-1"], ["--episode-seed must"]),
+                         (["--seed", "x"], ["invalid int"])]:  # fmt: skip
         assert console.main(base + extra) == 2, extra
         _one_line(capsys, "rcmdp eval: error:", *words)
     assert console.main(["eval", str(tmp_path), "--algo", "MDPO-Lag", "--seed", "0"]) == 2

@@ -63,7 +63,8 @@ class Evaluation:
         return {"env": self.env, "algorithm": self.algorithm, "seed": self.seed, "kernel": self.kernel,
                 "xi": np.asarray(self.xi).tolist(), "in_box": self.in_box, "n_episodes": self.n_episodes,
                 "metrics": {k: pair(v) for k, v in self.metrics.items()},
-                "constraints": {c: {k: pair(v) for k, v in d.items()} for c, d in self.constraints.items()}}  # fmt: skip
+                "constraints": {c: {k: pair(v) for k, v in d.items()}
+                                for c, d in self.constraints.items()}}  # fmt: skip
 
     def lines(self) -> list[str]:
         """What ``rcmdp eval`` prints: one line a value, mean ± standard error."""
@@ -133,6 +134,7 @@ class LoadedPolicy:
         ``seed=None`` from the robustness test's key of this seed (then, with the run's
         ``n_test`` episodes, the very episodes ``test_results.npz`` holds at a grid kernel)."""
         from rcmdp_jax import box
+        from rcmdp_jax.kernel_text import describe
         from rcmdp_jax.study.report_text import cost_names
 
         xi = self.kernel(kernel)
@@ -144,18 +146,19 @@ class LoadedPolicy:
         key = self.test_key if seed is None else jax.random.PRNGKey(int(seed))
         out = self._episodes(int(n))(self.params, self.env_params, xi, key)
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
-        m = self.env.num_constraints
-        names = cost_names(self.env_name, m)
+        # a per-episode value is one metric; one with a constraint axis is reported per constraint
         metrics = {EPISODE_METRICS.get(k, k): mean_se(v) for k, v in episodes.items() if v.ndim == 1}
-        per_cost = {k: mean_se(v) for k, v in episodes.items() if v.ndim == 2}
-        constraints = {c: {k: (float(mu[j]), float(se[j])) for k, (mu, se) in per_cost.items()} for j, c in enumerate(names)}
         metrics = {k: (float(mu), float(se)) for k, (mu, se) in metrics.items()}
+        per_cost = {k: mean_se(v) for k, v in episodes.items() if v.ndim == 2}
+        constraints = {
+            c: {k: (float(mu[j]), float(se[j])) for k, (mu, se) in per_cost.items()}
+            for j, c in enumerate(cost_names(self.env_name, self.env.num_constraints))
+        }
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
-        from rcmdp_jax.kernel_text import describe
-
         said = describe(xi, xi_c, self.field_names)
-        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, int(n), metrics, constraints, episodes)
+        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, int(n), metrics, constraints,
+                          episodes)
 
 
 def _choice(what: str, value, allowed) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-from pathlib import Path
 
 import numpy as np
 
@@ -136,7 +135,8 @@ class TrainingLog:
         """``algo`` trained: its CSV written whole from ``metrics`` (what ``train_metrics.npz``
         holds), the event files completed (the iterations a chunk did not write: a run of
         several processes writes them all here) and closed."""
-        write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, csv_lines(metrics, self._cols(algo, metrics), header=True))
+        text = csv_lines(metrics, self._cols(algo, metrics), header=True)
+        write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, text)
         n_seeds = next(iter(metrics.values())).shape[0]
         for s in range(n_seeds):
             done = self.written.get((algo, s), 0)
