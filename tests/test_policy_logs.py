@@ -181,6 +181,14 @@ def test_the_csv_rows_are_the_npz_metrics(full_run, algo):
     assert "c_hat/0" in header and "xi/3" in header and "lam" not in header
 
 
+def test_an_older_run_folder_gets_its_csv_on_eval_only(trained, tmp_path):
+    old = _copy(trained, tmp_path)
+    algo = old / "cartpole" / "MDPO-Lag"
+    (algo / "train_metrics.csv").unlink()
+    assert cli.main(["--eval-only", str(old), "--plots", "off"]) == 0
+    assert_csv_is_npz(algo)
+
+
 def events(folder):
     """``{tag: {step: value}}`` of the scalars in the event files of ``folder``, read with the
     event protobuf (TFRecord: length, its CRC, the record, its CRC)."""

@@ -238,6 +238,16 @@ class Study:
               f"grid, {d['search'].mean():.2f} by the search ({'lower' if d['lower_is_worse'] else 'higher'} in "
               f"{int(beyond.sum())}/{beyond.size} seeds)", flush=True)  # fmt: skip
 
+    def csv_of_older_run(self, env: str, algo: str) -> None:
+        """A run folder of a version that wrote no ``train_metrics.csv`` gets it from its
+        ``train_metrics.npz`` (``--resume``, ``--eval-only``); event files are written in training only."""
+        from rcmdp_jax.study.run_folder import load_npz
+        from rcmdp_jax.study.training_log import CSV_NAME
+
+        d = self.folder.algo_dir(env, algo)
+        if self.writer and not (d / CSV_NAME).exists() and readable(d / "train_metrics.npz"):
+            TrainingLog(self.folder, env, [algo], False, algos=[]).finish(algo, load_npz(d / "train_metrics.npz"))
+
     def environment(self, env: str) -> str | None:
         """Every family of ``env``: train or restore, test, search; then its report."""
         from rcmdp_jax import envs
@@ -250,6 +260,7 @@ class Study:
             trained = self.train(env, group, missing) if missing and not self.eval_only else {}
             for algo in group:
                 result = trained[algo] if algo in trained else self.restore(env, algo)
+                self.csv_of_older_run(env, algo)
                 if result is None:
                     continue
                 tested = self.test(env, algo, result)
