@@ -6,6 +6,7 @@ compile progress line. Reads the session's shared tiny runs (``conftest.full_run
 ``trained``); trains nothing of its own."""
 
 import json
+import shutil
 import struct
 import time
 
@@ -140,6 +141,23 @@ def test_bad_input_of_load_policy_is_one_line(full_run, tmp_path):
                         ({"kernel": 3}, "kernel must be a string")]:  # fmt: skip
         with pytest.raises(ValueError, match=message):
             policy.evaluate(**kw)
+
+
+def test_a_run_of_several_environments_needs_env_and_a_checkpoint_must_be_there(trained, tmp_path, monkeypatch):
+    import dataclasses
+
+    from rcmdp_jax.study.run_folder import RunFolder
+
+    old = _copy(trained, tmp_path)
+    shutil.rmtree(old / "cartpole" / "MDPO-Lag" / "checkpoint")
+    with pytest.raises(ValueError, match="no finished checkpoint of cartpole/MDPO-Lag in .*--resume"):
+        load_policy(old, "MDPO-Lag", 0)
+    read = RunFolder.read_plan
+    monkeypatch.setattr(RunFolder, "read_plan", lambda self, flag: dataclasses.replace(
+        read(self, flag), envs=("cartpole", "inventory")))  # fmt: skip
+    with pytest.raises(ValueError, match=r"^env: the run holds 2 environments; name one of: cartpole, inventory$"):
+        load_policy(trained, "MDPO-Lag", 0)
+    assert load_policy(trained, "MDPO-Lag", 0, env="cartpole").env_name == "cartpole"
 
 
 def test_bad_input_of_rcmdp_eval_is_one_line_exit_2(full_run, tmp_path, capsys):

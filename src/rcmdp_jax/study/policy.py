@@ -8,7 +8,8 @@ The checkpoint is restored as ``--eval-only`` restores it (``checkpoint.restore`
 shape ``make_train`` of the run's config gives), so every run folder that still resumes
 loads. ``evaluate`` runs the robustness test's episodes (``evaluate.policy_sweep``, the
 deterministic policy): with the run's seed keys (``seed=None``) and its ``n_test``
-episodes, its numbers at a grid kernel are those ``test_results.npz`` holds."""
+episodes, its numbers at a grid kernel are those ``test_results.npz`` holds (up to the
+float32 rounding of another compiled program: the same episodes, summed in another order)."""
 
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ class LoadedPolicy:
         """The deterministic policy on ``kernel`` (``None``: the nominal one), ``n_episodes``
         fresh episodes (default the run's ``n_test``) from key ``PRNGKey(seed)``, or with
         ``seed=None`` from the robustness test's key of this seed (then, with the run's
-        ``n_test`` episodes, the very episodes ``test_results.npz`` holds at a grid kernel)."""
+        ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
         from rcmdp_jax import box
         from rcmdp_jax.kernel_text import describe
         from rcmdp_jax.study.report_text import cost_names
