@@ -38,9 +38,9 @@ def parse_args(argv):
     p = _Parser(
         prog=program_name(),
         description="Train robust-constrained RL algorithms and run the robustness test. Also: "
-        "'rcmdp report RUN_DIR' (rewrite a run folder's tables and plots) and 'rcmdp feasibility --env ...' "
+        "'rcmdp report RUN_DIR' (rewrite a run folder's tables and plots), 'rcmdp feasibility --env ...' "
         "(whether each constraint can be kept on the box at all; 'rcmdp feasibility --help') and 'rcmdp eval RUN_DIR "
-        "--algo NAME --seed S --kernel FIELD=+20%%' (a trained policy on one kernel; 'rcmdp eval --help').",
+        "--algo NAME --seed S --kernel FIELD=+20%' (a trained policy on one kernel; 'rcmdp eval --help').",
     )
     _what_to_run(p)
     _how_to_run(p)
