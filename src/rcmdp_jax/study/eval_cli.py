@@ -55,10 +55,14 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         from rcmdp_jax.study.policy import load_policy
 
-        policy = load_policy(Path(args.run).absolute(), args.algo, args.seed, args.env)
+        from rcmdp_jax.study.compiled import ticking
+
         if args.json is not None and Path(args.json).is_dir():
             raise ValueError(f"--json {args.json} is a folder; name a file")
-        result = policy.evaluate(args.kernel, args.n_episodes, args.episode_seed)
+        with ticking(f"{PROG}:", f"reading {args.algo}'s checkpoint"):
+            policy = load_policy(Path(args.run).absolute(), args.algo, args.seed, args.env)
+        with ticking(f"{PROG}:", "compiling and running the episodes"):
+            result = policy.evaluate(args.kernel, args.n_episodes, args.episode_seed)
     except (ValueError, TypeError) as err:  # RunFolderError is a ValueError
         print(f"{PROG}: error: {as_options(str(err))}", file=sys.stderr)
         return 2
