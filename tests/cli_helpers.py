@@ -2,6 +2,7 @@
 studies' arguments (``conftest.py``'s ``full_run`` and ``trained`` train them once a
 session), copying a shared run folder before changing it, and reading one."""
 
+import csv
 import shutil
 from pathlib import Path
 
@@ -55,3 +56,32 @@ def _one_line(capsys, *words) -> str:
     for w in words:
         assert w in err, err
     return err
+
+
+def read_csv(path):
+    """``(header, rows)`` of a CSV file."""
+    with open(path, newline="") as f:
+        lines = list(csv.reader(f))
+    return lines[0], lines[1:]
+
+
+def column_values(metrics, column):
+    """The npz values of a ``train_metrics.csv`` column (``name`` or ``name/J``), ``[seeds, iterations]``."""
+    name, _, j = column.partition("/")
+    return metrics[name] if not j else metrics[name][..., int(j)]
+
+
+def assert_csv_is_npz(algo_dir: Path) -> list[str]:
+    """``train_metrics.csv`` holds every metric of ``train_metrics.npz``, one row per seed and
+    iteration, each value the npz's float32 exactly; its header."""
+    metrics = dict(np.load(algo_dir / "train_metrics.npz"))
+    header, rows = read_csv(algo_dir / "train_metrics.csv")
+    n_seeds, n_iter = metrics["lam"].shape[:2]
+    assert header[:2] == ["iteration", "seed"] and len(rows) == n_seeds * n_iter
+    assert {c.partition("/")[0] for c in header[2:]} == set(metrics)  # every metric, and only those
+    it, seed = np.array([[int(r[0]), int(r[1])] for r in rows]).T
+    for k, column in enumerate(header[2:], start=2):
+        got = np.array([float(r[k]) for r in rows], np.float64).astype(np.float32)
+        np.testing.assert_array_equal(got, column_values(metrics, column)[seed, it], err_msg=column)
+    assert sorted(zip(seed, it)) == [(s, t) for s in range(n_seeds) for t in range(n_iter)]
+    return header

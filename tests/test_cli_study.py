@@ -121,11 +121,11 @@ def test_resume_after_interruption_equals_an_uninterrupted_run_and_a_second_stud
 
     real = orchestrate.train_prepared
 
-    def train_then_die(prep, label):
+    def train_then_die(prep, label, log=None):
         if trained:
             raise Killed(label)
         trained.append(label)
-        return real(prep, label)
+        return real(prep, label, log)
 
     monkeypatch.setattr(orchestrate, "train_prepared", train_then_die)
     with pytest.raises(Killed):

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import HOSTILE_TINY, RUN_PY
+from cli_helpers import HOSTILE_TINY, RUN_PY, assert_csv_is_npz
 
 pytestmark = pytest.mark.slow  # the quick tier leaves them out (pyproject.toml's markers)
 
@@ -46,6 +46,9 @@ def test_two_processes_equal_one(trained, tmp_path):
     metrics, want = np.load(algo / "train_metrics.npz"), np.load(single / "train_metrics.npz")
     for key in ("lam", "xi", "policy_loss", "eval_return"):
         np.testing.assert_allclose(metrics[key], want[key], rtol=1e-5, atol=1e-5, err_msg=key)
+    # the training log, written by process 0 when the algorithm finished: every seed's rows and event files
+    assert_csv_is_npz(algo)
+    assert sorted(p.name for p in (algo / "tensorboard").iterdir()) == ["seed_0", "seed_1"]
     # each process trained its own seed; process 0 alone wrote the folder
     assert "process 0 of 2" in logs[0] and "process 1 of 2" in logs[1], logs[0][-1500:]
     assert f"| {ALGO} |" in logs[0] and f"| {ALGO} |" not in logs[1]  # process 0 reports

@@ -13,6 +13,7 @@ _PUBLIC = {
     "ALGORITHMS": "rcmdp_jax.presets",
     "Config": "rcmdp_jax.config",
     "HParams": "rcmdp_jax.hparams",
+    "load_policy": "rcmdp_jax.study.policy",
     "parse_algorithm": "rcmdp_jax.presets",
     "preset": "rcmdp_jax.presets",
     "TrainResult": "rcmdp_jax.train",

@@ -38,8 +38,9 @@ def parse_args(argv):
     p = _Parser(
         prog=program_name(),
         description="Train robust-constrained RL algorithms and run the robustness test. Also: "
-        "'rcmdp report RUN_DIR' (rewrite a run folder's tables and plots) and 'rcmdp feasibility --env ...' "
-        "(whether each constraint can be kept on the box at all; 'rcmdp feasibility --help').",
+        "'rcmdp report RUN_DIR' (rewrite a run folder's tables and plots), 'rcmdp feasibility --env ...' "
+        "(whether each constraint can be kept on the box at all; 'rcmdp feasibility --help') and 'rcmdp eval RUN_DIR "
+        "--algo NAME --seed S --kernel FIELD=+20%' (a trained policy on one kernel; 'rcmdp eval --help').",
     )
     _what_to_run(p)
     _how_to_run(p)
@@ -150,11 +151,16 @@ def _how_to_run(p) -> None:
                         "(docs/cli.md), and the figures an earlier report drew in an environment's folder "
                         "(test_return.png, test_cost_<J>.png, train_curves.png, intervals.png, profiles.png) "
                         "are deleted and named; 'rcmdp report RUN_DIR' draws them again")  # fmt: skip
+    p.add_argument("--tensorboard", default="auto", choices=("auto", "on", "off"),
+                   help="TensorBoard event files of the training metrics in each algorithm's folder "
+                        "(tensorboard/seed_S/; tensorboard --logdir RUN_DIR), written after each training chunk "
+                        "beside train_metrics.csv (always written): auto (default) when tensorboardX is installed "
+                        "(the extra tensorboard), on (refused without it), off")  # fmt: skip
 
 
 # the options --eval-only does not use (it takes the run folder's plan as it is)
 EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "steps", "seeds", "seed", "vmap", "out",
-                    "sets", "resume")  # fmt: skip
+                    "sets", "resume", "tensorboard")  # fmt: skip
 
 
 def anchor_paths(args):
@@ -168,10 +174,26 @@ def anchor_paths(args):
     return args
 
 
+def event_files(choice: str) -> tuple[bool, str]:
+    """``--tensorboard``: whether the run writes event files, and the note that says why
+    not (once, at the start) where ``auto`` finds no tensorboardX."""
+    from rcmdp_jax.study.training_log import INSTALL, tensorboard_available
+
+    if choice == "off":
+        return False, ""
+    if tensorboard_available():
+        return True, ""
+    if choice == "on":
+        raise UsageError(f"--tensorboard on: tensorboardX is not installed ({INSTALL}); or --tensorboard off")
+    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX is not installed ({INSTALL}); "
+                   "the training metrics are in each algorithm's train_metrics.csv")  # fmt: skip
+
+
 def new_plan(args) -> Plan | None:
     """Every input of a training command checked and its plan built (nothing started
     yet, not even the other processes of ``--distributed``); None for ``--eval-only``."""
     runtime.check_compile_cache(args.compile_cache)
+    args.event_files, args.event_note = event_files(args.tensorboard)
     if args.eval_only:
         check_devices(args)
         return None
@@ -244,6 +266,8 @@ def main(argv=None) -> int:
         print(split_note, flush=True)
     for note in unused_options(parse_sets(args.sets), [c for cfgs in plan.configs.values() for c in cfgs.values()]):
         print(note, file=sys.stderr)
+    if args.event_note and not args.eval_only:
+        print(args.event_note, flush=True)
     n_runs = len(plan.envs) * len(plan.algos)
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     if args.distributed:
@@ -266,7 +290,8 @@ def main(argv=None) -> int:
               "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)", flush=True)  # fmt: skip
     try:
         with runtime.ctrl_c_exits(folder.root, release):
-            study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on")
+            study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",
+                          args.event_files)
             return study.run()
     except RunFolderError as err:  # a run.json that does not match its checkpoints
         print(f"{program_name()}: error: {err}", file=sys.stderr)

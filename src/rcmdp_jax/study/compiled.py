@@ -3,7 +3,9 @@ the lane layout over devices (``Prepared``) and the chunked loop (``train_prepar
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 import time
 
 import numpy as np
@@ -13,6 +15,32 @@ from rcmdp_jax.study.programs import cached, env_identity, plugins
 
 def fmt(seconds: float) -> str:
     return f"{seconds:5.1f}s" if seconds < 120 else f"{seconds / 60:5.1f}min"
+
+
+# seconds between the lines that say a program is still compiling (none for a shorter compile)
+TICK_S = 15.0
+
+
+@contextlib.contextmanager
+def ticking(label: str, what: str, since: float | None = None, every: float | None = None):
+    """While the block runs (a compile, or waiting for one), a line every ``every`` seconds
+    (``TICK_S``): ``{label} {what}: 45.0s so far``, counted from ``since`` (a
+    ``time.perf_counter()``; default now). Nothing is printed for a block that ends sooner."""
+    t0 = time.perf_counter() if since is None else since
+    every = TICK_S if every is None else every
+    done = threading.Event()
+
+    def tick():
+        while not done.wait(every):
+            print(f"{label} {what}: {fmt(time.perf_counter() - t0)} so far", flush=True)
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def chunk_size(n_iter: int, target_chunks: int = 10) -> int:
@@ -175,27 +203,59 @@ class Prepared:
         return np.concatenate([np.arange(i, n, d) for i in range(d)])
 
 
-def train_prepared(prep: Prepared, label: str):
-    """Train all members and seeds, printing progress per chunk.
+def by_member(prep: Prepared, tree) -> list:
+    """A tree of the vmapped layout (leading axis: the lanes, members x seeds, in the
+    devices' order on a mesh) as one tree per member, leading axis the seeds."""
+    import jax
+
+    from rcmdp_jax.sharding import unshard
+
+    n_seeds, n_members = prep.keys.shape[0], len(prep.cfgs)
+    if prep.mesh is not None:  # back from the devices' order (Prepared.order), then trimmed
+        back = np.argsort(prep.order)
+        tree = unshard(jax.tree.map(lambda x: x[back], tree), n_seeds * n_members)
+    return [jax.tree.map(lambda x, i=i: x[i * n_seeds : (i + 1) * n_seeds], tree) for i in range(n_members)]
+
+
+def log_chunk(prep: Prepared, log, metrics, start: int, batch: int) -> None:
+    """One chunk's metrics to the training log (``training_log.TrainingLog``): every member's
+    seeds (vmapped), or batch ``batch``'s one member and seed (a loop). A run of several
+    processes holds only its own lanes here: its log is written whole at the end."""
+    import jax
+
+    if log is None or jax.process_count() > 1:
+        return
+    host = jax.tree.map(np.asarray, metrics)
+    if prep.use_vmap:
+        for member, tree in enumerate(by_member(prep, host)):
+            log.chunk(member, tree, start)
+    else:
+        n_seeds = prep.keys.shape[0]
+        log.chunk(batch // n_seeds, jax.tree.map(lambda x: x[None], host), start, [batch % n_seeds])
+
+
+def train_prepared(prep: Prepared, label: str, log=None):
+    """Train all members and seeds, printing progress per chunk and writing each chunk's
+    metrics to ``log`` (a ``training_log.TrainingLog``, or None).
 
     Returns ``([TrainResult per member, leading axis = seed], train seconds)``."""
     import jax
     import jax.numpy as jnp
 
     from rcmdp_jax import TrainResult
-    from rcmdp_jax.sharding import unshard
 
     n_iter, chunk = prep.n_iter, prep.chunk
     print(f"{label} compiled in {fmt(prep.compile_s)} ({n_iter} iterations, {chunk} per chunk)", flush=True)
     results, t_train = [], time.perf_counter()
     total_chunks = n_iter // chunk * len(prep.batches)
     done, next_report = 0, 0.0
-    for keys, members in prep.batches:
+    for batch, (keys, members) in enumerate(prep.batches):
         state, members = prep.start(keys, members)
         chunks = []
         for start in range(0, n_iter, chunk):
             state, metrics = prep.step(state, members, jnp.int32(start))
             chunks.append(metrics)
+            log_chunk(prep, log, metrics, start, batch)
             done += 1
             frac = done / total_chunks
             if frac >= next_report or done == total_chunks:
@@ -209,11 +269,7 @@ def train_prepared(prep: Prepared, label: str):
         results.append(TrainResult(state=state, metrics=metrics))
     n_seeds, n_members = prep.keys.shape[0], len(prep.cfgs)
     if prep.use_vmap:
-        result = results[0]
-        if prep.mesh is not None:  # back from the devices' order (Prepared.order), then trimmed
-            back = np.argsort(prep.order)
-            result = unshard(jax.tree.map(lambda x: x[back], result), n_seeds * n_members)
-        per_member = [jax.tree.map(lambda x, i=i: x[i * n_seeds : (i + 1) * n_seeds], result) for i in range(n_members)]
+        per_member = by_member(prep, results[0])
     else:
         per_member = [
             jax.tree.map(lambda *xs: jnp.stack(xs), *results[i * n_seeds : (i + 1) * n_seeds]) for i in range(n_members)

@@ -3,6 +3,7 @@
     rcmdp [run.py's options]     train and test (``rcmdp --help``)
     rcmdp report RUN_DIR         rewrite a run folder's tables and plots
     rcmdp feasibility --env ...  whether the constraints can be kept on the box at all
+    rcmdp eval RUN_DIR --algo A --seed S --kernel K   a trained policy on one kernel
     rcmdp-report RUN_DIR         the same
     python -m rcmdp_jax ...      the same as ``rcmdp``
 
@@ -80,13 +81,24 @@ def feasibility(argv=None) -> int:
     return _started(command, argv, "no feasibility.json was written")
 
 
+def evaluate(argv=None) -> int:
+    def command(argv):
+        from rcmdp_jax.study.eval_cli import main
+
+        return main(argv)
+
+    return _started(command, argv, "nothing was evaluated")
+
+
 def main(argv=None) -> int:
-    """``rcmdp report RUN_DIR``, ``rcmdp feasibility ...`` or ``rcmdp [options]`` (training)."""
+    """``rcmdp report RUN_DIR``, ``rcmdp feasibility ...``, ``rcmdp eval ...`` or ``rcmdp [options]`` (training)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["report"]:
         return report(argv[1:])
     if argv[:1] == ["feasibility"]:
         return feasibility(argv[1:])
+    if argv[:1] == ["eval"]:
+        return evaluate(argv[1:])
     return train(argv)
 
 

@@ -12,12 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from rcmdp_jax.study.compiled import Prepared, fmt, train_prepared
+from rcmdp_jax.study.compiled import Prepared, fmt, ticking, train_prepared
 from rcmdp_jax.study.programs import cached, env_identity, policy_key
 from rcmdp_jax.study.report import write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, readable
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name
+from rcmdp_jax.study.training_log import TrainingLog
 
 
 def dual_blow_up(result, cfg) -> np.ndarray:
@@ -45,7 +46,7 @@ class Outcome:
 
 class Study:
     def __init__(self, plan: Plan, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
-                 worst_case: str | None = None, plots: bool = True):  # fmt: skip
+                 worst_case: str | None = None, plots: bool = True, tensorboard: bool = False):  # fmt: skip
         import jax
 
         from rcmdp_jax import family
@@ -53,6 +54,7 @@ class Study:
 
         self.plan, self.folder, self.resume, self.eval_only = plan, folder, resume, eval_only
         self.mesh, self.worst_case, self.plots = mesh, worst_case, plots  # plots: the report's figures
+        self.tensorboard = tensorboard  # event files beside train_metrics.csv (study.training_log)
         self.all_keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)
         self.block = process_block(plan.seeds)  # this process's seeds (all of them on one host)
         self.keys = np.asarray(self.all_keys[self.block])  # host data: the compile thread must not touch devices
@@ -83,9 +85,8 @@ class Study:
         """Compile family ``i`` of ``todo`` in the background thread."""
         if i < len(self.todo) and self.todo[i] not in self.pending:
             e, g = self.todo[i]
-            self.pending[self.todo[i]] = self.pool.submit(
-                Prepared, [self.cfgs[e][a] for a in g], self.keys, self.plan.vmap, self.mesh
-            )
+            future = self.pool.submit(Prepared, [self.cfgs[e][a] for a in g], self.keys, self.plan.vmap, self.mesh)
+            self.pending[self.todo[i]] = future, time.perf_counter()
 
     def train(self, env: str, group: list[str], missing: list[str]) -> dict:
         """Train a family whose members ``missing`` lack a checkpoint; save those."""
@@ -97,10 +98,19 @@ class Study:
         label = self._label(env, group)
         idx = self.todo.index((env, tuple(group)))
         self.prepare(idx)
-        prepared = self.pending.pop((env, tuple(group))).result()
+        future, since = self.pending.pop((env, tuple(group)))
+        what = f"compiling the training program ({len(group)} algorithm(s) x {self.plan.seeds} seed(s))"
+        with ticking(label, what, since):
+            prepared = future.result()
         self.prepare(idx + 1)
         compile_s = prepared.compile_s
-        per_member, train_s = train_prepared(prepared, label)
+        log = TrainingLog(self.folder, env, group, self.tensorboard, algos=missing) if self.writer else None
+        try:
+            per_member, train_s = train_prepared(prepared, label, log)
+        except BaseException:  # Ctrl-C, a full disk: the event files written so far are closed
+            if log is not None:
+                log.close()
+            raise
         del prepared
         trained = {}
         for algo, result in zip(group, per_member):
@@ -110,7 +120,9 @@ class Study:
             ckpt = self.folder.ckpt_dir(env, algo)
             if self.writer:
                 timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group), "seed": self.plan.seed}
-                self.folder.save_training(env, algo, jax.tree.map(np.asarray, result.metrics), timing)
+                metrics = jax.tree.map(np.asarray, result.metrics)
+                self.folder.save_training(env, algo, metrics, timing)
+                log.finish(algo, metrics)
                 if ckpt.exists():  # incomplete (no metadata): keep it aside
                     print(f"{label} incomplete checkpoint of {algo} moved to {checkpoint.set_aside(ckpt)}", flush=True)
             # every process: orbax writes from process 0 and keeps the others in step
@@ -178,7 +190,8 @@ class Study:
         t0 = time.perf_counter()
         seed_keys = jax.random.split(jax.random.PRNGKey(plan.seed + 1), plan.seeds)[self.block]
         local = jax.tree.map(lambda x: x[self.block], result)
-        res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys), plan.seeds)
+        with ticking(label, "the robustness test (compiled on its first call)"):
+            res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys), plan.seeds)
         V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
         bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
         test_xi = np.asarray(sweep.kernels.xi)
@@ -210,8 +223,9 @@ class Study:
         t0 = time.perf_counter()
         robust_env, params = made  # envs.make(env), once per environment
         starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
-        found = finder(result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2))
-        found = jax.tree.map(np.asarray, found)
+        with ticking(label, "the worst-case search (compiled on its first call)"):
+            found = finder(result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2))
+            found = jax.tree.map(np.asarray, found)
         if self.writer:
             self.folder.save_worst_case(env, algo, found)
         kept = jax.tree.map(lambda x: x[~bad], found)
@@ -223,6 +237,16 @@ class Study:
         print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed {d['grid'].mean():.2f} on the "
               f"grid, {d['search'].mean():.2f} by the search ({'lower' if d['lower_is_worse'] else 'higher'} in "
               f"{int(beyond.sum())}/{beyond.size} seeds)", flush=True)  # fmt: skip
+
+    def csv_of_older_run(self, env: str, algo: str) -> None:
+        """A run folder of a version that wrote no ``train_metrics.csv`` gets it from its
+        ``train_metrics.npz`` (``--resume``, ``--eval-only``); event files are written in training only."""
+        from rcmdp_jax.study.run_folder import load_npz
+        from rcmdp_jax.study.training_log import CSV_NAME
+
+        d = self.folder.algo_dir(env, algo)
+        if self.writer and not (d / CSV_NAME).exists() and readable(d / "train_metrics.npz"):
+            TrainingLog(self.folder, env, [algo], False, algos=[]).finish(algo, load_npz(d / "train_metrics.npz"))
 
     def environment(self, env: str) -> str | None:
         """Every family of ``env``: train or restore, test, search; then its report."""
@@ -236,6 +260,7 @@ class Study:
             trained = self.train(env, group, missing) if missing and not self.eval_only else {}
             for algo in group:
                 result = trained[algo] if algo in trained else self.restore(env, algo)
+                self.csv_of_older_run(env, algo)
                 if result is None:
                     continue
                 tested = self.test(env, algo, result)
