@@ -50,18 +50,22 @@ def known_derive(env, uncertain) -> Callable | None:
 
 def is_limit(item: str) -> bool:
     """Whether a cost item is a generic one: ``FIELD:LIMIT`` (``|next_state.FIELD| <= LIMIT``)
-    or ``FIELD>LIMIT[:BUDGET]`` (1 per step with ``|next_state.FIELD| > LIMIT``, ``BUDGET``
-    such steps per episode allowed: ``envs.indicator``)."""
+    or ``FIELD>LIMIT[:BUDGET[:GAMMA_C]]`` (1 per step with ``|next_state.FIELD| > LIMIT``,
+    ``BUDGET`` such steps per episode allowed: ``envs.indicator``; ``GAMMA_C`` its cost
+    discount, default 1: the episode count; ``gamma``: the training discount))."""
     return ":" in item or ">" in item
 
 
 def limit_name(item: str) -> str:
     """The cost's name in tables and plots: ``velocity:0.04`` -> ``|velocity|<=0.04``;
-    ``velocity>0.04:5`` -> ``|velocity|>0.04 at most 5/episode``."""
+    ``velocity>0.04:5`` -> ``|velocity|>0.04 at most 5/episode`` (the undiscounted count);
+    ``velocity>0.04:5:gamma`` -> ``... at most 5/episode discounted by gamma``."""
     if ">" in item:
         field, _, rest = item.partition(">")
         limit, _, budget = rest.partition(":")
-        return f"|{field}|>{limit} at most {budget or 0}/episode"
+        budget, _, gamma_c = budget.partition(":")
+        kept = "" if gamma_c in ("", "1") else f" discounted by {gamma_c}"  # else the episode count
+        return f"|{field}|>{limit} at most {budget or 0}/episode{kept}"
     field, _, limit = item.partition(":")
     return f"|{field}|<={limit}"
 
@@ -72,9 +76,11 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
     unsafe_steps = ">" in item
     field, _, raw = item.partition(">" if unsafe_steps else ":")
     raw, _, raw_budget = raw.partition(":") if unsafe_steps else (raw, "", "")
+    raw_budget, _, raw_gamma = raw_budget.partition(":")  # FIELD>LIMIT:B:GAMMA_C, the cost discount
     try:
         limit = float(raw)
         budget = float(raw_budget or 0.0)
+        gamma_c = None if raw_gamma == "gamma" else float(raw_gamma or 1.0)
     except ValueError:
         raise ValueError(f"costs: {item!r} — write FIELD:LIMIT or FIELD>LIMIT[:BUDGET] with numbers, e.g. "
                          "velocity:0.04 or 'velocity>0.04:5'") from None
@@ -95,7 +101,10 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
 
         if not (finite_f32(budget, np) and budget >= 0):
             raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0")
-        return indicator(lambda s, a, n, p: cost(s, a, n, p) > 0, budget)
+        if gamma_c is not None and not 0.0 < gamma_c <= 1.0:
+            raise ValueError(f"costs: {item!r} — the cost discount (FIELD>LIMIT:B:GAMMA_C) must be in (0, 1] or "
+                             "'gamma' (the training discount)")  # fmt: skip
+        return indicator(lambda s, a, n, p: cost(s, a, n, p) > 0, budget, gamma_c)
     return cost
 
 
