@@ -1,0 +1,228 @@
+"""The episode cost EpCost (the undiscounted sum of the per-step cost over an episode; of an
+indicator, the count of unsafe steps) and the per-constraint cost discount gamma_c, against
+hand counts and NumPy sums of the episodes' own states."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from rcmdp_jax.envs.gymnax_any import limit_name
+
+from rcmdp_jax import checkpoint, envs
+from rcmdp_jax.advantages import discounted_returns
+from rcmdp_jax.dual import batch_readings
+from rcmdp_jax.evaluate import policy_sweep
+from rcmdp_jax.rollout import (
+    collect_rollout,
+    cost_discounts,
+    episode_values,
+    init_accumulator,
+    sample_episode,
+    value_discounts,
+)
+from rcmdp_jax.study import report_text
+
+LIMIT, BUDGET, SPEED = 0.01, 5.0, 0.02
+# MountainCar-v0 with two constraints: at most 5 steps an episode with |velocity| > 0.01 (an
+# indicator: gamma_c = 1 by default) and |velocity| <= 0.02 (a signed cost: the training gamma)
+NAME = envs.gymnax_name("gymnax:MountainCar-v0", "gravity=0.1", f"velocity>{LIMIT}:{BUDGET:g},velocity:{SPEED}")
+
+
+def push_right(obs, key):
+    return 2
+
+
+def by_hand(s_next, alive, horizon, gamma):
+    """``(EpCost [2], C [2])`` of one episode from its next states' velocities (NumPy)."""
+    v = np.abs(np.asarray(s_next, np.float64)[:, 1])
+    alive = np.asarray(alive, np.float64)
+    unsafe = (v > LIMIT).astype(np.float64)
+    indicator, signed = unsafe - BUDGET / horizon, v - SPEED
+    ep_cost = np.array([np.sum(alive * unsafe), np.sum(alive * signed)])
+    c = np.array([np.sum(alive * indicator), np.sum(alive * gamma ** np.arange(len(v)) * signed)])
+    return ep_cost, c
+
+
+def test_indicator_defaults_to_the_episode_count_and_presets_keep_gamma():
+    env, _ = envs.make(NAME)
+    assert env.cost_gammas[0] == 1.0 and np.isnan(env.cost_gammas[1])
+    assert env.cost_offsets == pytest.approx((BUDGET / env.episode_length, 0.0))
+    np.testing.assert_allclose(np.asarray(cost_discounts(env, 0.99)), [1.0, 0.99], rtol=1e-7)
+    np.testing.assert_allclose(np.asarray(value_discounts(env, 0.99)), [0.99, 1.0, 0.99], rtol=1e-7)
+    # the presets' continuous costs and the study's domains: the training gamma, the same program as ever
+    for name in ("gymnax:Pendulum-v1", "cartpole", "inventory"):
+        env, _ = envs.make(name)
+        assert env.cost_gammas is None and cost_discounts(env, 0.95) == 0.95 and value_discounts(env, 0.95) == 0.95
+
+
+def test_episode_cost_and_gamma_c_of_one_episode_by_hand():
+    env, params = envs.make(NAME)
+    key = jax.random.PRNGKey(3)
+    v, c, n, _, ep = episode_values(key, env, params, push_right, env.gamma, env.episode_length, ep_cost=True)
+    steps = sample_episode(key, env, params, push_right, env.episode_length)  # the same episode, step by step
+    ep_ref, c_ref = by_hand(steps.s_next, steps.alive, env.episode_length, env.gamma)
+    assert 0 < ep_ref[0] < n  # some unsafe steps, not all
+    np.testing.assert_allclose(np.asarray(ep), ep_ref, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(c), c_ref, rtol=1e-5, atol=1e-4)
+    # gamma_c = 1 over a whole episode: C = EpCost - B
+    assert float(c[0]) == pytest.approx(float(ep[0]) - BUDGET * float(n) / env.episode_length, abs=2e-3)  # float32 sums
+
+
+def test_the_robustness_test_keeps_episode_costs_and_gamma_c():
+    env, params = envs.make(NAME)
+    kernels = env.test_kernels(np.array([0.0, 1.0], np.float32), params)
+    out = policy_sweep(env, kernels, push_right, 2, env.gamma, jax.random.PRNGKey(5))
+    assert out["EpCost"].shape == out["C"].shape == (2, 2, 2, 2)
+    keys = jax.random.split(jax.random.PRNGKey(5), 2)
+    for lvl, d, e in [(0, 0, 0), (1, 1, 1), (1, 0, 1)]:
+        kernel = jax.tree.map(lambda x: x[lvl, d], kernels)
+        steps = sample_episode(keys[e], env, kernel, push_right, env.episode_length)
+        ep_ref, c_ref = by_hand(steps.s_next, steps.alive, env.episode_length, env.gamma)
+        np.testing.assert_allclose(np.asarray(out["EpCost"][lvl, d, e]), ep_ref, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(np.asarray(out["C"][lvl, d, e]), c_ref, rtol=1e-5, atol=1e-4)
+
+
+def test_training_rollout_counts_the_episode_cost_of_finished_episodes():
+    from rcmdp_jax.networks import build_networks
+    from rcmdp_jax.presets import preset
+
+    env, params = envs.make(NAME)
+    actor, _ = build_networks(preset(NAME, "PPO-Lag"), env)
+    actor_params = actor.init(jax.random.PRNGKey(0), jnp.zeros((env.obs_dim,)))
+    n_envs, horizon = 2, env.episode_length
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(1), n_envs), params)
+    out = collect_rollout(jax.random.PRNGKey(2), env, params, actor, actor_params, state, obs,
+                          init_accumulator(n_envs, 2), horizon + 30, env.gamma)  # fmt: skip
+    traj, _, _, acc, stats = out
+    done, nxt = np.asarray(traj.done), np.asarray(traj.next_obs, np.float64)
+    ep_sum, c_sum, finished = np.zeros(2), np.zeros(2), 0
+    for b in range(n_envs):
+        ends = np.flatnonzero(done[:, b])
+        start = 0
+        for end in ends:  # every finished episode: its next states from its start to its end
+            ep, c = by_hand(nxt[start : end + 1, b], np.ones(end + 1 - start), horizon, env.gamma)
+            ep_sum, c_sum, finished, start = ep_sum + ep, c_sum + c, finished + 1, end + 1
+        unfinished = by_hand(nxt[start:, b], np.ones(len(nxt) - start), horizon, env.gamma)[0]
+        np.testing.assert_allclose(np.asarray(acc.ep_costs[b]), unfinished, rtol=1e-5, atol=1e-4)
+        assert float(acc.steps[b]) == len(nxt) - start
+    assert finished == float(stats["episodes"]) > 0
+    np.testing.assert_allclose(np.asarray(stats["ep_costs"]), ep_sum, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(stats["disc_costs"]), c_sum, rtol=1e-5, atol=1e-3)
+
+
+def test_dual_readings_with_gamma_c_one_are_episode_sums():
+    rng = np.random.default_rng(0)
+    costs = rng.normal(size=(12, 3, 2)).astype(np.float32)
+    done = np.zeros((12, 3), bool)
+    done[4, 0] = done[7, 1] = True
+    env, _ = envs.make(NAME)
+    got = np.asarray(batch_readings("cost_to_go", jnp.asarray(costs), jnp.asarray(done), jnp.asarray(done),
+                                    gamma=cost_discounts(env, 0.9)))  # fmt: skip
+    want = np.zeros_like(costs, np.float64)
+    for b in range(3):
+        for t in range(12):
+            end = next((u for u in range(t, 12) if done[u, b]), 11)  # the rest of the episode, inside the batch
+            want[t, b, 0] = costs[t : end + 1, b, 0].sum()  # gamma_c = 1: the plain sum
+            want[t, b, 1] = sum(0.9 ** (u - t) * costs[u, b, 1] for u in range(t, end + 1))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # a scalar gamma (no cost discount of the environment's own) is the same program as before
+    same = discounted_returns(jnp.asarray(costs), jnp.asarray(done), 0.9)
+    assert np.array_equal(np.asarray(batch_readings("cost_to_go", costs, done, done, gamma=0.9)), np.asarray(same))
+
+
+def test_start_value_reading_with_gamma_c_one_is_the_episode_sum():
+    from rcmdp_jax.rollout import run_episodes
+
+    env, params = envs.make(NAME)
+    actor = type("Fixed", (), {"apply": staticmethod(lambda p, o: _Right())})()
+    v, c, steps, ep = run_episodes(jax.random.PRNGKey(4), env, params, actor, None, 3, env.gamma, True, ep_cost=True)
+    keys = jax.random.split(jax.random.PRNGKey(4), 3)
+    refs = [by_hand(*_steps(env, params, k), env.episode_length, env.gamma) for k in keys]
+    np.testing.assert_allclose(np.asarray(c).mean(0), np.mean([r[1] for r in refs], 0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(ep), [r[0] for r in refs], rtol=1e-5, atol=1e-4)
+
+
+class _Right:
+    """A distribution that always acts 2 (push right)."""
+
+    def mode(self):
+        return jnp.int32(2)
+
+    def log_prob(self, a):
+        return jnp.float32(0.0)
+
+
+def _steps(env, params, key):
+    steps = sample_episode(key, env, params, push_right, env.episode_length)
+    return steps.s_next, steps.alive
+
+
+def test_costs_syntax_of_the_cost_discount_and_its_label():
+    assert limit_name("x>0.3:2") == "|x|>0.3 at most 2/episode"
+    assert limit_name("x>0.3:2:gamma") == "|x|>0.3 at most 2/episode discounted by gamma"
+    env, _ = envs.make(envs.gymnax_name("gymnax:MountainCar-v0", "gravity=0.1", "velocity>0.01:5:gamma"))
+    assert env.cost_gammas is None or np.isnan(env.cost_gammas[0])  # the training gamma: today's constraint
+    env, _ = envs.make(envs.gymnax_name("gymnax:MountainCar-v0", "gravity=0.1", "velocity>0.01:5:0.9"))
+    assert env.cost_gammas == pytest.approx((0.9,))
+    for bad in ("velocity>0.01:5:1.5", "velocity>0.01:5:0"):
+        with pytest.raises(ValueError, match=r"cost discount .* \(0, 1\]"):
+            envs.make(envs.gymnax_name("gymnax:MountainCar-v0", "gravity=0.1", bad))
+    with pytest.raises(ValueError, match="gamma_c"):
+        envs.indicator(lambda s, a, n, p: n.velocity > 0, budget=1.0, gamma_c=2.0)
+
+
+def test_with_gamma_c_gives_a_cost_function_of_ones_own_the_episode_sum():
+    import gymnax
+
+    inner, _ = gymnax.make("MountainCar-v0")
+    fast = envs.with_gamma_c(lambda s, a, n, p: jnp.abs(n.velocity)[None] - SPEED, 1.0)
+    env = envs.robustify(inner, {"gravity": 0.1}, {"fast": fast}, gamma=0.9)
+    assert env.cost_gammas == (1.0,) and env.cost_offsets == (0.0,)
+
+
+def test_an_older_checkpoint_without_the_episode_cost_restores_filled(tmp_path):
+    from flax import struct
+
+    @struct.dataclass
+    class Result:
+        state: dict
+        metrics: dict
+
+    new = Result(
+        state={"episodes": {"ret": np.ones(2, np.float32), "ep_costs": np.ones((2, 1), np.float32),
+                            "steps": np.ones(2, np.float32)}},
+        metrics={"lam": np.arange(3, dtype=np.float32), "eval_ep_cost": np.ones((3, 1), np.float32)},
+    )  # fmt: skip
+    old = {"state": {"episodes": {"ret": np.full(2, 7.0, np.float32)}}, "metrics": {"lam": np.arange(3.0, dtype=np.float32)}}
+    checkpoint.save(tmp_path / "old", old)
+    abstract = jax.eval_shape(lambda: new)
+    assert checkpoint.matches(tmp_path / "old", abstract)
+    got = checkpoint.restore(tmp_path / "old", abstract)
+    np.testing.assert_array_equal(got.state["episodes"]["ret"], [7.0, 7.0])
+    np.testing.assert_array_equal(got.metrics["lam"], [0.0, 1.0, 2.0])
+    assert np.isnan(got.metrics["eval_ep_cost"]).all() and got.metrics["eval_ep_cost"].shape == (3, 1)
+    np.testing.assert_array_equal(got.state["episodes"]["ep_costs"], np.zeros((2, 1)))
+    # a checkpoint that lacks any other leaf is still another tree: refused as before
+    other = {"state": {"episodes": {}}, "metrics": {"lam": np.arange(3.0, dtype=np.float32)}}
+    checkpoint.save(tmp_path / "other", other)
+    assert checkpoint.matches(tmp_path / "other", abstract) is False
+    with pytest.raises(ValueError):
+        checkpoint.restore(tmp_path / "other", abstract)
+
+
+def test_the_constraint_table_shows_gamma_c_and_episode_costs_beside_c():
+    rng = np.random.default_rng(1)
+    C = rng.normal(size=(2, 2, 2, 3, 2))  # seeds, levels, directions, episodes, m
+    ep = rng.uniform(0, 9, size=C.shape)
+    costs = {"A": {"EpCost": ep, "gamma_c": np.array([1.0, 0.99]), "horizon": 200}}
+    text, js = report_text.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]), costs=costs)
+    assert "EpCost over H = 200 steps" in text and "gamma_c" in text
+    per_kernel = C[..., 0].mean(axis=(0, 3))
+    lvl, d = np.unravel_index(np.argmax(per_kernel), per_kernel.shape)
+    assert js["A"]["unsafe"]["ep_cost_nominal"] == pytest.approx(ep[:, 0, ..., 0].mean())
+    assert js["A"]["unsafe"]["ep_cost_worst"] == pytest.approx(ep[:, lvl, d, :, 0].mean())
+    assert js["A"]["unsafe"]["gamma_c"] == 1.0 and js["A"]["speed"]["gamma_c"] == 0.99
+    assert "| A | unsafe | 1 |" in text and "| A | speed | 0.99 |" in text
+    # a result file written before: the columns say they are unknown
+    text, js = report_text.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]))
+    assert "| A | unsafe | ? |" in text and "ep_cost_nominal" not in js["A"]["unsafe"]
