@@ -226,3 +226,24 @@ def test_the_constraint_table_shows_gamma_c_and_episode_costs_beside_c():
     # a result file written before: the columns say they are unknown
     text, js = report_text.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]))
     assert "| A | unsafe | ? |" in text and "ep_cost_nominal" not in js["A"]["unsafe"]
+
+
+def test_worst_case_values_and_ltma_direction_discount_each_constraint_by_its_own():
+    from rcmdp_jax.kernel_gradients import episode_quantities, score_gradient
+    from rcmdp_jax.ltma import ltma_direction, step_costs
+
+    env, params = envs.make(NAME)
+    key = jax.random.PRNGKey(3)
+    total, steps = episode_quantities(key, env, params, push_right, env.gamma, env.episode_length)
+    np.testing.assert_allclose(np.asarray(total[1:]), by_hand(steps.s_next, steps.alive, env.episode_length,
+                                                              env.gamma)[1], rtol=1e-5, atol=1e-4)  # fmt: skip
+    # every constraint at the training gamma: the combined weights give the one-discount direction
+    same = envs.gymnax_name("gymnax:MountainCar-v0", "gravity=0.1", f"velocity>{LIMIT}:5:0.99")
+    env, params = envs.make(same)
+    assert env.cost_gammas == pytest.approx((0.99,)) and env.gamma == pytest.approx(0.99)
+    traj = jax.vmap(lambda k: sample_episode(k, env, params, push_right, 50))(jax.random.split(key, 3))
+    lam = jnp.array([2.0])
+    got = ltma_direction(env, params, traj, lam, env.gamma)
+    want = score_gradient(env, params, params.xi, traj, step_costs(traj, lam), env.gamma)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-6)
+    assert np.any(np.asarray(want) != 0)
