@@ -28,6 +28,7 @@ from rcmdp_jax.adversary.corners import MAX_PARAMS
 from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
 from rcmdp_jax.feasibility_report import summarise
 from rcmdp_jax.kernel_text import kernel_names
+from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
 LEARNERS = ("ppo", "mdpo")
@@ -167,6 +168,8 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
             found = search_worst(config, env, params, actors, C, j, cfg.search, k_search)
         w = None if witness is None else witness[..., j]
         rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found))
+        gamma_c = np.broadcast_to(np.asarray(cost_discounts(env, env.gamma), np.float64), (m,))[j]
+        rows[-1] |= {"gamma_c": float(gamma_c), "horizon": int(env.episode_length)}  # what C is
     settings = dataclasses.asdict(cfg) | {"n_test": n_test, "method": cfg.method or default_method(env),
                                           "steps": cfg.steps or spec.learner.budgets["short"]}  # fmt: skip
     return {"env": name, "levels": levels.tolist(), "constraints": rows, "settings": settings,

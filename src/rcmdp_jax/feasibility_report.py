@@ -77,7 +77,8 @@ def lines(report: dict) -> list[str]:
     out = []
     for r in report["constraints"]:
         verdict = "keepable on the whole box" if r["keepable"] else "NOT keepable on the whole box"
-        out.append(f"{r['constraint']}: {verdict}: least worst-kernel C = {r['least_worst_C']:+.4g} "
+        what = f" (C = E[sum_t {r['gamma_c']:.6g}^t c_t], H = {r['horizon']})" if "gamma_c" in r else ""
+        out.append(f"{r['constraint']}{what}: {verdict}: least worst-kernel C = {r['least_worst_C']:+.4g} "
                    f"({r['least_worst_C_by']})")  # fmt: skip
         if not r["keepable"]:
             up = r["keepable_up_to_level"]
