@@ -247,3 +247,44 @@ def test_worst_case_values_and_ltma_direction_discount_each_constraint_by_its_ow
     want = score_gradient(env, params, params.xi, traj, step_costs(traj, lam), env.gamma)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-6)
     assert np.any(np.asarray(want) != 0)
+
+
+@pytest.mark.slow
+def test_a_run_folder_written_before_the_episode_cost_reports_and_retests(trained, tmp_path, capsys):
+    """A run folder as an older version wrote it (no EpCost in its results, metrics and
+    checkpoint) reports with the new columns unknown, and --eval-only restores its checkpoints
+    (the missing leaves filled) and tests them again, now with EpCost and gamma_c."""
+    import orbax.checkpoint as ocp
+    from cli_helpers import QUICK, _copy
+
+    from rcmdp_jax.study import cli, report_cli
+    from rcmdp_jax.study.run_folder import RunFolder
+
+    out = _copy(trained, tmp_path)
+    algo_dir, ckpt = out / "cartpole" / "MDPO-Lag", RunFolder(out).ckpt_dir("cartpole", "MDPO-Lag")
+    test = dict(np.load(algo_dir / "test_results.npz"))
+    assert test["EpCost"].shape == test["C"].shape and test["gamma_c"] == pytest.approx([0.99]) and test["horizon"] == 100
+    metrics = dict(np.load(algo_dir / "train_metrics.npz"))
+    assert metrics["eval_ep_cost"].shape == metrics["eval_costs"].shape
+    np.savez_compressed(algo_dir / "test_results.npz", **{k: v for k, v in test.items()
+                                                          if k not in ("EpCost", "gamma_c", "horizon")})  # fmt: skip
+    np.savez_compressed(algo_dir / "train_metrics.npz", **{k: v for k, v in metrics.items() if "ep_cost" not in k})
+    with ocp.StandardCheckpointer() as c:
+        tree = c.restore(ckpt.absolute())
+
+    def drop(node):
+        return {k: drop(v) for k, v in node.items() if k not in checkpoint.ADDED_LEAVES} if isinstance(node, dict) else node
+
+    import shutil
+
+    shutil.rmtree(ckpt)
+    checkpoint.files_path(ckpt).unlink(missing_ok=True)
+    checkpoint.save(ckpt, drop(tree))
+    capsys.readouterr()
+    assert report_cli.main([str(out), *QUICK]) == 0
+    assert "| MDPO-Lag | \\|x_dot\\|-0.15 | ? |" in capsys.readouterr().out
+    assert cli.main(["--eval-only", str(out), *QUICK]) == 0
+    again = dict(np.load(algo_dir / "test_results.npz"))
+    np.testing.assert_array_equal(again["V"], test["V"])  # the same trained policy, restored
+    np.testing.assert_array_equal(again["EpCost"], test["EpCost"])
+    assert "| MDPO-Lag | \\|x_dot\\|-0.15 | 0.99 |" in capsys.readouterr().out
