@@ -193,7 +193,8 @@ def test_an_older_checkpoint_without_the_episode_cost_restores_filled(tmp_path):
                             "steps": np.ones(2, np.float32)}},
         metrics={"lam": np.arange(3, dtype=np.float32), "eval_ep_cost": np.ones((3, 1), np.float32)},
     )  # fmt: skip
-    old = {"state": {"episodes": {"ret": np.full(2, 7.0, np.float32)}}, "metrics": {"lam": np.arange(3.0, dtype=np.float32)}}
+    old = {"state": {"episodes": {"ret": np.full(2, 7.0, np.float32)}},
+           "metrics": {"lam": np.arange(3.0, dtype=np.float32)}}  # fmt: skip
     checkpoint.save(tmp_path / "old", old)
     abstract = jax.eval_shape(lambda: new)
     assert checkpoint.matches(tmp_path / "old", abstract)
@@ -263,7 +264,8 @@ def test_a_run_folder_written_before_the_episode_cost_reports_and_retests(traine
     out = _copy(trained, tmp_path)
     algo_dir, ckpt = out / "cartpole" / "MDPO-Lag", RunFolder(out).ckpt_dir("cartpole", "MDPO-Lag")
     test = dict(np.load(algo_dir / "test_results.npz"))
-    assert test["EpCost"].shape == test["C"].shape and test["gamma_c"] == pytest.approx([0.99]) and test["horizon"] == 100
+    assert test["EpCost"].shape == test["C"].shape and test["gamma_c"] == pytest.approx([0.99])
+    assert test["horizon"] == 100
     metrics = dict(np.load(algo_dir / "train_metrics.npz"))
     assert metrics["eval_ep_cost"].shape == metrics["eval_costs"].shape
     np.savez_compressed(algo_dir / "test_results.npz", **{k: v for k, v in test.items()
@@ -273,7 +275,9 @@ def test_a_run_folder_written_before_the_episode_cost_reports_and_retests(traine
         tree = c.restore(ckpt.absolute())
 
     def drop(node):
-        return {k: drop(v) for k, v in node.items() if k not in checkpoint.ADDED_LEAVES} if isinstance(node, dict) else node
+        if not isinstance(node, dict):
+            return node
+        return {k: drop(v) for k, v in node.items() if k not in checkpoint.ADDED_LEAVES}
 
     import shutil
 

@@ -152,7 +152,8 @@ def missing_leaves(path: Path, abstract_tree: Any) -> frozenset:
     have = saved_leaves(Path(path))
     if not have:
         return frozenset()
-    want = {key_of(p): (tuple(x.shape), str(x.dtype)) for p, x in jax.tree_util.tree_flatten_with_path(abstract_tree)[0]}
+    flat = jax.tree_util.tree_flatten_with_path(abstract_tree)[0]
+    want = {key_of(p): (tuple(x.shape), str(x.dtype)) for p, x in flat}
     missing = frozenset(k for k in want if k not in have)
     if any(k[-1] not in ADDED_LEAVES for k in missing) or any(want.get(k) != v for k, v in have.items()):
         return frozenset()
