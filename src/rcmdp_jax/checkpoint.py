@@ -103,14 +103,10 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
             if not missing:  # the same tree (or a foreign one: orbax says how it differs)
                 return ckpt.restore(path, abstract_tree)
             leaves = jax.tree_util.tree_flatten_with_path(abstract_tree)[0]
-            saved = {}  # the checkpoint's own tree (nested dicts), each leaf's abstract value
-            for p, leaf in leaves:
-                if key_of(p) not in missing:
-                    node = saved
-                    for k in key_of(p)[:-1]:
-                        node = node.setdefault(k, {})
-                    node[key_of(p)[-1]] = leaf
-            restored = ckpt.restore(path, saved)
+            wanted = {key_of(p): leaf for p, leaf in leaves}
+            saved = ckpt.metadata(path)  # the checkpoint's own tree, each leaf as the abstract one
+            saved = jax.tree_util.tree_map_with_path(lambda p, _: wanted[key_of(p)], metadata_tree(saved))
+            restored = {key_of(p): x for p, x in jax.tree_util.tree_flatten_with_path(ckpt.restore(path, saved))[0]}
     except Exception:
         asyncio_quiet_from_now()
         time.sleep(0.5)  # the reads in flight end now, while the filter is on, not at the process's exit
@@ -118,14 +114,15 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
     out = []
     for p, leaf in leaves:
         if key_of(p) in missing:  # a metric unknown to the old run: NaN; a running sum: 0
-            fill = np.nan if key_of(p)[0] == "metrics" else 0
-            out.append(np.full(leaf.shape, fill, leaf.dtype))
+            out.append(np.full(leaf.shape, np.nan if key_of(p)[0] == "metrics" else 0, leaf.dtype))
         else:
-            node = restored
-            for k in key_of(p):
-                node = node[k]
-            out.append(node)
+            out.append(restored[key_of(p)])
     return jax.tree.unflatten(jax.tree.structure(abstract_tree), out)
+
+
+def metadata_tree(saved):
+    """The tree of a checkpoint's metadata (orbax's ``item_metadata`` where it wraps it)."""
+    return getattr(saved, "item_metadata", saved)
 
 
 def key_of(path) -> tuple[str, ...]:
@@ -137,11 +134,10 @@ def saved_leaves(path: Path) -> dict | None:
     """``{path: (shape, dtype)}`` of the checkpoint's arrays (None: unreadable metadata)."""
     try:
         with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
-            saved = ckpt.metadata(path)
+            saved = metadata_tree(ckpt.metadata(path))
     except Exception:
         asyncio_quiet_from_now()
         return None
-    saved = getattr(saved, "item_metadata", saved)
     return {key_of(p): (tuple(m.shape), str(m.dtype)) for p, m in jax.tree_util.tree_flatten_with_path(saved)[0]}
 
 
