@@ -90,6 +90,5 @@ def finalise(costs: dict, episode_length: int) -> dict:
 def cost_terms(fn: Callable) -> tuple[float | None, float]:
     """``(gamma_c, b)`` of a finalised cost function: its cost discount (None: the training
     discount) and the per-step share it subtracts (an indicator's ``B/H``, else 0)."""
-    return check_gamma_c(getattr(fn, "gamma_c", None), f"costs[{getattr(fn, '__name__', 'cost')!r}].gamma_c"), float(
-        getattr(fn, "offset", 0.0)
-    )
+    where = f"costs[{getattr(fn, '__name__', 'cost')!r}].gamma_c"
+    return check_gamma_c(getattr(fn, "gamma_c", None), where), float(getattr(fn, "offset", 0.0))
