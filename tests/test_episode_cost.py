@@ -292,3 +292,37 @@ def test_a_run_folder_written_before_the_episode_cost_reports_and_retests(traine
     np.testing.assert_array_equal(again["V"], test["V"])  # the same trained policy, restored
     np.testing.assert_array_equal(again["EpCost"], test["EpCost"])
     assert "| MDPO-Lag | \\|x_dot\\|-0.15 | 0.99 |" in capsys.readouterr().out
+
+
+def test_learners_cost_signals_discount_each_cost_by_its_gamma_c():
+    """MCPMD's Lagrangian returns-to-go and the batch learners' GAE: the reward and the signed
+    cost by gamma, the indicator by gamma_c = 1 (NumPy sums)."""
+    from types import SimpleNamespace
+
+    from rcmdp_jax.learners import make_learner
+    from rcmdp_jax.learners.batch import lagrangian_gae
+    from rcmdp_jax.presets import preset
+    from rcmdp_jax.rollout import Episode
+
+    env, _ = envs.make(NAME)
+    rng = np.random.default_rng(2)
+    T, lam, gamma = 7, np.array([2.0, 3.0], np.float32), 0.9
+    r, c = rng.normal(size=T).astype(np.float32), rng.normal(size=(T, 2)).astype(np.float32)
+    alive = np.array([1, 1, 1, 1, 1, 0, 0], np.float32)
+    z = np.zeros(T, np.float32)
+    ep = Episode(obs=z, action=z, dropout_key=z, log_prob=z, reward=jnp.asarray(r), costs=jnp.asarray(c),
+                 alive=jnp.asarray(alive))  # fmt: skip
+    hp = SimpleNamespace(gamma=gamma, gae_lambda=1.0)
+    got = make_learner(preset(NAME, "MCPMD-Lag"), env, None, None).signal(ep, None, jnp.asarray(lam), hp)
+    want = [sum(alive[u] * (gamma ** (u - t) * (r[u] - lam[1] * c[u, 1]) - lam[0] * c[u, 0]) for u in range(t, T))
+            for t in range(T)]  # fmt: skip
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    # GAE with gae_lambda = 1 and a zero critic: the discounted returns of each stream, no episode end
+    data = SimpleNamespace(reward=jnp.asarray(r)[:, None], costs=jnp.asarray(c)[:, None], obs=z[:, None],
+                           next_obs=z[:, None], terminated=jnp.zeros((T, 1)), done=jnp.zeros((T, 1)))  # fmt: skip
+    critic = SimpleNamespace(apply=lambda p, o: jnp.zeros(o.shape + (3,)))
+    _, targets = lagrangian_gae(critic, None, data, jnp.asarray(lam), hp, env)
+    for j, g in enumerate((gamma, 1.0, gamma)):  # reward, indicator, signed cost
+        stream = np.concatenate([r[:, None], c], axis=1)[:, j]
+        ref = [sum(g ** (u - t) * stream[u] for u in range(t, T)) for t in range(T)]
+        np.testing.assert_allclose(np.asarray(targets[:, 0, j]), ref, rtol=1e-5, atol=1e-5)
