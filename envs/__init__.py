@@ -43,6 +43,7 @@ _PUBLIC = {
     "robustify": "rcmdp_jax.envs.gymnax_wrapper",
     "cost_minimising": "rcmdp_jax.envs.minimise_cost",
     "indicator": "rcmdp_jax.envs.unsafe_steps",
+    "with_gamma_c": "rcmdp_jax.envs.unsafe_steps",
     "relative": "rcmdp_jax.envs.gymnax_inputs",
     "absolute": "rcmdp_jax.envs.gymnax_inputs",
     "RobustGymnax": "rcmdp_jax.envs.gymnax_wrapper",

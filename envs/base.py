@@ -53,6 +53,11 @@ class RobustEnvironment(environment.Environment):
     state_dim: int = 1
     discrete: bool = True
     action_dim: int = 2
+    # per constraint: its cost discount gamma_c (NaN: the training discount gamma), and the
+    # per-step share b its cost subtracts (an indicator's B/H: the episode cost EpCost adds it
+    # back); None: every constraint discounted by gamma, nothing subtracted
+    cost_gammas: tuple[float, ...] | None = None
+    cost_offsets: tuple[float, ...] | None = None
 
     # ------------------------------------------------------------------ model
     def next_state_distribution(self, params: Any, s: jax.Array, action: jax.Array) -> distrax.Distribution:

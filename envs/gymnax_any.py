@@ -50,18 +50,23 @@ def known_derive(env, uncertain) -> Callable | None:
 
 def is_limit(item: str) -> bool:
     """Whether a cost item is a generic one: ``FIELD:LIMIT`` (``|next_state.FIELD| <= LIMIT``)
-    or ``FIELD>LIMIT[:BUDGET]`` (1 per step with ``|next_state.FIELD| > LIMIT``, ``BUDGET``
-    such steps per episode allowed: ``envs.indicator``); a ``<`` is one refused in words."""
+    or ``FIELD>LIMIT[:BUDGET[:GAMMA_C]]`` (1 per step with ``|next_state.FIELD| > LIMIT``,
+    ``BUDGET`` such steps per episode allowed: ``envs.indicator``; ``GAMMA_C`` its cost
+    discount, default 1: the episode count; ``gamma``: the training discount)); a ``<`` is one
+    refused in words."""
     return any(c in item for c in ":><")
 
 
 def limit_name(item: str) -> str:
     """The cost's name in tables and plots: ``velocity:0.04`` -> ``|velocity|<=0.04``;
-    ``velocity>0.04:5`` -> ``|velocity|>0.04 at most 5/episode``."""
+    ``velocity>0.04:5`` -> ``|velocity|>0.04 at most 5/episode`` (the undiscounted count);
+    ``velocity>0.04:5:gamma`` -> ``... at most 5/episode discounted by gamma``."""
     if ">" in item:
         field, _, rest = item.partition(">")
         limit, _, budget = rest.partition(":")
-        return f"|{field}|>{limit} at most {budget or 0}/episode"
+        budget, _, gamma_c = budget.partition(":")
+        kept = "" if gamma_c in ("", "1") else f" discounted by {gamma_c}"  # else the episode count
+        return f"|{field}|>{limit} at most {budget or 0}/episode{kept}"
     field, _, limit = item.partition(":")
     return f"|{field}|<={limit}"
 
@@ -84,9 +89,11 @@ def parse_limit(item: str) -> tuple[str, bool, float, float]:
     if not field or not raw.strip() or (colon and not raw_budget.strip()):
         what = "the field" if not field else "the limit" if not raw.strip() else "the budget after ':'"
         raise ValueError(f"costs: {item!r} — {what} is empty; {how}; {QUOTE_HINT}")
+    raw_budget, _, raw_gamma = raw_budget.partition(":")  # FIELD>LIMIT:B:GAMMA_C, the cost discount
     try:
         limit = float(raw)
         budget = float(raw_budget or 0.0)
+        gamma_c = None if raw_gamma == "gamma" else float(raw_gamma or 1.0)
     except ValueError:
         raise ValueError(f"costs: {item!r} — {how}, with numbers") from None
     if not finite_f32(limit, np):  # NaN, the infinities, beyond float32
@@ -113,7 +120,12 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
     if unsafe_steps:
         from rcmdp_jax.envs.unsafe_steps import indicator
 
-        return indicator(lambda s, a, n, p: cost(s, a, n, p) > 0, budget)
+        if not (finite_f32(budget, np) and budget >= 0):
+            raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0")
+        if gamma_c is not None and not 0.0 < gamma_c <= 1.0:
+            raise ValueError(f"costs: {item!r} — the cost discount (FIELD>LIMIT:B:GAMMA_C) must be in (0, 1] or "
+                             "'gamma' (the training discount)")  # fmt: skip
+        return indicator(lambda s, a, n, p: cost(s, a, n, p) > 0, budget, gamma_c)
     return cost
 
 

@@ -36,7 +36,7 @@ from jax.extend import core as jcore
 from rcmdp_jax.envs.base import RobustEnvironment, RobustState
 from rcmdp_jax.envs.gymnax_any import allowed_fields, float_fields
 from rcmdp_jax.envs.gymnax_inputs import check_cost_fns, check_cost_shapes, half_width, noise_vector
-from rcmdp_jax.envs.unsafe_steps import finalise
+from rcmdp_jax.envs.unsafe_steps import cost_terms, finalise
 
 CostFn = Callable[[Any, jax.Array, Any, Any], jax.Array]
 
@@ -132,6 +132,7 @@ class RobustGymnax(RobustEnvironment):
         check_cost_shapes(costs, shape, self._sample_action(), params, self._cost_args)
         m = jax.eval_shape(lambda s, p: self._costs(s, self._sample_action(), s, p), shape, params)
         self.num_constraints = int(m.shape[0])
+        self.cost_gammas, self.cost_offsets = self._cost_terms(shape, params)
         self._name = name or f"Robust{env.name}"
         self._default = WrappedParams(
             xi=jnp.asarray(nominal), xi_c=jnp.asarray(nominal), kappa=jnp.asarray(kappa), noise=jnp.asarray(noise),
@@ -173,6 +174,20 @@ class RobustGymnax(RobustEnvironment):
     def _cost_args(self, state, action, next_state, inner):
         """What a cost function is called with (a subclass may show it the step otherwise)."""
         return state, action, next_state, inner
+
+    def _cost_terms(self, shape, params):
+        """Per constraint, each cost function's ``(gamma_c, b)`` (``unsafe_steps.cost_terms``)
+        repeated over its entries: ``(cost_gammas, cost_offsets)``, or ``(None, None)`` where
+        every cost is discounted by gamma and shifts nothing (the presets' own costs)."""
+        gammas, offsets = [], []
+        for fn in self.cost_fns:
+            gamma_c, b = cost_terms(fn)
+            k = jax.eval_shape(lambda s, p, fn=fn: fn(*self._cost_args(s, self._sample_action(), s, p)), shape, params)
+            gammas += [np.nan if gamma_c is None else gamma_c] * int(k.shape[0])
+            offsets += [b] * int(k.shape[0])
+        if all(np.isnan(gammas)) and not any(offsets):
+            return None, None
+        return tuple(float(g) for g in gammas), tuple(float(b) for b in offsets)
 
     def _costs(self, state, action, next_state, inner):
         args = self._cost_args(state, action, next_state, inner)

@@ -61,8 +61,10 @@ def episode_returns_to_go(rewards: jax.Array, gamma: jax.Array) -> jax.Array:
 
 
 def discounts(horizon: int, gamma: jax.Array) -> jax.Array:
-    """``gamma^t`` for ``t = 0 .. horizon - 1``, ``[horizon]``."""
-    return gamma ** jnp.arange(horizon, dtype=jnp.float32)
+    """``gamma^t`` for ``t = 0 .. horizon - 1``, ``[horizon]``; ``[horizon, k]`` for a vector
+    ``gamma`` of ``k`` discounts (one per quantity)."""
+    t = jnp.arange(horizon, dtype=jnp.float32)
+    return gamma ** (t if jnp.ndim(gamma) == 0 else t[:, None])
 
 
 def discounted_fold(acc: tuple[jax.Array, jax.Array], x: jax.Array, alive: jax.Array, gamma: jax.Array):

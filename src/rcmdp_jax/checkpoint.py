@@ -3,7 +3,8 @@
 A checkpoint holds the whole ``TrainResult`` of one algorithm (every seed:
 params, optimiser state, multipliers, kernel, schedule, rng and the metrics).
 Restoring needs the *shape* of that result, which ``abstract_result`` gets from
-``jax.eval_shape`` without compiling anything.
+``jax.eval_shape`` without compiling anything. A checkpoint written before a leaf of
+``ADDED_LEAVES`` existed restores with it filled (a metric NaN, a state's leaf 0).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
+
+# leaves added to the trained result after checkpoints without them were written (the episode
+# cost: the training metrics' ``episode_ep_cost`` and ``eval_ep_cost``, the rollout's running
+# ``ep_costs`` and ``steps``): an older checkpoint restores with them filled
+ADDED_LEAVES = frozenset({"episode_ep_cost", "eval_ep_cost", "ep_costs", "steps"})
 
 
 class Damaged(ValueError):
@@ -92,16 +99,66 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
         raise Damaged(problem)  # end on a closed event loop)
     try:
         with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
-            try:
-                return ckpt.restore(path, abstract_tree)
-            except ValueError:  # a tree with containers the saved one lacks (an older version's)
-                if (tree := by_paths(ckpt.restore(path), abstract_tree)) is None:
-                    raise
-                return tree
+            missing = missing_leaves(path, abstract_tree)
+            if not missing:  # the same tree (or a foreign one: orbax says how it differs)
+                try:
+                    return ckpt.restore(path, abstract_tree)
+                except ValueError:  # a tree with containers the saved one lacks (an older version's)
+                    if (tree := by_paths(ckpt.restore(path), abstract_tree)) is None:
+                        raise
+                    return tree
+            leaves = jax.tree_util.tree_flatten_with_path(abstract_tree)[0]
+            wanted = {key_of(p): leaf for p, leaf in leaves}
+            saved = ckpt.metadata(path)  # the checkpoint's own tree, each leaf as the abstract one
+            saved = jax.tree_util.tree_map_with_path(lambda p, _: wanted[key_of(p)], metadata_tree(saved))
+            restored = {key_of(p): x for p, x in jax.tree_util.tree_flatten_with_path(ckpt.restore(path, saved))[0]}
     except Exception:
         asyncio_quiet_from_now()
         time.sleep(0.5)  # the reads in flight end now, while the filter is on, not at the process's exit
         raise
+    out = []
+    for p, leaf in leaves:
+        if key_of(p) in missing:  # a metric unknown to the old run: NaN; a running sum: 0
+            out.append(np.full(leaf.shape, np.nan if key_of(p)[0] == "metrics" else 0, leaf.dtype))
+        else:
+            out.append(restored[key_of(p)])
+    return jax.tree.unflatten(jax.tree.structure(abstract_tree), out)
+
+
+def metadata_tree(saved):
+    """The tree of a checkpoint's metadata (orbax's ``item_metadata`` where it wraps it)."""
+    return getattr(saved, "item_metadata", saved)
+
+
+def key_of(path) -> tuple[str, ...]:
+    """A leaf's path as strings, the same for a flax dataclass's field and orbax's dict key."""
+    return tuple(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path)
+
+
+def saved_leaves(path: Path) -> dict | None:
+    """``{path: (shape, dtype)}`` of the checkpoint's arrays (None: unreadable metadata)."""
+    try:
+        with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
+            saved = metadata_tree(ckpt.metadata(path))
+    except Exception:
+        asyncio_quiet_from_now()
+        return None
+    return {key_of(p): (tuple(m.shape), str(m.dtype)) for p, m in jax.tree_util.tree_flatten_with_path(saved)[0]}
+
+
+def missing_leaves(path: Path, abstract_tree: Any) -> frozenset:
+    """The leaves of ``abstract_tree`` a checkpoint written before them lacks (``ADDED_LEAVES``,
+    every other leaf there with its shape): restored filled. Empty when nothing is missing,
+    or when the checkpoint differs otherwise (its own error comes from the strict restore)."""
+    have = saved_leaves(Path(path))
+    if not have:
+        return frozenset()
+    flat = jax.tree_util.tree_flatten_with_path(abstract_tree)[0]
+    want = {key_of(p): (tuple(x.shape), str(x.dtype)) for p, x in flat}
+    missing = frozenset(k for k in want if k not in have)
+    if any(k[-1] not in ADDED_LEAVES for k in missing) or any(want.get(k) != v for k, v in have.items()):
+        return frozenset()
+    return missing
 
 
 def by_paths(raw: Any, abstract_tree: Any) -> Any:
@@ -232,7 +289,7 @@ def matches(path: str | os.PathLike, abstract_tree: Any) -> bool | None:
     if not have:
         return None
     want = sorted((tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(abstract_tree))
-    return have == want
+    return have == want or bool(missing_leaves(Path(path).absolute(), abstract_tree))
 
 
 def exists(path: str | os.PathLike) -> bool:

@@ -9,6 +9,8 @@ auto-resetting envs x ``dual_batch / n_dual_episodes`` steps from fresh starts),
 per time step, and each ascent step uses one shuffled minibatch's mean of them:
 "step_cost" the per-step costs, "cost_to_go" the discounted cost-to-go ``G_t`` inside the
 batch (cut at its end), "gae" the critic's GAE cost returns (bootstrapped at the cut).
+Each constraint's values are discounted by its own ``gamma_c`` where the environment gives
+one (``rollout.cost_discounts``; 1: the episode cost less the budget).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import jax.numpy as jnp
 
 from rcmdp_jax import constraints
 from rcmdp_jax.advantages import discounted_returns, gae
-from rcmdp_jax.rollout import collect_rollout, init_accumulator, per_env_params, run_episodes
+from rcmdp_jax.rollout import collect_rollout, cost_discounts, init_accumulator, per_env_params, run_episodes
 
 DUAL_ESTIMATORS = ("start_value", "step_cost", "cost_to_go", "gae")
 
@@ -77,8 +79,8 @@ def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropo
     if cfg.dual_estimator == "gae":  # the critic's cost heads
         v = critic.apply(params["critic"], traj.obs)[..., 1:]
         v_next = critic.apply(params["critic"], traj.next_obs)[..., 1:]
-    values = batch_readings(cfg.dual_estimator, traj.costs, traj.terminated, traj.done, v, v_next, hp.gamma,
-                            hp.gae_lambda)  # fmt: skip
+    values = batch_readings(cfg.dual_estimator, traj.costs, traj.terminated, traj.done, v, v_next,
+                            cost_discounts(env, hp.gamma), hp.gae_lambda)  # fmt: skip
     return values.reshape(-1, env.num_constraints)
 
 

@@ -21,16 +21,19 @@ DISTORTION_LEVELS = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
 
 
 def curve_point(key, it, env, actor, actor_params, env_params, cfg: Config, hp):
-    """6. The training curve at iteration ``it``: the deterministic policy's mean return and
-    constraint values ``(V, C [m])`` over ``cfg.eval_episodes`` fresh episodes under the
-    kernel ``env_params``, every ``cfg.eval_every`` iterations (NaN between)."""
+    """6. The training curve at iteration ``it``: the deterministic policy's mean return,
+    constraint values and episode costs ``(V, C [m], EpCost [m])`` over ``cfg.eval_episodes``
+    fresh episodes under the kernel ``env_params``, every ``cfg.eval_every`` iterations (NaN
+    between)."""
 
     def evaluate(_):
-        v, c, _ = run_episodes(key, env, env_params, actor, actor_params, cfg.eval_episodes, hp.gamma, True)
-        return v.mean(), c.mean(0)
+        v, c, _, ep = run_episodes(key, env, env_params, actor, actor_params, cfg.eval_episodes, hp.gamma, True,
+                                   ep_cost=True)  # fmt: skip
+        return v.mean(), c.mean(0), ep.mean(0)
 
     def skip(_):
-        return jnp.float32(jnp.nan), jnp.full((env.num_constraints,), jnp.nan, jnp.float32)
+        nan = jnp.full((env.num_constraints,), jnp.nan, jnp.float32)
+        return jnp.float32(jnp.nan), nan, nan
 
     return jax.lax.cond(it % cfg.eval_every == 0, evaluate, skip, None)
 
@@ -38,8 +41,10 @@ def curve_point(key, it, env, actor, actor_params, env_params, cfg: Config, hp):
 @dataclasses.dataclass(frozen=True, eq=False)
 class Sweep:
     """The robustness test of one config: ``sweep(actor_params, rng) -> {"V": [S, L, D, E],
-    "C": [S, L, D, E, m], "bound": [S, L, D, E]}`` (``bound``: 1 where the episode's
-    kernel mean reached the environment's state bound, see ``envs.inventory``).
+    "C": [S, L, D, E, m], "EpCost": [S, L, D, E, m], "bound": [S, L, D, E]}`` (``C`` each
+    constraint discounted by its ``gamma_c``, ``EpCost`` the undiscounted episode cost,
+    ``rollout.episode_cost``; ``bound``: 1 where the episode's kernel mean reached the
+    environment's state bound, see ``envs.inventory``).
 
     ``actor_params`` carries a leading seed axis (as ``TrainResult.state.params["actor"]``
     of a vmapped run). Episode ``e`` of seed ``s`` uses the same random key on every
@@ -53,7 +58,7 @@ class Sweep:
     gamma: float
 
     def per_seed(self, actor_params, key):
-        """One seed's sweep (unbatched): ``{"V": [L, D, E], "C": [L, D, E, m], "bound": [L, D, E]}``."""
+        """One seed's sweep (unbatched): ``{"V": [L, D, E], "C", "EpCost": [L, D, E, m], "bound": [L, D, E]}``."""
         policy = Policy(self.actor, actor_params, deterministic=True)
         return policy_sweep(self.env, self.kernels, policy, self.n_test, self.gamma, key)
 
@@ -79,16 +84,17 @@ class Sweep:
 def policy_sweep(env, kernels, policy, n_test: int, gamma, key) -> dict:
     """One policy (``policy(obs, key) -> action``: a ``rollout.Policy``, or a controller of
     one's own) on every kernel of ``kernels`` (leading axes ``[L, D]``), ``n_test`` episodes
-    each with the same keys on every kernel: ``{"V": [L, D, E], "C": [L, D, E, m], "bound": [L, D, E]}``."""
+    each with the same keys on every kernel: ``{"V": [L, D, E], "C", "EpCost": [L, D, E, m],
+    "bound": [L, D, E]}``."""
 
     def one_episode(kernel, k):
-        v, c, _, hit = episode_values(k, env, kernel, policy, gamma, env.episode_length)
-        return v, c, hit
+        v, c, _, hit, ep = episode_values(k, env, kernel, policy, gamma, env.episode_length, ep_cost=True)
+        return v, c, hit, ep
 
     over_eps = jax.vmap(one_episode, in_axes=(None, 0))
     over_levels = jax.vmap(jax.vmap(over_eps, in_axes=(0, None)), in_axes=(0, None))
-    v, c, hit = over_levels(kernels, jax.random.split(key, n_test))
-    return {"V": v, "C": c, "bound": hit}
+    v, c, hit, ep = over_levels(kernels, jax.random.split(key, n_test))
+    return {"V": v, "C": c, "EpCost": ep, "bound": hit}
 
 
 def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVELS, env_params=None) -> Sweep:

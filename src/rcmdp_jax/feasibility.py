@@ -31,6 +31,7 @@ from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
 from rcmdp_jax.feasibility_report import mean_and_se, summarise
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.plugin import INT32_MAX, check_seed
+from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
 LEARNERS = ("ppo", "mdpo")
@@ -226,6 +227,8 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
             found = search_worst(config, env, params, actors, C, j, cfg.search, k_search)
         w, w_se = (None, None) if witness is None else (witness[..., j], witness_se[..., j])
         rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found, se, w_se))
+        gamma_c = np.broadcast_to(np.asarray(cost_discounts(env, env.gamma), np.float64), (m,))[j]
+        rows[-1] |= {"gamma_c": float(gamma_c), "horizon": int(env.episode_length)}  # what C is
         if on_row is not None:
             on_row(j, rows[-1])
     ran = train_config(name, 0, cfg)  # what ran: the budget in whole iterations (as run.json's will_run)

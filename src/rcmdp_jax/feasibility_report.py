@@ -127,7 +127,8 @@ def lines(report: dict) -> list[str]:
         limit = _limit(r["margin"])
         se = r.get("least_worst_C_se", 0.0)
         verdict = "keepable" if r["keepable"] else "NOT keepable"
-        out.append(f"{r['constraint']} ({limit} wanted):")
+        what = f", C = E[sum_t {r['gamma_c']:.6g}^t c_t], H = {r['horizon']}" if "gamma_c" in r else ""
+        out.append(f"{r['constraint']} ({limit} wanted{what}):")
         out.append(f"  one policy for the whole box: {verdict}: least worst-kernel C = "
                    f"{_pm(r['least_worst_C'], se)} ({r['least_worst_C_by']})")  # fmt: skip
         if r.get("too_close_to_call"):

@@ -15,20 +15,21 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax.advantages import discounts, episode_returns_to_go
-from rcmdp_jax.rollout import Trajectory, fold_values, init_values, scan_episode
+from rcmdp_jax.rollout import Trajectory, fold_values, init_values, scan_episode, value_discounts
 
 
 def episode_quantities(key, env, env_params, policy, gamma, horizon: int, truncate: int = 0):
     """One episode under ``env_params``: its discounted return and constraint values
     ``[1 + m]``, and its steps (a ``Trajectory``, leaves ``[H, ...]``) for the score
-    function. ``truncate``: see ``rollout.scan_episode`` (it changes no value)."""
-
+    function. ``truncate``: see ``rollout.scan_episode`` (it changes no value). Each ``C_j``
+    is discounted by its ``gamma_c`` (``rollout.value_discounts``)."""
+    gamma = value_discounts(env, gamma)
     fold = lambda acc, st: fold_values(acc, st, gamma)
 
     def emit(st):
         return Trajectory(st.s, st.action, st.s_next, st.reward, st.costs, st.alive)
 
-    init = init_values(env.num_constraints)
+    init = init_values(env.num_constraints, gamma)
     (_, total), steps = scan_episode(key, env, env_params, policy, horizon, emit=emit, fold=fold, init=init,
                                      truncate=truncate)  # fmt: skip
     return total, steps
@@ -52,9 +53,11 @@ def transition_log_probs(env, env_params, xi, s, a, s_next) -> jax.Array:
 
 def score_weights(to_go: jax.Array, alive: jax.Array, gamma) -> jax.Array:
     """The score function's per-step weights ``gamma^t G_t alive_t``: ``to_go`` the returns-to-go
-    ``[E, H]`` (or ``[E, H, k]``, ``k`` quantities), ``alive`` ``[E, H]`` masks steps after
-    termination."""
-    disc = discounts(to_go.shape[1], gamma).reshape((-1,) + (1,) * (to_go.ndim - 2))
+    ``[E, H]`` (or ``[E, H, k]``, ``k`` quantities, with one ``gamma`` or ``k``), ``alive``
+    ``[E, H]`` masks steps after termination."""
+    disc = discounts(to_go.shape[1], gamma)
+    if disc.ndim == 1:
+        disc = disc.reshape((-1,) + (1,) * (to_go.ndim - 2))
     return disc * to_go * alive.reshape(alive.shape + (1,) * (to_go.ndim - 2))
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rcmdp_jax.advantages import episode_returns_to_go
 from rcmdp_jax.constraints import lagrangian_cost
-from rcmdp_jax.kernel_gradients import mean_quantities, score_gradient
-from rcmdp_jax.rollout import Policy, Trajectory, sample_episode
+from rcmdp_jax.kernel_gradients import mean_quantities, score_gradient, score_surrogate, score_weights
+from rcmdp_jax.rollout import Policy, Trajectory, reward_and_costs, sample_episode, value_discounts
 
 
 def step_costs(traj: Trajectory, lam_tilde: jax.Array) -> jax.Array:
@@ -21,9 +22,16 @@ def ltma_direction(env, env_params, traj: Trajectory, lam_tilde, gamma) -> jax.A
 
     ``mean_e sum_t gamma^t G_t grad_xi log p_xi(s_{t+1} | s_t, a_t)``, with
     ``G_t = sum_{l>=t} gamma^(l-t) cL_l``; the gradient is ``jax.grad`` of the
-    environment's distrax ``log_prob`` (``kernel_gradients.score_surrogate``).
+    environment's distrax ``log_prob`` (``kernel_gradients.score_surrogate``). Where a
+    constraint has a discount of its own (``rollout.value_discounts``), each quantity's
+    weights are discounted by its own and then combined, ``-r`` and ``lam~_j c_j``.
     """
-    return score_gradient(env, env_params, env_params.xi, traj, step_costs(traj, lam_tilde), gamma)
+    if getattr(env, "cost_gammas", None) is None:
+        return score_gradient(env, env_params, env_params.xi, traj, step_costs(traj, lam_tilde), gamma)
+    gammas = value_discounts(env, gamma)
+    to_go = episode_returns_to_go(reward_and_costs(traj) * traj.alive[..., None], gammas)
+    weights = score_weights(to_go, traj.alive, gammas) @ jnp.concatenate([-jnp.ones((1,)), lam_tilde])
+    return jax.grad(score_surrogate(env, env_params, traj.s, traj.action, traj.s_next, weights))(env_params.xi)
 
 
 def pathwise_direction(env, env_params, policy, keys, lam_tilde, gamma, horizon: int):

@@ -9,6 +9,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from rcmdp_jax.advantages import discounted_fold
@@ -34,8 +35,10 @@ class EpisodeAccumulator:
 
     ret: jax.Array  # undiscounted return
     disc_ret: jax.Array  # discounted return
-    disc_costs: jax.Array  # (B, m) discounted constraint-costs
+    disc_costs: jax.Array  # (B, m) discounted constraint-costs (each by its gamma_c)
     discount: jax.Array  # gamma^t
+    ep_costs: jax.Array  # (B, m) the episode cost EpCost so far (undiscounted, ``episode_cost``)
+    steps: jax.Array  # t, the steps of the episode so far (the cost discounts' gamma_c^t)
 
 
 @struct.dataclass
@@ -51,8 +54,35 @@ class Trajectory:
 
 
 def init_accumulator(n_envs: int, m: int) -> EpisodeAccumulator:
-    z = jnp.zeros((n_envs,), jnp.float32)
-    return EpisodeAccumulator(z, z, jnp.zeros((n_envs, m), jnp.float32), jnp.ones_like(z))
+    z, zm = jnp.zeros((n_envs,), jnp.float32), jnp.zeros((n_envs, m), jnp.float32)
+    return EpisodeAccumulator(z, z, zm, jnp.ones_like(z), zm, z)
+
+
+def cost_discounts(env, gamma):
+    """The constraints' discounts: ``gamma`` itself where ``env`` has no cost discount of its
+    own (``env.cost_gammas`` None: the same program as ever), else ``[m]``, each constraint's
+    ``gamma_c`` (NaN entries: ``gamma``). A ``gamma`` that is already a vector is returned."""
+    own = getattr(env, "cost_gammas", None)
+    if own is None or jnp.ndim(gamma) > 0:
+        return gamma
+    g = np.asarray(own, np.float32)
+    return jnp.where(np.isnan(g), jnp.asarray(gamma, jnp.float32), g)
+
+
+def value_discounts(env, gamma):
+    """The discounts of ``[V, C_1..C_m]``: ``gamma`` where ``env`` has no cost discount of its
+    own, else ``[1 + m]``, ``gamma`` then each constraint's ``cost_discounts``."""
+    if getattr(env, "cost_gammas", None) is None or jnp.ndim(gamma) > 0:
+        return gamma
+    return jnp.concatenate([jnp.reshape(jnp.asarray(gamma, jnp.float32), (1,)), cost_discounts(env, gamma)])
+
+
+def episode_cost(env, costs: jax.Array) -> jax.Array:
+    """A step's share of the episode cost EpCost, ``[..., m]``: the per-step cost with the
+    share an indicator subtracts added back (``env.cost_offsets``, ``B/H``: 1 per unsafe step),
+    else the cost itself; EpCost is its undiscounted sum over the episode."""
+    offsets = getattr(env, "cost_offsets", None)
+    return costs if offsets is None else costs + np.asarray(offsets, np.float32)
 
 
 @struct.dataclass
@@ -216,13 +246,19 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
             xi = jnp.where(jnp.reshape(done, (-1,) + (1,) * (xi.ndim - 1)), fresh, xi)
         ret = acc.ret + reward
         disc_ret = discounted_fold((acc.discount, acc.disc_ret), reward, 1.0, gamma)[1]
-        disc_costs = discounted_fold((acc.discount[:, None], acc.disc_costs), info["costs"], 1.0, gamma)[1]
+        cost_discount = acc.discount[:, None]
+        if (own := getattr(env, "cost_gammas", None)) is not None:  # gamma_c^t where a constraint has its own
+            g = np.asarray(own, np.float32)
+            cost_discount = jnp.where(np.isnan(g), cost_discount, np.nan_to_num(g) ** acc.steps[:, None])
+        disc_costs = discounted_fold((cost_discount, acc.disc_costs), info["costs"], 1.0, 1.0)[1]
+        ep_costs = acc.ep_costs + episode_cost(env, info["costs"])
         finished = done.astype(jnp.float32)
         stats = dict(
             episodes=finished,
             ret=finished * ret,
             disc_ret=finished * disc_ret,
             disc_costs=finished[:, None] * disc_costs,
+            ep_costs=finished[:, None] * ep_costs,
         )
         keep = 1.0 - finished
         acc = EpisodeAccumulator(
@@ -230,6 +266,8 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
             disc_ret=keep * disc_ret,
             disc_costs=keep[:, None] * disc_costs,
             discount=jnp.where(done, 1.0, acc.discount * gamma),
+            ep_costs=keep[:, None] * ep_costs,
+            steps=keep * (acc.steps + 1.0),
         )
         tr = Transition(obs, action, log_prob, reward, info["costs"], term, done, info["final_observation"])
         return (env_state, next_obs, acc, xi), (tr, stats)
@@ -247,9 +285,10 @@ def reward_and_costs(st: EpisodeStep | Trajectory) -> jax.Array:
     return jnp.concatenate([st.reward[..., None], st.costs], axis=-1)
 
 
-def init_values(m: int) -> tuple[jax.Array, jax.Array]:
-    """The start of ``fold_values``: ``(gamma^0, [V, C] = 0)``."""
-    return jnp.float32(1.0), jnp.zeros((1 + m,))
+def init_values(m: int, gamma=1.0) -> tuple[jax.Array, jax.Array]:
+    """The start of ``fold_values``: ``(gamma^0, [V, C] = 0)``; ``gamma``: the discount it
+    folds with (a vector of ``value_discounts``: one ``gamma^0`` per quantity)."""
+    return jnp.ones(jnp.shape(gamma), jnp.float32), jnp.zeros((1 + m,))
 
 
 def fold_values(sums: tuple[jax.Array, jax.Array], st: EpisodeStep, gamma) -> tuple[jax.Array, jax.Array]:
@@ -264,7 +303,7 @@ def stored_values(episode: Episode, gamma) -> tuple[jax.Array, jax.Array]:
     """The discounted return ``V`` and constraint values ``C`` (m,) of a stored episode
     (``collect_episode``'s, leaves ``[T, ...]``), by the same fold as ``episode_values``."""
     step = lambda sums, st: (fold_values(sums, st, gamma), None)
-    (_, total), _ = jax.lax.scan(step, init_values(episode.costs.shape[-1]), episode)
+    (_, total), _ = jax.lax.scan(step, init_values(episode.costs.shape[-1], gamma), episode)
     return total[0], total[1:]
 
 
@@ -274,30 +313,34 @@ def sample_episode(key, env, env_params, policy: Callable, horizon: int) -> Traj
     return scan_episode(key, env, env_params, policy, horizon, emit=emit)[1]
 
 
-def episode_values(key, env, env_params, policy: Callable, gamma, horizon: int):
-    """Discounted return ``V``, constraint values ``C`` (m,), length and whether the
-    kernel's mean reached the environment's state bound at any step (Inventory), of
-    one fresh episode (``scan_episode``), summed in the carry."""
+def episode_values(key, env, env_params, policy: Callable, gamma, horizon: int, ep_cost: bool = False):
+    """Discounted return ``V``, constraint values ``C`` (m,; each by its ``cost_discounts``),
+    length and whether the kernel's mean reached the environment's state bound at any step
+    (Inventory), of one fresh episode (``scan_episode``), summed in the carry; with
+    ``ep_cost``, also its episode cost EpCost (m,; ``episode_cost``) last."""
+    gamma = value_discounts(env, gamma)
 
     def fold(acc, st):
-        sums, n, hit = acc
+        sums, n, hit, epc = acc
         sums = fold_values(sums, st, gamma)
         hit = jnp.maximum(hit, st.alive * st.saturated.astype(jnp.float32))
-        return sums, n + st.alive, hit
+        return sums, n + st.alive, hit, epc + st.alive * episode_cost(env, st.costs)
 
     zero = jnp.float32(0.0)
-    init = (init_values(env.num_constraints), zero, zero)
-    ((_, total), n, hit), _ = scan_episode(key, env, env_params, policy, horizon, fold=fold, init=init)
-    return total[0], total[1:], n, hit
+    init = (init_values(env.num_constraints, gamma), zero, zero, jnp.zeros((env.num_constraints,), jnp.float32))
+    ((_, total), n, hit, epc), _ = scan_episode(key, env, env_params, policy, horizon, fold=fold, init=init)
+    return (total[0], total[1:], n, hit) + ((epc,) if ep_cost else ())
 
 
-def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deterministic: bool, dropout: bool = False):
-    """``n`` full episodes in parallel: ``(V [n], C [n, m], total steps)``."""
+def run_episodes(key, env, env_params, actor, actor_params, n: int, gamma, deterministic: bool, dropout: bool = False,
+                 ep_cost: bool = False):  # fmt: skip
+    """``n`` full episodes in parallel: ``(V [n], C [n, m], total steps)``, and with
+    ``ep_cost`` their episode costs ``[n, m]`` last."""
     policy = Policy(actor, actor_params, deterministic, dropout)
 
-    one = lambda k: episode_values(k, env, env_params, policy, gamma, env.episode_length)
-    v, c, steps, _ = jax.vmap(one)(jax.random.split(key, n))
-    return v, c, steps.sum()
+    one = lambda k: episode_values(k, env, env_params, policy, gamma, env.episode_length, ep_cost)
+    out = jax.vmap(one)(jax.random.split(key, n))
+    return (out[0], out[1], out[2].sum()) + tuple(out[4:])
 
 
 def check_key(key, what: str = "rng") -> None:

@@ -161,13 +161,15 @@ class Step:
                                                 dual_params, self.cfg, hp, variant.constraint, upd["policy_epochs"],
                                                 dual_env_xi)  # fmt: skip
         # 6. the training curve
-        eval_v, eval_c = curve_point(k_eval, it, self.env, self.actor, state.params["actor"], env_params, self.cfg, hp)
+        eval_v, eval_c, eval_ep = curve_point(k_eval, it, self.env, self.actor, state.params["actor"], env_params,
+                                              self.cfg, hp)  # fmt: skip
 
         sched = schedules.after_iteration(state.schedule, state.env_params.xi, env_params, variant.schedule)
         samples = state.samples + jnp.stack([policy_steps, dual_steps, robust_steps]).astype(jnp.float32)
         metrics = metrics | upd | counters(samples)
         metrics |= dict(lam=dual.lam, lam_tilde=lam_tilde, c_hat=dual.c_hat - hp.cost_margin, dual_updates=n_ascent.astype(jnp.float32),
-                        xi=env_params.xi, eval_return=eval_v, eval_costs=eval_c, active=jnp.float32(1.0))  # fmt: skip
+                        xi=env_params.xi, eval_return=eval_v, eval_costs=eval_c, eval_ep_cost=eval_ep,
+                        active=jnp.float32(1.0))  # fmt: skip
         new_state = state.replace(dual=dual, env_params=env_params, env_xi=env_xi, schedule=sched, samples=samples,
                                   rng=rng)  # fmt: skip
         return new_state, metrics

@@ -43,7 +43,7 @@ import numpy as np
 
 from rcmdp_jax import box, stats
 from rcmdp_jax.kernel_gradients import episode_quantities, mean_quantities, score_gradient
-from rcmdp_jax.rollout import Policy, reward_and_costs
+from rcmdp_jax.rollout import Policy, reward_and_costs, value_discounts
 
 ESTIMATORS = ("score", "pathwise")
 
@@ -105,7 +105,8 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
     # mode: with jacrev, XLA CPU (jaxlib 0.10.2) returned the reward's row for the cost's at
     # 20,000 episodes (docs/known_issues.md; tests/test_worst_case.py)
     per_step = reward_and_costs(traj) * traj.alive[..., None]
-    return values, score_gradient(env, env_params, xi, traj, per_step, gamma, jax.jacfwd, leave_one_out=True)
+    gammas = value_discounts(env, gamma)  # each C_j by its gamma_c
+    return values, score_gradient(env, env_params, xi, traj, per_step, gammas, jax.jacfwd, leave_one_out=True)
 
 
 def objective(values: jax.Array, jac: jax.Array, name: str, lambda_max: float):

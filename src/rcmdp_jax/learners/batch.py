@@ -15,7 +15,7 @@ from rcmdp_jax import losses
 from rcmdp_jax.advantages import gae, normalise
 from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
-from rcmdp_jax.rollout import collect_rollout
+from rcmdp_jax.rollout import collect_rollout, value_discounts
 from rcmdp_jax.schedules import Schedule, ScheduleState, alpha_ticks_total, alpha_value
 
 
@@ -53,19 +53,22 @@ def episode_means(ep: dict) -> dict:
         episode_return=per_episode(ep["ret"]),
         episode_disc_return=per_episode(ep["disc_ret"]),
         episode_costs=per_episode(ep["disc_costs"]),
+        episode_ep_cost=per_episode(ep["ep_costs"]),
         episodes_completed=n_ep,
     )
 
 
-def lagrangian_gae(critic, critic_params, data, lam_tilde, hp, weights=None) -> tuple[jax.Array, jax.Array]:
-    """GAE of the reward and every cost head (``[T, B, 1 + m]``), combined into the
-    Lagrangian advantage ``A_L = A_r - lam~ . A_c`` ``[T, B]``; and the critic targets.
-    ``weights`` ``[B, 1 + m]``: env ``b``'s advantages of the reward and each cost weighted so
+def lagrangian_gae(critic, critic_params, data, lam_tilde, hp, env=None, weights=None) -> tuple[jax.Array, jax.Array]:
+    """GAE of the reward and every cost head (``[T, B, 1 + m]``; each cost by its ``gamma_c``
+    when ``env`` has its own, ``rollout.value_discounts``), combined into the Lagrangian
+    advantage ``A_L = A_r - lam~ . A_c`` ``[T, B]``; and the critic targets. ``weights``
+    ``[B, 1 + m]``: env ``b``'s advantages of the reward and each cost weighted so
     (``Learner.signal``)."""
     rewards = jnp.concatenate([data.reward[..., None], data.costs], axis=-1)
     values = critic.apply(critic_params, data.obs)
     next_values = critic.apply(critic_params, data.next_obs)
-    adv, targets = gae(rewards, values, next_values, data.terminated, data.done, hp.gamma, hp.gae_lambda)
+    gamma = value_discounts(env, hp.gamma)
+    adv, targets = gae(rewards, values, next_values, data.terminated, data.done, gamma, hp.gae_lambda)
     if weights is not None:
         adv = adv * weights
     return lagrangian_reward(adv[..., 0], adv[..., 1:], lam_tilde), targets
@@ -101,7 +104,7 @@ class BatchLearner(Learner):
 
     def signal(self, data, params, lam_tilde, hp, weights=None):
         """2. The Lagrangian GAE advantage ``A_L [T, B]`` and critic targets ``[T, B, 1 + m]``."""
-        return lagrangian_gae(self.critic, params["critic"], data, lam_tilde, hp, weights)
+        return lagrangian_gae(self.critic, params["critic"], data, lam_tilde, hp, self.env, weights)
 
     def update(self, key, state, data, signal, hp, schedule):
         """3. The policy and critic update (``epochs``). Returns ``(state, policy steps, metrics)``."""

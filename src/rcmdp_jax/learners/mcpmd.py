@@ -12,7 +12,7 @@ from rcmdp_jax import losses
 from rcmdp_jax.advantages import discounted_returns
 from rcmdp_jax.constraints import lagrangian_reward
 from rcmdp_jax.learners.base import Learner
-from rcmdp_jax.rollout import collect_episode, stored_values
+from rcmdp_jax.rollout import collect_episode, episode_cost, reward_and_costs, stored_values, value_discounts
 
 
 class MCPMD(Learner):
@@ -52,17 +52,23 @@ class MCPMD(Learner):
         params = state.env_params.replace(xi=state.env_xi[0]) if per_env else state.env_params
         ep = collect_episode(key, env, params, self.actor, state.params["actor"], env.episode_length,
                              self.cfg.act_dropout)  # fmt: skip
-        disc_return, disc_costs = stored_values(ep, hp.gamma)
+        disc_return, disc_costs = stored_values(ep, value_discounts(env, hp.gamma))
         stats = dict(
             episode_return=jnp.sum(ep.reward * ep.alive),
             episode_disc_return=disc_return,
             episode_costs=disc_costs,
+            episode_ep_cost=jnp.sum(episode_cost(env, ep.costs) * ep.alive[:, None], axis=0),
             episodes_completed=jnp.float32(1.0),
         )
         return ep, state, stats
 
     def signal(self, data, params, lam_tilde, hp, weights=None):
-        """2. The episode's returns-to-go of the Lagrangian reward ``[T]``."""
+        """2. The episode's returns-to-go of the Lagrangian reward ``[T]`` (where a constraint has
+        a discount of its own, ``gamma_c``: the reward's and each cost's, combined)."""
+        if getattr(self.env, "cost_gammas", None) is not None:
+            streams = reward_and_costs(data) * data.alive[:, None]
+            to_go = discounted_returns(streams, jnp.zeros_like(data.alive), value_discounts(self.env, hp.gamma))
+            return lagrangian_reward(to_go[:, 0], to_go[:, 1:], lam_tilde)
         lagr_reward = lagrangian_reward(data.reward, data.costs, lam_tilde) * data.alive
         return discounted_returns(lagr_reward, jnp.zeros_like(data.alive), hp.gamma)
 

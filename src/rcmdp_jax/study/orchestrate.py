@@ -196,7 +196,13 @@ class Study:
         bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
         test_xi = np.asarray(sweep.kernels.xi)
         if self.writer:
-            self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed)
+            from rcmdp_jax.rollout import cost_discounts
+
+            # what C is: each constraint's discount and the episodes' length, beside the episode costs
+            gamma_c = np.asarray(cost_discounts(sweep.env, sweep.gamma), np.float64)
+            epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length),
+                          gamma_c=np.broadcast_to(gamma_c, (sweep.env.num_constraints,)))
+            self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed, **epcost)
         if bad.any():
             self.outcome.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
         if bad.all():

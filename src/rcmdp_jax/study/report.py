@@ -129,8 +129,9 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     Markdown table and the verdict."""
     bounds: dict = {}
     seeds: dict = {}
+    costs: dict = {}
     folder = RunFolder(env_dir.parent)
-    results, metrics, levels = folder.load_results(env_name, algos, bounds, seeds)
+    results, metrics, levels = folder.load_results(env_name, algos, bounds, seeds, costs)
     if not results:
         return ""
     rows = summary_rows(results, lambda_max, seeds)
@@ -144,7 +145,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
                   "'rcmdp report RUN_DIR' draws them again")  # fmt: skip
     test_xi = _test_kernels(folder, env_name, results)
     xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
-    kept_text, kept_json = report_text.constraint_section(results, names, levels, test_xi, xi_names)
+    kept_text, kept_json = report_text.constraint_section(results, names, levels, test_xi, xi_names, costs)
     text = f"# {env_name}: robustness test\n\n{md}{report_text.legend(lambda_max)}{kept_text}"
     diverged = {a: t - u for a, (u, t) in seeds.items() if u < t}
     if diverged:

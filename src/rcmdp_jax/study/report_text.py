@@ -29,7 +29,7 @@ def md_cell(text: str) -> str:
 def legend(lambda_max: float) -> str:
     return (
         "\nHow to read it. Return: the discounted return of the trained (deterministic) policy. "
-        "C_j: the discounted sum of constraint cost j; the constraint is kept when C_j <= 0. "
+        "C_j: the sum of constraint cost j discounted by its gamma_c (the table below); kept when C_j <= 0. "
         f"R_pen = Return - lambda_max * sum_j max(0, C_j): only broken constraints cost (lambda_max = {lambda_max:g}). "
         "R_pen± = Return - lambda_max * sum_j C_j: slack under a limit earns as much as a breach costs, so its "
         "bold can go to an algorithm with a far lower Return that stays well under its limit; read it beside "
@@ -61,32 +61,59 @@ def constraint_stats(C: np.ndarray) -> list[dict]:
     return out
 
 
-def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None,
-                       xi_names=None) -> tuple[str, dict]:  # fmt: skip
+def discount_text(gamma_c) -> str:
+    """A constraint's discount as the table's column says it: ``1`` (the episode sum) or ``0.99``."""
+    return "?" if gamma_c is None else f"{float(gamma_c):.6g}"
+
+
+def episode_cost_stats(ep: np.ndarray, j: int, lvl: int, d: int) -> dict:
+    """Constraint ``j``'s mean episode cost EpCost (seed, level, direction, episode, m) at the
+    nominal kernel and on the kernel ``(lvl, d)`` (C's worst)."""
+    e = np.asarray(ep, np.float64)[..., j]
+    return {"ep_cost_nominal": float(e[:, 0].mean()), "ep_cost_worst": float(e[:, lvl, d].mean())}
+
+
+def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None, xi_names=None,
+                       costs: dict | None = None) -> tuple[str, dict]:  # fmt: skip
     """Markdown (one row per algorithm and constraint) and JSON of ``constraint_stats``;
     with the test kernels ``test_xi`` ``[L, D, *xi]`` (level 0 the nominal one) and the
-    names of their entries, each worst kernel as its fields' changes (``kernel_text``)."""
+    names of their entries, each worst kernel as its fields' changes (``kernel_text``);
+    ``costs``: ``{algo: {"EpCost", "gamma_c", "horizon"}}`` (``RunFolder.load_results``), each
+    constraint's discount and its episode cost beside C (a result file without them: "?")."""
     from rcmdp_jax.kernel_text import describe
 
-    lines = ["| Algorithm | constraint | C at the nominal kernel (seeds > 0) | C on the worst kernel (seeds > 0) "
-             "| the worst kernel (level: its fields) |", "|---|---|---|---|---|"]  # fmt: skip
+    costs = costs or {}
+    horizons = sorted({c["horizon"] for c in costs.values()})
+    over = f"over H = {horizons[0]} steps" if len(horizons) == 1 else "over the episode"
+    lines = ["| Algorithm | constraint | gamma_c | C at the nominal kernel (seeds > 0) | C on the worst kernel "
+             f"(seeds > 0) | EpCost {over}: nominal | EpCost on C's worst kernel | the worst kernel (level: its "
+             "fields) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     js: dict = {}
     for algo, r in results.items():
         if r is None:
             continue
-        for name, s in zip(names, constraint_stats(r[1])):
+        for j, (name, s) in enumerate(zip(names, constraint_stats(r[1]))):
             n, lvl, d = s["seeds"], s["worst_level_index"], s["worst_direction"]
             entry = js.setdefault(algo, {})[name] = {**s, "worst_level": float(levels[lvl])}
+            ep, gamma_c = ("?", "?"), None
+            if algo in costs:
+                entry |= episode_cost_stats(costs[algo]["EpCost"], j, lvl, d)
+                entry |= {"gamma_c": float(costs[algo]["gamma_c"][j]), "horizon": costs[algo]["horizon"]}
+                ep, gamma_c = (f"{entry['ep_cost_nominal']:.3f}", f"{entry['ep_cost_worst']:.3f}"), entry["gamma_c"]
             where = f"{float(levels[lvl]):g}: direction {d}"
             if test_xi is not None:
                 xi = np.asarray(test_xi)
                 entry["worst_kernel"] = describe(xi[lvl, d], xi[0, 0], xi_names)
                 entry["worst_xi"] = np.asarray(xi[lvl, d], np.float64).tolist()
                 where = f"{float(levels[lvl]):g}: {entry['worst_kernel']}"
-            lines.append(f"| {md_cell(algo)} | {md_cell(name)} | {s['nominal']:.3f} ({s['nominal_seeds_broken']}/{n}) | "
-                         f"{s['worst']:.3f} ({s['worst_seeds_broken']}/{n}) | {md_cell(where)} |")  # fmt: skip
-    text = ("\n## Is the constraint kept?\n\nPer algorithm and constraint: the mean discounted constraint value C "
-            "(kept when <= 0) at the nominal kernel and on the test kernel where it is highest, and in brackets how "
-            "many seeds break it there (their mean over episodes > 0); the worst kernel as its distortion level and "
-            "each uncertain field's change from the nominal value.\n\n" + "\n".join(lines) + "\n")  # fmt: skip
+            lines.append(f"| {md_cell(algo)} | {md_cell(name)} | {discount_text(gamma_c)} | {s['nominal']:.3f} "
+                         f"({s['nominal_seeds_broken']}/{n}) | {s['worst']:.3f} ({s['worst_seeds_broken']}/{n}) | "
+                         f"{ep[0]} | {ep[1]} | {md_cell(where)} |")  # fmt: skip
+    text = ("\n## Is the constraint kept?\n\nPer algorithm and constraint: the mean constraint value C = "
+            "E[sum_t gamma_c^t c_t] (kept when <= 0; gamma_c its discount, 1: the undiscounted episode sum) at the "
+            "nominal kernel and on the test kernel where it is highest, and in brackets how many seeds break it "
+            "there (their mean over episodes > 0); the mean episode cost EpCost (the undiscounted sum of the cost "
+            "over the episode; of an indicator 'at most B/episode', the count of unsafe steps, to compare with B) "
+            "at both; the worst kernel as its distortion level and each uncertain field's change from the nominal "
+            "value.\n\n" + "\n".join(lines) + "\n")  # fmt: skip
     return text, js

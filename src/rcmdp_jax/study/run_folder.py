@@ -214,7 +214,9 @@ class RunFolder:
         if timing is not None:
             write_text(d / "timing.json", json.dumps(timing))
 
-    def save_test(self, env: str, algo: str, V, C, bound, diverged, levels, test_xi, seed: int) -> None:
+    def save_test(self, env: str, algo: str, V, C, bound, diverged, levels, test_xi, seed: int, **kept) -> None:
+        """``test_results.npz``; ``kept``: the episode costs ``EpCost`` (as ``C``), and what ``C``
+        is, each constraint's discount ``gamma_c`` and the episode length ``horizon``."""
         d = self.algo_dir(env, algo)
         save_npz(
             d / "test_results.npz",
@@ -225,6 +227,7 @@ class RunFolder:
             levels=levels,
             test_xi=test_xi,
             seed=np.int64(seed),
+            **kept,
         )
         write_text(d / "diverged.json", json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
 
@@ -233,10 +236,12 @@ class RunFolder:
         save_npz(self.algo_dir(env, algo) / "worst_case.npz", **flat)
 
     # ---------------------------------------------------------------- readers
-    def load_results(self, env: str, algos, bounds: dict | None = None, seeds: dict | None = None):
+    def load_results(self, env: str, algos, bounds: dict | None = None, seeds: dict | None = None,
+                     costs: dict | None = None):  # fmt: skip
         """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``;
-        fills ``bounds`` (if given) with each algorithm's per-episode state-bound flags and
-        ``seeds`` with ``(seeds used, seeds trained)``."""
+        fills ``bounds`` (if given) with each algorithm's per-episode state-bound flags,
+        ``seeds`` with ``(seeds used, seeds trained)`` and ``costs`` with ``{"EpCost": the kept
+        seeds' episode costs, "gamma_c", "horizon"}`` (a file written before them: absent)."""
         results, metrics, levels, first = {}, {}, None, None
         for algo in algos:
             d = self.algo_dir(env, algo)
@@ -252,6 +257,8 @@ class RunFolder:
                 levels = z["levels"]
                 if bounds is not None and keep.any():
                     bounds[algo] = z["bound"][keep]
+                if costs is not None and keep.any() and "EpCost" in z:
+                    costs[algo] = {"EpCost": z["EpCost"][keep], "gamma_c": z["gamma_c"], "horizon": int(z["horizon"])}
                 if seeds is not None:
                     seeds[algo] = (int(keep.sum()), int(keep.size))
             if (d / "train_metrics.npz").exists():

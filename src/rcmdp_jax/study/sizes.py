@@ -93,10 +93,10 @@ def lane_bytes(cfg: Config) -> float:
 
 def sweep_bytes(cfg: Config, n_test: int, seeds: int, kernels: int) -> float:
     """The robustness test of one algorithm: one seed's episode lanes at a time, and every
-    seed's results (``V``, ``C``, ``bound``)."""
+    seed's results (``V``, ``C``, ``EpCost``, ``bound``)."""
     act = 4.0 * sum(cfg.policy_hidden)
     lanes = float(kernels) * n_test
-    return lanes * (1024.0 + act) + seeds * lanes * 24.0
+    return lanes * (1024.0 + act) + seeds * lanes * 32.0
 
 
 def _default(cfg: Config, field: str) -> Config:
