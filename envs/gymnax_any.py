@@ -71,10 +71,11 @@ def limit_name(item: str) -> str:
     return f"|{field}|<={limit}"
 
 
-def parse_limit(item: str) -> tuple[str, bool, float, float]:
-    """``(FIELD, whether it counts unsafe steps, LIMIT, BUDGET)`` of ``FIELD:LIMIT`` or
-    ``FIELD>LIMIT[:BUDGET]``, the numbers checked (finite in float32, >= 0); ``ValueError``
-    naming the item and how to write it."""
+def parse_limit(item: str) -> tuple[str, bool, float, float, float | None]:
+    """``(FIELD, whether it counts unsafe steps, LIMIT, BUDGET, GAMMA_C)`` of ``FIELD:LIMIT`` or
+    ``FIELD>LIMIT[:BUDGET[:GAMMA_C]]`` (GAMMA_C: the cost discount, 1 by default, None for
+    ``gamma``: the training discount), the numbers checked (finite in float32, >= 0, GAMMA_C in
+    (0, 1]); ``ValueError`` naming the item and how to write it."""
     from rcmdp_jax.envs.gymnax_inputs import QUOTE_HINT
 
     how = ("write FIELD:LIMIT (|FIELD| <= LIMIT) or 'FIELD>LIMIT[:BUDGET]' (quoted), e.g. velocity:0.04 or "
@@ -102,13 +103,16 @@ def parse_limit(item: str) -> tuple[str, bool, float, float]:
         raise ValueError(f"costs: {item!r} — the limit must be >= 0 (|{field}| <= {raw} can never hold)")
     if not (finite_f32(budget, np) and budget >= 0):
         raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0")
-    return field, unsafe_steps, limit, budget
+    if gamma_c is not None and not 0.0 < gamma_c <= 1.0:
+        raise ValueError(f"costs: {item!r} — the cost discount (FIELD>LIMIT:B:GAMMA_C) must be in (0, 1] or "
+                         "'gamma' (the training discount)")  # fmt: skip
+    return field, unsafe_steps, limit, budget, gamma_c
 
 
 def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callable:
     """``c(s, a, s', p) = |s'.FIELD| - LIMIT`` of the item ``FIELD:LIMIT`` (checked); of a
     vector field, ``max_i |s'.FIELD_i| - LIMIT``: kept when every entry is within the limit."""
-    field, unsafe_steps, limit, budget = parse_limit(item)
+    field, unsafe_steps, limit, budget, gamma_c = parse_limit(item)
     if field not in state_fields:
         raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r} for FIELD:LIMIT; "
                          f"{allowed_fields(state_fields, 'no FIELD:LIMIT cost can bound it')}")  # fmt: skip
@@ -120,11 +124,6 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
     if unsafe_steps:
         from rcmdp_jax.envs.unsafe_steps import indicator
 
-        if not (finite_f32(budget, np) and budget >= 0):
-            raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0")
-        if gamma_c is not None and not 0.0 < gamma_c <= 1.0:
-            raise ValueError(f"costs: {item!r} — the cost discount (FIELD>LIMIT:B:GAMMA_C) must be in (0, 1] or "
-                             "'gamma' (the training discount)")  # fmt: skip
         return indicator(lambda s, a, n, p: cost(s, a, n, p) > 0, budget, gamma_c)
     return cost
 
