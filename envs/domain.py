@@ -19,7 +19,16 @@ import numpy as np
 
 from rcmdp_jax.hparams import finite_f32
 
-BUDGETS = ("short", "long")  # a run's budgets: a domain gives the policy steps of each
+# a run's budgets: a domain gives the policy steps of each. "short" is the default: where the
+# learners have converged (docs/budgets.md) outside the study, the study's own short budget on
+# its domains; "quick" a first look (a domain without one: its short budget)
+REQUIRED_BUDGETS = ("short", "long")
+BUDGETS = ("short", "long", "quick")
+
+
+def budget_steps(budgets: dict, budget: str) -> int:
+    """The policy steps of ``budget`` in a domain's ``budgets`` ("quick" falls back to "short")."""
+    return int(budgets.get(budget, budgets["short"]))
 # the reference study's own choices where docs/method.md §3 is silent (``Config``'s defaults)
 STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go")
 
@@ -52,6 +61,7 @@ class LearnerSpec:
     # constraint at the nominal kernel on every gymnax preset (the multiplier batch's
     # cost-to-go, the study domains' reading, breaks it on Pendulum: docs/robustness.md)
     dual_estimator: str = "start_value"
+    n_dual_episodes: int = 4  # the dual's fresh episodes (PPO, MDPO) for its C^
     budgets: dict[str, int] = dataclasses.field(default_factory=lambda: {"short": 20_000, "long": 200_000})
     hp: dict[str, float] = dataclasses.field(default_factory=_default_hp)  # HParams fields
 
@@ -73,10 +83,11 @@ def _learner_keys() -> list[str]:
 def _check_budgets(budgets) -> None:
     if (
         not isinstance(budgets, dict)
-        or set(budgets) != set(BUDGETS)
+        or not set(REQUIRED_BUDGETS) <= set(budgets) <= set(BUDGETS)
         or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in budgets.values())
     ):
-        raise ValueError(f"learner['budgets'] must be {{'short': N, 'long': N}} (policy steps), got {budgets!r}")
+        raise ValueError(f"learner['budgets'] must be {{'short': N, 'long': N}} (policy steps; 'quick': N too, else "
+                         f"the short one), got {budgets!r}")  # fmt: skip
 
 
 def _check_hp(hp) -> None:

@@ -30,12 +30,13 @@ from rcmdp_jax.config import BudgetRounded
 from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
 from rcmdp_jax.feasibility_report import mean_and_se, summarise
 from rcmdp_jax.kernel_text import kernel_names
+from rcmdp_jax.envs.domain import budget_steps
 from rcmdp_jax.plugin import INT32_MAX, check_seed
 from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
 LEARNERS = ("ppo", "mdpo")
-BUDGET_FACTOR = 3  # a cost-minimising policy's default budget: 3 x the environment's short one
+BUDGET_FACTOR = 3  # a cost-minimising policy's default budget: 3 x the environment's quick one
 PREFIX = "min-cost"  # the cost-minimising environments' names: "min-cost<j>:<env>"
 
 
@@ -105,8 +106,9 @@ def default_method(env) -> str:
 
 def default_steps(spec) -> int:
     """The policy steps of a cost-minimising policy when none are given: ``BUDGET_FACTOR``
-    times the environment's short budget (docs/feasibility.md, "Measured")."""
-    return BUDGET_FACTOR * int(spec.learner.budgets["short"])
+    times the environment's quick budget (its short one where it has none; docs/feasibility.md,
+    "Measured")."""
+    return BUDGET_FACTOR * budget_steps(spec.learner.budgets, "quick")
 
 
 def _check_controller(controller, env) -> None:

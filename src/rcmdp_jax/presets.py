@@ -13,7 +13,7 @@ from typing import Any
 from rcmdp_jax import adversary, constraints, envs, learners
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env
-from rcmdp_jax.envs.domain import BUDGETS
+from rcmdp_jax.envs.domain import BUDGETS, budget_steps
 from rcmdp_jax import options
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams
 from rcmdp_jax.plugin import check_choice as _choice
@@ -144,7 +144,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     })  # fmt: skip
     common = dict(
         env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
-        total_timesteps=p.budgets[budget], policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
+        total_timesteps=budget_steps(p.budgets, budget), policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
         optimizer=p.optimizer, hparams=hp, dropout=p.dropout, adversary=p.adversary, dual_estimator=p.dual_estimator,
     )  # fmt: skip
     ltma = dict(ltma_horizon=p.ltma_horizon)  # the ltma methods' options (``rcmdp_jax.adversary``)
@@ -167,7 +167,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         cfg = Config(
             **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p.ppo_epochs if ppo else 5,
             dual_epochs=p.ppo_epochs if ppo and p.ppo_dual_epochs_from_policy else 5,
-            dual_epochs_from_policy=ppo and p.ppo_dual_epochs_from_policy,
+            dual_epochs_from_policy=ppo and p.ppo_dual_epochs_from_policy, n_dual_episodes=p.n_dual_episodes,
         )  # fmt: skip
         ltma["ltma_iterations"] = max(1, round(n_envs * n_steps * p.ltma_per_100 / 100))
     if overrides.get("alpha_schedule") == "geometric" and "alpha" not in overrides:
