@@ -46,6 +46,8 @@ def parse_args(argv):
     p.add_argument("--controller", default=None, metavar="FILE.py:NAME|MODULE:NAME",
                    help="a function of the observation returning an action: a second witness")  # fmt: skip
     p.add_argument("--out", default=None, help="folder for feasibility.json/.png (default runs/feasibility-<time>)")
+    p.add_argument("--plugins", action="append", default=[], metavar="FILE.py|MODULE,...",
+                   help="as rcmdp's: files or modules registering your robust methods or environments")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -60,11 +62,12 @@ def _env_name(args) -> str:
 def _prepare(args):
     """Every input checked: ``(env name, FeasibilityConfig, controller, output folder)``."""
     from rcmdp_jax.feasibility import FeasibilityConfig, has_costs
-    from rcmdp_jax.study import user_env
+    from rcmdp_jax.study import plugin_files, user_env
 
     # the folder first: a user's module may change the working directory when it loads
     out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
     out = out.resolve()
+    plugin_files.load_specs(args.plugins)  # before the environment and the method are read
     name = _env_name(args)
     if not has_costs(name):
         raise ValueError(f"--env {args.env}: it has no constraint costs (name them with --costs)")
