@@ -26,8 +26,8 @@ def split(values) -> list[str]:
         parts = [v.strip() for v in value.split(",")]
         if not all(parts):
             raise ValueError(f"--plugins {value!r} has an empty name; give FILE.py or PACKAGE.MODULE, comma-separated")
-        out += [p for p in parts if p not in out]
-    return out
+        out += parts
+    return list(dict.fromkeys(out))
 
 
 def record_of(spec: str) -> dict:
