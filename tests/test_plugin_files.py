@@ -133,3 +133,13 @@ def test_my_rule_from_the_command_line_swept_resumed_and_reported(tmp_path):
                             capture_output=True, text=True, timeout=600)  # fmt: skip
     assert report.returncode == 0, report.stderr[-3000:]
     assert "PPO-MyRule-Lag@myrule.gain=5" in report.stdout
+
+
+def test_feasibility_refuses_a_bad_plugin_file(tmp_path, capsys):
+    from rcmdp_jax.study.feasibility_cli import main as feasibility_main
+
+    (tmp_path / "nothing.py").write_text("x = 1\n")
+    out = tmp_path / "feas"
+    assert feasibility_main(["--plugins", str(tmp_path / "nothing.py"), "--out", str(out)]) == 2
+    _one_line(capsys, "registers nothing")
+    assert not out.exists()
