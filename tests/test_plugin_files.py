@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from cli_helpers import RUN_PY
 
+from rcmdp_jax import constraints
 from rcmdp_jax.study import plugin_files
 from rcmdp_jax.study.cli import main
 from rcmdp_jax.study.report_cli import main as report_main
@@ -33,6 +34,17 @@ class Doubled(constraints.Rule):
 
 constraints.register("{name}", Doubled)
 '''
+
+
+@pytest.fixture(autouse=True)
+def _forget_loaded():
+    """What a test loads leaves with it: a later plan in this process records no plug-in of ours."""
+    loaded, rules = dict(plugin_files._LOADED), set(constraints.names())
+    yield
+    plugin_files._LOADED.clear()
+    plugin_files._LOADED.update(loaded)
+    for name in set(constraints.names()) - rules:
+        constraints.unregister(name)
 
 
 def _one_line(capsys, *words):
