@@ -161,7 +161,10 @@ class Critic(nn.Module):
 
 def build_networks(cfg, env) -> tuple[Actor, Critic]:
     """The actor and critic of config ``cfg`` (an ``rcmdp_jax.Config``) on ``env``: the
-    critic has one value head for the return and one per constraint."""
+    critic has one value head for the return and one per constraint; as the config's learner
+    wraps them (``Learner.networks``)."""
     actor = Actor(env.action_dim, tuple(cfg.policy_hidden), env.discrete, cfg.dropout, cfg.dropout_rng, cfg.init)
     critic = Critic(1 + env.num_constraints, tuple(cfg.critic_hidden), cfg.dropout, cfg.dropout_rng, cfg.init)
-    return actor, critic
+    from rcmdp_jax import learners
+
+    return learners.get(cfg.learner).networks(actor, critic)  # a learner's own wrapping (Learner.networks)

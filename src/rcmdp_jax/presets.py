@@ -134,13 +134,14 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         raise ValueError(f"{algorithm!r}: a -Robust algorithm with +none; drop -Robust for the non-robust one")
     domain = envs.spec(env)
     p = domain.learner
+    ppo = issubclass(learners.get(learner), learners.PPO)  # a PPO of a plug-in (ppo-norm) takes PPO's preset
     hp = HParams(**{
         "lam_init": 5.0,
         "alpha": 2.0,
         "alpha_decay": domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
         **p.hp,  # over the three above; never gamma or target_kl (envs.domain refuses them there)
         "gamma": domain.gamma,
-        "target_kl": p.ppo_target_kl if learner == "ppo" else math.inf,
+        "target_kl": p.ppo_target_kl if ppo else math.inf,
     })  # fmt: skip
     common = dict(
         env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
@@ -162,7 +163,6 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     else:
         # Stable-Baselines3 conventions (docs/method.md §3): the Config defaults (orthogonal init,
         # Adam eps 1e-5, gradient-norm clip 0.5); 5 x 13 = 65 dual steps per iteration
-        ppo = learner == "ppo"
         n_envs, n_steps = 4, 400
         cfg = Config(
             **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p.ppo_epochs if ppo else 5,

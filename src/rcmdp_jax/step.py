@@ -46,6 +46,8 @@ class TrainState:
     episodes: EpisodeAccumulator
     samples: jax.Array  # cumulative (policy, dual, robust method) environment steps
     rng: jax.Array
+    learner_state: Any = struct.field(default_factory=dict)  # the learner's own state (``Learner.init_state``)
+    method_state: dict = struct.field(default_factory=dict)  # stateful robust methods' own, by name
 
 
 @struct.dataclass
@@ -133,6 +135,8 @@ class Step:
             episodes=init_accumulator(cfg.n_envs, env.num_constraints),
             samples=jnp.zeros((3,), jnp.float32),
             rng=rng,
+            learner_state=self.learner.init_state(params, hp),
+            method_state=self.lanes.init_state(env_params, hp),
         )
 
     def iteration(self, state: TrainState, it, hp, variant: Variant) -> tuple[TrainState, dict]:
@@ -152,8 +156,8 @@ class Step:
         state, policy_steps, upd = self.learner.update(k_upd, state, data, signal, hp, variant.schedule)
         check_update_metrics(type(self.learner).__name__, upd)
         # 4. the robust method moves the kernels
-        env_params, env_xi, robust_steps, dual_xi = self.lanes.step(
-            k_robust, state.env_params, state.env_xi, state.params["actor"], lam_tilde, hp, which
+        env_params, env_xi, robust_steps, dual_xi, method_state = self.lanes.step(
+            k_robust, state.env_params, state.env_xi, state.params["actor"], lam_tilde, hp, which, state.method_state
         )
         # 5. the dual phase, reading C^ where the method says
         dual_params, dual_env_xi = self.lanes.dual_kernels(env_params, env_xi, dual_xi, which)
@@ -171,7 +175,7 @@ class Step:
                         xi=env_params.xi, eval_return=eval_v, eval_costs=eval_c, eval_ep_cost=eval_ep,
                         active=jnp.float32(1.0))  # fmt: skip
         new_state = state.replace(dual=dual, env_params=env_params, env_xi=env_xi, schedule=sched, samples=samples,
-                                  rng=rng)  # fmt: skip
+                                  rng=rng, method_state=method_state)  # fmt: skip
         return new_state, metrics
 
     def run(self, state: TrainState, hp, variant: Variant, start, n: int):

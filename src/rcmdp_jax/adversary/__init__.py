@@ -46,7 +46,8 @@ def register(name: str, cls: type) -> type:
     its ``step`` keeps the kernels in the box, ``env.project``); returns ``cls``."""
     from rcmdp_jax.adversary.base import Adversary
 
-    if isinstance(cls, type) and issubclass(cls, Adversary) and cls.step is Adversary.step:
+    if isinstance(cls, type) and issubclass(cls, Adversary) and cls.step is Adversary.step \
+            and cls.step_state is Adversary.step_state:
         # else the nominal kernel throughout, trained as if robust
         raise ValueError(f"robust method {name!r}: {cls.__name__} does not define step(self, ctx, key, params, "
                          "env_xi, actor_params, lam_tilde, hp) -> (params, env_xi, steps spent); a robust method "

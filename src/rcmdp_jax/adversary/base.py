@@ -66,6 +66,17 @@ class Adversary(Plugin):
     def step(self, ctx: Context, key, params, env_xi, actor_params, lam_tilde, hp):
         return params, broadcast(params.xi, env_xi.shape[0]), jnp.float32(0.0)
 
+    def init_state(self, ctx: Context, params, hp):
+        """The method's own state before the first iteration (a pytree of arrays; ``params`` the
+        first kernel), kept in ``TrainState.method_state[name]``, carried, checkpointed and resumed
+        with the train state; an empty one (the default ``{}``): the method keeps none."""
+        return {}
+
+    def step_state(self, ctx: Context, own, key, params, env_xi, actor_params, lam_tilde, hp):
+        """``step`` of a method with a state of its own: ``(step's outputs, new own state)``;
+        the default runs ``step`` and keeps ``own`` as it is."""
+        return self.step(ctx, key, params, env_xi, actor_params, lam_tilde, hp), own
+
 
 class Nominal(Adversary):
     """No adversary: the nominal kernel throughout (a non-robust algorithm)."""

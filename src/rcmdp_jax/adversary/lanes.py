@@ -53,30 +53,44 @@ class Lanes:
         draws = uniform_kernels(key, env_params, cfg.n_steps * cfg.n_envs).reshape((cfg.n_steps,) + env_xi.shape)
         return jnp.where(self.where(which, lambda a: a.redraw), draws, jnp.broadcast_to(env_xi, draws.shape))
 
-    def step(self, key, env_params, env_xi, actor_params, lam_tilde, hp, which):
-        """4. The lane's method moves the kernels after the policy update: ``(kernel, rollout
-        envs' kernels, environment steps, the dual phase's kernel)``, the last the kernel
-        itself unless the method reads ``C^`` elsewhere (``Adversary.reads_cost``)."""
-        args = (key, env_params, env_xi, actor_params, lam_tilde, hp)
-        four = lambda out: out if len(out) == 4 else (*out, out[0].xi)
-        if len(self.methods) == 1:  # one method: known while tracing
-            return four(self.methods[0].step(self.context, *args))
+    def init_state(self, env_params, hp) -> dict:
+        """The program's stateful methods' own states (``Adversary.init_state``), by name: one
+        structure on every lane of a family, each method's only where the program holds it."""
+        own = {a.name: a.init_state(self.context, env_params, hp) for a in self.methods if a.name != NONE}
+        return {n: s for n, s in own.items() if jax.tree.leaves(s)}
 
-        def keep(key, params, env_xi, actor_params, lam_tilde, hp):
-            return params, env_xi, jnp.float32(0.0), params.xi
+    def step(self, key, env_params, env_xi, actor_params, lam_tilde, hp, which, method_state=None):
+        """4. The lane's method moves the kernels after the policy update: ``(kernel, rollout
+        envs' kernels, environment steps, the dual phase's kernel, the methods' own states)``,
+        the fourth the kernel itself unless the method reads ``C^`` elsewhere
+        (``Adversary.reads_cost``); a stateful method's state (``method_state[name]``) moves
+        on its own lanes only (``Adversary.step_state``), the others' branches leave it."""
+        method_state = {} if method_state is None else method_state
+        args = (key, env_params, env_xi, actor_params, lam_tilde, hp)
+
+        def four(method, own, *a):
+            out, mine = method.step_state(self.context, own.get(method.name, {}), *a)
+            own = {**own, method.name: mine} if method.name in own else own
+            return (*(out if len(out) == 4 else (*out, out[0].xi)), own)
+
+        if len(self.methods) == 1:  # one method: known while tracing
+            return four(self.methods[0], method_state, *args)
+
+        def keep(own, key, params, env_xi, actor_params, lam_tilde, hp):
+            return params, env_xi, jnp.float32(0.0), params.xi, own
 
         params, samples, dual_xi = env_params, jnp.float32(0.0), env_params.xi
         for i, method in enumerate(self.methods):
             if method.name == NONE:
                 continue
-            fn = lambda *a, method=method: four(method.step(self.context, *a))
-            params, env_xi, n, d = self.on_lanes(fn, keep)(which == i, *args)
+            fn = lambda own, *a, method=method: four(method, own, *a)
+            params, env_xi, n, d, method_state = self.on_lanes(fn, keep)(which == i, method_state, *args)
             dual_xi = jnp.where(which == i, d, dual_xi)
             args = (key, params, env_xi, *args[3:])
             samples = samples + n
         own = self.where(which, lambda a: a.per_env)  # other lanes' envs run the adversary's kernel
         env_xi = jnp.where(own, env_xi, broadcast(params.xi, env_xi.shape[0]))
-        return params, env_xi, samples, dual_xi
+        return params, env_xi, samples, dual_xi, method_state
 
     @staticmethod
     def on_lanes(fn, keep):

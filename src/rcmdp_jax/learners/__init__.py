@@ -4,7 +4,9 @@ learner name:
 
 * ``ppo`` (``ppo.py``) and ``mdpo`` (``mdpo.py``): batches of auto-resetting steps, GAE,
   epochs of minibatch steps (what they share: ``batch.py``);
-* ``mcpmd`` (``mcpmd.py``): one whole episode an iteration, one REINFORCE step.
+* ``mcpmd`` (``mcpmd.py``): one whole episode an iteration, one REINFORCE step;
+* ``ppo-norm`` (``ppo_norm.py``): PPO on running-normalised observations (its statistics
+  are the learner's own state, ``TrainState.learner_state``).
 
 ``register`` adds a learner (a plug-in); the ``Config.learner`` choices are the
 registry's names, and ``make_learner`` is the one place a config's learner name is read.
@@ -17,9 +19,11 @@ from rcmdp_jax.learners.batch import Batch, BatchLearner, PolicyTerms
 from rcmdp_jax.learners.mcpmd import MCPMD
 from rcmdp_jax.learners.mdpo import MDPO
 from rcmdp_jax.learners.ppo import PPO
+from rcmdp_jax.learners.ppo_norm import PPONorm
 from rcmdp_jax.plugin import Registry
 
-REGISTRY = Registry("learner", "rcmdp_jax.learners.base:Learner", {"ppo": PPO, "mdpo": MDPO, "mcpmd": MCPMD})
+REGISTRY = Registry("learner", "rcmdp_jax.learners.base:Learner", {"ppo": PPO, "mdpo": MDPO, "mcpmd": MCPMD,
+                                                                    "ppo-norm": PPONorm})  # fmt: skip
 LEARNER_NAMES = REGISTRY.builtin  # the built-in learners (``config.Learner``)
 unregister, names, items = REGISTRY.unregister, REGISTRY.names, REGISTRY.items
 
@@ -45,6 +49,6 @@ def make_learner(cfg, env, actor, critic) -> Learner:
 
 
 __all__ = [
-    "LEARNER_NAMES", "MCPMD", "MDPO", "PPO", "REGISTRY", "UPDATE_METRICS", "Batch", "BatchLearner", "Learner",
+    "LEARNER_NAMES", "MCPMD", "MDPO", "PPO", "REGISTRY", "PPONorm", "UPDATE_METRICS", "Batch", "BatchLearner", "Learner",
     "PolicyTerms", "episodic", "get", "items", "make_learner", "make_optimizer", "names", "register", "unregister",
 ]  # fmt: skip

@@ -59,6 +59,21 @@ class Learner(Plugin):
         """The optimizer at learning rate ``lr`` (may be traced)."""
         return make_optimizer(self.cfg, lr)
 
+    def init_state(self, params, hp):
+        """The learner's own state before the first iteration (a pytree of arrays; ``params``
+        the first ``{"actor", "critic"}`` variables), kept in ``TrainState.learner_state``, carried
+        through the scan (``collect`` and ``update`` read and replace it), checkpointed and
+        resumed; the default ``{}``: none."""
+        return {}
+
+    @classmethod
+    def networks(cls, actor, critic):
+        """The ``(actor, critic)`` modules this learner trains, from the config's own
+        (``networks.build_networks``, the one place every phase's networks are made: a
+        learner that wraps them, e.g. with an observation normaliser, is seen by training,
+        the dual phase, the robust methods, evaluation and test alike); default: as they are."""
+        return actor, critic
+
     def learn_keys(self, key) -> tuple[jax.Array, jax.Array]:
         """``(rollout key, update key)``."""
         return tuple(jax.random.split(key))

@@ -84,6 +84,10 @@ def _what_to_run(p) -> None:
         "e.g. MDPO-Lag@lam_init=0 (lanes of the same compiled program), or an alpha "
         "schedule variant, e.g. MDPO-Robust-Lag:restart-batch",
     )
+    p.add_argument("--plugins", action="append", default=[], metavar="FILE.py|MODULE,...",
+                   help="your own learners, constraint rules, robust methods or environments: a file or module that "
+                        "registers them when imported (repeatable or comma-separated); recorded in run.json, so "
+                        "--resume, --eval-only and 'rcmdp report' load it again (docs/design.md)")  # fmt: skip
     p.add_argument(
         "--schedules",
         action="store_true",
@@ -160,8 +164,8 @@ def _how_to_run(p) -> None:
 
 
 # the options --eval-only does not use (it takes the run folder's plan as it is)
-EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "steps", "seeds", "seed", "vmap", "out",
-                    "sets", "resume", "tensorboard")  # fmt: skip
+EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "noise", "algos", "plugins", "schedules", "budget", "steps", "seeds", "seed",
+                    "vmap", "out", "sets", "resume", "tensorboard")  # fmt: skip
 
 
 def anchor_paths(args):
@@ -200,10 +204,24 @@ def new_plan(args) -> Plan | None:
         return None
     if args.out is not None and not args.out.strip():
         raise UsageError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
+    load_plugins(args)
     if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
         check_before_processes(args)
         return None
     return build_plan(args)
+
+
+def load_plugins(args) -> None:
+    """``--plugins`` imported before anything reads the registries; with ``--resume`` the run
+    folder's own first (its run.json's ``plugins``), so the command need not name them again."""
+    from rcmdp_jax.study import plugin_files
+
+    if args.resume and args.out and (Path(args.out) / "run.json").is_file():
+        RunFolder(args.out).restore_plugins("--resume")
+    try:
+        plugin_files.load_specs(args.plugins)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFolder]:

@@ -53,6 +53,8 @@ def parse_args(argv):
                    help="a function of the observation returning an action: a second witness")  # fmt: skip
     p.add_argument("--out", default=None, help="folder for feasibility.json/.png (default runs/feasibility-<time>)")
     p.add_argument("--resume", action="store_true", help="continue the interrupted check in --out (same options)")
+    p.add_argument("--plugins", action="append", default=[], metavar="FILE.py|MODULE,...",
+                   help="as rcmdp's: files or modules registering your robust methods or environments")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -74,7 +76,7 @@ def _prepare(args):
     rows of an interrupted check to resume)``."""
     from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
     from rcmdp_jax.plugin import check_seed
-    from rcmdp_jax.study import user_env
+    from rcmdp_jax.study import plugin_files, user_env
 
     # the folder first: a user's module may change the working directory when it loads
     if args.out is not None and not args.out.strip():
@@ -84,6 +86,7 @@ def _prepare(args):
     out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
     out = out.resolve()
     check_seed("--seed", args.seed)
+    plugin_files.load_specs(args.plugins)  # before the environment and the method are read
     name = _env_name(args)
     if not has_costs(name):
         raise ValueError(f"--env {args.env}: it has no constraint costs (name them with --costs)")

@@ -275,8 +275,10 @@ def build_plan(args) -> Plan:
                      f"CPU that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)")  # fmt: skip
     for note in notes:  # after every check: a refusal is one line
         print(note, file=sys.stderr)
+    from rcmdp_jax.study.plugin_files import loaded
     from rcmdp_jax.study.user_env import descriptions, sources
 
     return Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
                 n_test=args.n_test, worst_case=args.worst_case, devices=args.devices, configs=configs,
-                will_run=will_run, env_sources=sources(envs_), env_descriptions=descriptions(envs_))  # fmt: skip
+                will_run=will_run, env_sources=sources(envs_), env_descriptions=descriptions(envs_),
+                plugins=tuple(loaded()))  # fmt: skip

@@ -55,7 +55,8 @@ def styles(algos) -> dict[str, dict]:
         p = parsed(algo)
         learner, constraint, robust = p if p else ("?", "none", False)
         colour = LEARNER_COLOURS.get(learner, "black")
-        line, marker = VARIANT_STYLES[(robust, constraint)]
+        # a rule without a style of its own (pid, a plug-in's) is drawn as the Lagrangian
+        line, marker = VARIANT_STYLES.get((robust, constraint), VARIANT_STYLES[(robust, "lagrangian")])
         key = (colour, str(line))
         if key in used:
             colour = next(extra)

@@ -84,6 +84,16 @@ def restore_envs(plan: dict, flag: str) -> None:
         raise RunFolderError(f"{flag}: {err}") from None
 
 
+def restore_plugins(plan: dict, flag: str) -> None:
+    """The plan's plug-in files and modules imported in this process (``plugin_files.restore``)."""
+    from rcmdp_jax.study.plugin_files import restore
+
+    try:
+        restore(plan)
+    except ValueError as err:
+        raise RunFolderError(f"{flag}: {err}") from None
+
+
 def _named_dir(parent: Path, name: str) -> Path:
     """The folder of an environment or algorithm: its name in letters, digits, ``-``,
     ``_`` and ``.`` (``user_env.folder_name``; run.json keeps the full name)."""
@@ -162,10 +172,21 @@ class RunFolder:
         missing = [k for k in REQUIRED_KEYS if k not in plan] if isinstance(plan, dict) else list(REQUIRED_KEYS)
         if missing:
             raise RunFolderError(f"{flag}: {path} is not a run.json of this runner (missing {', '.join(missing)})")
+        restore_plugins(plan, flag)  # the plug-ins first: the algorithms' names and configs need them
         restore_envs(plan, flag)  # a user environment first: the checks below know it by name then
         if problem := plan_problem(plan):
             raise RunFolderError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
         return Plan.from_dict(plan)
+
+    def restore_plugins(self, flag: str) -> None:
+        """``run.json``'s plug-ins imported (``--resume`` before it reads the command's
+        algorithms); a run.json that cannot be read is said by ``read_plan`` later."""
+        try:
+            plan = json.loads((self.root / "run.json").read_text())
+        except (OSError, ValueError):
+            return
+        if isinstance(plan, dict):
+            restore_plugins(plan, flag)
 
     def check_seeds(self, plan: Plan, flag: str) -> None:
         """What ``run.json`` says must be what its saved files were made with: the seed

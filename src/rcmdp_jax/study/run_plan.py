@@ -27,7 +27,8 @@ class Plan:
     "policy_steps"}}}``, what will run; ``env_sources``: how a fresh process rebuilds
     the user environments among ``envs`` (``user_env.sources``); ``env_descriptions``:
     what tells them from another environment under the same name
-    (``user_env.descriptions``)."""
+    (``user_env.descriptions``); ``plugins``: the plug-in files and modules a fresh process
+    imports first (``plugin_files.restore``)."""
 
     envs: tuple[str, ...]
     algos: tuple[str, ...]
@@ -41,6 +42,7 @@ class Plan:
     will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)
     env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     env_descriptions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    plugins: tuple[dict[str, Any], ...] = ()  # --plugins' files and modules (``plugin_files.load``)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``run.json`` object (``env_sources`` and ``env_descriptions`` only where there are
@@ -53,6 +55,8 @@ class Plan:
             out["env_sources"] = self.env_sources
         if self.env_descriptions:
             out["env_descriptions"] = self.env_descriptions
+        if self.plugins:
+            out["plugins"] = list(self.plugins)
         return out
 
     def to_json(self) -> str:
@@ -68,6 +72,7 @@ class Plan:
         if isinstance(kept.get("worst_case"), bool):  # a folder from before --worst-case took a value
             kept["worst_case"] = "all" if kept["worst_case"] else None
         configs = {e: {a: config_from_dict(c) for a, c in cs.items()} for e, cs in d["configs"].items()}
+        kept["plugins"] = tuple(kept.get("plugins", ()))
         return cls(**{**kept, "envs": tuple(d["envs"]), "algos": tuple(d["algos"]), "configs": configs})
 
     @classmethod
