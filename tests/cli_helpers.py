@@ -65,10 +65,15 @@ def read_csv(path):
     return lines[0], lines[1:]
 
 
-def column_values(metrics, column):
-    """The npz values of a ``train_metrics.csv`` column (``name`` or ``name/J``), ``[seeds, iterations]``."""
+def column_values(metrics, column, position: int = 0):
+    """The npz values of a ``train_metrics.csv`` column (``name``, or ``name/J`` with ``J`` a
+    constraint's index or a kernel field's name: the ``position``-th column of ``name``, in the
+    flattened order of its trailing axes), ``[seeds, iterations]``."""
     name, _, j = column.partition("/")
-    return metrics[name] if not j else metrics[name][..., int(j)]
+    if not j:
+        return metrics[name]
+    values = metrics[name]
+    return values.reshape(values.shape[:2] + (-1,))[..., position]
 
 
 def assert_csv_is_npz(algo_dir: Path) -> list[str]:
@@ -80,8 +85,11 @@ def assert_csv_is_npz(algo_dir: Path) -> list[str]:
     assert header[:2] == ["iteration", "seed"] and len(rows) == n_seeds * n_iter
     assert {c.partition("/")[0] for c in header[2:]} == set(metrics)  # every metric, and only those
     it, seed = np.array([[int(r[0]), int(r[1])] for r in rows]).T
+    seen: dict[str, int] = {}
     for k, column in enumerate(header[2:], start=2):
         got = np.array([float(r[k]) for r in rows], np.float64).astype(np.float32)
-        np.testing.assert_array_equal(got, column_values(metrics, column)[seed, it], err_msg=column)
+        name = column.partition("/")[0]
+        position = seen[name] = seen.get(name, -1) + 1
+        np.testing.assert_array_equal(got, column_values(metrics, column, position)[seed, it], err_msg=column)
     assert sorted(zip(seed, it)) == [(s, t) for s in range(n_seeds) for t in range(n_iter)]
     return header

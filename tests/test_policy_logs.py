@@ -20,7 +20,8 @@ from rcmdp_jax import load_policy
 from rcmdp_jax.kernel_text import parse
 from rcmdp_jax.study import cli, compiled, console, training_log
 
-NAMES = ("xi[0]", "xi[1]", "xi[2]", "xi[3]")  # cartpole's kernel entries, as its report names them
+XI = ("xi[0]", "xi[1]", "xi[2]", "xi[3]")  # a kernel's entries by index (the parser's own checks)
+NAMES = ("cart position", "cart velocity", "pole angle", "pole angular velocity")  # cartpole's, as its report names them
 
 
 def actor_weights(run, algo, seed):
@@ -97,8 +98,8 @@ def test_rcmdp_eval_gives_the_robustness_test_at_a_grid_point(full_run, tmp_path
 
 def test_a_kernel_is_named_by_changes_and_values():
     xi_c = np.array([1.0, 2.0, 0.0, 4.0], np.float32)
-    np.testing.assert_array_equal(parse("xi[1]=+50%,xi[3]=3.5", xi_c, NAMES), np.float32([1.0, 3.0, 0.0, 3.5]))
-    np.testing.assert_array_equal(parse("xi[0]=-10%", xi_c, NAMES), np.float32([0.9, 2.0, 0.0, 4.0]))
+    np.testing.assert_array_equal(parse("xi[1]=+50%,xi[3]=3.5", xi_c, XI), np.float32([1.0, 3.0, 0.0, 3.5]))
+    np.testing.assert_array_equal(parse("xi[0]=-10%", xi_c, XI), np.float32([0.9, 2.0, 0.0, 4.0]))
     np.testing.assert_array_equal(parse(None, xi_c, NAMES), xi_c)
     np.testing.assert_array_equal(parse("nominal", xi_c, NAMES), xi_c)
     two_d = parse("xi[0,1]=+20%", np.ones((2, 2), np.float32), ("xi[0,0]", "xi[0,1]", "xi[1,0]", "xi[1,1]"))
@@ -107,16 +108,16 @@ def test_a_kernel_is_named_by_changes_and_values():
                         ("xi[0]=inf", "finite number"), ("xi[2]=+5%", "nominal value is 0"),
                         ("xi[0]=1,xi[0]=2", "named twice")]:  # fmt: skip
         with pytest.raises(ValueError, match="^kernel") as err:
-            parse(text, xi_c, NAMES)
+            parse(text, xi_c, XI)
         assert words in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_relative_kernel_and_one_outside_the_box(full_run):
     policy = load_policy(full_run, "PPO-Lag", 0)
     xi_c = np.asarray(policy.env_params.xi_c, np.float64)
-    ev = policy.evaluate("xi[1]=+50%", n_episodes=4, seed=0)
+    ev = policy.evaluate("cart velocity=+50%", n_episodes=4, seed=0)
     np.testing.assert_array_equal(ev.xi, (xi_c * [1, 1.5, 1, 1]).astype(np.float32))
-    assert not ev.in_box and ev.kernel == "xi[1] +50 %" and ev.n_episodes == 4
+    assert not ev.in_box and ev.kernel == "cart velocity +50 %" and ev.n_episodes == 4
     V = ev.episodes["V"].astype(np.float64)
     assert ev.metrics["return"] == pytest.approx((V.mean(), V.std(ddof=1) / 2))
     assert set(ev.constraints) == {"|x_dot|-0.15"} and "C" in ev.constraints["|x_dot|-0.15"]
@@ -164,8 +165,8 @@ def test_bad_input_of_rcmdp_eval_is_one_line_exit_2(full_run, tmp_path, capsys):
     before = _snapshot(full_run)
     base = ["eval", str(full_run), "--algo", "MDPO-Lag", "--seed", "0", "--json", str(tmp_path / "x.json")]
     for extra, words in [(["--algo", "MDPO"], ["--algo='MDPO'", "MDPO-Lag, MDPO-Robust, PPO-Lag"]),
-                         (["--seed", "5"], ["--seed=5", "0 .. 1"]), (["--kernel", "mass=+5%"], ["--kernel", "xi[0]"]),
-                         (["--kernel", "xi[0]=abc"], ["--kernel", "finite number"]),
+                         (["--seed", "5"], ["--seed=5", "0 .. 1"]), (["--kernel", "mass=+5%"], ["--kernel", "cart position"]),
+                         (["--kernel", "pole angle=abc"], ["--kernel", "finite number"]),
                          (["--n-episodes", "0"], ["--n-episodes must be"]), (["--env", "inventory"], ["--env="]),
                          (["--episode-seed", "-1"], ["--episode-seed must"]),
                          (["--seed", "x"], ["invalid int"])]:  # fmt: skip
@@ -196,7 +197,7 @@ def test_a_run_folder_of_an_older_version_loads(trained, tmp_path):
 @pytest.mark.parametrize("algo", ["MDPO-Lag", "MDPO-Robust", "PPO-Lag"])
 def test_the_csv_rows_are_the_npz_metrics(full_run, algo):
     header = assert_csv_is_npz(full_run / "cartpole" / algo)
-    assert "c_hat/0" in header and "xi/3" in header and "lam" not in header
+    assert "c_hat/0" in header and "xi/pole angular velocity" in header and "lam" not in header  # the kernel by its fields
 
 
 def test_an_older_run_folder_gets_its_csv_on_eval_only(trained, tmp_path):

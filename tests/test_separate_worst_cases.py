@@ -79,7 +79,7 @@ def test_the_learners_signal_weights_each_envs_advantages_to_its_objective():
     data, _, _ = learner.collect(jax.random.PRNGKey(1), state, hp)
     lam = jnp.array([2.0])
     w = objective_weights(cfg.n_envs, 1)
-    got, _ = lagrangian_gae(learner.critic, state.params["critic"], data, lam, hp, w)
+    got, _ = lagrangian_gae(learner.critic, state.params["critic"], data, lam, hp, learner.env, w)
     values = learner.critic.apply(state.params["critic"], data.obs)
     nxt = learner.critic.apply(state.params["critic"], data.next_obs)
     rewards = jnp.concatenate([data.reward[..., None], data.costs], -1)

@@ -284,7 +284,7 @@ def main(argv=None) -> int:
     if split_note:
         print(split_note, flush=True)
     for note in unused_options(parse_sets(args.sets), [c for cfgs in plan.configs.values() for c in cfgs.values()]):
-        print(note, file=sys.stderr)
+        print(note, flush=True)  # a note beside the run's own lines: stderr holds only what went wrong
     if args.event_note and not args.eval_only:
         print(args.event_note, flush=True)
     n_runs = len(plan.envs) * len(plan.algos)
