@@ -21,9 +21,9 @@ MAX_TORQUE = float(os.environ.get("MAX_TORQUE", "1.0"))  # the motor (gymnax def
 
 def make():
     import gymnax
+    from rcmdp_jax.envs.gymnax_presets import PRESETS
 
     from rcmdp_jax import envs
-    from rcmdp_jax.envs.gymnax_presets import PRESETS
 
     pre = PRESETS["Pendulum-v1"]
     inner, params = gymnax.make("Pendulum-v1")

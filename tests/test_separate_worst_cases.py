@@ -13,10 +13,10 @@ import pytest
 from train_helpers import SEEDS, tiny
 
 from rcmdp_jax import envs, make_train, preset
+from rcmdp_jax.advantages import gae
 from rcmdp_jax.adversary import get
 from rcmdp_jax.adversary.base import Context
 from rcmdp_jax.adversary.candidates import objective_weights
-from rcmdp_jax.advantages import gae
 from rcmdp_jax.learners.batch import lagrangian_gae
 
 

@@ -5,16 +5,14 @@ validated ``Config`` of one algorithm on one environment, from the environment's
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from typing import Any
 
-from rcmdp_jax import adversary, constraints, envs, learners
+from rcmdp_jax import adversary, constraints, envs, learners, options
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env
 from rcmdp_jax.envs.domain import BUDGETS, budget_steps
-from rcmdp_jax import options
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams
 from rcmdp_jax.plugin import check_choice as _choice
 

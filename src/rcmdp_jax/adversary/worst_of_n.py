@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import jax
-import jax.numpy as jnp
 
 from rcmdp_jax.adversary.base import uniform_kernels
 from rcmdp_jax.adversary.candidates import CandidateMethod, with_dual, worst_kernels  # noqa: F401  (its home once)

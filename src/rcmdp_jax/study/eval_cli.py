@@ -53,9 +53,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = parse_args(argv)
-        from rcmdp_jax.study.policy import load_policy
-
         from rcmdp_jax.study.compiled import ticking
+        from rcmdp_jax.study.policy import load_policy
 
         if args.json is not None and Path(args.json).is_dir():
             raise ValueError(f"--json {args.json} is a folder; name a file")

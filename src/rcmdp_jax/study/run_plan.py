@@ -11,8 +11,8 @@ from typing import Any
 
 from rcmdp_jax import options as plug_ins
 from rcmdp_jax.config import Config, config_from_dict, config_to_dict
-from rcmdp_jax.plugin import options_of
 from rcmdp_jax.hparams import HPARAM_FIELDS
+from rcmdp_jax.plugin import options_of
 
 # the keys every run.json has; the others default (``Plan.from_dict``)
 REQUIRED_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")
