@@ -112,6 +112,20 @@ def test_a_kernel_is_named_by_changes_and_values():
         assert words in str(err.value) and "\n" not in str(err.value)
 
 
+def test_eval_lines_keep_one_column_of_numbers_for_long_constraint_names():
+    from rcmdp_jax.study.policy import Evaluation
+
+    name = "|x|>0.3 at most 5/episode"
+    ev = Evaluation(env="e", algorithm="PPO-Lag", seed=0, kernel="nominal", xi=np.zeros(1), in_box=True,
+                    n_episodes=4, metrics={"return": (67.94, 3.3)}, episodes={},
+                    constraints={name: {"C": (3.76, 1.82), "EpCost": (6.9, 1.84)}})  # fmt: skip
+    head, *rows = ev.lines()
+    assert "4 episode(s)" in head and [r.split()[0] for r in rows] == ["return", "C", "EpCost"]
+    assert rows[2].startswith(f"  EpCost {name} ") and rows[1].startswith(f"  C {name} ")
+    assert len({r.index("±") for r in rows}) == 1, rows  # the numbers line up under each other
+    assert rows[2].endswith("6.9000 ± 1.8400") and rows[0].endswith("67.9400 ± 3.3000")
+
+
 def test_a_relative_kernel_and_one_outside_the_box(full_run):
     policy = load_policy(full_run, "PPO-Lag", 0)
     xi_c = np.asarray(policy.env_params.xi_c, np.float64)

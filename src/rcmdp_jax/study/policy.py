@@ -72,10 +72,10 @@ class Evaluation:
         box = "" if self.in_box else " (outside the training box)"
         out = [f"{self.env} {self.algorithm} seed {self.seed} on {self.kernel}{box}: "
                f"{self.n_episodes} episode(s) of the deterministic policy, mean ± standard error"]  # fmt: skip
-        out += [f"  {k:<16} {m:10.4f} ± {s:.4f}" for k, (m, s) in self.metrics.items()]
-        for cost, d in self.constraints.items():
-            out += [f"  {k + ' ' + cost:<16} {m:10.4f} ± {s:.4f}" for k, (m, s) in d.items()]
-        return out
+        rows = [(k, ms) for k, ms in self.metrics.items()]
+        rows += [(f"{k} {cost}", ms) for cost, d in self.constraints.items() for k, ms in d.items()]
+        width = max([16] + [len(k) for k, _ in rows])  # one column of numbers, however long a name
+        return out + [f"  {k:<{width}} {m:10.4f} ± {s:.4f}" for k, (m, s) in rows]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
