@@ -122,7 +122,7 @@ def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_pat
     np.testing.assert_array_equal(_load(out, "PPO-Lag", "test_results.npz")["V"], before)
     capsys.readouterr()
     assert cli.main(TINY + ["--out", str(out), "--resume", "--set", "ltma_estimator=pathwise"]) == 2
-    assert "cartpole/MDPO-Lag: ltma_estimator" in capsys.readouterr().err
+    assert "cartpole/MDPO-Robust: ltma_estimator" in capsys.readouterr().err  # named where it is read
 
 
 @pytest.mark.slow

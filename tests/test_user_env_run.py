@@ -124,7 +124,8 @@ def test_summary_says_whether_the_constraint_is_kept_by_hand(user_run):
     lvl, d = np.unravel_index(np.argmax(kernels), kernels.shape)
     broken = int((C[:, lvl, d].mean(-1) > 0).sum())
     broken_nominal = int((C[:, 0].mean(axis=(1, 2)) > 0).sum())
-    row = f"| PPO-Lag | speed | {nominal:.3f} ({broken_nominal}/2) | {kernels[lvl, d]:.3f} ({broken}/2) |"
+    gamma_c = float(z["gamma_c"][0])  # the constraint's discount: the environment's gamma (a user's cost)
+    row = f"| PPO-Lag | speed | {gamma_c:.3g} | {nominal:.3f} ({broken_nominal}/2) | {kernels[lvl, d]:.3f} ({broken}/2) |"
     summary = (user_run / "usermass_make" / "summary.md").read_text()
     assert row in summary, summary
     for word in (
