@@ -89,7 +89,8 @@ PRESETS: dict[str, GymnaxPreset] = {
         lambda_max=50.0,
         derive=gymnax_any.cartpole_derive,
         min_episode_length=6,
-        learner=_learner({"short": 20_000, "long": 200_000}, lr=3e-4, eta_xi=1e-7),
+        # short: where PPO-Lag has converged by docs/budgets.md's rule (800k of the grid's 25k..1.6M)
+        learner=_learner({"quick": 20_000, "short": 800_000, "long": 1_600_000}, lr=3e-4, eta_xi=1e-7),
     ),
     "Pendulum-v1": GymnaxPreset(
         env_id="Pendulum-v1",

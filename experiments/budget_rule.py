@@ -68,7 +68,8 @@ def main(argv=None) -> None:
     p.add_argument("--algo", default="PPO-Lag")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    results = {}
+    saved = args.out / "budgets.json"
+    results = json.loads(saved.read_text()) if saved.exists() else {}  # other settings' results stay
     for setting in args.settings.split(","):
         folder = args.out / folder_name(setting)
         wall = train(setting, folder, args.max_steps, args.seeds, args.algo)
@@ -82,7 +83,7 @@ def main(argv=None) -> None:
         print("|---" * (1 + len(c)) + "|")
         for n, row in table.items():
             print(f"| {n:,} | " + " | ".join(f"{a:.3f} / {b:.3f}" for a, b in row.values()) + " |")
-    (args.out / "budgets.json").write_text(json.dumps(results, indent=1) + "\n")
+    saved.write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":
