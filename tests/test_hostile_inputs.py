@@ -20,7 +20,7 @@ from rcmdp_jax.study import cli
         (["--set", "ltma_horizon=100000000"], "mostly for ltma_horizon"),
         (["--set", "n_dual_episodes=400000000", "--set", "dual_estimator=start_value"], "mostly for n_dual_episodes"),
         (["--set", "n_dual_episodes=400000000"], "n_dual_episodes=400000000 must divide"),
-        (["--set", "epochs=2000000000", "--set", "alpha_schedule=linear"], "--set epochs: "),
+        (["--algos", "MDPO-Robust-Lag:linear-epoch", "--set", "epochs=2000000000"], "--set epochs: "),
         (["--set", "dual_epochs=100000000", "--set", "dual_minibatch=1"], "--set dual_epochs: "),
     ],
 )
@@ -111,3 +111,19 @@ def test_a_multiplier_step_that_blows_up_behind_the_clip_is_divergence(tmp_path,
     assert "DIVERGED" in capsys.readouterr().out
     md = (out / "cartpole" / "summary.md").read_text()
     assert "MDPO-Lag (0/2 seeds; 2 diverged) | diverged: no seed left" in md and "**" not in md
+
+
+def test_a_field_the_algorithms_name_decides_is_refused_by_set(tmp_path, capsys):
+    """``--set alpha_schedule=linear`` was taken by the plan and then refused by the run's own
+    run.json on ``--resume`` and ``report``: the fields an algorithm's name decides are one list
+    (``config.ALGORITHM_FIELDS``), which the command line and the saved run's check both read."""
+    from rcmdp_jax.config import ALGORITHM_FIELDS
+    from rcmdp_jax.study import saved_plan
+
+    assert ALGORITHM_FIELDS == ("learner", "constraint", "robust", "alpha_schedule", "alpha_tick")
+    for key, value in (("alpha_schedule", "linear"), ("alpha_tick", "batch"), ("constraint", "pid")):
+        out = tmp_path / key
+        assert cli.main(["--set", f"{key}={value}", "--out", str(out)]) == 2
+        _one_line(capsys, f"--set {key}=...", "--algos")
+        assert not out.exists()
+    assert saved_plan.ALGORITHM_FIELDS is ALGORITHM_FIELDS

@@ -231,6 +231,11 @@ class Config:
         return self
 
 
+# the fields an algorithm's name decides (``presets.split_variant``: ``MDPO-Robust-Lag:linear-epoch``):
+# the one list the command line (never by ``--set``) and a saved run's check (``study.saved_plan``) read
+ALGORITHM_FIELDS = ("learner", "constraint", "robust", "alpha_schedule", "alpha_tick")
+
+
 class BudgetRounded(UserWarning):
     """A ``total_timesteps`` that whole batches round up (the CLI says it as a note)."""
 

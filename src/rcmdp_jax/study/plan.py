@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from rcmdp_jax.config import BudgetRounded, Config, config_from_dict, config_to_dict
+from rcmdp_jax.config import ALGORITHM_FIELDS, BudgetRounded, Config, config_from_dict, config_to_dict
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.hparams import validate_hparams
@@ -26,8 +26,8 @@ LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the
 
 
 # fields that choose the algorithm or the run: set by --algos / --env / --steps, never by --set
-ALGORITHM_FIELDS = {"learner": "--algos", "constraint": "--algos", "robust": "--algos", "name": "--algos",
-                    "env": "--env"}  # fmt: skip
+CHOSEN_ELSEWHERE = {**{f: "--algos (its name: ALGO[-Robust][-RULE]-Lag[:SCHEDULE-TICK])" for f in ALGORITHM_FIELDS},
+                    "name": "--algos", "env": "--env"}  # fmt: skip
 
 
 def parse_sets(sets) -> dict:
@@ -36,8 +36,8 @@ def parse_sets(sets) -> dict:
         if "=" not in item or not item.split("=", 1)[0].strip():
             raise PlanError(f"--set expects KEY=VALUE, got {item!r}")
         key, raw = (x.strip() for x in item.split("=", 1))
-        if key in ALGORITHM_FIELDS:
-            raise PlanError(f"--set {key}=...: {key} is chosen by {ALGORITHM_FIELDS[key]}, not --set")
+        if key in CHOSEN_ELSEWHERE:
+            raise PlanError(f"--set {key}=...: {key} is chosen by {CHOSEN_ELSEWHERE[key]}, not --set")
         try:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
@@ -161,7 +161,7 @@ def check_before_processes(args) -> None:
     algorithm names, the ``--set`` fields and every hyperparameter. The rest follows."""
     plan_algos(args)
     check_numbers(args)
-    overrides = {k: v for k, v in parse_sets(args.sets).items() if k not in ALGORITHM_FIELDS}
+    overrides = {k: v for k, v in parse_sets(args.sets).items() if k not in CHOSEN_ELSEWHERE}
     try:
         with np.errstate(all="ignore"):
             validate_hparams(Config().replace(**overrides).hparams)

@@ -6,14 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 from rcmdp_jax import options
-from rcmdp_jax.config import Config, config_from_dict
+from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict
 from rcmdp_jax.hparams import HPARAM_FIELDS
 from rcmdp_jax.plugin import check_seed
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
 _HP_FIELDS = set(HPARAM_FIELDS)
-# the fields that say which algorithm a config is: its name in run.json decides them
-_ALGORITHM_FIELDS = ("learner", "constraint", "robust", "alpha_schedule", "alpha_tick")
 
 
 def _is_int(v) -> bool:
@@ -74,7 +72,7 @@ def config_problem(env: str, algo: str, d) -> str:
     if cfg.name and cfg.name != algo:
         return f"its name is {cfg.name!r}, not {algo!r}"
     reference = preset(env, algo, "short")  # the algorithm its name says
-    if differ := [f for f in _ALGORITHM_FIELDS if getattr(cfg, f) != getattr(reference, f)]:
+    if differ := [f for f in ALGORITHM_FIELDS if getattr(cfg, f) != getattr(reference, f)]:
         return f"{', '.join(differ)} do not match the algorithm {algo}"
     for field, what, n in derived_counts(cfg):
         if n > 2**31 - 1:
