@@ -100,13 +100,13 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
     try:
         with quiet_absl(), loop_noise_off(), ocp.StandardCheckpointer() as ckpt:
             missing = missing_leaves(path, abstract_tree)
-            if not missing:  # the same tree (or a foreign one: orbax says how it differs)
-                try:
+            if missing is None:  # a foreign checkpoint: orbax says how it differs
+                return ckpt.restore(path, abstract_tree)
+            if not missing:
+                try:  # the same tree
                     return ckpt.restore(path, abstract_tree)
-                except ValueError:  # a tree with containers the saved one lacks (an older version's)
-                    if (tree := by_paths(ckpt.restore(path), abstract_tree)) is None:
-                        raise
-                    return tree
+                except ValueError:  # the same leaves, in containers of another shape: an older version's tree
+                    pass  # without a container that is empty today (``DualState.own``, the plug-in slots)
             leaves = jax.tree_util.tree_flatten_with_path(abstract_tree)[0]
             wanted = {key_of(p): leaf for p, leaf in leaves}
             saved = ckpt.metadata(path)  # the checkpoint's own tree, each leaf as the abstract one
@@ -146,41 +146,19 @@ def saved_leaves(path: Path) -> dict | None:
     return {key_of(p): (tuple(m.shape), str(m.dtype)) for p, m in jax.tree_util.tree_flatten_with_path(saved)[0]}
 
 
-def missing_leaves(path: Path, abstract_tree: Any) -> frozenset:
+def missing_leaves(path: Path, abstract_tree: Any) -> frozenset | None:
     """The leaves of ``abstract_tree`` a checkpoint written before them lacks (``ADDED_LEAVES``,
-    every other leaf there with its shape): restored filled. Empty when nothing is missing,
-    or when the checkpoint differs otherwise (its own error comes from the strict restore)."""
+    every other leaf there with its shape): restored filled; empty when none is missing. None
+    when the checkpoint differs otherwise (its own error comes from the strict restore)."""
     have = saved_leaves(Path(path))
     if not have:
-        return frozenset()
+        return None
     flat = jax.tree_util.tree_flatten_with_path(abstract_tree)[0]
     want = {key_of(p): (tuple(x.shape), str(x.dtype)) for p, x in flat}
     missing = frozenset(k for k in want if k not in have)
     if any(k[-1] not in ADDED_LEAVES for k in missing) or any(want.get(k) != v for k, v in have.items()):
-        return frozenset()
+        return None
     return missing
-
-
-def by_paths(raw: Any, abstract_tree: Any) -> Any:
-    """``abstract_tree`` filled leaf by leaf from ``raw`` (a checkpoint read without a target:
-    nested dicts and lists) by each leaf's key path, or None when a leaf is missing or of another
-    shape or dtype. A checkpoint of an older version whose train state lacked a container that is
-    empty there (``DualState.own`` of a program without a stateful rule) restores so."""
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract_tree)
-    out = []
-    for path, want in leaves:
-        node = raw
-        for k in path:
-            key = getattr(k, "key", getattr(k, "name", getattr(k, "idx", None)))
-            try:
-                node = node[key] if not isinstance(node, (list, tuple)) else node[int(key)]
-            except (KeyError, IndexError, TypeError, ValueError):
-                return None
-        if tuple(getattr(node, "shape", ())) != tuple(want.shape) or str(node.dtype) != str(want.dtype):
-            return None
-        sharding = getattr(want, "sharding", None)
-        out.append(jax.device_put(node, sharding) if sharding is not None else node)
-    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def files_path(path: Path) -> Path:
