@@ -164,11 +164,11 @@ class Config:
         cfg_fields = {f.name for f in dataclasses.fields(Config)}
         hp_changes = {k: v for k, v in changes.items() if k in hp_fields}
         plugin_options = set(options.declared()) - cfg_fields - hp_fields
-        numbers = {k: v for k, v in changes.items() if k in options.declared_numbers()}
+        declared = options.declared_numbers()
+        numbers = {k: v for k, v in changes.items() if k in declared}
         unknown = set(changes) - hp_fields - cfg_fields - plugin_options - set(numbers)
         if unknown:
-            allowed = sorted((cfg_fields - {"hparams", "options"}) | hp_fields | plugin_options
-                             | set(options.declared_numbers()))  # fmt: skip
+            allowed = sorted((cfg_fields - {"hparams", "options"}) | hp_fields | plugin_options | set(declared))
             raise ValueError(f"unknown config field(s) {sorted(unknown)}; allowed fields: {', '.join(allowed)}")
         own = {k: options.plain(v) for k, v in changes.items() if k in plugin_options}
         cfg_changes = {k: options.plain(v) for k, v in changes.items() if k in cfg_fields}

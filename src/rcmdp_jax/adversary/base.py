@@ -58,6 +58,13 @@ class Adversary(Plugin):
         return broadcast(params.xi, n_envs)
 
     @classmethod
+    def separate(cls, cfg) -> bool:
+        """Whether its rollout envs serve the reward and each constraint apart, each on its own
+        worst kernel, the learner weighting each env's advantages to its objective
+        (``candidates.objective_weights``)."""
+        return False
+
+    @classmethod
     def reads_cost(cls, cfg) -> bool:
         """Whether ``step`` returns a fourth value: the kernel where the dual phase reads ``C^``
         (``adversary.candidates``); else it reads at ``params`` (and ``env_xi`` if ``per_env``)."""

@@ -104,9 +104,9 @@ class Lanes:
         (``candidates``, "separate") while ``lam~ != 0``, each env its own objective's; 1
         elsewhere. None (static) when no method of the program does."""
         cfg = self.context.cfg
-        if not any(getattr(a, "separate", lambda c: False)(cfg) for a in self.methods):
+        if not any(a.separate(cfg) for a in self.methods):
             return None
-        on = self.where(which, lambda a: getattr(a, "separate", lambda c: False)(cfg)) & jnp.any(lam_tilde != 0)
+        on = self.where(which, lambda a: a.separate(cfg)) & jnp.any(lam_tilde != 0)
         return jnp.where(on, objective_weights(cfg.n_envs, m), 1.0)
 
     def dual_kernels(self, env_params, env_xi, dual_xi, which):
