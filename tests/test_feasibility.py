@@ -12,7 +12,7 @@ import pytest
 from feasibility_toy import DISCOUNT, Drift  # tests/ is on the path (pytest's rootdir-relative import)
 
 from rcmdp_jax import envs
-from rcmdp_jax.feasibility import FeasibilityConfig, check_feasibility
+from rcmdp_jax.feasibility import FeasibilityConfig, best_policy_ep_cost, check_feasibility
 from rcmdp_jax.feasibility_report import lines, mean_and_se, summarise
 from rcmdp_jax.worst_case import SearchConfig
 
@@ -70,6 +70,18 @@ def test_settings_and_standard_errors_against_the_closed_form(wide):
     assert 0.5 * exact < r["least_worst_C_se"] < 2 * exact
     assert np.all((0.5 * exact < np.array(r["least_C_se"])) & (np.array(r["least_C_se"]) < 2 * exact))
     assert not r["too_close_to_call"]  # 0.27 above the limit, the error ~0.005
+
+
+def test_the_best_policys_episode_cost_against_the_closed_form(wide):
+    """EpCost, the undiscounted sum of the cost over the episode: with a = 1 every step, c_t ~ xi - 1
+    for H = 10 steps, so 10 (0.5 - 1) = -5 at the nominal kernel and 10 (1.3 - 1) = 3 at the worst."""
+    (r,) = wide["constraints"]
+    assert r["learned_ep_cost"]["nominal"] == pytest.approx(-5.0, abs=0.1)
+    assert r["learned_ep_cost"]["worst_kernel"] == pytest.approx(3.0, abs=0.1)
+    assert "the best learned policy's EpCost (undiscounted episode cost) -5" in "\n".join(lines(wide))
+    C = np.array([[[0.0, 2.0]], [[1.0, 1.5]]])  # policy 1's worst C (1.5) is the least
+    ep = np.array([[[10.0, 20.0]], [[30.0, 40.0]]])
+    assert best_policy_ep_cost(C, ep) == {"nominal": 30.0, "worst_kernel": 40.0}
 
 
 def test_standard_errors_by_hand_and_a_verdict_too_close_to_call():

@@ -221,7 +221,9 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
         if not ok.any():
             raise FloatingPointError(f"feasibility: every seed's training diverged on {names[j]} (NaN)")
         sweep = make_eval(config, n_test=n_test, env_params=params)
-        C, se = (x[ok] for x in mean_and_se(np.asarray(jax.jit(sweep)(actors, k_test)["C"])[..., j]))  # [S', L, D]
+        out = jax.jit(sweep)(actors, k_test)
+        C, se = (x[ok] for x in mean_and_se(np.asarray(out["C"])[..., j]))  # [S', L, D]
+        ep_cost = np.asarray(out["EpCost"])[..., j].mean(-1)[ok]  # [S', L, D]: the undiscounted episode cost
         actors = jax.tree.map(lambda x: x[np.flatnonzero(ok)], actors)
         found = None
         if cfg.search is not None:
@@ -231,6 +233,7 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
         rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found, se, w_se))
         gamma_c = np.broadcast_to(np.asarray(cost_discounts(env, env.gamma), np.float64), (m,))[j]
         rows[-1] |= {"gamma_c": float(gamma_c), "horizon": int(env.episode_length)}  # what C is
+        rows[-1]["learned_ep_cost"] = best_policy_ep_cost(C, ep_cost)
         if on_row is not None:
             on_row(j, rows[-1])
     ran = train_config(name, 0, cfg)  # what ran: the budget in whole iterations (as run.json's will_run)
@@ -239,6 +242,15 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
     settings |= {"gamma": float(env.gamma), "horizon": int(env.episode_length)}
     return {"env": name, "levels": levels.tolist(), "constraints": rows, "settings": settings,
             "controller": controller is not None}  # fmt: skip
+
+
+def best_policy_ep_cost(C: np.ndarray, ep_cost: np.ndarray) -> dict:
+    """The episode cost (EpCost) of the learned policy whose worst ``C`` on the grid is least
+    (``C``, ``ep_cost`` ``[S, L, D]``): at the nominal kernel and at that policy's worst test kernel."""
+    flat = C.reshape(C.shape[0], -1)
+    best = int(np.argmin(flat.max(1)))
+    at = int(np.argmax(flat[best]))
+    return {"nominal": float(ep_cost[best, 0, 0]), "worst_kernel": float(ep_cost[best].reshape(-1)[at])}
 
 
 def search_worst(config, env, params, actors, C, j: int, search: SearchConfig, key) -> dict | None:

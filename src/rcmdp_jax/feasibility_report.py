@@ -131,6 +131,9 @@ def lines(report: dict) -> list[str]:
         out.append(f"{r['constraint']} ({limit} wanted{what}):")
         out.append(f"  one policy for the whole box: {verdict}: least worst-kernel C = "
                    f"{_pm(r['least_worst_C'], se)} ({r['least_worst_C_by']})")  # fmt: skip
+        if ep := r.get("learned_ep_cost"):  # a feasibility.json written before EpCost: none
+            out.append(f"  one policy for the whole box: the best learned policy's EpCost (undiscounted episode cost) "
+                       f"{ep['nominal']:.4g} at the nominal kernel, {ep['worst_kernel']:.4g} on its worst test kernel")
         if r.get("too_close_to_call"):
             n = s.get("n_test")
             out.append(f"  too close to call at n_test = {n}: within two standard errors of {limit.split(' (')[0]}"
