@@ -39,8 +39,15 @@ SETTINGS = ("cartpole", "inventory@cost_threshold=0.13", "gymnax:CartPole-v1", "
 # CartPole-v1 ~22, the study's CartPole ~12, the timing programs' compile ~8 each, Inventory ~5)
 LONGEST_FIRST = ("gymnax:Acrobot-v1", "gymnax:Pendulum-v1", "gymnax:CartPole-v1", "cartpole")
 OUTSIDE = SETTINGS[2:]  # the environments outside the study: where the default is chosen
-LEARNERS = ("PPO-Lag", "MDPO-Lag")
-METHODS = ("none", "ltma", "ltma-norm", "dr", "worst-of-n", "corners")
+LEARNERS = ("PPO-Lag", "MDPO-Lag", "PPO-PID-Lag")
+RANKED = LEARNERS[:2]  # the learners the default's rule and the calibrated summary read (fixed before the results)
+METHODS = ("none", "ltma", "ltma-norm", "dr", "worst-of-n", "corners", "search")
+# the PID rule as lanes under the candidate methods only (its own worst-kernel question, at a third of the cost)
+METHODS_OF = {"PPO-PID-Lag": ("none", "worst-of-n", "corners", "search")}
+
+
+def methods_of(learner: str) -> tuple[str, ...]:
+    return METHODS_OF.get(learner, METHODS)
 TIMED = ("gymnax:CartPole-v1", "gymnax:Pendulum-v1")  # the timing pass: PPO-Lag under each method alone
 
 
@@ -57,7 +64,7 @@ def setting_command(out: Path, env: str, seeds: int, jobs: int) -> list[str]:
     ``jobs > 1`` on one XLA device, so that the settings share the cores instead of each
     sharding over all of them."""
     run_dir = out / "runs" / slug(env)
-    algos = ",".join(algo_name(learner, m) for learner in LEARNERS for m in METHODS)
+    algos = ",".join(algo_name(learner, m) for learner in LEARNERS for m in methods_of(learner))
     cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "--env", env, "--algos", algos, "--seeds",
            str(seeds), "--budget", "short", "--worst-case", "costs", "--out", str(run_dir)]  # fmt: skip
     cmd += ["--devices", "1"] if jobs > 1 else []
@@ -173,7 +180,7 @@ def poi_vs_none(rows: dict, learner: str, reps: int = 2000) -> dict:
     from rliable import metrics
 
     base = -rows[algo_name(learner, "none")]["C_worst"][:, None]
-    pairs = {m: (-rows[algo_name(learner, m)]["C_worst"][:, None], base) for m in METHODS[1:]}
+    pairs = {m: (-rows[algo_name(learner, m)]["C_worst"][:, None], base) for m in methods_of(learner)[1:]}
     # rliable draws its bootstrap from NumPy's global generator (its random_state goes unused):
     # a fixed seed, restored after, gives the same report each time
     saved = np.random.get_state()
@@ -209,7 +216,7 @@ def evidence(out: Path) -> dict:
         run_dir = out / "runs" / slug(env)
         if not (run_dir / "run.json").exists():
             continue
-        rows = {algo_name(lr, m): seed_table(run_dir, env, algo_name(lr, m)) for lr in LEARNERS for m in METHODS}
+        rows = {algo_name(lr, m): seed_table(run_dir, env, algo_name(lr, m)) for lr in LEARNERS for m in methods_of(lr)}
         poi = {lr: poi_vs_none(rows, lr) for lr in LEARNERS}
         table[env] = {"rows": rows, "poi": poi, "feasible": feasible_bound(out, env)}
     return table
@@ -218,7 +225,7 @@ def evidence(out: Path) -> dict:
 def write_report(out: Path, table: dict, meta: dict) -> None:
     from robustness_report import render  # experiments/robustness_report.py
 
-    md, js = render(table, meta, LEARNERS, METHODS, algo_name, OUTSIDE)
+    md, js = render(table, meta, LEARNERS, METHODS, algo_name, OUTSIDE, methods_of=methods_of, ranked=RANKED)
     (ROOT / "docs" / "robustness.md").write_text(md)
     (ROOT / "docs" / "robustness.json").write_text(json.dumps(js, indent=1))
     print(f"wrote docs/robustness.md and docs/robustness.json from {out}")

@@ -50,7 +50,12 @@ def calibrated(c_none, feasible: dict | None) -> tuple[bool, str]:
     return bool(keeps and half), why
 
 
-def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) -> tuple[str, dict]:
+def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), methods_of=None,
+           ranked=None) -> tuple[str, dict]:
+    """The report. ``methods_of(learner)`` the methods a learner ran (default all); ``ranked`` the
+    learners the calibrated summary and the default's rule read (default all)."""
+    methods_of = methods_of or (lambda learner: methods)
+    ranked = tuple(ranked or learners)
     seeds = meta.get("seeds", 10)
     lines = [
         "# Robust training methods: who keeps the constraint on the worst kernel",
@@ -101,7 +106,7 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
                   "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         js["settings"][env] = {}
         for learner in learners:
-            for m in methods:
+            for m in methods_of(learner):
                 a = algo_name(learner, m)
                 r = rows[a]
                 p = poi[learner].get(m)
@@ -140,7 +145,7 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
                   f"{settings / 60:.1f} min, {jobs} at a time, longest first; timing pass "
                   f"{meta.get('timing_wall_s', 0.0) / 60:.1f} min).", ""]  # fmt: skip
     js["wins"] = wins
-    js["on_calibrated"] = on_cal = calibrated_summary(js, learners, methods, algo_name)
+    js["on_calibrated"] = on_cal = calibrated_summary(js, ranked, methods, algo_name)
     if on_cal["pairs"]:
         pairs = ", ".join(f"`{e}` {lr}" for e, lr in on_cal["pairs"])
         lines += ["## On the calibrated settings", "",
@@ -150,7 +155,7 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
                   "| method | PoI lower end > 0.5 | mean gap closed |", "|---|---|---|"]  # fmt: skip
         lines += [f"| {m} | {v['wins']}/{len(on_cal['pairs'])} | {v['gap']:.2f} |" for m, v in on_cal["methods"].items()]
         lines.append("")
-    js["default_rule"] = ranking = default_ranking(table, outside, learners, methods, algo_name)
+    js["default_rule"] = ranking = default_ranking(table, outside, ranked, methods, algo_name)
     if ranking:
         lines += ["## The default by this evidence", "",
                   "The rule, fixed before the gymnax runs: over the environments outside the study "
@@ -160,7 +165,7 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=()) ->
                   "| method | mean PoI vs none | seeds broken on the worst kernel (of " f"{ranking[0][3]}) |",
                   "|---|---|---|"]  # fmt: skip
         lines += [f"| {m} | {poi:.2f} | {broken} |" for m, poi, broken, _ in ranking]
-        lines += ["", f"Seeds broken under *none*: {none_broken(table, outside, learners, algo_name)}.", ""]
+        lines += ["", f"Seeds broken under *none*: {none_broken(table, outside, ranked, algo_name)}.", ""]
     return "\n".join(lines), js
 
 
