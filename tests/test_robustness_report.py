@@ -46,3 +46,28 @@ def test_report_rows_carry_the_gap_and_the_verdict():
     md, js = render(table, {"seeds": 2}, ("PPO-Lag",), ("none", "corners"), name)
     assert js["settings"]["gymnax:Toy"]["PPO-Lag+corners"]["gap_closed"] is None
     assert js["on_calibrated"]["pairs"] == [] and "## On the calibrated settings" not in md
+
+
+def test_goal_counts_the_default_and_the_nominal_breakers():
+    # 10 seeds: the default (corners) breaks on its worst kernel in 2 (8 kept: enough), closes
+    # (2 - (-0.5)) / (2 - (-1)) = 0.83 of the gap; none breaks at the nominal kernel in 2 seeds (> 1)
+    def row(worst, nominal, r):
+        return {"seeds": 10, "trained": 10, "C_nominal": np.array(nominal), "C_grid": np.array(worst),
+                "C_search": np.array(worst), "C_worst": np.array(worst), "R_pen_nominal": np.full(10, r),
+                "R_pen_worst": np.zeros(10)}  # fmt: skip
+    name = lambda lr, m: lr if m == "none" else f"{lr}+{m}"
+    corners_worst = [1.0, 1.0] + [-1.25] * 8  # mean -0.8
+    rows = {"PPO-Lag": row([2.0] * 10, [0.5, 0.5] + [-1.0] * 8, 10.0),
+            "PPO-Lag+corners": row(corners_worst, [-1.0] * 10, 7.0)}
+    table = {"gymnax:Toy": {"rows": rows, "poi": {"PPO-Lag": {"corners": (0.8, 0.6, 0.9)}},
+                            "feasible": {"least_worst_C": -1.0, "keepable": True}, "default": "corners"}}
+    md, js = render(table, {"seeds": 10}, ("PPO-Lag",), ("none", "corners"), name)
+    (g,) = js["goal"]["rows"]
+    assert (g["kept"], g["seeds"]) == (8, 10)
+    assert g["gap"] == pytest.approx((2.0 - np.mean(corners_worst)) / 3.0)
+    assert g["nominal_breakers"] == [("PPO-Lag", 2, 10)] and not g["met"]
+    assert (g["r_none"], g["r_default"]) == (10.0, 7.0) and "10.00 → 7.00" in md
+    # none keeps it at the nominal kernel in 9 of 10: the goal is met
+    rows["PPO-Lag"]["C_nominal"] = np.array([0.5] + [-1.0] * 9)
+    md, js = render(table, {"seeds": 10}, ("PPO-Lag",), ("none", "corners"), name)
+    assert js["goal"]["rows"][0]["met"] and js["goal"]["met"] == 1 and "Met on 1/1" in md
