@@ -33,3 +33,13 @@ def test_a_curve_that_never_settles_has_no_converged_budget():
     curves = {"return": STEPS[None] / 100_000 + OFFSETS}
     found, table = converged_budget(curves, STEPS, GRID)
     assert found is None and set(table) == set(GRID)  # every budget whose double was trained was judged
+
+
+def test_a_plateau_that_training_leaves_is_not_convergence():
+    # flat at 0 up to 100k, then a step to 2 between 100k and 200k, flat after: the 50k budget's
+    # doubling moves nothing (a plateau), 100k's moves by 2, and from 200k on nothing moves
+    step = np.where(STEPS > 150_000, 2.0, 0.0)
+    curves = {"return": step[None] + OFFSETS}
+    found, table = converged_budget(curves, STEPS, GRID)
+    assert table[50_000]["return"][0] == 0.0 and table[100_000]["return"][0] > 1.0
+    assert found == 200_000
