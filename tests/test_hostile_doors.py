@@ -115,6 +115,23 @@ def test_an_option_no_algorithm_uses_is_said():
     assert notes("MDPO-Lag,MDPO-Robust+worst-of-n") == []
 
 
+def test_a_number_of_a_plug_in_the_algorithm_does_not_train_with_is_said():
+    from rcmdp_jax.study.plan import unused_options
+
+    def notes(algos, sets=()):
+        argv = ["--algos", algos, *[a for kv in sets for a in ("--set", kv)], *TINY]
+        plan = _plan(argv)
+        overrides = dict(kv.split("=") for kv in sets)
+        return unused_options(overrides, list(plan.configs["cartpole"].values()))
+
+    (note,) = notes("MDPO-Lag@pid.kp=5")  # the plain rule reads no PID gain
+    assert "MDPO-Lag@pid.kp=5: pid.kp" in note and "does not train with pid" in note
+    assert notes("MDPO-PID-Lag@pid.kp=5") == []
+    (note,) = notes("MDPO-Lag,MDPO-Lag+dr", ["pid.ki=2"])  # said once, not once an algorithm
+    assert note.startswith("note: --set pid.ki: no algorithm of this run trains with pid")
+    assert notes("MDPO-Lag,MDPO-PID-Lag", ["pid.ki=2"]) == []
+
+
 def test_an_edited_run_json_is_refused_where_resume_would_be_silent():
     from rcmdp_jax.study.saved_plan import plan_problem
 

@@ -60,6 +60,13 @@ def used(cfg) -> tuple[type, ...]:
     return learners.get(cfg.learner), rule, adversary.method_class(adversary.method_of(cfg))
 
 
+def numbers_read(cfg) -> frozenset[str]:
+    """The traced numbers (``"NAME.number"``) of the plug-ins ``cfg`` trains with."""
+    mine = used(cfg)
+    return frozenset(f"{name}.{n}" for r in REGISTRIES for name, cls in r.items() if cls in mine
+                     for n in numbers_of(cls))  # fmt: skip
+
+
 def merged(own: tuple, changes: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     """``own`` (``Config.options``) with ``changes`` applied (``canonical``)."""
     return canonical(tuple({**dict(own), **changes}.items()))

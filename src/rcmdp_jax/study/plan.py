@@ -220,8 +220,16 @@ def unused_options(overrides: dict, configs) -> list[str]:
     from rcmdp_jax.plugin import option_owners, options_of
 
     owners, used = option_owners(), {o for c in configs for cls in options.used(c) for o in options_of(cls)}
-    return [f"note: --set {k}: no algorithm of this run uses it (an option of {owners[k][0]}); it has no effect"
-            for k in overrides if k in owners and k not in used]  # fmt: skip
+    notes = [f"note: --set {k}: no algorithm of this run uses it (an option of {owners[k][0]}); it has no effect"
+             for k in overrides if k in owners and k not in used]  # fmt: skip
+    reads = {id(c): options.numbers_read(c) for c in configs}
+    numbers = options.declared_numbers()
+    notes += [f"note: --set {k}: no algorithm of this run trains with {k.split('.')[0]}; it has no effect"
+              for k in overrides if k in numbers and not any(k in r for r in reads.values())]  # fmt: skip
+    notes += [f"note: {c.name}: {k}: {c.name} does not train with {k.split('.')[0]}; it has no effect"
+              for c in configs for k in c.hparams.plugin_names
+              if k not in overrides and k not in reads[id(c)]]  # fmt: skip
+    return list(dict.fromkeys(notes))
 
 
 def build_plan(args) -> Plan:
