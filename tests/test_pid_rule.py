@@ -163,3 +163,13 @@ def test_an_older_checkpoint_without_rule_state_restores(tmp_path):
     needs = {**today, "dual": today["dual"].replace(own={"pid": {"integral": jnp.ones(2)}})}
     with pytest.raises(ValueError):
         checkpoint.restore(tmp_path / "old", jax.eval_shape(lambda: needs))
+
+
+def test_the_margin_a_run_trains_with_is_said():
+    from rcmdp_jax import preset
+    from rcmdp_jax.study.plan import margin_notes
+
+    pend = [preset("gymnax:Pendulum-v1", a) for a in ("PPO-Lag", "PPO-Lag+dr@cost_margin=0")]
+    (note,) = margin_notes(pend)  # the preset's 3, and a lane set back to the limit: not named
+    assert "PPO-Lag train(s) to C <= -3 " in note and "dr" not in note
+    assert margin_notes([preset("cartpole", "PPO-Lag")]) == []  # the study's domains train to the limit

@@ -15,7 +15,14 @@ from pathlib import Path
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.study import runtime
 from rcmdp_jax.study.errors import PlanError, RunFolderError
-from rcmdp_jax.study.plan import build_plan, check_before_processes, check_devices, parse_sets, unused_options
+from rcmdp_jax.study.plan import (
+    build_plan,
+    check_before_processes,
+    check_devices,
+    margin_notes,
+    parse_sets,
+    unused_options,
+)
 from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name
@@ -283,7 +290,8 @@ def main(argv=None) -> int:
     runtime.speed_up(args.compile_cache)
     if split_note:
         print(split_note, flush=True)
-    for note in unused_options(parse_sets(args.sets), [c for cfgs in plan.configs.values() for c in cfgs.values()]):
+    every = [c for cfgs in plan.configs.values() for c in cfgs.values()]
+    for note in unused_options(parse_sets(args.sets), every) + margin_notes(every):
         print(note, flush=True)  # a note beside the run's own lines: stderr holds only what went wrong
     if args.event_note and not args.eval_only:
         print(args.event_note, flush=True)

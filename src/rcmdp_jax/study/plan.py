@@ -232,6 +232,17 @@ def unused_options(overrides: dict, configs) -> list[str]:
     return list(dict.fromkeys(notes))
 
 
+def margin_notes(configs) -> list[str]:
+    """The safety margin each algorithm trains with, where it is not 0 (a preset's, or a
+    ``--set cost_margin``): its dual keeps ``C <= -margin``, not ``C <= 0``."""
+    by = {}
+    for c in configs:
+        if float(c.hparams.cost_margin) != 0.0:
+            by.setdefault(float(c.hparams.cost_margin), []).append(c.name)
+    return [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{m:g} (cost_margin, a safety margin below the limit; "
+            "--set cost_margin=0 trains to the limit itself)" for m, names in by.items()]
+
+
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
