@@ -229,7 +229,7 @@ def test_ctrl_c_is_a_short_message_without_traceback(tmp_path):
 
     out = tmp_path / "interrupted"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    # one algorithm (one small program: the sigterm test in test_hostile_run_folder_writes.py runs the
+    # one algorithm (one small program: the sigterm test in test_run_folder_writes.py runs the
     # same, so the session's compilation cache serves one of the two), long enough to be
     # interrupted while training
     args = ["--algos", "MDPO-Lag", *TINY[2:]]

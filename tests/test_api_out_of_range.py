@@ -1,4 +1,4 @@
-"""Issue 31, the API's last gaps: a family member outside the family under vmap, an
+"""Values out of range through the API: a family member outside the family under vmap, an
 infinite kappa, bad actions under jit in the gymnax wrapper and outside it on CartPole;
 the lock under a race; the filter that keeps orbax's event-loop noise off stderr."""
 

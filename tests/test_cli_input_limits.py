@@ -1,4 +1,4 @@
-"""Issue 31, bad input a hostile user gives: sizes the memory estimate must see and the
+"""The command's input limits: sizes the memory estimate must see and the
 int32 counts, gymnax boxes in float32, the small ones, a multiplier step that blows up
 behind its clip. Each is one line (exit 2) before anything is written."""
 

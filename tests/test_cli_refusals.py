@@ -1,4 +1,4 @@
-"""The newer doors as safe as the main runner: ``rcmdp feasibility``, ``--costs``, ``NAME@FIELD=X``,
+"""The command's refusals beyond the runner's core options: ``rcmdp feasibility``, ``--costs``, ``NAME@FIELD=X``,
 brax methods, edited ``run.json`` and the Python API refuse bad input in one line (exit 2, or one
 ``TypeError``/``ValueError``) before anything trains or is written; feasibility's Ctrl-C and
 SIGTERM are the runner's (130 / 143, a line, ``--resume`` to the numbers of one call)."""

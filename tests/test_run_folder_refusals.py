@@ -1,9 +1,9 @@
-"""Issue 31, the run folder as a hostile user meets it (1 of 2, the refusals): an edited
+"""The run folder's refusals (1 of 2): an edited
 run.json, a folder a run still writes, a lock that is a link or a folder, another user's
 folder, odd names, options --eval-only checks. Each refused command is one line (exit 2)
 and changes nothing already written. In process through the entry point, on copies of
 ``trained`` (conftest.py). Full disks, SIGTERM and cut checkpoints:
-``test_hostile_run_folder_writes.py``."""
+``test_run_folder_writes.py``."""
 
 import errno
 import json

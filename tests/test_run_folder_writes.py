@@ -1,9 +1,9 @@
-"""Issue 31, the run folder as a hostile user meets it (2 of 2, writes cut short): a full
+"""The run folder when a write is cut short (2 of 2): a full
 disk while run.json, a checkpoint, the results or the report are written; SIGTERM while
 training; a checkpoint truncated or with a file missing. Each is one line, and leaves
 nothing that blocks a rerun or --resume. In process through the entry point; the SIGTERM
 and event-loop cases run the command itself. Edited and locked folders:
-``test_hostile_run_folder_refusals.py``."""
+``test_run_folder_refusals.py``."""
 
 import errno
 import json
