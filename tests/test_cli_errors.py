@@ -1,7 +1,8 @@
 """Bad input and divergence: each bad option or value is one line and exit 2 with
 nothing written (in process, and once through the command); bad hyperparameters and
 kernels through the API; run folders that are not (or cannot be) run folders; a diverged
-run, or seed, is never shown as a result."""
+run, or seed, is never shown as a result; messages name the command that was called; an
+--out that is a file is named a file."""
 
 import json
 import os
@@ -10,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import ALGOS, RUN_PY, TINY, _load
+from cli_helpers import ALGOS, RUN_PY, TINY, _load, _one_line
 
 from rcmdp_jax.study import cli
 
@@ -201,3 +202,23 @@ def test_existing_output_folder_is_never_overwritten(tmp_path):
     assert cli.main(TINY + ["--out", str(out)]) == 2
     assert (out / "precious.txt").read_text() == "keep me"
     assert sorted(p.name for p in out.iterdir()) == ["precious.txt"]
+
+
+# ------------------------------------------------------------------ the command's own name in its messages
+@pytest.mark.parametrize("argv0,prog", [("/usr/local/bin/rcmdp", "rcmdp"), ("/x/experiments/run.py", "run.py"),
+                                        ("/x/site-packages/rcmdp_jax/__main__.py", "python -m rcmdp_jax")])  # fmt: skip
+def test_messages_name_the_command_that_was_called(tmp_path, capsys, monkeypatch, argv0, prog):
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert cli.main(["--seeds", "0", "--out", str(tmp_path / "never")]) == 2
+    _one_line(capsys, f"{prog}: error: --seeds must be a positive integer")
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--help"])
+    assert capsys.readouterr().out.startswith(f"usage: {prog} ")
+
+
+def test_an_out_that_is_a_file_is_named_a_file(tmp_path, capsys):
+    a_file = tmp_path / "results.txt"
+    a_file.write_text("mine")
+    assert cli.main(["--algos", "PPO", "--seeds", "1", "--out", str(a_file)]) == 2
+    _one_line(capsys, f"--out {a_file} is a file, not a folder")
+    assert a_file.read_text() == "mine"

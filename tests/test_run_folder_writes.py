@@ -166,3 +166,20 @@ def test_a_checkpoint_file_cut_short_or_missing_is_named_by_the_file_list(traine
     assert checkpoint.files_problem(ckpt) == f"{big} is missing"
     checkpoint.files_path(ckpt).write_text("[")
     assert "cannot be read" in checkpoint.files_problem(ckpt)
+
+
+# ------------------------------------------------------------------ orbax's event-loop noise
+def test_the_event_loop_noise_filter_drops_only_that_noise():
+    import io
+
+    from rcmdp_jax.checkpoint import _LoopClosedFilter
+
+    buf = io.StringIO()
+    f = _LoopClosedFilter(buf)
+    noise = ('Traceback (most recent call last):\n  File "base_events.py", line 806, in call_soon_threadsafe\n'
+             "    self._check_closed()\nRuntimeError: Event loop is closed\n")  # fmt: skip
+    other = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: kept\n'
+    for piece in ("run.py: error: ", "one line\n", noise, noise[:40], noise[40:], other, "partial"):
+        f.write(piece)
+    f.flush()
+    assert buf.getvalue() == "run.py: error: one line\n" + other + "partial"
