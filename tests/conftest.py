@@ -133,17 +133,17 @@ def shared_run(name: str, args: list[str]) -> Path:
 
 @pytest.fixture(scope="session")
 def full_run():
-    """The command-line tests' tiny study (``cli_helpers.TINY``: two families on CartPole)."""
-    from cli_helpers import TINY
+    """The command-line tests' tiny study (``tiny_configs.TINY``: two families on CartPole)."""
+    from tiny_configs import TINY
 
     return shared_run("full", TINY)
 
 
 @pytest.fixture(scope="session")
 def trained():
-    """A tiny MDPO-Lag run on CartPole (``cli_helpers.HOSTILE_TINY``) for the tests that edit,
+    """A tiny MDPO-Lag run on CartPole (``tiny_configs.HOSTILE_TINY``) for the tests that edit,
     re-read or re-test a finished run folder (copy it before changing it)."""
-    from cli_helpers import HOSTILE_TINY
+    from tiny_configs import HOSTILE_TINY
 
     return shared_run("hostile", HOSTILE_TINY)
 

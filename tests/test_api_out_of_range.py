@@ -6,18 +6,18 @@ per lane when traced, refused by name when not."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_configs import tiny
 
 
 # ------------------------------------------------------------------ 5. the API's gaps
 def test_a_family_member_outside_the_family_is_flagged_per_lane_under_vmap():
     import jax
 
-    from rcmdp_jax import make_family, preset
+    from rcmdp_jax import make_family
     from rcmdp_jax.divergence import diverged_seeds
     from rcmdp_jax.train import TrainResult
 
-    cfgs = [preset("cartpole", a, total_timesteps=64, n_steps=16, minibatch_size=16, eval_episodes=2,
-                   ltma_iterations=2) for a in ("MDPO", "MDPO-Lag")]  # fmt: skip
+    cfgs = [tiny(algo=a, iterations=1) for a in ("MDPO", "MDPO-Lag")]
     fam = make_family(cfgs)
     with pytest.raises(ValueError, match="member must index the family's 2 config"):
         fam(jax.random.PRNGKey(0), np.array([1, 7]))
@@ -36,9 +36,9 @@ def test_a_family_member_outside_the_family_is_flagged_per_lane_under_vmap():
     (jnp.array([0, 0]), 1, "start must be one integer"), (jnp.array(0.0), 1, "start must be one integer"),
 ])  # fmt: skip
 def test_run_names_a_chunk_that_is_not_one(start, n, match):
-    from rcmdp_jax import make_train, preset
+    from rcmdp_jax import make_train
 
-    train = make_train(preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16))
+    train = make_train(tiny(algo="MDPO", iterations=1))
     with pytest.raises(ValueError, match=match):
         train.run(None, None, start, n)  # refused before the state is looked at
 
@@ -47,13 +47,13 @@ def test_an_infinite_kappa_is_refused_and_flagged_when_traced():
     import jax
     import jax.numpy as jnp
 
-    from rcmdp_jax import envs, make_train, preset
+    from rcmdp_jax import envs, make_train
 
     env, params = envs.make("cartpole")
     inf = params.replace(kappa=jnp.array([np.inf, 0.05, 0.005, 0.05]))
     with pytest.raises(ValueError, match="kappa must be finite"):
         env.validate_params(inf)
-    cfg = preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)
+    cfg = tiny(algo="MDPO", iterations=1)
     with pytest.raises(ValueError, match="kappa must be finite"):
         make_train(cfg)(jax.random.PRNGKey(0), None, inf)
     assert not bool(jax.jit(env.kernel_ok)(inf)) and bool(jax.jit(env.kernel_ok)(params))

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_configs import tiny
 
 from rcmdp_jax import envs, make_family, make_train, preset
 from rcmdp_jax.config import config_to_dict
@@ -21,7 +22,7 @@ def test_make_train_names_the_config_it_needs(config):
 
 
 def test_env_params_must_be_the_environments_params():
-    train = make_train(preset("cartpole", "PPO", total_timesteps=64, n_steps=16, minibatch_size=16))
+    train = make_train(tiny(algo="PPO", iterations=1))
     with pytest.raises(TypeError, match="env_params must be the environment's CartPoleParams"):
         train.init(jax.random.PRNGKey(0), env_params={"xi": [1.0, 1.0, 1.0, 1.0]})
 
@@ -36,7 +37,7 @@ def test_numpy_integers_are_integers_and_the_config_stays_json_ready():
 
 @pytest.mark.parametrize("member", [5, -1, np.array([0, 1])])
 def test_a_family_member_index_outside_the_family_is_refused(member):
-    family = make_family([preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)])
+    family = make_family([tiny(algo="MDPO", iterations=1)])
     with pytest.raises(ValueError, match=r"member must index the family's 1 config\(s\) \(0 .. 0\)"):
         family.init(jax.random.PRNGKey(0), member)
 
@@ -50,7 +51,7 @@ def test_vmapped_values_out_of_range_are_flagged_per_lane():
 
     from rcmdp_jax.divergence import diverged_seeds
 
-    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=64, n_steps=16, minibatch_size=16, epochs=1, eval_every=100)
+    cfg = tiny(algo="MDPO-Lag", iterations=1)
     train = make_train(cfg)
     hp, params = cfg.hparams, train.step.default_env_params
     lanes = jax.tree.map(lambda x: jnp.full((5,), x, jnp.float32), hp)
@@ -123,11 +124,11 @@ def test_robustify_names_a_cost_that_is_not_a_vector_function(costs, error, matc
 
 # ------------------------------------------------------------------ the wrong type through the evaluation, feasibility and training calls
 def _api_cases():
-    from rcmdp_jax import make_train, preset
+    from rcmdp_jax import make_train
     from rcmdp_jax.evaluate import make_eval
     from rcmdp_jax.feasibility import FeasibilityConfig, check_feasibility
 
-    cfg = preset("cartpole", "PPO", total_timesteps=64, n_steps=16, minibatch_size=16)
+    cfg = tiny(algo="PPO", iterations=1)
     key = jax.random.PRNGKey(0)
     return {
         "make_eval(str)": (lambda: make_eval("cartpole", n_test=2), TypeError, "make_eval needs an rcmdp_jax.Config"),

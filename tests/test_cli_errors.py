@@ -11,7 +11,8 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import ALGOS, RUN_PY, TINY, _load, _one_line
+from cli_helpers import RUN_PY, _load, _one_line
+from tiny_configs import ALGOS, TINY, tiny
 
 from rcmdp_jax.study import cli
 
@@ -119,10 +120,10 @@ def test_one_diverged_seed_of_a_batch_is_found_and_the_others_kept():
     import jax
     import jax.numpy as jnp
 
-    from rcmdp_jax import make_train, preset
+    from rcmdp_jax import make_train
     from rcmdp_jax.divergence import diverged_seeds
 
-    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=128, n_steps=16, minibatch_size=16, eval_episodes=2)
+    cfg = tiny(algo="MDPO-Lag", iterations=2)
     hp = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), cfg.hparams).replace(lr=jnp.array([3e-4, 1e30, 3e-4]))
     result = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(jax.random.PRNGKey(0), 3), hp)
     np.testing.assert_array_equal(diverged_seeds(result), [False, True, False])
@@ -152,9 +153,9 @@ def test_a_partly_diverged_algorithm_is_summarised_over_its_other_seeds_and_neve
 def test_bad_hparams_through_the_api_are_refused_before_training(hparams, message):
     import jax
 
-    from rcmdp_jax import make_train, preset
+    from rcmdp_jax import make_train
 
-    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=64, n_steps=16, minibatch_size=16)
+    cfg = tiny(algo="MDPO-Lag", iterations=1)
     with pytest.raises(ValueError, match=message):
         make_train(cfg)(jax.random.PRNGKey(0), cfg.hparams.replace(**hparams))
 
@@ -164,10 +165,10 @@ def test_a_kernel_outside_the_box_is_refused(xi):
     import jax
     import jax.numpy as jnp
 
-    from rcmdp_jax import envs, make_train, preset
+    from rcmdp_jax import envs, make_train
 
     _, params = envs.make("cartpole")
-    cfg = preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)
+    cfg = tiny(algo="MDPO", iterations=1)
     with pytest.raises(ValueError, match="xi"):
         make_train(cfg)(jax.random.PRNGKey(0), None, params.replace(xi=jnp.array(xi)))
 

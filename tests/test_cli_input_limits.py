@@ -4,8 +4,8 @@ behind its clip. Each is one line (exit 2) before anything is written."""
 
 import numpy as np
 import pytest
-from cli_helpers import HOSTILE_TINY as TINY
 from cli_helpers import _one_line
+from tiny_configs import HOSTILE_TINY as TINY
 
 from rcmdp_jax.study import cli
 

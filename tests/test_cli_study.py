@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import ALGOS, QUICK, RUN_PY, TINY, _assert_same_run, _load
+from cli_helpers import RUN_PY, _assert_same_run, _load
+from tiny_configs import ALGOS, QUICK, TINY
 
 from rcmdp_jax import stats
 from rcmdp_jax.study import cli

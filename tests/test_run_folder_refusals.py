@@ -12,8 +12,8 @@ import subprocess
 import threading
 
 import pytest
-from cli_helpers import HOSTILE_TINY as TINY
 from cli_helpers import _copy, _one_line, _snapshot
+from tiny_configs import HOSTILE_TINY as TINY
 
 from rcmdp_jax.study import cli
 

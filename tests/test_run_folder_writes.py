@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from cli_helpers import HOSTILE_TINY as TINY
 from cli_helpers import RUN_PY, _copy, _one_line
+from tiny_configs import HOSTILE_TINY as TINY
 
 from rcmdp_jax.study import cli
 
