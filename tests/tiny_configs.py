@@ -1,12 +1,19 @@
 """The tiny configurations the tests train (not a test file), in one place: one tiny batch for
-the Python API (``tiny``) and the same batch as command-line arguments (``TINY``, ``HOSTILE_TINY``,
-``sets``). A test that trains takes them as they are, and overrides a field only where its check
-reads that field, so that tests training the same algorithm on the same environment compile the
-same program, once a session (the XLA cache of conftest.py).
+the Python API (``tiny``) and the command line's tiny studies (``TINY``, ``HOSTILE_TINY``, with
+``sets`` to write fields as ``--set`` arguments). A test that trains takes them as they are, and
+overrides a field only where its check reads that field, so that tests training the same
+algorithm on the same environment through the same call compile the same program, once a
+session (the XLA cache of conftest.py).
 
 ``tiny(env, algo)``: 3 iterations of 4 environments x 16 steps, minibatches of 16, 2 epochs,
 3 LTMA iterations, 2 evaluation episodes, the multiplier read from the start state's value; the
 golden numbers of ``golden/presets.json`` pin this configuration (``test_train_families.py``).
+
+The command line's batch (``CLI_BATCH``) has the same steps, minibatches and evaluation
+episodes, but keeps the presets' epochs and 2 LTMA iterations: the shared runs ``full`` and
+``trained`` (conftest.py) that the checks marked slow read were made with them. The command
+line trains families (``make_family``), not ``make_train`` alone, so the two never share a
+program either way.
 """
 
 from rcmdp_jax import envs, preset
