@@ -24,7 +24,8 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_train import bench_family, bench_sweep, bench_train, machine  # noqa: E402
+from bench_train import bench_family, bench_sweep, bench_train  # noqa: E402
+from launch import machine  # noqa: E402
 
 
 def bench_sb3(repeats: int = 3, steps: int = 20_000, eval_episodes: int = 50) -> dict | None:
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
 
     cpu_prng.apply_default()  # as the runner does
     seeds = args.seeds or ("1,10,100" if jax.default_backend() == "cpu" else "1,10,100,1000,4096")
-    report: dict = {"machine": machine(), "train": [], "sweep": None, "sb3": None, "ratios": {}}
+    report: dict = {"machine": machine(devices=True), "train": [], "sweep": None, "sb3": None, "ratios": {}}
     for algo in ("MDPO-Robust-Lag", "PPO-Lag"):
         for n in (int(x) for x in seeds.split(",")):
             row = bench_train("cartpole", algo, n, args.repeats)

@@ -27,12 +27,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from launch import machine  # experiments/launch.py (imports no JAX)
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = {"before": (False, False), "per-device": (True, False), "after": (True, True)}
@@ -150,8 +149,7 @@ def main(argv=None) -> int:
                 row["max_abs_xi_difference"] = float(max(np.nanmax(np.abs(x - ref)) for x in xis.values()))
             rows.append(row)
     out = {
-        "machine": {"cpu": platform.processor() or platform.machine(), "devices": [str(d) for d in jax.devices()],
-                    "jax": jax.__version__, "python": sys.version.split()[0]},
+        "machine": machine(devices=True),
         "budget": args.budget, "seeds": args.seeds, "chunks_timed": args.chunks, "rows": rows,
     }  # fmt: skip
     path = Path(args.json)

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 import jax
+from launch import describe, machine  # experiments/launch.py
 from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
 from rcmdp_jax.envs.gymnax_presets import PRESETS
 
@@ -44,16 +43,6 @@ def program(env, params, n_envs: int, n_steps: int):
         return jax.lax.scan(body, state, jax.random.split(key, n_steps))[1].sum()
 
     return jax.jit(run)
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def best_time(fn, repeats: int) -> float:
@@ -84,7 +73,7 @@ def main(argv=None):
         print(f"{key:26s} gymnax {n / raw / 1e6:7.2f} M steps/s   wrapped {n / wrap / 1e6:7.2f} M steps/s   "
               f"wrapped/raw time {wrap / raw:.2f}", flush=True)  # fmt: skip
     report = {
-        "machine": f"{cpu_name()}, {os.cpu_count()} cores, {jax.default_backend()}, JAX {jax.__version__}",
+        "machine": describe(machine(devices=True)),
         "envs": args.envs,
         "steps": args.steps,
         "presets": rows,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 
@@ -20,18 +19,6 @@ import numpy as np
 
 # rcmdp_jax is imported inside the functions: importing it starts JAX's backends
 # (through gymnax), and --cpu-devices must act before that.
-
-
-def machine() -> dict:
-    import os
-
-    return {
-        "backend": jax.default_backend(),
-        "devices": [str(d) for d in jax.devices()],
-        "cpu": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "jax": jax.__version__,
-    }
 
 
 def _time(compiled, args, repeats):
@@ -206,7 +193,9 @@ def main(argv=None) -> int:
     from pathlib import Path
 
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"machine": machine(), "train": rows, "sweep": sweep}, indent=2))
+    from launch import machine  # experiments/launch.py
+
+    Path(args.json).write_text(json.dumps({"machine": machine(devices=True), "train": rows, "sweep": sweep}, indent=2))
     print(f"wrote {args.json}")
     return 0
 

@@ -70,7 +70,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import jax
-    from bench_train import bench_train, machine
+    from bench_train import bench_train
+    from launch import machine
     from rcmdp_jax.envs.brax_presets import parse_brax_name
 
     from rcmdp_jax import envs
@@ -87,7 +88,7 @@ def main(argv=None) -> int:
         row = brax_ppo(args.env, backend, pre.episode_length, args.brax_steps, n)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    out = {"env": name, "backend": backend, "episode_length": pre.episode_length, "machine": machine(),
+    out = {"env": name, "backend": backend, "episode_length": pre.episode_length, "machine": machine(devices=True),
            "jax": jax.__version__, "rows": rows}  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:

@@ -21,15 +21,14 @@ python -c "import jax, sys; print('devices:', jax.devices()); sys.exit(jax.defau
   { echo "brax_gpu.sh: no accelerator found by JAX; these presets are GPU workloads" >&2; exit 1; }
 for env in hopper halfcheetah; do
   dir="$OUT/$env"
-  resume=()
-  [ -f "$dir/run.json" ] && resume=(--resume)
   # can the velocity limit be kept on the box at all? (3 cost-minimising policies, 1M steps each)
   [ -f "$OUT/feasibility_$env/feasibility.json" ] ||
     python -m rcmdp_jax feasibility --env "brax:$env" --steps 1000000 --out "$OUT/feasibility_$env" 2>&1 | tee -a "$OUT/$env.log"
   python experiments/brax_gpu_sweep.py --env "$env" --out "$OUT/sweep_$env" 2>&1 | tee -a "$OUT/$env.log"
   read -r -a shape < <(python experiments/brax_gpu_sweep.py --env "$env" --out "$OUT/sweep_$env" --report | tail -n 1)
-  /usr/bin/time -v python experiments/run.py --env "brax:$env" --algos "$ALGOS" --seeds 10 --budget short \
-    --worst-case costs --out "$dir" "${shape[@]}" "${resume[@]}" 2>&1 | tee -a "$OUT/$env.log"
+  # experiments/launch.py: run.py --out DIR, --resume when DIR/run.json exists, its one exit-code rule
+  /usr/bin/time -v python experiments/launch.py "$dir" --env "brax:$env" --algos "$ALGOS" --seeds 10 --budget short \
+    --worst-case costs "${shape[@]}" 2>&1 | tee -a "$OUT/$env.log"
   python experiments/report.py "$dir" | tee "$OUT/$env.tables.md"
 done
 echo "tables: $OUT/hopper.tables.md $OUT/halfcheetah.tables.md"

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from launch import launch  # experiments/launch.py
+
 ALGO = "PPO-Lag"
 # (n_envs, n_steps, minibatch_size) a seed: the preset's, then batches 2.5x, 5x and 10x its
 # 1,600 steps spread over more environments (shorter rollouts), minibatches growing with them
@@ -47,11 +47,9 @@ def train(env: str, shape: tuple[int, int, int], steps: int, out: Path) -> float
     run_dir = shape_dir(out, shape)
     if list(run_dir.glob("*/summary.json")):
         return None
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "--env", f"brax:{env}", "--algos", ALGO,
-           "--seeds", "2", "--steps", str(steps), "--n-test", "2", "--out", str(run_dir), *shape_args(shape)]  # fmt: skip
-    cmd += ["--resume"] if (run_dir / "run.json").exists() else []
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True)
+    launch(run_dir, ["--env", f"brax:{env}", "--algos", ALGO, "--seeds", "2", "--steps", str(steps), "--n-test", "2",
+                     *shape_args(shape)])  # fmt: skip
     return time.perf_counter() - t0
 
 

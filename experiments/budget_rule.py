@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from launch import launch  # noqa: E402  (experiments/launch.py)
 
 from rcmdp_jax.convergence import converged_budget  # noqa: E402
 
@@ -38,14 +39,9 @@ def train(setting: str, out: Path, steps: int, seeds: int, algo: str) -> float:
     """Train (or resume) ``algo`` on ``setting`` into ``out``; the wall seconds (0 when it was done)."""
     if (out / "done").exists():
         return 0.0
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "--env", setting, "--algos", algo, "--seeds",
-           str(seeds), "--steps", str(steps), "--plots", "off", "--n-test", "10", "--out", str(out)]  # fmt: skip
-    if (out / "run.json").exists():
-        cmd.append("--resume")
     t0 = time.time()
-    status = subprocess.run(cmd, cwd=ROOT).returncode
-    if status not in (0, 3):  # 3: some seeds diverged (named in the report)
-        raise SystemExit(f"{setting}: run.py exited with status {status}")
+    launch(out, ["--env", setting, "--algos", algo, "--seeds", str(seeds), "--steps", str(steps), "--plots", "off",
+                 "--n-test", "10"])  # fmt: skip
     (out / "done").write_text("")
     return time.time() - t0
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from launch import mean_se  # experiments/launch.py
 from rcmdp_jax.envs import GYMNAX_PREFIX as PREFIX
 from rcmdp_jax.envs.gymnax_presets import PRESETS
 
@@ -42,7 +43,8 @@ def random_values(name: str, n: int = 500):
     one = lambda k: episode_values(k, env, params, random_policy(env), env.gamma, env.episode_length)[:2]  # noqa: E731
     v, c = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(123), n))
     v, c = np.asarray(v), np.asarray(c)
-    return {"V": float(v.mean()), "V_se": float(v.std() / np.sqrt(n)), "C": c.mean(0).tolist()}
+    mean, se = mean_se(v)
+    return {"V": mean, "V_se": se, "C": c.mean(0).tolist()}
 
 
 def trained_values(name: str, algo: str, seeds: int):
@@ -51,9 +53,9 @@ def trained_values(name: str, algo: str, seeds: int):
     out = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(jax.random.key(0), seeds))
     ret = np.asarray(out.metrics["eval_return"])  # [S, iterations]
     costs = np.asarray(out.metrics["eval_costs"])  # [S, iterations, m]
-    last = np.nanmean(ret[:, -3:], axis=1)
+    v, v_se = mean_se(np.nanmean(ret[:, -3:], axis=1))
     return {
-        "V": float(last.mean()), "V_se": float(last.std(ddof=1) / np.sqrt(seeds)) if seeds > 1 else 0.0,
+        "V": v, "V_se": v_se,
         "C": np.nanmean(costs[:, -3:], axis=(0, 1)).tolist(), "seconds": time.perf_counter() - t0,
         "policy_steps": cfg.num_iterations * cfg.batch_size,
     }  # fmt: skip

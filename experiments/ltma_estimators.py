@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from launch import command, launch  # experiments/launch.py
 
 ROOT = Path(__file__).resolve().parent.parent
 ESTIMATORS = ("score", "pathwise")
@@ -32,12 +32,9 @@ def train(out: Path, estimator: str, seeds: int) -> Path:
     done = all((run_dir / e / ALGO / "test_results.npz").exists() for e in ("cartpole", "inventory", "inventory3d"))
     if done:
         return run_dir
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "--env", "all", "--algos", ALGO,
-           "--seeds", str(seeds), "--set", f"ltma_estimator={estimator}", "--out", str(run_dir)]  # fmt: skip
-    if run_dir.exists():
-        cmd.append("--resume")
-    print(" ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    args = ["--env", "all", "--algos", ALGO, "--seeds", str(seeds), "--set", f"ltma_estimator={estimator}"]
+    print(" ".join(command(run_dir, args)), flush=True)
+    launch(run_dir, args)
     return run_dir
 
 

@@ -5,7 +5,7 @@ gymnax preset, and under which reading of the dual phase's ``C^``?
 
 Trains PPO-Lag and MDPO-Lag (10 seeds, short budget) on each gymnax preset under each
 ``dual_estimator``, with ``experiments/run.py`` (``--parallel`` runs at a time, each on
-``--devices`` CPU devices), and writes ``DIR/nominal_constraint.json``: per preset,
+``--devices`` CPU devices; resumable, ``experiments/launch.py``), and writes ``DIR/nominal_constraint.json``: per preset,
 reading and learner, each seed's constraint value at the nominal kernel (the
 robustness test's level 0, deterministic policy) and its discounted return there.
 """
@@ -14,23 +14,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from job_pool import run_pool  # experiments/job_pool.py
+from launch import command as launch_command  # experiments/launch.py
 
-ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ("gymnax:CartPole-v1", "gymnax:Pendulum-v1", "gymnax:Acrobot-v1", "gymnax:MountainCarContinuous-v0")
 READINGS = ("cost_to_go", "start_value", "step_cost", "gae")
 LEARNERS = ("PPO-Lag", "MDPO-Lag")
 
 
 def command(env: str, reading: str, out: Path, seeds: int, devices: int) -> list[str]:
-    return [sys.executable, str(ROOT / "experiments" / "run.py"), "--env", env, "--algos", ",".join(LEARNERS),
-            "--seeds", str(seeds), "--set", f"dual_estimator={reading}", "--n-test", "10", "--devices", str(devices),
-            "--out", str(out)]  # fmt: skip
+    """The runner's command for one run (``--resume`` when its folder holds run.json)."""
+    return launch_command(out, ["--env", env, "--algos", ",".join(LEARNERS), "--seeds", str(seeds), "--set",
+                                f"dual_estimator={reading}", "--n-test", "10", "--devices", str(devices)])  # fmt: skip
+
+
+def tested(run_dir: Path, env: str) -> bool:
+    """Whether every learner of the run has its robustness test's results."""
+    from rcmdp_jax.study.run_folder import RunFolder
+
+    return all((RunFolder(run_dir).algo_dir(env, a) / "test_results.npz").exists() for a in LEARNERS)
 
 
 def nominal(run_dir: Path, env: str) -> dict:
@@ -52,20 +58,15 @@ def main(argv=None) -> None:
     p.add_argument("--devices", type=int, default=2)
     args = p.parse_args(argv)
     out = Path(args.out)
-    jobs = [(env, r) for env in PRESETS for r in READINGS]
-    running: list = []
+    out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    for env, r in jobs:
-        run_dir = out / f"{env.replace(':', '-')}_{r}"
-        if (run_dir / "run.json").exists():
-            continue
-        while len(running) >= args.parallel:
-            running = [q for q in running if q.poll() is None]
-            time.sleep(1)
-        log = open(out / f"{run_dir.name}.log", "w") if out.mkdir(parents=True, exist_ok=True) is None else None
-        running.append(subprocess.Popen(command(env, r, run_dir, args.seeds, args.devices), stdout=log, stderr=log))
-    for q in running:
-        q.wait()
+    jobs = []
+    for env in PRESETS:
+        for r in READINGS:
+            run_dir = out / f"{env.replace(':', '-')}_{r}"
+            if not tested(run_dir, env):
+                jobs.append((run_dir.name, command(env, r, run_dir, args.seeds, args.devices)))
+    run_pool(jobs, args.parallel, lambda s: print(s, flush=True), lambda name, seconds: None, logs=out)
     table = {env: {r: nominal(out / f"{env.replace(':', '-')}_{r}", env) for r in READINGS} for env in PRESETS}
     (out / "nominal_constraint.json").write_text(json.dumps({"wall_s": time.time() - t0, "table": table}, indent=1))
     for env in PRESETS:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import launch  # noqa: E402  (experiments/launch.py)
 from claims import CLAIMS, verdict_table  # noqa: E402
 
 SETTINGS = (
@@ -70,17 +70,14 @@ def run_all(out: Path, seeds: int, schedules: bool, extra: list[str]) -> int:
         done_s = sum(timings.values())
         rate = done_s / done_w if done_w else 60.0
         print(f"[{i + 1}/{len(todo)}] {name}: starting; ETA for the rest ~{left * rate / 60:.0f} min", flush=True)
-        cmd = [sys.executable, str(HERE / "run.py"), *args, "--out", str(run_dir), *extra]
-        if (run_dir / "run.json").exists():
-            cmd.append("--resume")
         start = time.perf_counter()
-        with open(out / f"{name}.log", "a") as log:
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        if proc.returncode in (3, 4):
+        status = launch.launch(run_dir, [*args, *extra], log=out / f"{name}.log", check=False)
+        if not launch.finished(status):  # the one exit-code rule
+            print(f"[{i + 1}/{len(todo)}] {name}: run.py exited {status} ({launch.explain(status)}); see {out / name}.log",
+                  flush=True)  # fmt: skip
+            return status
+        if status == 3:
             print(f"[{i + 1}/{len(todo)}] {name}: seeds diverged (see the table)", flush=True)
-        elif proc.returncode != 0:
-            print(f"[{i + 1}/{len(todo)}] {name}: run.py exited {proc.returncode}; see {out / name}.log", flush=True)
-            return proc.returncode
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
         timings_path.write_text(json.dumps(timings, indent=2))
         print(f"[{i + 1}/{len(todo)}] {name}: done in {timings[name] / 60:.1f} min "

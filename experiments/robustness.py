@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from launch import command, describe  # experiments/launch.py
 
 ROOT = Path(__file__).resolve().parents[1]
 # Inventory 1-D with a cost threshold: at the study's 0 no policy keeps its constraint (least worst C
@@ -75,13 +76,10 @@ def setting_command(out: Path, env: str, seeds: int, jobs: int) -> list[str]:
     """The runner's command for one setting (``--resume`` when its folder is there); with
     ``jobs > 1`` on one XLA device, so that the settings share the cores instead of each
     sharding over all of them."""
-    run_dir = out / "runs" / slug(env)
     algos = ",".join(algo_name(learner, m) for learner in LEARNERS for m in methods_of(learner))
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "--env", env, "--algos", algos, "--seeds",
-           str(seeds), "--worst-case", "costs", "--out", str(run_dir)]  # fmt: skip
-    cmd += ["--steps", str(STEPS[env])] if env in STEPS else ["--budget", "short"]
-    cmd += ["--devices", "1"] if jobs > 1 else []
-    return cmd + (["--resume"] if (run_dir / "run.json").exists() else [])
+    args = ["--env", env, "--algos", algos, "--seeds", str(seeds), "--worst-case", "costs"]
+    args += ["--steps", str(STEPS[env])] if env in STEPS else ["--budget", "short"]
+    return command(out / "runs" / slug(env), args + (["--devices", "1"] if jobs > 1 else []))
 
 
 def pool_order(names: list[str]) -> list[str]:
@@ -144,15 +142,10 @@ def code_version() -> str:
 
 
 def machine() -> str:
-    import os
-    import platform
+    """The machine in words, ``experiments/launch.py``'s: ``2-core <the CPU's model name>``."""
+    from launch import machine as measured_on
 
-    cpu = platform.processor() or "CPU"
-    try:
-        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{os.cpu_count()}-core {cpu}"
+    return describe(measured_on())
 
 
 # ------------------------------------------------------------------ the evidence

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from launch import format_mean_se, mean_se  # experiments/launch.py
 
 
 def _mean_se(x) -> str:
-    x = np.asarray(x, np.float64)
-    se = x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else 0.0
-    return f"{x.mean():+.2f} ± {se:.2f}"
+    return format_mean_se(x, digits=2)
 
 
 def _broken(x) -> int:
@@ -29,10 +28,9 @@ def gap_closed(c_none, c_method, c_feasible) -> float | None:
     ``(C_none - C_method) / (C_none - C_feasible)`` of the mean worst-kernel C; None when
     *none* is already at the bound within two of its seeds' standard errors (below it, or a gap
     of seed noise, whose ratio means nothing: Inventory's least-cost policy, which *none* finds)."""
-    c_none = np.asarray(c_none, dtype=float)
-    se = float(c_none.std(ddof=1) / np.sqrt(c_none.size)) if c_none.size > 1 else 0.0
-    gap = float(c_none.mean()) - float(c_feasible)
-    return None if gap <= 2 * se else (float(c_none.mean()) - float(np.mean(c_method))) / gap
+    mean, se = mean_se(c_none)
+    gap = mean - float(c_feasible)
+    return None if gap <= 2 * se else (mean - float(np.mean(c_method))) / gap
 
 
 def calibrated(c_none, feasible: dict | None) -> tuple[bool, str]:

@@ -236,9 +236,9 @@ def main(argv=None) -> int:
         import platform
 
         sys.path.insert(0, str(HERE))
-        from bench import machine
+        from launch import machine
 
-        report.update(machine=machine(), python=platform.python_version(), points=[])
+        report.update(machine=machine(devices=True), python=platform.python_version(), points=[])
         t0 = time.perf_counter()
         for i, pt in enumerate(points()):
             r = measure(pt)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from claims import CLAIMS, CONSTRAINED, UNCONSTRAINED, judge  # noqa: E402
+from launch import explain, finished, launch  # noqa: E402
 
 ROBUST = ["RMCPMD", "PPO-Robust", "MDPO-Robust", "RMCPMD-Lag", "PPO-Robust-Lag", "MDPO-Robust-Lag",
           "MDPO-Robust-Augmented-Lag"]  # fmt: skip
@@ -102,19 +102,16 @@ def run_all(out: Path, seeds: int) -> int:
             print(f"[{i + 1}/{len(todo)}] {name}: finished before, skipped", flush=True)
             continue
         sets = [x for s in READINGS[reading][0] for x in ("--set", s)]
-        cmd = [sys.executable, str(HERE / "run.py"), "--env", env, "--budget", budget, "--seeds", str(seeds),
-               "--algos", ",".join(algos_of(reading, env, budget)), "--out", str(run_dir), *sets,
-               "--compile-cache", str(out / "xla")]  # fmt: skip
-        if (run_dir / "run.json").exists():
-            cmd.append("--resume")
+        args = ["--env", env, "--budget", budget, "--seeds", str(seeds), "--algos", ",".join(algos_of(reading, env, budget)),
+                *sets, "--compile-cache", str(out / "xla")]  # fmt: skip
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         print(f"[{i + 1}/{len(todo)}] {name}: starting ({(time.perf_counter() - t0) / 60:.1f} min so far)", flush=True)
         start = time.perf_counter()
-        with open(out / f"{reading}-{env}-{budget}.log", "a") as log:
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        if proc.returncode not in (0, 3, 4):
-            print(f"{name}: run.py exited {proc.returncode}; see its log in {out}", flush=True)
-            return proc.returncode
+        log = out / f"{reading}-{env}-{budget}.log"
+        status = launch(run_dir, args, log=log, check=False)
+        if not finished(status):  # the one exit-code rule (experiments/launch.py)
+            print(f"{name}: run.py exited {status} ({explain(status)}); see {log}", flush=True)
+            return status
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
         timings_path.write_text(json.dumps(timings, indent=2))
         print(f"[{i + 1}/{len(todo)}] {name}: done in {timings[name] / 60:.1f} min", flush=True)

@@ -1,6 +1,6 @@
-"""What the command-line and run-folder test files share (not a test file): the tiny
-studies' arguments (``conftest.py``'s ``full_run`` and ``trained`` train them once a
-session), copying a shared run folder before changing it, and reading one."""
+"""What the command-line and run-folder test files share (not a test file): copying a shared
+run folder before changing it, and reading one. The tiny studies' arguments (``conftest.py``'s
+``full_run`` and ``trained`` train them once a session) are in ``tiny_configs.py``."""
 
 import csv
 import shutil
@@ -9,20 +9,6 @@ from pathlib import Path
 import numpy as np
 
 RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"  # the command users call
-
-ALGOS = "MDPO-Lag,MDPO-Robust,PPO-Lag"  # two families: {MDPO-Lag, MDPO-Robust}, {PPO-Lag}
-TINY = ["--algos", ALGOS, "--seeds", "2", "--steps", "128", "--n-test", "3",
-        "--set", "n_steps=16", "--set", "minibatch_size=16", "--set", "ltma_iterations=2",
-        "--set", "eval_episodes=2"]  # fmt: skip
-
-# the report's tables without its figures (a few seconds a run): for the runs whose figures no test reads
-QUICK = ["--plots", "off"]
-
-# a tiny MDPO-Lag run on CartPole (2 seeds): ``trained``, for the tests that edit, re-read or
-# re-test a finished run folder
-HOSTILE_TINY = ["--algos", "MDPO-Lag", "--seeds", "2", "--steps", "128", "--n-test", "3", "--set", "n_steps=16",
-                "--set", "minibatch_size=16", "--set", "ltma_iterations=2", "--set", "eval_episodes=2", *QUICK]  # fmt: skip
-
 
 def _load(out, algo, name):
     return dict(np.load(Path(out) / "cartpole" / algo / name))

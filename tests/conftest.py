@@ -133,17 +133,17 @@ def shared_run(name: str, args: list[str]) -> Path:
 
 @pytest.fixture(scope="session")
 def full_run():
-    """The command-line tests' tiny study (``cli_helpers.TINY``: two families on CartPole)."""
-    from cli_helpers import TINY
+    """The command-line tests' tiny study (``tiny_configs.TINY``: two families on CartPole)."""
+    from tiny_configs import TINY
 
     return shared_run("full", TINY)
 
 
 @pytest.fixture(scope="session")
 def trained():
-    """A tiny MDPO-Lag run on CartPole (``cli_helpers.HOSTILE_TINY``) for the tests that edit,
+    """A tiny MDPO-Lag run on CartPole (``tiny_configs.HOSTILE_TINY``) for the tests that edit,
     re-read or re-test a finished run folder (copy it before changing it)."""
-    from cli_helpers import HOSTILE_TINY
+    from tiny_configs import HOSTILE_TINY
 
     return shared_run("hostile", HOSTILE_TINY)
 
@@ -158,9 +158,9 @@ FILE_WEIGHTS = {
     "test_brax.py": 280, "test_train_families.py": 190, "test_cli_study.py": 160, "test_adversary.py": 160,
     "test_train_learning.py": 130, "test_gymnax_train.py": 130, "test_sharding.py": 100, "test_fidelity.py": 95,
     "test_gymnax.py": 80, "test_portability.py": 80, "test_cli_resume.py": 70, "test_user_env_run.py": 65,
-    "test_distributed.py": 60, "test_dual_estimators.py": 50, "test_worst_case.py": 45, "test_behaviour.py": 40,
+    "test_distributed.py": 60, "test_dual_estimators.py": 50, "test_worst_case.py": 45, "test_train_mechanics.py": 40,
     "test_cli_errors.py": 40, "test_envs.py": 35, "test_feasibility.py": 30, "test_user_env_checks.py": 25,
-    "test_train_config.py": 10, "test_pid_rule.py": 60, "test_policy_logs.py": 50, "test_hostile_doors.py": 50,
+    "test_train_config.py": 10, "test_pid_rule.py": 60, "test_policy_logs.py": 50, "test_cli_refusals.py": 50,
     "test_separate_worst_cases.py": 45, "test_episode_cost.py": 40, "test_plugin_state.py": 40,
     "test_plugin_files.py": 30, "test_figure_text.py": 20,
 }  # fmt: skip

@@ -1,7 +1,8 @@
 """Bad input and divergence: each bad option or value is one line and exit 2 with
 nothing written (in process, and once through the command); bad hyperparameters and
 kernels through the API; run folders that are not (or cannot be) run folders; a diverged
-run, or seed, is never shown as a result."""
+run, or seed, is never shown as a result; messages name the command that was called; an
+--out that is a file is named a file."""
 
 import json
 import os
@@ -10,7 +11,8 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import ALGOS, RUN_PY, TINY, _load
+from cli_helpers import RUN_PY, _load, _one_line
+from tiny_configs import ALGOS, TINY, tiny
 
 from rcmdp_jax.study import cli
 
@@ -118,10 +120,10 @@ def test_one_diverged_seed_of_a_batch_is_found_and_the_others_kept():
     import jax
     import jax.numpy as jnp
 
-    from rcmdp_jax import make_train, preset
+    from rcmdp_jax import make_train
     from rcmdp_jax.divergence import diverged_seeds
 
-    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=128, n_steps=16, minibatch_size=16, eval_episodes=2)
+    cfg = tiny(algo="MDPO-Lag", iterations=2)
     hp = jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), cfg.hparams).replace(lr=jnp.array([3e-4, 1e30, 3e-4]))
     result = jax.jit(jax.vmap(make_train(cfg)))(jax.random.split(jax.random.PRNGKey(0), 3), hp)
     np.testing.assert_array_equal(diverged_seeds(result), [False, True, False])
@@ -151,9 +153,9 @@ def test_a_partly_diverged_algorithm_is_summarised_over_its_other_seeds_and_neve
 def test_bad_hparams_through_the_api_are_refused_before_training(hparams, message):
     import jax
 
-    from rcmdp_jax import make_train, preset
+    from rcmdp_jax import make_train
 
-    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=64, n_steps=16, minibatch_size=16)
+    cfg = tiny(algo="MDPO-Lag", iterations=1)
     with pytest.raises(ValueError, match=message):
         make_train(cfg)(jax.random.PRNGKey(0), cfg.hparams.replace(**hparams))
 
@@ -163,10 +165,10 @@ def test_a_kernel_outside_the_box_is_refused(xi):
     import jax
     import jax.numpy as jnp
 
-    from rcmdp_jax import envs, make_train, preset
+    from rcmdp_jax import envs, make_train
 
     _, params = envs.make("cartpole")
-    cfg = preset("cartpole", "MDPO", total_timesteps=64, n_steps=16, minibatch_size=16)
+    cfg = tiny(algo="MDPO", iterations=1)
     with pytest.raises(ValueError, match="xi"):
         make_train(cfg)(jax.random.PRNGKey(0), None, params.replace(xi=jnp.array(xi)))
 
@@ -201,3 +203,23 @@ def test_existing_output_folder_is_never_overwritten(tmp_path):
     assert cli.main(TINY + ["--out", str(out)]) == 2
     assert (out / "precious.txt").read_text() == "keep me"
     assert sorted(p.name for p in out.iterdir()) == ["precious.txt"]
+
+
+# ------------------------------------------------------------------ the command's own name in its messages
+@pytest.mark.parametrize("argv0,prog", [("/usr/local/bin/rcmdp", "rcmdp"), ("/x/experiments/run.py", "run.py"),
+                                        ("/x/site-packages/rcmdp_jax/__main__.py", "python -m rcmdp_jax")])  # fmt: skip
+def test_messages_name_the_command_that_was_called(tmp_path, capsys, monkeypatch, argv0, prog):
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert cli.main(["--seeds", "0", "--out", str(tmp_path / "never")]) == 2
+    _one_line(capsys, f"{prog}: error: --seeds must be a positive integer")
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--help"])
+    assert capsys.readouterr().out.startswith(f"usage: {prog} ")
+
+
+def test_an_out_that_is_a_file_is_named_a_file(tmp_path, capsys):
+    a_file = tmp_path / "results.txt"
+    a_file.write_text("mine")
+    assert cli.main(["--algos", "PPO", "--seeds", "1", "--out", str(a_file)]) == 2
+    _one_line(capsys, f"--out {a_file} is a file, not a folder")
+    assert a_file.read_text() == "mine"

@@ -9,7 +9,8 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import ALGOS, QUICK, TINY, _assert_same_run, _copy, _load
+from cli_helpers import _assert_same_run, _copy, _load
+from tiny_configs import ALGOS, QUICK, TINY
 
 from rcmdp_jax.study import cli
 

@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import ALGOS, QUICK, RUN_PY, TINY, _assert_same_run, _load
+from cli_helpers import RUN_PY, _assert_same_run, _load
+from tiny_configs import ALGOS, QUICK, TINY
 
 from rcmdp_jax import stats
 from rcmdp_jax.study import cli
@@ -229,7 +230,7 @@ def test_ctrl_c_is_a_short_message_without_traceback(tmp_path):
 
     out = tmp_path / "interrupted"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    # one algorithm (one small program: the sigterm test in test_hostile_run_folder_writes.py runs the
+    # one algorithm (one small program: the sigterm test in test_run_folder_writes.py runs the
     # same, so the session's compilation cache serves one of the two), long enough to be
     # interrupted while training
     args = ["--algos", "MDPO-Lag", *TINY[2:]]

@@ -11,7 +11,8 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import HOSTILE_TINY, RUN_PY, assert_csv_is_npz
+from cli_helpers import RUN_PY, assert_csv_is_npz
+from tiny_configs import HOSTILE_TINY
 
 pytestmark = pytest.mark.slow  # the quick tier leaves them out (pyproject.toml's markers)
 

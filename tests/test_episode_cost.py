@@ -256,7 +256,8 @@ def test_a_run_folder_written_before_the_episode_cost_reports_and_retests(traine
     checkpoint) reports with the new columns unknown, and --eval-only restores its checkpoints
     (the missing leaves filled) and tests them again, now with EpCost and gamma_c."""
     import orbax.checkpoint as ocp
-    from cli_helpers import QUICK, _copy
+    from cli_helpers import _copy
+    from tiny_configs import QUICK
 
     from rcmdp_jax.study import cli, report_cli
     from rcmdp_jax.study.run_folder import RunFolder

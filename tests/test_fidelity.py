@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from tiny_configs import tiny
 
 from rcmdp_jax import constraints, envs, make_train, preset
 from rcmdp_jax.learners import make_optimizer
@@ -19,7 +20,6 @@ from rcmdp_jax.presets import schedule_variants
 from rcmdp_jax.rollout import collect_episode
 
 KEY = jax.random.PRNGKey(5)
-SMALL = dict(total_timesteps=3 * 64, n_steps=16, minibatch_size=16, epochs=2, ltma_iterations=2, eval_episodes=2)
 
 
 def _iterate(step, lam, n):
@@ -66,15 +66,13 @@ CASES = [(e, a) for e, a, _ in DUAL_CASES] + [("inventory", n) for n in SCHEDULE
 
 
 def _config(env_name, algo):
-    """MCPMD: a budget of 600 steps (whole episodes), 2 LTMA iterations; MDPO: ``SMALL``
+    """MCPMD: a budget of 600 steps (whole episodes), 2 LTMA iterations; MDPO: ``tiny``
     (3 iterations); PPO: 4 iterations of 4 epochs over 4 minibatches (room for the KL stop)."""
     if preset(env_name, algo).episodic:
-        small = dict(total_timesteps=600, ltma_iterations=2, eval_every=1000)
-    elif algo.startswith("PPO"):
-        small = dict(SMALL, minibatch_size=32, n_steps=32, epochs=4, total_timesteps=4 * 128, eval_every=100)
-    else:
-        small = dict(SMALL, eval_every=100)
-    return preset(env_name, algo, **small, dual_estimator="start_value")
+        return preset(env_name, algo, total_timesteps=600, ltma_iterations=2, eval_every=1000, dual_estimator="start_value")
+    if algo.startswith("PPO"):
+        return tiny(env_name, algo, minibatch_size=32, n_steps=32, epochs=4, total_timesteps=4 * 128, eval_every=100)
+    return tiny(env_name, algo, eval_every=100)
 
 
 @functools.cache

@@ -1,11 +1,18 @@
 """Any gymnax environment made robust-constrained (``rcmdp_jax.envs.gymnax_wrapper`` and the
 ``gymnax:`` presets): the wrapped step is gymnax's, gradients in ``xi`` match finite
-differences, the grid covers the box, every algorithm trains, a user's own env works."""
+differences, the grid covers the box, every algorithm trains, a user's own env works; the
+kernel noise of any gymnax id, a vector field's limit, and what docs/custom_envs.md says of
+gymnax's step."""
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_helpers import _one_line
 from flax import struct
 from gymnax.environments import environment, spaces
 from rcmdp_jax.envs.gymnax_presets import PRESETS, make_gymnax
@@ -14,6 +21,8 @@ from rcmdp_jax import envs, make_train, preset
 from rcmdp_jax.ltma import pathwise_direction
 from rcmdp_jax.rollout import sample_episode
 from rcmdp_jax.study import cli
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 NAMES = [f"gymnax:{k}" for k in PRESETS]
 
@@ -279,3 +288,59 @@ def test_the_density_is_the_normal_of_the_noisy_entries_around_gymnaxs_step():
     np.testing.assert_allclose(got, expected, rtol=1e-4)
     _, state, *_ = env.step_env(jax.random.PRNGKey(9), envs.RobustState(s=s, time=jnp.int32(0)), a, params)
     assert float(state.s[2]) == float(nxt.last_u) and abs(float(state.s[0]) - mu[0]) > 0
+
+
+# ------------------------------------------------------------------ the kernel noise of any gymnax id, a vector field's limit, what custom_envs.md says of gymnax's step
+MOUNTAIN = "gymnax:MountainCar-v0@uncertain=force:0.2"
+
+
+def test_the_noise_of_a_gymnax_id_is_the_documented_default_and_settable():
+    from rcmdp_jax.study.plan import build_plan
+
+    np.testing.assert_allclose(np.asarray(envs.make(MOUNTAIN)[1].noise), [1e-3, 1e-3])  # position, velocity
+    np.testing.assert_allclose(np.asarray(envs.make(MOUNTAIN + "@noise=1e-5")[1].noise), [1e-5, 1e-5])
+    np.testing.assert_allclose(np.asarray(envs.make(MOUNTAIN + "@noise=1e-5,0")[1].noise), [1e-5, 0.0])
+    args = ["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2", "--noise", "1e-5", "--algos", "PPO"]
+    assert build_plan(cli.parse_args([*args, "--seeds", "1"])).envs == (MOUNTAIN + "@noise=1e-5",)
+    assert "1e-3 on\n  every state entry for an id without a preset" in (DOCS / "cli.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--noise", "1e-3,1e-3,0"], "noise must be one number or 2 (one per state entry: position, velocity), got 3"),
+        (["--noise", "-1"], "noise must be finite and >= 0"),
+        (["--noise", "small"], "noise: small — write one std (noise=0.01) or one per state entry"),
+        (["--noise", ""], "--noise is empty"),
+    ],
+)
+def test_a_bad_noise_is_one_line_naming_noise(tmp_path, capsys, args, message):
+    out = tmp_path / "never"
+    base = ["--env", "gymnax:MountainCar-v0", "--uncertain", "force=0.2", "--algos", "PPO", "--out", str(out)]
+    assert cli.main([*base, *args]) == 2
+    _one_line(capsys, message)
+    assert cli.main(["--env", "cartpole", "--noise", "1e-3", "--out", str(out)]) == 2
+    _one_line(capsys, "--uncertain, --costs and --noise apply to a gymnax environment")
+    assert not out.exists()
+
+
+def test_a_vector_field_limit_is_one_constraint_on_its_largest_entry():
+    from rcmdp_jax.envs.gymnax_any import limit_cost
+
+    cost = limit_cost("angle_vels:1", ("angles", "angle_vels"), "Reacher-misc")
+    nxt = SimpleNamespace(angle_vels=jnp.array([0.5, -2.0]))
+    np.testing.assert_allclose(np.asarray(cost(None, None, nxt, None)), [1.0])  # max(0.5, 2.0) - 1
+    nxt = SimpleNamespace(angle_vels=jnp.array([0.5, -0.25]))
+    np.testing.assert_allclose(np.asarray(cost(None, None, nxt, None)), [-0.5])  # kept: both within 1
+    assert "max_i |FIELD_i| <= LIMIT" in (DOCS / "custom_envs.md").read_text()
+
+
+def test_custom_envs_md_unpacks_gymnax_steps_six_values():
+    import gymnax
+
+    env, params = gymnax.make("CartPole-v1")
+    obs, state = env.reset(jax.random.key(0), params)
+    returned = env.step(jax.random.key(1), state, 0, params)
+    text = (DOCS / "custom_envs.md").read_text()
+    assert len(returned) == 6 and "obs, state, reward, done, info, _ = env.step(...)" in text
+    assert re.search(r"returns six values", text)

@@ -1,4 +1,4 @@
-"""Issue 41: the built-in robust methods own their options, as a user's plug-in does. Each
+"""The built-in robust methods own their options, as a user's plug-in does. Each
 method's module declares them (those several methods share, once on ``Adversary``); a bad
 value is refused naming the option and what it allows before anything compiles; and the
 flat fields of older versions still read: ``Config.replace``, ``--set``, a saved

@@ -7,7 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from train_helpers import SEEDS, tiny
+from tiny_configs import tiny
+from train_helpers import SEEDS
 
 from rcmdp_jax import HParams, checkpoint, constraints, dual, envs, make_family, make_train, preset, sweep
 from rcmdp_jax.networks import build_networks

@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from train_helpers import SEEDS, tiny
+from tiny_configs import tiny
+from train_helpers import SEEDS
 
 from rcmdp_jax import adversary, checkpoint, make_family, make_train, preset
 from rcmdp_jax.adversary.base import Adversary

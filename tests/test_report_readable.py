@@ -185,3 +185,11 @@ def test_the_verdict_is_printed_by_the_report_and_at_the_end_of_a_run(trained, t
     assert cli.main(["--eval-only", str(out)]) == 0
     end = capsys.readouterr().out.split("finished in", 1)[1]
     assert "## Is the constraint kept?" in end and kernel in end
+
+
+def test_the_legend_says_what_r_pen_pm_bolds():
+    from rcmdp_jax.study.report_text import legend
+
+    assert "its bold can go to an algorithm with a far lower Return that stays well under its limit" in " ".join(
+        legend(50.0).split()
+    )

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from train_helpers import SEEDS, tiny
+from tiny_configs import tiny
+from train_helpers import SEEDS
 
 from rcmdp_jax import envs, make_train, preset
 from rcmdp_jax.advantages import gae

@@ -2,7 +2,8 @@
 configuration or bad hyperparameters are a clear error before anything is traced."""
 
 import pytest
-from train_helpers import SEEDS, tiny
+from tiny_configs import tiny
+from train_helpers import SEEDS
 
 from rcmdp_jax import HParams, make_train, preset
 

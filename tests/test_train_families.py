@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from train_helpers import SEEDS, alone, tiny
+from tiny_configs import tiny
+from train_helpers import SEEDS, alone
 
 from rcmdp_jax import ALGORITHMS, envs, make_train, preset, sweep
 

@@ -2,17 +2,21 @@
 id on the command line; a missing module or Ctrl-C while the command starts; the checks on
 registered learner settings; a registered name run.json cannot reopen, or another
 environment under it; robustify on gymnax's CartPole; a budget rounded up; the sweep
-helper; the CPU split."""
+helper; the CPU split; a FILE.py that imports a module beside it, changes the working
+directory or is stopped (SIGTERM) as it loads; a changed width named by its field."""
 
 import dataclasses
 import json
 import re
+import signal
 import subprocess
 import sys
+import textwrap
 import warnings
 
 import gymnax
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -247,3 +251,83 @@ def test_a_registered_gymnax_spec_is_not_built_inside_the_size_estimate():
     for spec_name in ("gymnax_cartpole_again", "gymnax:CartPole-v1"):
         leaves = jax.tree.leaves(envs.make(spec_name)[1])
         assert leaves and not any(isinstance(x, jax.core.Tracer) for x in leaves), spec_name
+
+
+# ------------------------------------------------------------------ a FILE.py environment imports a module beside it
+def test_a_file_environment_imports_a_module_beside_it(tmp_path, monkeypatch):
+    from rcmdp_jax.study import user_env
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # whatever the load adds goes with the test
+    (tmp_path / "thermo_parts.py").write_text('from rcmdp_jax import envs\nSPEC = envs.spec("gymnax:CartPole-v1")\n')
+    (tmp_path / "thermo.py").write_text("from thermo_parts import SPEC\n\ndef make():\n    return SPEC\n")
+    name, record = user_env.load_spec(f"{tmp_path / 'thermo.py'}:make")  # from another working directory
+    assert name == "thermo.py:make" and record["file"] == str(tmp_path / "thermo.py")
+    assert envs.spec(name).cost_names == envs.spec("gymnax:CartPole-v1").cost_names
+
+
+# ------------------------------------------------------------------ a module that changes directory or is stopped as it loads; a changed width
+MOVER = textwrap.dedent("""
+    import os
+    from rcmdp_jax import envs
+
+    os.chdir({elsewhere!r})  # a module that changes the working directory as it loads
+    make = lambda: envs.spec("gymnax:CartPole-v1")
+""")
+
+
+def test_a_module_that_changes_directory_cannot_move_the_run_folder(tmp_path, monkeypatch, capsys):
+    from rcmdp_jax.study import orchestrate
+
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir(), elsewhere.mkdir()
+    (home / "mover.py").write_text(MOVER.format(elsewhere=str(elsewhere)))
+    ran = []
+
+    class NoStudy:  # the folder is what is checked: nothing trains
+        def __init__(self, plan, folder, *args):
+            ran.append(folder.root)
+
+        def run(self):
+            return 0
+
+    monkeypatch.setattr(orchestrate, "Study", NoStudy)
+    monkeypatch.chdir(home)
+    assert cli.main(["--env", "mover.py:make", "--algos", "PPO", "--seeds", "1", "--out", "r_u16"]) == 0
+    assert ran == [home / "r_u16"] and (home / "r_u16" / "run.json").is_file()
+    assert not (elsewhere / "r_u16").exists() and f"-> {home / 'r_u16'}" in capsys.readouterr().out
+    monkeypatch.chdir(home)
+    assert cli.main(["--env", "mover.py:make", "--algos", "PPO", "--seeds", "1"]) == 0  # runs/<timestamp>
+    assert ran[1].parent == home / "runs" and not (elsewhere / "runs").exists()
+
+
+def test_sigterm_while_a_module_loads_is_one_line_and_exit_143(tmp_path, capsys, monkeypatch):
+    from rcmdp_jax.study import console
+
+    (tmp_path / "stopped.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    monkeypatch.setattr(console, "split_cpu", lambda: None)
+
+    def unhandled(*_):
+        raise RuntimeError("SIGTERM not handled by the command")
+
+    previous = signal.signal(signal.SIGTERM, unhandled)  # what the test process would do instead of dying
+    try:
+        assert console.train(["--env", f"{tmp_path / 'stopped.py'}:make", "--out", str(tmp_path / "r")]) == 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert capsys.readouterr().err.strip() == "interrupted while starting: nothing was trained"
+    assert signal.getsignal(signal.SIGTERM) is previous and not (tmp_path / "r").exists()
+
+
+def test_a_changed_width_names_its_field():
+    import gymnax
+
+    from rcmdp_jax.study.user_env import check_described, description
+
+    speed = lambda s, a, n, p: jnp.abs(n.theta_dot)[None] - 1.5  # noqa: E731
+    envs.register(
+        "probe-pendulum", envs.robustify(gymnax.make("Pendulum-v1")[0], {"m": 0.2, "l": 0.3}, {"speed": speed})
+    )
+    was = description("probe-pendulum")
+    was["params.kappa"] = [was["params.kappa"][0], 0.6]  # l's half-width 0.3 (x 1.0) was 0.6
+    with pytest.raises(ValueError, match=r"params.kappa \(l: 0.6 -> 0.3\) differs"):
+        check_described("probe-pendulum", {"probe-pendulum": was})

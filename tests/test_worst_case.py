@@ -1,5 +1,5 @@
 """The worst-case search: against brute force, its two gradient estimators against a
-closed form, and the box."""
+closed form, and the box; the report calls it beyond the grid only past float rounding."""
 
 import math
 
@@ -165,3 +165,22 @@ def test_a_costs_only_search_equals_the_full_search_on_the_costs(inventory):
         np.testing.assert_allclose(runs["costs"]["cost0"][field], runs["all"]["cost0"][field], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="'cost' is not one of all, costs"):
         make_worst_case(cfg, small, objectives="cost")
+
+
+# ------------------------------------------------------------------ float rounding is not "beyond the grid"
+def test_the_search_is_beyond_the_grid_only_past_float_rounding():
+    from rcmdp_jax.study.report import worst_case_section
+
+    xi = np.zeros((3, 2))
+    found = {"PPO-Lag": {
+        # the probe's pair first: -3.1698394 found against the grid's -3.1698391 is the same value
+        "Return": {"grid": np.array([-3.1698391, -3.0, 10.0]), "search": np.array([-3.1698394, -3.2, 9.9]),
+                   "lower_is_worse": True, "grid_xi": xi, "search_xi": xi},
+        "C0": {"grid": np.array([0.5, 0.5, 0.0]), "search": np.array([0.5000001, 0.6, 1e-9]),
+               "lower_is_worse": False, "grid_xi": xi, "search_xi": xi},
+    }}  # fmt: skip
+    text, js = worst_case_section(found, "cartpole")
+    per = js["per_algorithm"]["PPO-Lag"]
+    assert per["Return"]["search_beyond_grid"] == [False, True, True]
+    assert per["C0"]["search_beyond_grid"] == [False, True, False]
+    assert js["domain"]["Return"]["search_beyond_grid"] == 2 and "beyond the grid's worst in 2 of 3" in text

@@ -1,11 +1,11 @@
-"""Issue 31, bad input a hostile user gives: sizes the memory estimate must see and the
+"""The command's input limits: sizes the memory estimate must see and the
 int32 counts, gymnax boxes in float32, the small ones, a multiplier step that blows up
 behind its clip. Each is one line (exit 2) before anything is written."""
 
 import numpy as np
 import pytest
-from cli_helpers import HOSTILE_TINY as TINY
 from cli_helpers import _one_line
+from tiny_configs import HOSTILE_TINY as TINY
 
 from rcmdp_jax.study import cli
 

@@ -1,17 +1,19 @@
-"""Issue 31, the run folder as a hostile user meets it (1 of 2, the refusals): an edited
-run.json, a folder a run still writes, a lock that is a link or a folder, another user's
-folder, odd names, options --eval-only checks. Each refused command is one line (exit 2)
+"""The run folder's refusals (1 of 2): an edited
+run.json (by the run, --eval-only and the report), a folder a run still writes, a lock that is
+a link or a folder or raced for, another user's folder, odd names, options --eval-only checks. Each refused command is one line (exit 2)
 and changes nothing already written. In process through the entry point, on copies of
 ``trained`` (conftest.py). Full disks, SIGTERM and cut checkpoints:
-``test_hostile_run_folder_writes.py``."""
+``test_run_folder_writes.py``."""
 
 import errno
 import json
 import os
+import subprocess
+import threading
 
 import pytest
-from cli_helpers import HOSTILE_TINY as TINY
 from cli_helpers import _copy, _one_line, _snapshot
+from tiny_configs import HOSTILE_TINY as TINY
 
 from rcmdp_jax.study import cli
 
@@ -162,3 +164,60 @@ def test_eval_only_checks_the_compile_cache_and_devices(trained, tmp_path, capsy
     assert cli.main(["--eval-only", str(out), "--devices", "99"]) == 2
     _one_line(capsys, "--devices 99: this host has")
     assert _snapshot(out) == before
+
+
+# ------------------------------------------------------------------ an edited run.json, through --eval-only and the report
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        ({"seed": 1}, "run.json says seed 1 but cartpole/MDPO-Lag was trained with seed 0"),
+        ({"n_test": 7}, "run.json says 7 test episode(s) per kernel (n_test) but cartpole/MDPO-Lag was tested with 3"),
+        ({"seeds": 3}, "run.json says 3 seed(s) but cartpole/MDPO-Lag was trained with 2"),
+        ({"colour": "blue"}, "unknown key(s) ['colour']"),
+    ],
+)
+def test_an_edited_run_json_is_refused_by_eval_only_and_the_report(trained, tmp_path, capsys, edit, message):
+    import report
+
+    out = _copy(trained, tmp_path)
+    (out / "run.json").write_text(json.dumps({**json.loads((out / "run.json").read_text()), **edit}))
+    before = _snapshot(out)
+    assert cli.main(["--eval-only", str(out)]) == 2
+    _one_line(capsys, message)
+    assert report.main([str(out)]) == 2
+    _one_line(capsys, "report: error: ", message)
+    assert _snapshot(out) == before
+
+
+# ------------------------------------------------------------------ the lock under a race
+def test_the_lock_is_taken_by_exactly_one_of_racing_takers(tmp_path):
+    """Eight takers at once on a stale lock (a killed run's), fifteen times: one holds it.
+    ``flock`` locks are per open file, so threads race like processes do."""
+    from rcmdp_jax.study.errors import RunFolderError
+    from rcmdp_jax.study.run_folder import RunFolder
+
+    folder = RunFolder(tmp_path)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for _ in range(15):
+        (tmp_path / ".lock").write_text(str(dead.pid))
+        barrier, held, refused = threading.Barrier(8), [], []
+
+        def take():
+            barrier.wait()
+            try:
+                held.append(folder.lock())
+            except RunFolderError as err:
+                refused.append(str(err))
+
+        threads = [threading.Thread(target=take) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(held) == 1 and len(refused) == 7, (len(held), refused)
+        assert all("is in use by another run or report (PID" in r for r in refused)
+        held[0]()
+        assert not (tmp_path / ".lock").exists()
+    release = folder.lock()  # released: free again
+    release()

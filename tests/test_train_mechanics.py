@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_configs import tiny
 
 from rcmdp_jax import envs, make_train, preset
 from rcmdp_jax.ltma import ltma_direction
@@ -15,7 +16,6 @@ from rcmdp_jax.networks import Actor
 from rcmdp_jax.rollout import Trajectory, collect_rollout, episode_values, init_accumulator
 
 KEY = jax.random.PRNGKey(11)
-TINY = dict(total_timesteps=3 * 64, n_steps=16, minibatch_size=16, epochs=2, ltma_iterations=2, eval_episodes=2)
 
 
 @pytest.mark.parametrize("kl_check,tiny_steps", [("dropout_off", 1), ("sb3", 0)])
@@ -23,7 +23,7 @@ def test_ppo_early_stop_counts(kl_check, tiny_steps):
     """A tiny target KL stops PPO at once: the dropout-off check passes the first
     minibatch (the policy has not moved), the SB3 check (dropout on) does not;
     with an infinite target every one of epochs x minibatches steps runs."""
-    cfg = preset("cartpole", "PPO", **TINY, kl_check=kl_check)
+    cfg = tiny("cartpole", "PPO", kl_check=kl_check)
     hp = jax.tree.map(lambda x: jnp.full((2,), x, jnp.float32), cfg.hparams)
     hp = hp.replace(target_kl=jnp.array([1e-12, math.inf], jnp.float32))
     m = jax.jit(jax.vmap(make_train(cfg), in_axes=(None, 0)))(KEY, hp).metrics  # both targets, one compile
@@ -47,7 +47,7 @@ def _restart_alphas(starts, ends, kappa, alpha0, big_k):
 
 @pytest.mark.parametrize("env_name,restarts", [("inventory", True), ("cartpole", False)])
 def test_restart_schedule_inside_training(env_name, restarts):
-    cfg = preset(env_name, "MDPO-Robust:restart-batch", **dict(TINY, total_timesteps=6 * 64))
+    cfg = tiny(env_name, "MDPO-Robust:restart-batch", iterations=6)
     _, params = envs.make(env_name)
     m = jax.jit(make_train(cfg))(KEY).metrics
     ends = np.asarray(m["xi"]).reshape(cfg.num_iterations, -1)

@@ -1,9 +1,9 @@
-"""Issue 31, the run folder as a hostile user meets it (2 of 2, writes cut short): a full
+"""The run folder when a write is cut short (2 of 2): a full
 disk while run.json, a checkpoint, the results or the report are written; SIGTERM while
 training; a checkpoint truncated or with a file missing. Each is one line, and leaves
 nothing that blocks a rerun or --resume. In process through the entry point; the SIGTERM
 and event-loop cases run the command itself. Edited and locked folders:
-``test_hostile_run_folder_refusals.py``."""
+``test_run_folder_refusals.py``."""
 
 import errno
 import json
@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from cli_helpers import HOSTILE_TINY as TINY
 from cli_helpers import RUN_PY, _copy, _one_line
+from tiny_configs import HOSTILE_TINY as TINY
 
 from rcmdp_jax.study import cli
 
@@ -166,3 +166,20 @@ def test_a_checkpoint_file_cut_short_or_missing_is_named_by_the_file_list(traine
     assert checkpoint.files_problem(ckpt) == f"{big} is missing"
     checkpoint.files_path(ckpt).write_text("[")
     assert "cannot be read" in checkpoint.files_problem(ckpt)
+
+
+# ------------------------------------------------------------------ orbax's event-loop noise
+def test_the_event_loop_noise_filter_drops_only_that_noise():
+    import io
+
+    from rcmdp_jax.checkpoint import _LoopClosedFilter
+
+    buf = io.StringIO()
+    f = _LoopClosedFilter(buf)
+    noise = ('Traceback (most recent call last):\n  File "base_events.py", line 806, in call_soon_threadsafe\n'
+             "    self._check_closed()\nRuntimeError: Event loop is closed\n")  # fmt: skip
+    other = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: kept\n'
+    for piece in ("run.py: error: ", "one line\n", noise, noise[:40], noise[40:], other, "partial"):
+        f.write(piece)
+    f.flush()
+    assert buf.getvalue() == "run.py: error: one line\n" + other + "partial"

@@ -1,7 +1,8 @@
-"""The newer doors as safe as the main runner: ``rcmdp feasibility``, ``--costs``, ``NAME@FIELD=X``,
-brax methods, edited ``run.json`` and the Python API refuse bad input in one line (exit 2, or one
-``TypeError``/``ValueError``) before anything trains or is written; feasibility's Ctrl-C and
-SIGTERM are the runner's (130 / 143, a line, ``--resume`` to the numbers of one call)."""
+"""The command's refusals beyond the runner's core options: ``rcmdp feasibility``, ``--costs``, ``NAME@FIELD=X``,
+brax methods, edited ``run.json``, algorithm names, alpha schedules and gymnax boxes refuse bad
+input in one line (exit 2) before anything trains or is written; feasibility's Ctrl-C and
+SIGTERM are the runner's (130 / 143, a line, ``--resume`` to the numbers of one call). The
+Python API's refusals: ``test_api_types.py``."""
 
 import json
 import math
@@ -11,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jax
 import pytest
 from cli_helpers import _one_line
 
+from rcmdp_jax import preset
 from rcmdp_jax.study import cli
 from rcmdp_jax.study.console import main as console
 
@@ -258,38 +259,42 @@ def test_feasibility_ctrl_c_and_sigterm_then_resume_give_the_numbers_of_one_call
 
 
 # ------------------------------------------------------------------ the Python API's types
-def _api_cases():
-    from rcmdp_jax import make_train, preset
-    from rcmdp_jax.evaluate import make_eval
-    from rcmdp_jax.feasibility import FeasibilityConfig, check_feasibility
-
-    cfg = preset("cartpole", "PPO", total_timesteps=64, n_steps=16, minibatch_size=16)
-    key = jax.random.PRNGKey(0)
-    return {
-        "make_eval(str)": (lambda: make_eval("cartpole", n_test=2), TypeError, "make_eval needs an rcmdp_jax.Config"),
-        "make_eval env_params": (lambda: make_eval(cfg, n_test=2, env_params="x"), TypeError, "CartPoleParams"),
-        "sweep(str)": (lambda: make_eval(cfg, 1)("actor", key), TypeError, "actor_params must be"),
-        "sweep(no leaves)": (lambda: make_eval(cfg, 1)({"params": {}}, key), TypeError, "actor_params must be"),
-        "sweep key": (lambda: make_eval(cfg, 1)({"w": jax.numpy.zeros((1, 2))}, "k"), TypeError, "JAX random key"),
-        "check_feasibility(123)": (lambda: check_feasibility(123), TypeError, "name must be an environment name"),
-        "check_feasibility(None)": (lambda: check_feasibility(None), TypeError, "name must be an environment name"),
-        "config='x'": (lambda: check_feasibility("cartpole", config="x"), TypeError, "config must be a Feasibility"),
-        "search='x'": (lambda: check_feasibility("cartpole", FeasibilityConfig(search="x")), TypeError, "SearchConfig"),
-        "progress='x'": (lambda: check_feasibility("cartpole", progress="x"), TypeError, "progress must be a function"),
-        "seed=2**70": (lambda: check_feasibility("cartpole", FeasibilityConfig(seed=2**70)), ValueError, "2\\*\\*32"),
-        "seed=-1": (lambda: FeasibilityConfig(seed=-1).validate(), ValueError, "2\\*\\*32"),
-        "train('notakey')": (lambda: make_train(cfg)("notakey"), TypeError, "rng must be a JAX random key"),
-        "train(float key)": (lambda: make_train(cfg)(jax.numpy.zeros(2)), TypeError, "rng must be a JAX random key"),
-    }
 
 
-API_CASES = ["make_eval(str)", "make_eval env_params", "sweep(str)", "sweep(no leaves)", "sweep key",
-             "check_feasibility(123)", "check_feasibility(None)", "config='x'", "search='x'", "progress='x'",
-             "seed=2**70", "seed=-1", "train('notakey')", "train(float key)"]  # fmt: skip
+# ------------------------------------------------------------------ algorithm names, schedules and boxes
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--algos", "PPO-Lag:restart-batch"], "alpha schedules (ALGO:SCHEDULE-TICK) apply to MDPO's algorithms only"),
+        (["--algos", "PPO-Lag,PPO-Lag:restart-batch"], "PPO has no alpha: drop :restart-batch"),
+        (["--algos", "MCPMD:linear-epoch"], "MCPMD has no alpha"),
+        (["--algos", "MDPO-Lag@lr=-1"], "--algos MDPO-Lag@lr=-1: lr must be finite and > 0"),
+        (["--algos", "PPO,,MDPO"], "--algos 'PPO,,MDPO' has an empty name between commas"),
+        (["--algos", "PPO,"], "has an empty name between commas"),
+        (
+            ["--env", "gymnax:Pendulum-v1", "--costs", "theta_dot:-1", "--algos", "PPO"],
+            "the limit must be >= 0 (|theta_dot| <= -1 can never hold)",
+        ),
+        (
+            ["--env", "gymnax:Pendulum-v1", "--uncertain", "g=1.5", "--algos", "PPO"],
+            "reaches zero and flips the sign of g (nominal 10); give a half-width below 10",
+        ),
+        (["--env", "gymnax:Pendulum-v1", "--uncertain", "g=abs:12", "--algos", "PPO"], "flips the sign of g"),
+    ],
+)
+def test_bad_names_schedules_and_boxes_are_refused(tmp_path, capsys, monkeypatch, args, message):
+    from rcmdp_jax.study import orchestrate
+
+    def accepted(*_):
+        raise AssertionError(f"{args} was accepted")
+
+    monkeypatch.setattr(orchestrate, "Study", accepted)  # never trains, fixed or not
+    out = tmp_path / "never"
+    assert cli.main([*args, "--out", str(out)]) == 2
+    _one_line(capsys, "run.py: error: ", message)
+    assert not out.exists()
 
 
-@pytest.mark.parametrize("case", API_CASES)
-def test_the_api_names_a_wrong_type_in_one_error(case):
-    call, error, match = _api_cases()[case]
-    with pytest.raises(error, match=match):
-        call()
+def test_an_alpha_schedule_still_names_an_mdpo_variant():
+    cfg = preset("cartpole", "MDPO-Lag:restart-batch")
+    assert (cfg.alpha_schedule, cfg.alpha_tick) == ("restart", "batch")
