@@ -90,6 +90,11 @@ def test_a_config_dict_with_flat_options_reads_into_options():
     old = {k: v for k, v in config_to_dict(Config().replace(robust=True, adversary="worst-of-n")).items()}
     old["options"] = [p for p in old["options"] if p[0] != "worst_cases"]
     assert config_from_dict(old).option("worst_cases") == "lagrangian"
+    # and a saved search config without search_restarts searched without them
+    old = config_to_dict(Config().replace(robust=True, adversary="search"))
+    assert dict(old["options"])["search_restarts"] == 4  # written out
+    old["options"] = [p for p in old["options"] if p[0] != "search_restarts"]
+    assert config_from_dict(old).option("search_restarts") == 0
 
 
 def test_a_run_json_written_before_the_move_resumes_as_the_same_plan(tmp_path):

@@ -104,7 +104,7 @@ def test_the_search_method_trains_each_objective_on_the_point_the_search_returns
     from rcmdp_jax.rollout import Policy
     from rcmdp_jax.worst_case import SearchConfig, search
 
-    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+search", adversary_episodes=4, search_steps=2)
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+search", adversary_episodes=4, search_steps=2, search_restarts=0)
     env, params = envs.make(cfg.env)
     actor, _ = build_networks(cfg, env)
     actor_params = actor.init(jax.random.PRNGKey(0), jnp.zeros((env.obs_dim,)))
@@ -125,3 +125,41 @@ def test_the_search_method_trains_each_objective_on_the_point_the_search_returns
     np.testing.assert_allclose(dual_xi, want_c, rtol=1e-5)  # the dual reads at the constraint's point
     np.testing.assert_allclose(own.xi, want_r, rtol=1e-5)
     assert np.all(np.abs(np.asarray(env_xi) - np.asarray(params.xi_c)) <= np.asarray(params.kappa) + 1e-6)
+
+
+def test_the_search_restarts_each_objective_from_the_worst_corner_for_it():
+    from rcmdp_jax import box
+    from rcmdp_jax.adversary.base import candidate_values
+    from rcmdp_jax.networks import build_networks
+    from rcmdp_jax.rollout import Policy
+    from rcmdp_jax.worst_case import SearchConfig, search
+
+    # 8 restarts on Pendulum's 3 parameters: all 8 corners, beside the two objectives' points
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+search", adversary_episodes=4, search_steps=2, search_restarts=8)
+    env, params = envs.make(cfg.env)
+    actor, _ = build_networks(cfg, env)
+    actor_params = actor.init(jax.random.PRNGKey(1), jnp.zeros((env.obs_dim,)))
+    ctx = Context(env, actor, cfg, False)
+    hp = jax.tree.map(jnp.float32, cfg.hparams.with_all_numbers())
+    start = jnp.stack([params.xi_c + 0.05 * params.kappa, params.xi_c - 0.05 * params.kappa] * 2)
+    lam = jnp.ones(1)
+    key = jax.random.PRNGKey(3)
+    _, env_xi, _, dual_xi = jax.jit(lambda k: get("search").step(ctx, k, params, start, actor_params, lam, hp))(key)
+    # the reference: value the ten candidates, take each objective's worst (lowest V; highest C)
+    key, k_start = jax.random.split(key)
+    xis = jnp.concatenate([start[:2], box.corners(params.xi_c, params.kappa)])
+    costs, values, _ = candidate_values(ctx, jax.random.split(k_start)[1], params, xis, actor_params, lam, hp)
+    v = np.asarray(values @ lam - costs)  # V = lam . C - (lam . C - V)
+    c = np.asarray(values[:, 0])
+    s_r = xis[np.argmin(v)] if v.min() < v[0] else start[0]
+    s_c = xis[np.argmax(c)] if c.max() > c[1] else start[1]
+    sc = SearchConfig(steps=2, episodes=4, eval_episodes=4, eta0=0.25)
+    policy = Policy(actor, actor_params)
+    k_r, k_c = jax.random.split(key, 2)
+    want_r = search(k_r, s_r, env, params, policy, "return", sc, hp.gamma, env.lambda_max)[0]
+    want_c = search(k_c, s_c, env, params, policy, "cost0", sc, hp.gamma, env.lambda_max)[0]
+    np.testing.assert_allclose(env_xi[0], want_r, rtol=1e-5)
+    np.testing.assert_allclose(env_xi[1], want_c, rtol=1e-5)
+    np.testing.assert_allclose(dual_xi, want_c, rtol=1e-5)
+    # a random policy on Pendulum: the constraint's worst of the ten is a corner, not a start
+    assert np.argmax(c) >= 2

@@ -11,6 +11,14 @@ keeping the best point seen. Rollout env ``b`` trains on objective ``b mod (1 + 
 learner weights each env's advantages to its own objective (``candidates.objective_weights``)
 and the dual phase reads ``C^`` at the constraint's point (of the constraint whose point has
 the highest ``C``, when there are several).
+
+Restarts (option ``search_restarts``, default 4): a gradient search that continues from where it
+stood can settle on a local worst case and never leave it (on Inventory 1-D the constraint's
+worst kernel is a corner the search from the nominal kernel does not reach). So each iteration
+the policy is first valued, with common random numbers, on every objective's current point and
+on ``search_restarts`` corners drawn at random (all ``2^n`` when there are at most that many),
+and each objective's search continues from the worst of those for it. 0 restores the plain
+continued search.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.adversary.base import Adversary
+from rcmdp_jax import box
+from rcmdp_jax.adversary.base import Adversary, candidate_values
 from rcmdp_jax.plugin import check_count
 from rcmdp_jax.rollout import Policy
 from rcmdp_jax.worst_case import SearchConfig, search
@@ -27,13 +36,19 @@ from rcmdp_jax.worst_case import SearchConfig, search
 class GradientSearch(Adversary):
     name = "search"
     per_env = True
-    options = {"search_steps": 2, "search_eta": 0.25, "search_estimator": "score"}
+    options = {"search_steps": 2, "search_eta": 0.25, "search_estimator": "score", "search_restarts": 4}
+    # a saved config (run.json) that does not name ``search_restarts`` was written before the
+    # option existed, and searched without restarts: it reads so
+    legacy_options = {"search_restarts": 0}
     size_fields = ("adversary_episodes",)
 
     @classmethod
     def check_options(cls, cfg) -> None:
         super().check_options(cfg)
         check_count("search_steps", cfg.option("search_steps"))
+        r = cfg.option("search_restarts")
+        if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 256:
+            raise ValueError(f"search_restarts must be an int in [0, 256] (corners tried each iteration), got {r!r}")
         eta = cfg.option("search_eta")
         if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not 0.0 < eta <= 1.0:
             raise ValueError(f"search_eta must be in (0, 1] (the first step, a fraction of the half-width), got {eta!r}")
@@ -60,7 +75,27 @@ class GradientSearch(Adversary):
 
     @classmethod
     def lane_bytes(cls, cfg, record: float, episode: float) -> float:
-        return cfg.option("adversary_episodes") * episode
+        return (1 + cfg.option("search_restarts")) * cfg.option("adversary_episodes") * episode
+
+    def starts(self, ctx, key, params, points, actor_params, lam_tilde, hp):
+        """``(each objective's start [1 + m, *xi], steps)``: the worst for it, by the policy's value
+        on the same episodes, of every objective's current point (``points``) and
+        ``search_restarts`` random corners of the box."""
+        r = ctx.cfg.option("search_restarts")
+        k_corner, k_value = jax.random.split(key)
+        n = params.xi_c.size
+        if 2**n <= r:
+            corners = box.corners(params.xi_c, params.kappa)
+        else:
+            signs = jax.random.rademacher(k_corner, (r, *params.xi_c.shape), dtype=params.xi_c.dtype)
+            corners = params.xi_c + params.kappa * signs
+        xis = jnp.concatenate([points, corners])
+        costs, values, steps = candidate_values(ctx, k_value, params, xis, actor_params, lam_tilde, hp)
+        worse = jnp.concatenate([(costs - values @ lam_tilde)[None], values.T])  # [1 + m, K]: -V, then C_j
+        own = jnp.arange(points.shape[0])
+        # an objective's own point is kept unless a candidate is strictly worse for it
+        pick = jnp.where(worse.max(1) > worse[own, own], jnp.argmax(worse, 1), own)
+        return xis[pick], jnp.float32(steps)
 
     def step(self, ctx, key, params, env_xi, actor_params, lam_tilde, hp):
         cfg, env = ctx.cfg, ctx.env
@@ -70,9 +105,13 @@ class GradientSearch(Adversary):
                           eta0=float(cfg.option("search_eta")), estimator=cfg.option("search_estimator"))  # fmt: skip
         policy = Policy(ctx.actor, actor_params, dropout=cfg.act_dropout)
         names = ("return",) + tuple(f"cost{j}" for j in range(m))
+        start, start_steps = env_xi[: 1 + m], jnp.float32(0.0)
+        if cfg.option("search_restarts"):  # (without, the keys are the plain search's: old runs resume as they ran)
+            key, k_start = jax.random.split(key)
+            start, start_steps = self.starts(ctx, k_start, params, start, actor_params, lam_tilde, hp)
         found, values = [], []
         for j, (name, k) in enumerate(zip(names, jax.random.split(key, 1 + m))):
-            xi, totals, _ = search(k, env_xi[j], env, params, policy, name, sc, hp.gamma, env.lambda_max)
+            xi, totals, _ = search(k, start[j], env, params, policy, name, sc, hp.gamma, env.lambda_max)
             found.append(xi)
             values.append(totals.mean(0))
         found = jnp.stack(found)  # [1 + m, *xi]
@@ -80,5 +119,5 @@ class GradientSearch(Adversary):
         worst_c = jnp.argmax(jnp.stack([values[1 + j][1 + j] for j in range(m)])) if m else 0
         dual_xi = found[1 + worst_c] if m else found[0]
         # at most: per objective (steps + 1) batches of whole episodes and the fresh ones that value the point
-        steps = jnp.float32((1 + m) * (sc.steps + 2) * episodes * env.episode_length)
+        steps = jnp.float32((1 + m) * (sc.steps + 2) * episodes * env.episode_length) + start_steps
         return params.replace(xi=found[0]), found[objective], steps, dual_xi
