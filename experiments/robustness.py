@@ -72,11 +72,12 @@ def slug(env: str) -> str:
     return env.replace("gymnax:", "gymnax-")
 
 
-def setting_command(out: Path, env: str, seeds: int, jobs: int) -> list[str]:
+def setting_command(out: Path, env: str, seeds: int, jobs: int, only=None) -> list[str]:
     """The runner's command for one setting (``--resume`` when its folder is there); with
     ``jobs > 1`` on one XLA device, so that the settings share the cores instead of each
     sharding over all of them."""
-    algos = ",".join(algo_name(learner, m) for learner in LEARNERS for m in methods_of(learner))
+    algos = ",".join(algo_name(learner, m) for learner in LEARNERS for m in methods_of(learner)
+                     if only is None or m in only)  # fmt: skip
     args = ["--env", env, "--algos", algos, "--seeds", str(seeds), "--worst-case", "costs"]
     args += ["--steps", str(STEPS[env])] if env in STEPS else ["--budget", "short"]
     return command(out / "runs" / slug(env), args + (["--devices", "1"] if jobs > 1 else []))
@@ -186,7 +187,8 @@ def poi_vs_none(rows: dict, learner: str, reps: int = 2000) -> dict:
     from rliable import metrics
 
     base = -rows[algo_name(learner, "none")]["C_worst"][:, None]
-    pairs = {m: (-rows[algo_name(learner, m)]["C_worst"][:, None], base) for m in methods_of(learner)[1:]}
+    pairs = {m: (-rows[algo_name(learner, m)]["C_worst"][:, None], base) for m in methods_of(learner)[1:]
+             if algo_name(learner, m) in rows}  # fmt: skip
     # rliable draws its bootstrap from NumPy's global generator (its random_state goes unused):
     # a fixed seed, restored after, gives the same report each time
     saved = np.random.get_state()
@@ -222,7 +224,9 @@ def evidence(out: Path) -> dict:
         run_dir = out / "runs" / slug(env)
         if not (run_dir / "run.json").exists():
             continue
-        rows = {algo_name(lr, m): seed_table(run_dir, env, algo_name(lr, m)) for lr in LEARNERS for m in methods_of(lr)}
+        ran = json.loads((run_dir / "run.json").read_text())["configs"][env]  # a --methods run holds fewer
+        rows = {algo_name(lr, m): seed_table(run_dir, env, algo_name(lr, m)) for lr in LEARNERS for m in methods_of(lr)
+                if algo_name(lr, m) in ran}  # fmt: skip
         poi = {lr: poi_vs_none(rows, lr) for lr in LEARNERS}
         configs = json.loads((run_dir / "run.json").read_text())["configs"][env]
         steps = max(c["total_timesteps"] for c in configs.values())
@@ -247,6 +251,8 @@ def main(argv=None) -> None:
     p.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of " + ",".join(SETTINGS))
     p.add_argument("--jobs", type=int, default=2, help="settings trained at once (default 2: one per core)")
     p.add_argument("--report", action="store_true", help="only write the report from what --out holds")
+    p.add_argument("--methods", default=None, help="comma-separated subset of the methods to train (with none; "
+                   "default all): a cheaper run, its report holding those rows")
     p.add_argument("--no-timing", action="store_true", help="skip the timing pass (another run of the benchmark "
                    "times the methods)")
     p.add_argument("--time-only", default=None, help=argparse.SUPPRESS)  # one timing pass (a subprocess)
@@ -274,7 +280,10 @@ def main(argv=None) -> None:
         if args.jobs < 1:
             raise SystemExit(f"--jobs: {args.jobs} must be at least 1")
         me = [sys.executable, __file__, "--out", str(out), "--seeds", str(args.seeds)]
-        jobs = {env: setting_command(out, env, args.seeds, args.jobs)
+        only = None if args.methods is None else tuple(args.methods.split(","))
+        if only is not None and ("none" not in only or not set(only) <= set(METHODS)):
+            raise SystemExit(f"--methods: {args.methods!r} must hold none and be a subset of {','.join(METHODS)}")
+        jobs = {env: setting_command(out, env, args.seeds, args.jobs, only)
                 for env in args.settings.split(",") if env not in meta["wall_s"]}  # fmt: skip
         timed = () if args.no_timing else TIMED
         jobs.update({COMPILE + env: me + ["--compile-only", env] for env in timed if env not in meta["timing"]})

@@ -108,6 +108,8 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), me
         for learner in learners:
             for m in methods_of(learner):
                 a = algo_name(learner, m)
+                if a not in rows:  # a run of fewer methods (robustness.py --methods)
+                    continue
                 r = rows[a]
                 p = poi[learner].get(m)
                 if p is None:
@@ -197,7 +199,7 @@ def goal_check(table: dict, js: dict, learners, methods_of, algo_name) -> dict:
     for env, block in table.items():
         m = block.get("default")
         for lr in learners:
-            if m is None or m not in methods_of(lr):
+            if m is None or m not in methods_of(lr) or algo_name(lr, m) not in block["rows"]:
                 continue
             rows, a = block["rows"], algo_name(lr, m)
             r, none = rows[a], rows[algo_name(lr, "none")]
@@ -205,7 +207,7 @@ def goal_check(table: dict, js: dict, learners, methods_of, algo_name) -> dict:
             kept = seeds - _broken(r["C_worst"])
             gap = js["settings"][env][a]["gap_closed"]
             breakers = [(algo_name(lr, x), _broken(rows[algo_name(lr, x)]["C_nominal"]),
-                         len(rows[algo_name(lr, x)]["C_nominal"])) for x in methods_of(lr)]
+                         len(rows[algo_name(lr, x)]["C_nominal"])) for x in methods_of(lr) if algo_name(lr, x) in rows]
             breakers = [b for b in breakers if b[1] * 10 > b[2]]
             ok = kept * 10 >= 8 * seeds and gap is not None and gap >= 0.75 and not breakers
             passes = js.get("calibration", {}).get(env, {}).get(lr, {}).get("passes", False)
@@ -224,7 +226,7 @@ def calibrated_summary(js: dict, learners, methods, algo_name) -> dict:
     pairs = [(e, lr) for e, by in js.get("calibration", {}).items() for lr in learners if by[lr]["passes"]]
     out = {}
     for m in methods[1:]:
-        rows = [js["settings"][e][algo_name(lr, m)] for e, lr in pairs]
+        rows = [js["settings"][e][algo_name(lr, m)] for e, lr in pairs if algo_name(lr, m) in js["settings"][e]]
         gaps = [r["gap_closed"] for r in rows if r["gap_closed"] is not None]
         out[m] = {"wins": sum(r["poi_vs_none"] is not None and r["poi_vs_none"][1] > 0.5 for r in rows),
                   "gap": float(np.mean(gaps)) if gaps else float("nan")}  # fmt: skip
@@ -236,9 +238,10 @@ def default_ranking(table: dict, outside, learners, methods, algo_name) -> list:
     envs_ = [e for e in outside if e in table]
     out = []
     for m in methods[1:]:
-        pois = [table[e]["poi"][lr][m][0] for e in envs_ for lr in learners]
-        broken = sum(_broken(table[e]["rows"][algo_name(lr, m)]["C_worst"]) for e in envs_ for lr in learners)
-        seeds = sum(len(table[e]["rows"][algo_name(lr, m)]["C_worst"]) for e in envs_ for lr in learners)
+        have = [(e, lr) for e in envs_ for lr in learners if m in table[e]["poi"][lr]]
+        pois = [table[e]["poi"][lr][m][0] for e, lr in have]
+        broken = sum(_broken(table[e]["rows"][algo_name(lr, m)]["C_worst"]) for e, lr in have)
+        seeds = sum(len(table[e]["rows"][algo_name(lr, m)]["C_worst"]) for e, lr in have)
         if pois:
             out.append((m, float(np.mean(pois)), broken, seeds))
     return sorted(out, key=lambda r: (-r[1], r[2]))

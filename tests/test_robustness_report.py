@@ -71,3 +71,16 @@ def test_goal_counts_the_default_and_the_nominal_breakers():
     rows["PPO-Lag"]["C_nominal"] = np.array([0.5] + [-1.0] * 9)
     md, js = render(table, {"seeds": 10}, ("PPO-Lag",), ("none", "corners"), name)
     assert js["goal"]["rows"][0]["met"] and js["goal"]["met"] == 1 and "Met on 1/1" in md
+
+
+def test_a_run_of_fewer_methods_reports_the_rows_it_has():
+    row = lambda c: {"seeds": 2, "trained": 2, "C_nominal": np.array([-1.0, -1.0]), "C_grid": np.array(c),
+                     "C_search": np.array(c), "C_worst": np.array(c), "R_pen_nominal": np.array([1.0, 1.0]),
+                     "R_pen_worst": np.array([0.0, 0.0])}  # fmt: skip
+    name = lambda lr, m: lr if m == "none" else f"{lr}+{m}"
+    table = {"gymnax:Toy": {"rows": {"PPO-Lag": row([1.0, 3.0]), "PPO-Lag+corners": row([0.0, 1.0])},
+                            "poi": {"PPO-Lag": {"corners": (0.8, 0.6, 0.9)}}, "default": "dr",
+                            "feasible": {"least_worst_C": -1.0, "keepable": True}}}  # fmt: skip
+    md, js = render(table, {"seeds": 2}, ("PPO-Lag",), ("none", "corners", "dr"), name, outside=("gymnax:Toy",))
+    assert "| PPO-Lag+corners |" in md and "PPO-Lag+dr" not in md  # dr did not run: no row, no goal line
+    assert js["goal"]["rows"] == [] and [r[0] for r in js["default_rule"]] == ["corners"]
