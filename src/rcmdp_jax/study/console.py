@@ -112,6 +112,7 @@ def report_main() -> int:
     return report(sys.argv[1:])
 
 
+# --- rcmdp report RUN_DIR ---
 REPORT_PROG = "rcmdp report"  # as its error lines begin, like the runner's and feasibility's
 REPORT_USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)"
 
@@ -179,6 +180,7 @@ def _rewrite(folder, plan) -> int:
     return 0
 
 
+# --- rcmdp eval RUN_DIR --algo NAME --seed S --kernel K ---
 EVAL_PROG = "rcmdp eval"
 # load_policy's and evaluate's argument names, as this command's options
 EVAL_OPTIONS = {"algorithm": "--algo", "seed must": "--episode-seed must", "seed": "--seed", "kernel": "--kernel",

@@ -301,6 +301,7 @@ def build_plan(args) -> Plan:
                 plugins=tuple(loaded_plugins()))  # fmt: skip
 
 
+# --- environments outside the study ---
 def load_user_env(args) -> str:
     """``--env PACKAGE.MODULE:NAME`` / ``FILE.py:NAME``: the user's environment, loaded and
     registered (its source goes into run.json)."""

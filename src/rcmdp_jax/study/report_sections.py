@@ -140,6 +140,7 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
     return text, js
 
 
+# --- the grid-vs-search section (--worst-case) ---
 def worst_case_section(found: dict, env_name: str, labels: dict | None = None, xi_c=None,
                        xi_names=None) -> tuple[str, dict]:  # fmt: skip
     """The grid-vs-search table (Markdown) and its JSON: ``found`` is
@@ -239,6 +240,7 @@ def _domain_line(m: str, name: str, pairs: list, lower_is_worse: bool, js: dict)
     )
 
 
+# --- rliable: aggregate statistics across seeds and test kernels ---
 # bootstrap resamples of the IQM intervals (rliable's default is 50,000; rliable's
 # bootstrap runs in Python: 500 keep a 14-algorithm x 176-kernel report to seconds); read
 # when a report is written (the test suite lowers it: its checks read the point estimates)

@@ -303,6 +303,7 @@ class RunFolder:
         return nested, t["test_xi"]
 
 
+# --- the run folder's lock: ``.lock`` ---
 def in_use(root: Path, pid: str) -> str:
     return f"{root} is in use by another run or report (PID {pid}); wait for it to end"
 

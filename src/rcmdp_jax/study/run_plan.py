@@ -122,6 +122,7 @@ def config_differences(saved: dict, current: dict) -> str:
     return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")
 
 
+# --- a saved run.json checked before it is read ---
 _FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
 _HP_FIELDS = set(HPARAM_FIELDS)
 

@@ -116,6 +116,7 @@ def ctrl_c_exits(out: Path, release=lambda: None, saved: str = "finished algorit
             signal.signal(s, handler)
 
 
+# --- the CPU split for a study started in this process ---
 _SAID: list[bool] = []
 
 

@@ -254,6 +254,7 @@ def sources(names) -> dict:
     return {n: _RECORDS[n] for n in names if n in _RECORDS}
 
 
+# --- plug-in files: ``--plugins FILE.py|MODULE`` ---
 _PLUGINS: dict[str, dict] = {}  # file path or module name -> its record, in load order
 
 
