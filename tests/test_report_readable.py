@@ -48,7 +48,7 @@ def test_a_cost_name_with_a_bar_stays_one_markdown_cell():
 
 
 def test_the_worst_case_table_keeps_its_cells_with_a_bar_in_the_cost_name():
-    from rcmdp_jax.study.report import worst_case_section
+    from rcmdp_jax.study.report_sections import worst_case_section
 
     entry = {"grid": [0.1, 0.2], "search": [0.3, 0.1], "lower_is_worse": False,
              "search_xi": [[1.0, 2.0], [1.5, 2.5]], "grid_xi": [[1.0, 2.0], [1.0, 2.0]]}  # fmt: skip
@@ -153,7 +153,7 @@ def test_the_cost_plot_shows_each_levels_worst_kernel_and_says_so(tmp_path, monk
 
 
 def test_the_search_table_says_the_kernel_it_found_in_field_terms():
-    from rcmdp_jax.study.report import worst_case_section
+    from rcmdp_jax.study.report_sections import worst_case_section
 
     entry = {"grid": [0.1, 0.2], "search": [0.3, 0.1], "lower_is_worse": False,
              "search_xi": [[26.0, 0.35], [20.0, 0.5]], "grid_xi": [[20.0, 0.5], [20.0, 0.5]]}  # fmt: skip
