@@ -2,13 +2,13 @@
 
     python experiments/report.py RUN_DIR
 
-(installed: ``rcmdp report RUN_DIR``; the logic is ``rcmdp_jax.study.report_cli``)."""
+(installed: ``rcmdp report RUN_DIR``; the logic is ``rcmdp_jax.study.console.report``)."""
 
 from __future__ import annotations
 
 import sys
 
-from rcmdp_jax.study.report_cli import main
+from rcmdp_jax.study.console import report as main
 
 if __name__ == "__main__":
     sys.exit(main())

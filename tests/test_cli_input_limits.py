@@ -118,7 +118,7 @@ def test_a_field_the_algorithms_name_decides_is_refused_by_set(tmp_path, capsys)
     run.json on ``--resume`` and ``report``: the fields an algorithm's name decides are one list
     (``config.ALGORITHM_FIELDS``), which the command line and the saved run's check both read."""
     from rcmdp_jax.config import ALGORITHM_FIELDS
-    from rcmdp_jax.study import saved_plan
+    from rcmdp_jax.study import run_plan
 
     assert ALGORITHM_FIELDS == ("learner", "constraint", "robust", "alpha_schedule", "alpha_tick")
     for key, value in (("alpha_schedule", "linear"), ("alpha_tick", "batch"), ("constraint", "pid")):
@@ -126,4 +126,4 @@ def test_a_field_the_algorithms_name_decides_is_refused_by_set(tmp_path, capsys)
         assert cli.main(["--set", f"{key}={value}", "--out", str(out)]) == 2
         _one_line(capsys, f"--set {key}=...", "--algos")
         assert not out.exists()
-    assert saved_plan.ALGORITHM_FIELDS is ALGORITHM_FIELDS
+    assert run_plan.ALGORITHM_FIELDS is ALGORITHM_FIELDS

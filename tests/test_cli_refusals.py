@@ -134,7 +134,7 @@ def test_a_number_of_a_plug_in_the_algorithm_does_not_train_with_is_said():
 
 
 def test_an_edited_run_json_is_refused_where_resume_would_be_silent():
-    from rcmdp_jax.study.saved_plan import plan_problem
+    from rcmdp_jax.study.run_plan import plan_problem
 
     plan = json.loads(json.dumps(_plan(["--algos", "MDPO-Robust+worst-of-n", *TINY]).to_dict()))
     assert plan_problem(plan) == ""
@@ -147,9 +147,9 @@ def test_an_edited_run_json_is_refused_where_resume_would_be_silent():
 
 
 def test_report_errors_name_the_command(capsys, tmp_path):
-    from rcmdp_jax.study import report_cli
+    from rcmdp_jax.study.console import report
 
-    assert report_cli.main([str(tmp_path / "nowhere")]) == 2
+    assert report([str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.startswith("rcmdp report: error: RUN_DIR:")
 
 
@@ -183,11 +183,11 @@ def test_feasibility_refuses_before_training_and_writes_nothing(capsys, tmp_path
 
 
 def test_feasibility_leaves_a_folder_in_use_alone(capsys, tmp_path, no_training):
-    from rcmdp_jax.study import folder_lock
+    from rcmdp_jax.study.run_folder import take
 
     out = tmp_path / "run"
     out.mkdir()
-    release = folder_lock.take(out)  # a training run holding its run folder
+    release = take(out)  # a training run holding its run folder
     try:
         assert console([*FEAS, "--out", str(out)]) == 2
         _one_line(capsys, "in use by another run", str(os.getpid()))

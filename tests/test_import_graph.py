@@ -90,11 +90,11 @@ def test_a_name_has_one_import_path_and_an_old_one_says_where_it_lives():
 
     import pytest
 
-    with pytest.raises(ImportError, match="import rcmdp_jax.study.user_env"):
+    with pytest.raises(ImportError, match="import rcmdp_jax.study.user_code"):
         importlib.import_module("rcmdp_jax.user_env")
     import rcmdp_jax.train
 
     with pytest.raises(AttributeError, match="from rcmdp_jax.networks import build_networks"):
         rcmdp_jax.train.build_networks  # noqa: B018
     from rcmdp_jax.networks import build_networks  # noqa: F401
-    from rcmdp_jax.study.user_env import load_spec  # noqa: F401
+    from rcmdp_jax.study.user_code import load_spec  # noqa: F401

@@ -18,8 +18,7 @@ from rcmdp_jax.plugin import declarer
 from rcmdp_jax.study import cli
 from rcmdp_jax.study.plan import build_plan
 from rcmdp_jax.study.run_folder import RunFolder
-from rcmdp_jax.study.run_plan import Plan
-from rcmdp_jax.study.saved_plan import plan_problem
+from rcmdp_jax.study.run_plan import Plan, plan_problem
 
 OWN = {  # method -> the options its own module declares
     "ltma": {"ltma_estimator": "score", "ltma_iterations": 160, "ltma_episodes": 1},

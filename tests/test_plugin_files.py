@@ -16,9 +16,9 @@ import pytest
 from cli_helpers import RUN_PY
 
 from rcmdp_jax import constraints
-from rcmdp_jax.study import plugin_files
+from rcmdp_jax.study import user_code
 from rcmdp_jax.study.cli import main
-from rcmdp_jax.study.report_cli import main as report_main
+from rcmdp_jax.study.console import report as report_main
 
 MY_RULE = Path(__file__).resolve().parent / "my_rule.py"
 RULE = '''
@@ -39,10 +39,10 @@ constraints.register("{name}", Doubled)
 @pytest.fixture(autouse=True)
 def _forget_loaded():
     """What a test loads leaves with it: a later plan in this process records no plug-in of ours."""
-    loaded, rules = dict(plugin_files._LOADED), set(constraints.names())
+    loaded, rules = dict(user_code._PLUGINS), set(constraints.names())
     yield
-    plugin_files._LOADED.clear()
-    plugin_files._LOADED.update(loaded)
+    user_code._PLUGINS.clear()
+    user_code._PLUGINS.update(loaded)
     for name in set(constraints.names()) - rules:
         constraints.unregister(name)
 
@@ -84,10 +84,10 @@ def test_a_plugin_file_is_recorded_and_a_changed_one_refused(tmp_path, capsys):
     --resume alike, in one line."""
     path = tmp_path / "doubled.py"
     path.write_text(RULE.format(suffix="Doubled", name="doubled"))
-    (record,) = plugin_files.load_specs([f"{path},{path}"])  # the same file twice: loaded once
+    (record,) = user_code.load_plugin_specs([f"{path},{path}"])  # the same file twice: loaded once
     assert record == {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
                       "registers": ["constraint rule doubled"]}  # fmt: skip
-    assert plugin_files.loaded()[-1] == record
+    assert user_code.loaded_plugins()[-1] == record
     run = tmp_path / "run"
     run.mkdir()
     plan = {"envs": ["cartpole"], "algos": ["PPO-Doubled-Lag"], "seeds": 1, "seed": 0, "vmap": True, "configs": {},

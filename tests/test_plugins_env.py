@@ -14,7 +14,7 @@ from rcmdp_jax.envs.domain import DomainSpec, from_dict, learner_spec
 from rcmdp_jax import envs, preset
 from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.family import make_family
-from rcmdp_jax.study import user_env
+from rcmdp_jax.study import user_code
 
 TOY = '''
 """A 1-D drift: the action pushes the state by -0.1 or +0.1, the kernel scales it by xi."""
@@ -90,7 +90,7 @@ def toy_file(tmp_path_factory):
 
 
 def test_a_plugin_environment_trains_through_the_family_program(toy_file):
-    name, record = user_env.load_spec(f"{toy_file}:SPEC")
+    name, record = user_code.load_spec(f"{toy_file}:SPEC")
     assert name == "drift_env.py:SPEC" and record["attr"] == "SPEC"
     spec = envs.spec(name)
     assert (spec.n_test, spec.cost_names, spec.episode_length) == (3, ("|s|-0.5",), 10)

@@ -153,7 +153,7 @@ def test_the_cpu_split_from_a_script_or_one_line_why_not():
     """On a CPU host: a script that has not started JAX gets one device per core; one that
     has is told in one line why not and how (the environment variable)."""
     code = (
-        "import jax, jax.numpy as jnp; {before}from rcmdp_jax.study.devices import split_in_process; "
+        "import jax, jax.numpy as jnp; {before}from rcmdp_jax.study.runtime import split_in_process; "
         "print(repr(split_in_process('auto', 4))); print(len(jax.devices('cpu'))); print(jax.default_backend())"
     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "XLA_FLAGS"}
@@ -182,7 +182,7 @@ def test_the_cpu_split_from_a_script_or_one_line_why_not():
 
 def test_a_run_of_a_name_only_its_script_registered_says_that_a_shell_cannot_reopen_it(tmp_path, monkeypatch, capsys):
     from rcmdp_jax.study import orchestrate
-    from rcmdp_jax.study.user_env import unsaved
+    from rcmdp_jax.study.user_code import unsaved
 
     class Trained:  # the study itself is not this test's: the note comes before it
         def __init__(self, *args):
@@ -209,7 +209,7 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
     """run.json describes each user environment (its spec's numbers, every parameter); a
     --resume, --eval-only or report with another environment under that name (another
     box registered by the script, an edited file) is one line naming what differs."""
-    from rcmdp_jax.study.user_env import restore
+    from rcmdp_jax.study.user_code import restore_envs
 
     args = ["--env", "pendulum-of-a-script", "--algos", "PPO", "--seeds", "1"]
     try:
@@ -218,12 +218,12 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
         described = plan["env_descriptions"]["pendulum-of-a-script"]
         # the preset's box, ±10 % of g = 10, m = 1, l = 1, as absolute half-widths
         assert described["params.kappa"] == pytest.approx([1.0, 0.1, 0.1]) and described["cost_names"] == ["speed"]
-        restore(plan)  # the same environment: accepted
+        restore_envs(plan)  # the same environment: accepted
         # another n_test in the spec: refused, unless the run chose its own with --n-test
         envs.register("pendulum-of-a-script", dataclasses.replace(envs.spec("gymnax:Pendulum-v1"), n_test=7))
         with pytest.raises(ValueError, match=r"\(n_test differs\)"):
-            restore(plan)
-        restore({**plan, "n_test": 3})
+            restore_envs(plan)
+        restore_envs({**plan, "n_test": 3})
         # a hand-edited description compares as JSON: true is not 1.0
         envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1"))
         edited = json.loads(json.dumps(plan))
@@ -231,11 +231,11 @@ def test_another_environment_under_the_name_a_run_was_trained_on_is_refused():
         assert xi_c[1] == 1.0
         xi_c[1] = True
         with pytest.raises(ValueError, match=r"\(params.xi_c \(m: true -> 1\) differs\)"):
-            restore(edited)
+            restore_envs(edited)
         envs.register("pendulum-of-a-script", envs.spec("gymnax:Pendulum-v1@uncertain=g:0.1,m:0.5,l:0.1"))
         with pytest.raises(ValueError, match=r"'pendulum-of-a-script' is not the one this run was trained on "
                                              r"\(params.kappa \(m: 0.1 -> 0.5\) differs\)"):  # fmt: skip
-            restore(plan)
+            restore_envs(plan)
     finally:
         envs._REGISTERED.pop("pendulum-of-a-script", None)  # the name is this test's alone
 
@@ -255,12 +255,12 @@ def test_a_registered_gymnax_spec_is_not_built_inside_the_size_estimate():
 
 # ------------------------------------------------------------------ a FILE.py environment imports a module beside it
 def test_a_file_environment_imports_a_module_beside_it(tmp_path, monkeypatch):
-    from rcmdp_jax.study import user_env
+    from rcmdp_jax.study import user_code
 
     monkeypatch.setattr(sys, "path", list(sys.path))  # whatever the load adds goes with the test
     (tmp_path / "thermo_parts.py").write_text('from rcmdp_jax import envs\nSPEC = envs.spec("gymnax:CartPole-v1")\n')
     (tmp_path / "thermo.py").write_text("from thermo_parts import SPEC\n\ndef make():\n    return SPEC\n")
-    name, record = user_env.load_spec(f"{tmp_path / 'thermo.py'}:make")  # from another working directory
+    name, record = user_code.load_spec(f"{tmp_path / 'thermo.py'}:make")  # from another working directory
     assert name == "thermo.py:make" and record["file"] == str(tmp_path / "thermo.py")
     assert envs.spec(name).cost_names == envs.spec("gymnax:CartPole-v1").cost_names
 
@@ -321,7 +321,7 @@ def test_sigterm_while_a_module_loads_is_one_line_and_exit_143(tmp_path, capsys,
 def test_a_changed_width_names_its_field():
     import gymnax
 
-    from rcmdp_jax.study.user_env import check_described, description
+    from rcmdp_jax.study.user_code import check_described, description
 
     speed = lambda s, a, n, p: jnp.abs(n.theta_dot)[None] - 1.5  # noqa: E731
     envs.register(

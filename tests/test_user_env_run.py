@@ -141,7 +141,7 @@ def test_summary_says_whether_the_constraint_is_kept_by_hand(user_run):
 
 @pytest.mark.slow
 def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user_run, tmp_path, capsys):
-    from rcmdp_jax.study.report_cli import main as report
+    from rcmdp_jax.study.console import report
 
     out = tmp_path / "copy"
     shutil.copytree(user_run, out)
@@ -157,7 +157,7 @@ def test_a_folder_of_an_environment_this_process_cannot_rebuild_is_one_line(user
 
 @pytest.mark.slow
 def test_an_edited_environment_is_refused_before_anything_is_rewritten(user_run, tmp_path, capsys):
-    from rcmdp_jax.study.report_cli import main as report
+    from rcmdp_jax.study.console import report
 
     out = tmp_path / "copy"
     shutil.copytree(user_run, out)
@@ -199,7 +199,7 @@ def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, 
 
 
 def test_folder_names_are_plain():
-    from rcmdp_jax.study.user_env import check_folder_names, folder_name
+    from rcmdp_jax.study.user_code import check_folder_names, folder_name
 
     name = "gymnax:MountainCarContinuous-v0@uncertain=power:0.2,gravity:abs:0.001@costs=speed"
     assert folder_name(name) == "gymnax_MountainCarContinuous-v0_uncertain_power_0.2_gravity_abs_0.001_costs_speed"

@@ -232,7 +232,7 @@ class Config:
 
 
 # the fields an algorithm's name decides (``presets.split_variant``: ``MDPO-Robust-Lag:linear-epoch``):
-# the one list the command line (never by ``--set``) and a saved run's check (``study.saved_plan``) read
+# the one list the command line (never by ``--set``) and a saved run's check (``study.run_plan``) read
 ALGORITHM_FIELDS = ("learner", "constraint", "robust", "alpha_schedule", "alpha_tick")
 
 

@@ -1,20 +1,25 @@
 """The command line around the library (``rcmdp``, ``experiments/run.py``): a study here is
 one run of it (plan, train, test, report into a run folder); "the reference study" is the
-paper's experiments that the presets reproduce (docs/method.md). Its modules, by what they do:
+paper's experiments that the presets reproduce (docs/method.md). Its modules, by job:
 
-* ``cli`` -- arguments and the sequence plan -> run folder -> devices -> study;
-  ``UsageError`` and the one-line refusals (exit 2);
-* ``plan`` / ``plan_user`` / ``sizes`` -- every input checked and every config built
-  before anything is written; ``run_plan`` -- the plan (``Plan``, ``run.json``);
-  ``saved_plan`` -- a saved ``run.json`` checked; ``user_env`` -- a user's ``--env
-  MODULE:NAME`` or ``FILE.py:NAME``;
-* ``run_folder`` -- the run folder's paths, readers and writers (shared with the report);
-* ``compiled`` -- a family compiled ahead of time, its lanes over devices, the chunked loop;
-* ``orchestrate`` -- train, restore, test, search and report, as named steps (``Study``);
-* ``runtime`` -- processes, devices, compilation cache, Ctrl-C;
-* ``report`` / ``report_text`` / ``worst_case_report`` / ``plots`` /
-  ``aggregate`` / ``report_cli`` -- the tables and plots of a run folder;
-* ``console`` -- the installed commands.
+* command line -- ``console``: the one entry point, every installed command dispatched from
+  it (``rcmdp``, ``rcmdp report``, ``rcmdp eval``, ``rcmdp feasibility``, ``rcmdp-report``),
+  with the report and eval commands; ``cli``: the main job's arguments and the sequence
+  plan -> run folder -> devices -> study, ``UsageError`` and the one-line refusals (exit 2);
+  ``feasibility_cli``: ``rcmdp feasibility``; ``errors``: ``PlanError``, ``RunFolderError``;
+* plan -- ``plan``: every input checked and every config built before anything is written;
+  ``sizes``: counts and memory; ``run_plan``: the plan (``Plan``, ``run.json``) and a saved
+  ``run.json`` checked; ``user_code``: a user's ``--env MODULE:NAME`` / ``FILE.py:NAME`` and
+  ``--plugins`` files, recorded and loaded again;
+* run -- ``orchestrate``: train, restore, test, search and report, as named steps
+  (``Study``); ``compiled``: a family compiled ahead of time, its lanes over devices, the
+  chunked loop; ``programs``: compiled programs kept for the process; ``runtime``:
+  processes, devices and the CPU split, compilation cache, Ctrl-C; ``run_folder``: the run
+  folder's paths, readers, writers and lock (shared with the report); ``training_log``:
+  the CSV and TensorBoard metrics; ``policy``: a trained policy read back;
+* report -- ``report``: the tables of a run folder and its ``summary.md``;
+  ``report_sections``: the summary's sections in words (legend, constraints, worst case,
+  rliable statistics); ``plots``: every figure.
 
 Importing the subpackage imports none of them (``console`` splits the CPU into devices
 before JAX starts).

@@ -221,12 +221,12 @@ def new_plan(args) -> Plan | None:
 def load_plugins(args) -> None:
     """``--plugins`` imported before anything reads the registries; with ``--resume`` the run
     folder's own first (its run.json's ``plugins``), so the command need not name them again."""
-    from rcmdp_jax.study import plugin_files
+    from rcmdp_jax.study import user_code
 
     if args.resume and args.out and (Path(args.out) / "run.json").is_file():
         RunFolder(args.out).restore_plugins("--resume")
     try:
-        plugin_files.load_specs(args.plugins)
+        user_code.load_plugin_specs(args.plugins)
     except ValueError as err:
         raise UsageError(str(err)) from None
 
@@ -274,7 +274,7 @@ def main(argv=None) -> int:
     split_note = ""
     try:
         args = anchor_paths(parse_args(sys.argv[1:] if argv is None else argv))
-        from rcmdp_jax.study.devices import split_in_process
+        from rcmdp_jax.study.runtime import split_in_process
 
         split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
@@ -309,7 +309,7 @@ def main(argv=None) -> int:
         for name in plan.envs:
             for line in cannot_bind(name):
                 print(f"rcmdp_jax: warning: {line}", flush=True)
-    from rcmdp_jax.study.user_env import unsaved
+    from rcmdp_jax.study.user_code import unsaved
 
     for name in unsaved(plan.envs, plan.env_sources):
         print(f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "

@@ -76,7 +76,7 @@ def _prepare(args):
     rows of an interrupted check to resume)``."""
     from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
     from rcmdp_jax.plugin import check_seed
-    from rcmdp_jax.study import plugin_files, user_env
+    from rcmdp_jax.study import user_code
 
     # the folder first: a user's module may change the working directory when it loads
     if args.out is not None and not args.out.strip():
@@ -86,7 +86,7 @@ def _prepare(args):
     out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
     out = out.resolve()
     check_seed("--seed", args.seed)
-    plugin_files.load_specs(args.plugins)  # before the environment and the method are read
+    user_code.load_plugin_specs(args.plugins)  # before the environment and the method are read
     name = _env_name(args)
     if not has_costs(name):
         raise ValueError(f"--env {args.env}: it has no constraint costs (name them with --costs)")
@@ -94,7 +94,7 @@ def _prepare(args):
                             n_test=args.n_test, margin=args.margin, seed=args.seed,
                             **({"search": None} if args.no_search else {})).validate()  # fmt: skip
     check_sizes(name, cfg)  # the runner's memory and int32 checks: nothing trains that cannot fit
-    controller = user_env.load_object(args.controller) if args.controller else None
+    controller = user_code.load_object(args.controller) if args.controller else None
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
     if (out / "feasibility.json").exists():
@@ -129,14 +129,14 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
 
 def _open(out: Path):
     """Make ``out`` and take its lock (a run folder in use by a training run is refused)."""
-    from rcmdp_jax.study import folder_lock
+    from rcmdp_jax.study.run_folder import take
     from rcmdp_jax.study.runtime import os_error
 
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ValueError(f"--out {out}: cannot create the folder ({os_error(err, out)})") from None
-    return folder_lock.take(out)
+    return take(out)
 
 
 def _write(path: Path, text: str) -> None:

@@ -1,5 +1,8 @@
 """The run plan from the command line: every input validated and every config built
-before anything is compiled or written (``build_plan`` -> ``run_plan.Plan``)."""
+before anything is compiled or written (``build_plan`` -> ``run_plan.Plan``), with the
+plan's part for environments outside the study: ``--env PACKAGE.MODULE:NAME`` /
+``FILE.py:NAME`` loaded (``user_code``), and the algorithms an environment without
+constraint costs can run (``keep_constrained``)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_vari
 from rcmdp_jax.study.errors import PlanError
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.sizes import check_counts, check_memory
-from rcmdp_jax.study.user_env import check_folder_names
+from rcmdp_jax.study.user_code import check_folder_names
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
@@ -51,11 +54,9 @@ def parse_sets(sets) -> dict:
 def plan_envs(args) -> list[str]:
     """The environments of ``--env`` (with a gymnax preset's ``--uncertain``/``--costs``)."""
     from rcmdp_jax import envs
-    from rcmdp_jax.study import user_env
+    from rcmdp_jax.study import user_code
 
-    if user_env.is_source(args.env):
-        from rcmdp_jax.study.plan_user import load_user_env
-
+    if user_code.is_source(args.env):
         return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
     gymnax_env = args.env.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX))
@@ -246,8 +247,6 @@ def margin_notes(configs) -> list[str]:
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
-    from rcmdp_jax.study.plan_user import keep_constrained
-
     algos = keep_constrained(args, envs_, algos)
     try:
         check_folder_names(algos)
@@ -294,10 +293,45 @@ def build_plan(args) -> Plan:
                      f"CPU that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)")  # fmt: skip
     for note in notes:  # after every check: a refusal is one line
         print(note, file=sys.stderr)
-    from rcmdp_jax.study.plugin_files import loaded
-    from rcmdp_jax.study.user_env import descriptions, sources
+    from rcmdp_jax.study.user_code import descriptions, loaded_plugins, sources
 
     return Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
                 n_test=args.n_test, worst_case=args.worst_case, devices=args.devices, configs=configs,
                 will_run=will_run, env_sources=sources(envs_), env_descriptions=descriptions(envs_),
-                plugins=tuple(loaded()))  # fmt: skip
+                plugins=tuple(loaded_plugins()))  # fmt: skip
+
+
+# --- environments outside the study ---
+def load_user_env(args) -> str:
+    """``--env PACKAGE.MODULE:NAME`` / ``FILE.py:NAME``: the user's environment, loaded and
+    registered (its source goes into run.json)."""
+    from rcmdp_jax.study import user_code
+
+    if any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise")):
+        raise PlanError(f"--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID); "
+                         f"{args.env} brings its own box, costs and noise")  # fmt: skip
+    try:
+        return user_code.load_spec(args.env)[0]
+    except ValueError as err:
+        raise PlanError(f"--env {args.env}: {err}") from None
+
+
+def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
+    """An environment without constraint costs (a gymnax id named without --costs) runs
+    the unconstrained algorithms only: ``--algos all`` is cut to them, a named
+    constrained algorithm is refused."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.presets import parse_algorithm, split_variant
+
+    bare = [e for e in envs_ if e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e)]
+    if not bare:
+        return algos
+    constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
+    if constrained and args.algos != "all":
+        raise PlanError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
+                         "--costs FIELD:LIMIT,... or choose unconstrained algorithms (MCPMD, PPO, MDPO, RMCPMD, "
+                         "PPO-Robust, MDPO-Robust)")  # fmt: skip
+    if constrained:
+        print(f"note: --env {args.env} has no constraint costs (--costs): the {len(algos) - len(constrained)} "
+              "unconstrained algorithms run", file=sys.stderr)  # fmt: skip
+    return [a for a in algos if a not in constrained]

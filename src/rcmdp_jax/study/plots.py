@@ -23,7 +23,7 @@ VARIANT_STYLES = {
     (True, "lagrangian"): ("-.", "v"),
     (True, "augmented"): ((0, (6, 2)), "P"),
 }
-# the report's figure files (``aggregate`` draws the last two), one name each: drawn here and there,
+# the report's figure files (``plot_aggregate`` draws the last two), one name each: drawn here and there,
 # removed by ``drop_stale``
 TEST_RETURN, TRAIN_CURVES, INTERVALS, PROFILES = "test_return.png", "train_curves.png", "intervals.png", "profiles.png"
 
@@ -266,3 +266,44 @@ def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name
     fig.suptitle(f"{env_name}: training curves (mean over seeds)")
     fit(fig)
     return fig
+
+
+def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
+    """The rliable figures of ``report_sections.aggregate_section``: ``intervals.png`` (each
+    algorithm's IQM with its interval) and ``profiles.png`` (performance profiles)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = list(figures)
+    algos = list(next(iter(figures.values()))[0])
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 0.35 * len(algos) + 1.5), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        iqm = figures[metric][0]
+        y = np.arange(len(algos))[::-1]
+        for yi, a in zip(y, algos):
+            point, low, high = iqm[a]
+            ax.plot([low, high], [yi, yi], lw=6, alpha=0.5, solid_capstyle="butt")
+            ax.plot([point], [yi], "k|", ms=12)
+        ax.set_yticks(y)
+        ax.set_yticklabels(algos if ax is axes[0][0] else [])
+        ax.set_xlabel(f"IQM of {metric}")
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(f"{env_name}: IQM with 95% stratified-bootstrap intervals")
+    fit(fig)
+    fig.savefig(out_dir / INTERVALS, dpi=110)
+    plt.close(fig)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        _, taus, profiles = figures[metric]
+        for a, p in profiles.items():
+            ax.plot(taus, p, label=a)
+        ax.set_xlabel(f"{metric} threshold tau")
+        ax.set_ylabel("fraction of (seed, kernel) scores > tau")
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=6)
+    fig.suptitle(f"{env_name}: performance profiles over the test kernels")
+    fit(fig)
+    fig.savefig(out_dir / PROFILES, dpi=110)
+    plt.close(fig)

@@ -2,7 +2,7 @@
 gives its config, actor parameters and environment, a jit-able ``act(obs, key=None)``
 and ``evaluate(kernel=...)``, the deterministic policy's return and constraint values
 on one kernel named by its fields (``"masspole=+50%"``), with standard errors over the
-episodes. ``rcmdp eval`` (``eval_cli``) is the same from the command line.
+episodes. ``rcmdp eval`` (``console.evaluate``) is the same from the command line.
 
 The checkpoint is restored as ``--eval-only`` restores it (``checkpoint.restore`` into the
 shape ``make_train`` of the run's config gives), so every run folder that still resumes
@@ -136,7 +136,7 @@ class LoadedPolicy:
         ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
         from rcmdp_jax import box
         from rcmdp_jax.kernel_text import describe
-        from rcmdp_jax.study.report_text import cost_names
+        from rcmdp_jax.study.report_sections import cost_names
 
         xi = self.kernel(kernel)
         n = self.n_test if n_episodes is None else n_episodes

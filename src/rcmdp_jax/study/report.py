@@ -10,10 +10,9 @@ import numpy as np
 
 from rcmdp_jax import stats
 from rcmdp_jax.kernel_text import kernel_names
-from rcmdp_jax.study import aggregate, report_text
+from rcmdp_jax.study import report_sections
 from rcmdp_jax.study.plots import drop_stale, plot_robustness, plot_training
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, write_text
-from rcmdp_jax.study.worst_case_report import worst_case_section
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
 
@@ -48,13 +47,13 @@ def markdown_table(rows) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     for _, label, cells in rows:
         if cells is None:
-            lines.append(f"| {report_text.md_cell(label)} | diverged: no seed left | | |")
+            lines.append(f"| {report_sections.md_cell(label)} | diverged: no seed left | | |")
             continue
         out = []
         for m in stats.METRICS:
             s, marked = cells[m]
             out.append(f"**{_cell(s)}**" if marked else _cell(s))
-        lines.append(f"| {report_text.md_cell(label)} | " + " | ".join(out) + " |")
+        lines.append(f"| {report_sections.md_cell(label)} | " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -96,7 +95,7 @@ def state_bound_table(bounds: dict, levels: np.ndarray) -> str:
     lines = [head, "|" + "---|" * (len(levels) + 1)]
     for algo, b in bounds.items():
         frac = 100.0 * np.asarray(b, np.float64).mean(axis=(0, 2, 3))
-        lines.append(f"| {report_text.md_cell(algo)} | " + " | ".join(f"{f:.1f}" for f in frac) + " |")
+        lines.append(f"| {report_sections.md_cell(algo)} | " + " | ".join(f"{f:.1f}" for f in frac) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -137,7 +136,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     rows = summary_rows(results, lambda_max, seeds)
     md = markdown_table(rows)
     kept = {a: r for a, r in results.items() if r is not None}
-    names = report_text.cost_names(env_name, next(iter(kept.values()))[1].shape[-1]) if kept else ()
+    names = report_sections.cost_names(env_name, next(iter(kept.values()))[1].shape[-1]) if kept else ()
     if not plots:  # --plots off: the tables only, and before any is written no figures of earlier results
         stale = drop_stale(env_dir, len(names) if names else None)  # no seed kept: the files say
         if stale:
@@ -145,8 +144,8 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
                   "'rcmdp report RUN_DIR' draws them again")  # fmt: skip
     test_xi = _test_kernels(folder, env_name, results)
     xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
-    kept_text, kept_json = report_text.constraint_section(results, names, levels, test_xi, xi_names, costs)
-    text = f"# {env_name}: robustness test\n\n{md}{report_text.legend(lambda_max)}{kept_text}"
+    kept_text, kept_json = report_sections.constraint_section(results, names, levels, test_xi, xi_names, costs)
+    text = f"# {env_name}: robustness test\n\n{md}{report_sections.legend(lambda_max)}{kept_text}"
     diverged = {a: t - u for a, (u, t) in seeds.items() if u < t}
     if diverged:
         text += (
@@ -164,9 +163,9 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
             "The kernel mean is clipped at the state bound (docs/fidelity.md, choices): these episodes' "
             "returns and costs are those of the clipped dynamics.\n\n" + state_bound_table(bounds, levels)
         )
-    if kept and aggregate.available():
+    if kept and report_sections.rliable_available():
         figures = env_dir if plots and _has_matplotlib() else None
-        agg_text, agg_json = aggregate.section(kept, lambda_max, env_name, figures)
+        agg_text, agg_json = report_sections.aggregate_section(kept, lambda_max, env_name, figures)
         text += agg_text
         write_text(env_dir / "aggregate.json", json.dumps(agg_json, indent=2))
     elif kept:
@@ -174,7 +173,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     found = load_worst_case(folder, env_name, results, lambda_max)
     if found:
         nominal = test_xi[0, 0] if test_xi is not None else None
-        wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)}, nominal,
+        wc_text, wc_json = report_sections.worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)}, nominal,
                                               xi_names)  # fmt: skip
         text += wc_text
         write_text(env_dir / "worst_case.json", json.dumps(wc_json, indent=2))
@@ -202,7 +201,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
 
 
 def _where(entry: dict) -> str:
-    """A constraint's worst kernel (``report_text.constraint_section``'s entry) in words."""
+    """A constraint's worst kernel (``report_sections.constraint_section``'s entry) in words."""
     kernel = entry.get("worst_kernel", f"direction {entry['worst_direction']}")
     return f"level {entry['worst_level']:g}, {kernel}"
 

@@ -1,16 +1,28 @@
-"""A user's own environment on the command line: ``--env PACKAGE.MODULE:NAME`` or
-``--env PATH/TO/FILE.py:NAME``, and run folder names.
+"""The code a user brings on the command line, loaded, recorded in ``run.json`` with where
+it came from, and loaded again in a fresh process by ``--resume``, ``--eval-only`` and the
+report: an environment (``--env MODULE:NAME`` / ``FILE.py:NAME``) and plug-in files
+(``--plugins FILE.py|MODULE``); and run folder names.
 
-``NAME`` is a ``RobustEnvironment`` (e.g. ``envs.robustify(...)``), an ``envs.DomainSpec``,
-a dict ``{"env": ..., "learner": {...}, "n_test": N}`` (the arguments of ``envs.register``),
-or a function without arguments that returns one of them. The environment is registered
-under a name (``pkg.mod:NAME`` or ``FILE.py:NAME``), and ``run.json`` records where it
-came from (``env_sources``), so ``--resume``, ``--eval-only`` and the report rebuild it
-in a fresh process (``restore``).
+**Environments.** ``--env PACKAGE.MODULE:NAME`` or ``--env PATH/TO/FILE.py:NAME``: ``NAME``
+is a ``RobustEnvironment`` (e.g. ``envs.robustify(...)``), an ``envs.DomainSpec``, a dict
+``{"env": ..., "learner": {...}, "n_test": N}`` (the arguments of ``envs.register``), or a
+function without arguments that returns one of them. The environment is registered under a
+name (``pkg.mod:NAME`` or ``FILE.py:NAME``), and ``run.json`` records where it came from
+(``env_sources``), so ``--resume``, ``--eval-only`` and the report rebuild it in a fresh
+process (``restore_envs``).
+
+**Plug-in files.** ``--plugins FILE.py|MODULE``: a user's plug-ins (learners, constraint
+rules, robust methods, environments) loaded before anything reads the registries. The file
+or module registers its plug-ins when imported (``rcmdp_jax.learners.register``,
+``constraints.register``, ``adversary.register``, ``envs.register``). ``run.json`` records
+each (``plugins``: its absolute path or module name, the SHA-256 of its source and what it
+registered), so ``rcmdp report``, ``--resume`` and ``--eval-only`` import it again in a fresh
+process (``restore_plugins``) and refuse a file whose source changed since the run was trained.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -86,7 +98,7 @@ def _spec(obj, where: str):
                      "one")  # fmt: skip
 
 
-def load(record: dict, name: str) -> str:
+def load_env(record: dict, name: str) -> str:
     """Import the environment of ``record`` and register it as ``name``; ``ValueError``
     in one line if that fails."""
     where = f"{record.get('file') or record.get('module')}:{record['attr']}"
@@ -122,16 +134,16 @@ def load_object(spec: str):
 def load_spec(spec: str) -> tuple[str, dict]:
     """Load ``--env spec``: ``(registered name, its record for run.json)``."""
     name, record = _source_record(spec)
-    return load(record, name), record
+    return load_env(record, name), record
 
 
-def restore(plan: dict) -> None:
+def restore_envs(plan: dict) -> None:
     """Register the user environments a saved plan names (``env_sources``), once;
     ``ValueError`` in one line for an environment this process cannot rebuild, or one
     that is not the environment the run was trained on (``check_described``)."""
     names, saved = plan.get("envs"), plan.get("env_sources") or {}
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        return  # ``saved_plan.plan_problem`` names it
+        return  # ``run_plan.plan_problem`` names it
     if not isinstance(saved, dict) or not all(isinstance(r, dict) and isinstance(r.get("attr"), str)
                                               and isinstance(r.get("file") or r.get("module"), str)
                                               for r in saved.values()):  # fmt: skip
@@ -139,7 +151,7 @@ def restore(plan: dict) -> None:
                          "restore it")  # fmt: skip
     for name in names:
         if name in saved and name not in envs.registered():
-            load(saved[name], name)
+            load_env(saved[name], name)
         try:
             envs.check_name(name)
         except ValueError:
@@ -240,3 +252,96 @@ def check_folder_names(names) -> None:
 def sources(names) -> dict:
     """``{name: record}`` of the user environments among ``names`` (for run.json)."""
     return {n: _RECORDS[n] for n in names if n in _RECORDS}
+
+
+# --- plug-in files: ``--plugins FILE.py|MODULE`` ---
+_PLUGINS: dict[str, dict] = {}  # file path or module name -> its record, in load order
+
+
+def split_plugins(values) -> list[str]:
+    """``--plugins`` given repeatedly and/or as comma lists: the names, each once."""
+    out = []
+    for value in values or ():
+        parts = [v.strip() for v in value.split(",")]
+        if not all(parts):
+            raise ValueError(f"--plugins {value!r} has an empty name; give FILE.py or PACKAGE.MODULE, comma-separated")
+        out += parts
+    return list(dict.fromkeys(out))
+
+
+def plugin_record(spec: str) -> dict:
+    """How to load ``spec`` again: a file by its absolute path, a module with the folder it is
+    imported from (the command's)."""
+    if spec.endswith(".py"):
+        return {"file": str(Path(spec).expanduser().resolve())}
+    if not _MODULE.match(spec):
+        raise ValueError(f"--plugins {spec!r} is not allowed; give FILE.py or PACKAGE.MODULE")
+    return {"module": spec, "path": os.getcwd()}
+
+
+def _registered() -> set[tuple[str, str]]:
+    """Every plug-in of every kind: ``(kind, name)``."""
+    from rcmdp_jax import adversary, constraints, envs, learners  # noqa: F401  (every kind's registry made)
+    from rcmdp_jax.plugin import REGISTRIES
+
+    return {(r.kind, n) for r in REGISTRIES for n in r.names()} | {("environment", n) for n in envs.registered()}
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _plugin_where(record: dict) -> str:
+    return record.get("file") or record.get("module")
+
+
+def load_plugin(record: dict) -> dict:
+    """Import the plug-ins of ``record`` (once a process) and return its full record (with
+    ``sha256`` and ``registers``); ``ValueError`` in one line when it cannot be imported or
+    registers nothing."""
+
+    key = _plugin_where(record)
+    if key in _PLUGINS:
+        return _PLUGINS[key]
+    if "file" in record and not Path(record["file"]).is_file():
+        raise ValueError(f"--plugins {record['file']}: no such file")
+    before = _registered()
+    try:
+        module = _import(record)
+    except (Exception, SystemExit) as err:  # the user's code: any error (sys.exit too), said in one line
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ValueError(f"--plugins {key}: cannot import it: {type(err).__name__}: {msg}") from None
+    added = sorted(_registered() - before)
+    if not added:
+        raise ValueError(f"--plugins {key} registers nothing (no learner, constraint rule, robust method or "
+                         "environment): call rcmdp_jax.learners.register, constraints.register, adversary.register "
+                         "or envs.register in it")  # fmt: skip
+    source = record.get("file") or getattr(module, "__file__", None)
+    full = {**record, "sha256": _digest(source) if source else "", "registers": [f"{k} {n}" for k, n in added]}
+    _PLUGINS[key] = full
+    return full
+
+
+def load_plugin_specs(specs) -> list[dict]:
+    """``--plugins``' files and modules loaded, in order: their records."""
+    return [load_plugin(plugin_record(s)) for s in split_plugins(specs)]
+
+
+def loaded_plugins() -> list[dict]:
+    """The records of every plug-in file and module this process loaded (for run.json)."""
+    return list(_PLUGINS.values())
+
+
+def restore_plugins(plan: dict) -> None:
+    """Import the plug-ins a saved plan names (``plugins``) before its algorithms are read;
+    ``ValueError`` in one line for one that cannot be imported, or whose source is not the one
+    the run was trained with."""
+    saved = plan.get("plugins") or []
+    ok = lambda r: isinstance(r, dict) and isinstance(_plugin_where(r), str) and isinstance(r.get("sha256"), str)  # noqa: E731
+    if not isinstance(saved, list) or not all(ok(r) for r in saved):
+        raise ValueError("plugins must list each plug-in's file or module and sha256; it was edited: restore it")
+    for record in saved:
+        now = load_plugin({k: record[k] for k in ("file", "module", "path") if k in record})
+        if now["sha256"] != record["sha256"]:
+            raise ValueError(f"plug-in {_plugin_where(record)} is not the one this run was trained with (its source "
+                             "changed): restore that file, or train a new run")  # fmt: skip
