@@ -47,12 +47,13 @@ def machine() -> str:
     return f"{os.cpu_count()} CPU(s), {model}, {platform.platform()}"
 
 
-def grid(env: str, budget: str, schedules: bool, lr_scale: float = 1.0) -> dict:
-    """The study's configs of one setting, ``{algorithm: Config}`` (``lr`` times ``lr_scale``)."""
+def grid(env: str, budget: str, schedules: bool, lr_scale: float = 1.0, algos=None) -> dict:
+    """The study's configs of one setting, ``{algorithm: Config}`` (``lr`` times ``lr_scale``;
+    ``algos``: these algorithms only)."""
     from rcmdp_jax import preset
     from rcmdp_jax.presets import ALGORITHMS, schedule_variants
 
-    algos = schedule_variants() if schedules else ALGORITHMS
+    algos = algos or (schedule_variants() if schedules else ALGORITHMS)
     cfgs = {a: preset(env, a, budget) for a in algos}
     return {a: c.replace(lr=c.hparams.lr * lr_scale) if lr_scale != 1.0 else c for a, c in cfgs.items()}
 
@@ -101,7 +102,7 @@ class Counter:
         return out
 
 
-def compile_grid(env: str, budget: str, lr_scale: float, cache: str) -> dict:
+def compile_grid(env: str, budget: str, lr_scale: float, cache: str, algos=None) -> dict:
     import jax
     import numpy as np
 
@@ -112,7 +113,7 @@ def compile_grid(env: str, budget: str, lr_scale: float, cache: str) -> dict:
     from rcmdp_jax.study.compiled import Prepared
 
     counter = Counter()
-    cfgs = grid(env, budget, False, lr_scale)
+    cfgs = grid(env, budget, False, lr_scale, algos)
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), SEEDS))
     counter.take()
     out, t0 = {}, time.perf_counter()
@@ -130,6 +131,7 @@ def main(argv=None) -> None:
     ap.add_argument("--env", default="cartpole")
     ap.add_argument("--budget", default="short")
     ap.add_argument("--lr-scale", type=float, default=1.0)
+    ap.add_argument("--algos", help="comma-separated algorithms (compile; default: the 14 of the study)")
     ap.add_argument("--cache", help="the persistent compilation cache's folder (compile)")
     ap.add_argument("--label", default="", help="a name for these figures in --json (e.g. before, after)")
     ap.add_argument("--json", help="append the figures to this JSON file")
@@ -140,8 +142,8 @@ def main(argv=None) -> None:
     else:
         if not args.cache:
             ap.error("compile needs --cache DIR")
-        res = compile_grid(args.env, args.budget, args.lr_scale, args.cache)
-    res = dict(what=args.what, label=args.label, env=args.env, budget=args.budget, lr_scale=args.lr_scale,
+        res = compile_grid(args.env, args.budget, args.lr_scale, args.cache, args.algos and args.algos.split(","))
+    res = dict(what=args.what, label=args.label, env=args.env, budget=args.budget, lr_scale=args.lr_scale, algos=args.algos,
                machine=machine(), code=os.environ.get("PYTHONPATH", "installed"), **res)  # fmt: skip
     print(json.dumps(res, indent=1))
     if args.json:

@@ -8,6 +8,11 @@ its members' arrays and hyperparameters, and ``jax.vmap`` runs members x seeds
 together: 14 algorithms become 3 compiles, and one wide batch runs faster than
 several narrow ones.
 
+``make_family`` holds the members' numbers as constants (``jax.jit(jax.vmap(family))``); the
+study's runner (``study.compiled``) passes them, with the budget, as arguments instead
+(``tables``, ``Family.using``) and keys its compiled program on ``structure``: a run whose only
+change is a number or the budget runs the program compiled before.
+
 Member ``i`` of a family trained with key ``k`` gives the numbers of
 ``make_train(configs[i])(k)`` up to float rounding (the paths a member does not
 use are computed and discarded; their random keys are drawn either way).
