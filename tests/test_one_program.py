@@ -6,7 +6,6 @@ program built for it alone trains (``make_family`` with its numbers as constants
 import collections
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
