@@ -101,6 +101,3 @@ def test_a_shorter_budget_runs_the_same_program(first, keys):
     assert trained[0].metrics["lam"].shape[:2] == (2, 3)  # [seeds, iterations]: the idle slots cut
     assert_same(trained, reference(configs(3), keys))
 
-
-def test_the_first_run_trains_what_its_own_program_trains(first, keys):
-    assert_same(first[1], reference(configs(7), keys))
