@@ -5,7 +5,7 @@ lane selection, in one run (a benchmark, not a test).
 
 For every domain and algorithm family of the study (10 seeds, the runner's program
 and sharding, ``--devices auto``), three programs are compiled and timed on the same
-first ``--chunks`` chunks (of the runner's 10) of training:
+first ``--chunks`` chunks of the runner's (``compiled.CHUNK_SLOTS``: 5 batches or 100 episodes each) of training:
 
 * ``before``: one SPMD program over all lanes (jit with shardings), LTMA on every lane;
 * ``per-device``: each device runs its own lanes (``shard_map``);
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     p.add_argument("--envs", default="cartpole,inventory,inventory3d")
     p.add_argument("--budget", default="long", choices=("short", "long"))
     p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--chunks", type=int, default=2, help="chunks of the runner's 10 timed per program")
+    p.add_argument("--chunks", type=int, default=2, help="the runner's chunks timed per program (compiled.CHUNK_SLOTS iterations each)")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--json", default="bench_results/bench_families.json")
     args = p.parse_args(argv)

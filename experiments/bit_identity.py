@@ -6,6 +6,10 @@ worst_cost reading and the alpha schedules, every metric and the final parameter
     python experiments/bit_identity.py save after                        # the code after
     python experiments/bit_identity.py compare before after
 
+The ``runner/`` runs train a family through the study's runner (``study.compiled``: a compiled
+program run chunk by chunk, its numbers and budget as arguments) on the study's three domains and
+a gymnax preset, 7 iterations (the last chunk runs past the end).
+
 Each run goes in its own ``.npz`` (a run already saved is skipped, so an interrupted save
 resumes); ``ONLY=family`` saves only the runs whose tag holds ``family``. ``compare`` prints
 the arrays that differ in any bit (NaNs equal) and the keys only one side has.
@@ -42,6 +46,11 @@ def jobs() -> list[tuple[str, str, list]]:
     schedules = (("fixed", "epoch"), ("geometric", "epoch"), ("restart", "batch"))
     out.append(("family/cartpole/sched", "family",
                 [("cartpole", "MDPO-Robust-Lag", {"alpha_schedule": s, "alpha_tick": t}) for s, t in schedules]))  # fmt: skip
+    for env, algos in (("cartpole", ("MDPO", "MDPO-Lag", "MDPO-Robust-Lag")), ("inventory", ("PPO-Lag", "PPO-Robust-Lag")),
+                       ("inventory3d", ("MDPO-Lag", "MDPO-Robust-Augmented-Lag")), ("cartpole", ("MCPMD-Lag", "RMCPMD-Lag")),
+                       ("gymnax:CartPole-v1", ("MDPO-Lag", "MDPO-Robust-Lag"))):  # fmt: skip
+        sizes = {} if "MCPMD" in algos[0] else {"total_timesteps": 7 * 64}
+        out.append((f"runner/{env}/{algos[0]}", "runner", [(env, a, sizes) for a in algos]))
     return out
 
 
@@ -76,6 +85,17 @@ def save(folder: str) -> None:
         if os.path.exists(path) or os.environ.get("ONLY", "") not in tag:
             continue
         cfgs, out = [tiny(e, a, **kw) for e, a, kw in specs], {}
+        if kind == "runner":
+            from rcmdp_jax.study.compiled import Prepared, train_prepared
+
+            keys = np.asarray(jax.random.split(key, 2))
+            per_member, _ = train_prepared(Prepared(cfgs, keys, True), tag)
+            for i, r in enumerate(per_member):
+                flat(f"{tag}/{i}/m", r.metrics, out)
+                flat(f"{tag}/{i}/s", r.state.params, out)
+            np.savez(path, **out)
+            print("saved", tag, flush=True)
+            continue
         if kind == "alone":
             result = jax.jit(make_train(cfgs[0]))(key)
             flat(tag + "/d", result.state.dual, out)

@@ -8,6 +8,11 @@ its members' arrays and hyperparameters, and ``jax.vmap`` runs members x seeds
 together: 14 algorithms become 3 compiles, and one wide batch runs faster than
 several narrow ones.
 
+``make_family`` holds the members' numbers as constants (``jax.jit(jax.vmap(family))``); the
+study's runner (``study.compiled``) passes them, with the budget, as arguments instead
+(``tables``, ``Family.using``) and keys its compiled program on ``structure``: a run whose only
+change is a number or the budget runs the program compiled before.
+
 Member ``i`` of a family trained with key ``k`` gives the numbers of
 ``make_train(configs[i])(k)`` up to float rounding (the paths a member does not
 use are computed and discarded; their random keys are drawn either way).
@@ -36,6 +41,27 @@ def family_key(cfg: Config) -> Config:
         cfg, name="", constraint="none", robust=False, adversary="ltma", alpha_schedule="fixed", alpha_tick="epoch",
         hparams=HParams(),
     )  # fmt: skip
+
+
+def structure(configs) -> tuple:
+    """What the program of a family of ``configs`` is built from, and so the key of its compiled
+    program: the shared config without its budget (``total_timesteps``), the robust methods and
+    constraint rules it switches over, and its number of members. The members' hyperparameters,
+    ``Variant``s and budget (``tables``, the run's iterations) are arguments of the program: a
+    run whose only change is a learning rate or a budget runs the compiled program again."""
+    configs = tuple(configs)
+    shared = dataclasses.replace(family_key(configs[0]), total_timesteps=0)
+    rules = tuple(dict.fromkeys(c.constraint for c in configs))
+    return shared, adversary.family_methods(configs), rules, len(configs)
+
+
+def tables(configs, methods: tuple[str, ...] | None = None) -> tuple[HParams, Variant]:
+    """Every member's hyperparameters and ``Variant``, stacked (leading axis: the members) as
+    NumPy arrays: the arguments a family's program takes (``Family.using``)."""
+    configs = tuple(configs)
+    methods = adversary.family_methods(configs) if methods is None else methods
+    stack = lambda trees: jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)
+    return stack([resolve_hparams(c, None) for c in configs]), stack([Variant.of(c, methods) for c in configs])
 
 
 def group(configs: dict[str, Config]) -> list[list[str]]:
@@ -72,6 +98,11 @@ class Family(Program):
         hp = jax.tree.map(lambda x: jnp.take(x, member, axis=0, mode="fill", fill_value=jnp.nan), self.hparams)
         return hp, jax.tree.map(lambda x: x[member], self.variants)
 
+    def using(self, hparams: HParams, variants: Variant) -> Family:
+        """This family reading its members' hyperparameters and ``Variant``s from ``hparams`` and
+        ``variants`` (``tables``' layout; traced: arguments of the program, not constants)."""
+        return dataclasses.replace(self, hparams=hparams, variants=variants)
+
 
 def make_family(configs: list[Config]) -> Family:
     """One ``Family`` for ``configs`` (configs that ``family_key`` maps to one key)."""
@@ -96,11 +127,5 @@ def make_family(configs: list[Config]) -> Family:
         )
     methods = adversary.family_methods(configs)
     step = Step(configs[0], methods, tuple(dict.fromkeys(c.constraint for c in configs)))
-    stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
-    return Family(
-        configs=configs,
-        env=step.env,
-        step=step,
-        hparams=stack([resolve_hparams(c, None) for c in configs]),
-        variants=stack([Variant.of(c, methods) for c in configs]),
-    )
+    hparams, variants = jax.tree.map(jnp.asarray, tables(configs, methods))
+    return Family(configs=configs, env=step.env, step=step, hparams=hparams, variants=variants)

@@ -72,16 +72,19 @@ class ScheduleState:
 
 @struct.dataclass
 class Schedule:
-    """Which schedule, ticking when: codes (``code``, positions in ``TICKS``; may be traced)."""
+    """Which schedule, ticking when: codes (``code``, positions in ``TICKS``; may be traced),
+    and the run's iterations, from which ``K`` is counted (an argument of the program, not a
+    constant of it, so that every budget runs one program)."""
 
     kind: jax.Array
     tick: jax.Array
+    iterations: jax.Array  # the run's iterations (``Config.num_iterations``), int32
 
     @classmethod
-    def of(cls, kind: str, tick: str) -> Schedule:
+    def of(cls, kind: str, tick: str, iterations: int = 1) -> Schedule:
         if tick not in TICKS:
             raise ValueError(f"alpha_tick={tick!r} is not allowed; choose one of: {', '.join(TICKS)}")
-        return cls(jnp.int32(code(kind)), jnp.int32(TICKS.index(tick)))
+        return cls(jnp.int32(code(kind)), jnp.int32(TICKS.index(tick)), jnp.int32(iterations))
 
     def per_epoch(self) -> jax.Array:
         """1 when the schedule ticks after every epoch, else 0 (int32)."""
@@ -92,9 +95,10 @@ def init_schedule() -> ScheduleState:
     return ScheduleState(tick=jnp.zeros((), jnp.int32), restart_tick=jnp.zeros((), jnp.int32))
 
 
-def alpha_ticks_total(schedule: Schedule, num_iterations: int, epochs: int) -> jax.Array:
-    """``K``: ``num_iterations * epochs`` ticks per epoch, ``num_iterations`` per batch."""
-    return jnp.where(schedule.per_epoch() == 1, num_iterations * epochs, num_iterations)
+def alpha_ticks_total(schedule: Schedule, epochs: int) -> jax.Array:
+    """``K``: ``iterations * epochs`` ticks per epoch, ``iterations`` per batch (int32)."""
+    n = schedule.iterations
+    return jnp.where(schedule.per_epoch() == 1, n * epochs, n)
 
 
 def alpha_value(kind: jax.Array, state: ScheduleState, alpha0: jax.Array, decay: jax.Array, total_ticks) -> jax.Array:

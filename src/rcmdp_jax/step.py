@@ -54,11 +54,15 @@ class TrainState:
 class Variant:
     """What may differ between the algorithms of one family, as arrays: the constraint rule
     (``constraints.code``), the robust method (an index into the family's ``methods``,
-    ``rcmdp_jax.adversary``) and the alpha schedule (``schedules.Schedule`` codes)."""
+    ``rcmdp_jax.adversary``), the alpha schedule (``schedules.Schedule`` codes, and the run's
+    iterations its ``K`` counts from) and the policy step budget (``Config.total_timesteps``,
+    float32: what an episodic learner's slots spend). Arguments of a program, not constants
+    of it: one program serves every budget."""
 
     constraint: jax.Array
     adversary: jax.Array
     schedule: schedules.Schedule
+    budget: jax.Array
 
     @classmethod
     def of(cls, cfg: Config, methods: tuple[str, ...] | None = None) -> Variant:
@@ -66,7 +70,8 @@ class Variant:
         return cls(
             constraint=jnp.int32(constraints.code(cfg.constraint)),
             adversary=jnp.int32(methods.index(adversary.method_of(cfg))),
-            schedule=schedules.Schedule.of(cfg.alpha_schedule, cfg.alpha_tick),
+            schedule=schedules.Schedule.of(cfg.alpha_schedule, cfg.alpha_tick, cfg.num_iterations),
+            budget=jnp.float32(cfg.total_timesteps),
         )
 
 
@@ -178,15 +183,35 @@ class Step:
                                   rng=rng, method_state=method_state)  # fmt: skip
         return new_state, metrics
 
-    def run(self, state: TrainState, hp, variant: Variant, start, n: int):
+    def run(self, state: TrainState, hp, variant: Variant, start, n: int, total=None):
         """Iterations ``start .. start + n - 1`` (``n`` static): ``(state, metrics)``, each
         a slot of the learner's (``Learner.iteration_slot``: MCPMD's step budget).
+        ``total`` (an int32 scalar, may be traced; None: every slot runs): the run's
+        iterations; slots from ``total`` on do nothing (``idle_metrics``, the other metrics
+        NaN), so that a program of a fixed chunk ``n`` serves every budget.
         ``metrics["valid_input"]`` is 0 where the hyperparameters or the kernel are out of
         range: values traced under ``vmap`` that no host check saw (a divergence)."""
 
         def slot(s, it):
-            return self.learner.iteration_slot(lambda s: self.iteration(s, it, hp, variant), s, idle_metrics)
+            return self.learner.iteration_slot(lambda s: self.iteration(s, it, hp, variant), s, idle_metrics,
+                                               variant.budget)  # fmt: skip
 
         ok = hparams_ok(hp) & self.env.kernel_ok(state.env_params)  # traced values: flagged per lane
-        state, metrics = jax.lax.scan(slot, state, start + jnp.arange(n))
+        state, metrics = jax.lax.scan(slot if total is None else until(slot, total), state, start + jnp.arange(n))
         return state, metrics | {"valid_input": jnp.full((n,), ok, jnp.float32)}
+
+
+def until(slot, total):
+    """``slot(state, it)`` while ``it < total``, else nothing: the state carried over, the metrics
+    ``idle_metrics``' (the others NaN). ``total`` is one number for every lane of a vmapped
+    program, so the slots past it are a real branch, not computed and discarded."""
+
+    def bounded(s, it):
+        shapes = jax.eval_shape(lambda s: slot(s, it)[1], s)
+
+        def nothing(s):
+            return s, jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), shapes) | idle_metrics(s)
+
+        return jax.lax.cond(it < total, lambda s: slot(s, it), nothing, s)
+
+    return bounded

@@ -67,12 +67,18 @@ class Program:
         hp, variant = self.inputs(lane)
         return self.step.init(rng, hp, self.start_kernel(env_params), variant)
 
-    def run(self, state: TrainState, lane=None, start=0, n: int | None = None):
+    def run(self, state: TrainState, lane=None, start=0, n: int | None = None, total=None):
         """Iterations ``start .. start + n - 1`` (``n`` static, default all): ``(state, metrics)``;
-        ``run(init(rng), lane, start, n)`` over consecutive chunks gives the numbers of one call."""
+        ``run(init(rng), lane, start, n)`` over consecutive chunks gives the numbers of one call.
+        ``total`` (the run's iterations, may be traced): a chunk may run past the run's end,
+        its slots from ``total`` on doing nothing (``step.until``), so one program of chunk
+        ``n`` serves every budget (``study.compiled``); its metrics' rows past the end are to be cut."""
         n = self.num_iterations() if n is None else n
-        check_chunk(start, n, self.num_iterations())
-        return self.step.run(state, *self.inputs(lane), start, n)
+        if total is None:
+            check_chunk(start, n, self.num_iterations())
+        else:
+            check_chunk(start, n, start + n)
+        return self.step.run(state, *self.inputs(lane), start, n, total)
 
     def __call__(self, rng: jax.Array, lane=None, env_params=None) -> TrainResult:
         state, metrics = self.run(self.init(rng, lane, env_params), lane)

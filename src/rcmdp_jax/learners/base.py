@@ -78,10 +78,11 @@ class Learner(Plugin):
         """``(rollout key, update key)``."""
         return tuple(jax.random.split(key))
 
-    def iteration_slot(self, iteration, state, idle):
+    def iteration_slot(self, iteration, state, idle, budget=None):
         """One slot of the train scan: ``iteration(state) -> (state, metrics)``. ``idle(state)``
         gives the metrics a slot that does nothing carries over (``episodic`` learners'
-        slots past their step budget: ``MCPMD.iteration_slot``)."""
+        slots past their step budget ``budget``, the run's policy steps, an argument of the
+        program (``step.Variant.budget``): ``MCPMD.iteration_slot``)."""
         return iteration(state)
 
     def collect(self, key, state, hp, per_env: bool = False, fresh_xi=None):

@@ -161,7 +161,7 @@ class BatchLearner(Learner):
         k_perm, k_drop = jax.random.split(key)
         perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(k_perm, epochs))
         per_epoch = schedule.per_epoch()
-        big_k = alpha_ticks_total(schedule, cfg.num_iterations, epochs)
+        big_k = alpha_ticks_total(schedule, epochs)
         alphas = jax.vmap(
             lambda e: alpha_value(schedule.kind, sched.replace(tick=sched.tick + e * per_epoch), hp.alpha,
                                   hp.alpha_decay, big_k)

@@ -24,8 +24,9 @@ class MCPMD(Learner):
         """``(rollout key, update key)``: the update replays the episode's own dropout keys."""
         return key, key
 
-    def iteration_slot(self, iteration, state, idle):
-        """MCPMD's iteration slot (its step budget, ``cfg.total_timesteps``): an iteration
+    def iteration_slot(self, iteration, state, idle, budget=None):
+        """MCPMD's iteration slot (its step budget ``budget``, ``cfg.total_timesteps`` when None;
+        traced in a program that serves every budget, ``step.Variant.budget``): an iteration
         while policy steps remain in the budget, else nothing (``idle(state)``'s metrics,
         ``active = 0``; the state and the counters are carried over, the other metrics are
         NaN). It is a ``while_loop`` of at most one trip, so under ``vmap`` a slot costs
@@ -33,9 +34,11 @@ class MCPMD(Learner):
         shapes = jax.eval_shape(lambda s: iteration(s)[1], state)
         nothing = jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), shapes) | idle(state)
 
+        budget = self.cfg.total_timesteps if budget is None else budget
+
         def cond(carry):
             done, s, _ = carry
-            return jnp.logical_and(jnp.logical_not(done), s.samples[0] < self.cfg.total_timesteps)
+            return jnp.logical_and(jnp.logical_not(done), s.samples[0] < budget)
 
         def body(carry):
             _, s, _ = carry

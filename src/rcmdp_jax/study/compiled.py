@@ -43,10 +43,16 @@ def ticking(label: str, what: str, since: float | None = None, every: float | No
         thread.join()
 
 
-def chunk_size(n_iter: int, target_chunks: int = 10) -> int:
-    """Largest divisor of ``n_iter`` not above ``n_iter / target_chunks`` (at least 1)."""
-    limit = max(1, n_iter // target_chunks)
-    return max(d for d in range(1, limit + 1) if n_iter % d == 0)
+# iteration slots per chunk, whatever the budget: the program runs one chunk and takes the run's
+# iterations as an argument (the last chunk's slots past the end do nothing), so the short and
+# the long budget run one program. An episodic learner's slot is one episode (MCPMD), a batch
+# learner's one batch of n_envs x n_steps.
+CHUNK_SLOTS = {"episodic": 100, "batch": 5}
+
+
+def chunk_size(cfg) -> int:
+    """The iteration slots of one chunk of ``cfg``'s runs (``CHUNK_SLOTS``)."""
+    return CHUNK_SLOTS["episodic" if cfg.episodic else "batch"]
 
 
 class Prepared:
@@ -60,6 +66,12 @@ class Prepared:
     init program's LAPACK deadlock showed: docs/known_issues.md); ``start`` (main
     thread) makes the arrays and the initial state.
 
+    The compiled programs are kept per process under the family's structure
+    (``family.structure``): its members' hyperparameters, ``Variant``s and budget are arguments
+    (``tables``, ``total``), and a chunk is ``CHUNK_SLOTS`` iterations whatever the budget, so
+    a family whose only changes are numbers or the budget runs a program compiled before (in
+    this process, or in JAX's persistent cache: the program is the same).
+
     On a mesh, each device runs the program on its own lanes (``on_devices``), which
     are dealt out to the devices in turn (``order``). ``make_family``, ``on_devices``
     and ``order`` are methods so that ``experiments/bench_families.py`` can time the
@@ -69,7 +81,8 @@ class Prepared:
         t0 = time.perf_counter()
         self.cfgs, self.keys, self.use_vmap, self.mesh = cfgs, np.asarray(keys), use_vmap, mesh
         self.n_iter = cfgs[0].num_iterations
-        self.chunk = chunk_size(self.n_iter, max(10, -(-self.n_iter // 1000)))  # progress at least every 1,000
+        self.chunk = chunk_size(cfgs[0])
+        self.total = np.int32(self.n_iter)  # the program's argument: slots from here on do nothing
         if use_vmap:
             self._compile_vmapped()
         else:
@@ -107,7 +120,8 @@ class Prepared:
         from rcmdp_jax.sharding import AXIS
 
         lanes, whole = PartitionSpec(AXIS), PartitionSpec()
-        return jax.shard_map(step, mesh=self.mesh, in_specs=(lanes, lanes, whole), out_specs=lanes, check_vma=False)
+        return jax.shard_map(step, mesh=self.mesh, in_specs=(lanes, lanes, whole, whole, whole), out_specs=lanes,
+                             check_vma=False)  # fmt: skip
 
     def _compile_vmapped(self) -> None:
         """All members x seeds in one vmapped program (sharded over the mesh if any)."""
@@ -119,57 +133,73 @@ class Prepared:
         members = np.repeat(np.arange(len(cfgs), dtype=np.int32), keys.shape[0])
         batch_keys = np.tile(keys, (len(cfgs), 1))
         self.batches = [(batch_keys, members)]
+        tables = self._tables(cfgs)
 
         def build():
             # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
             split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}
             family = self.make_family(cfgs)  # one algorithm is a family of one
-            init_fn = jax.vmap(family.init)
-            step = jax.vmap(lambda s, m, start: family.run(s, m, start, chunk), in_axes=(0, 0, None))
+            init_fn = jax.vmap(lambda k, m, t: family.using(*t).init(k, m), in_axes=(0, 0, None))
+            step = jax.vmap(lambda s, m, start, t, total: family.using(*t).run(s, m, start, chunk, total),
+                            in_axes=(0, 0, None, None, None))  # fmt: skip
             # the initial state is computed unsharded, then split across the mesh: a sharded
             # init program (orthogonal init = LAPACK QR) also deadlocks XLA CPU on several devices
-            init = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False)).compile()
-            state = jax.eval_shape(init_fn, spec(batch_keys, False), spec(members, False))
+            t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), tables)
+            init_args = (spec(batch_keys, False), spec(members, False), t_spec)
+            init = jax.jit(init_fn).lower(*init_args).compile()
+            state = jax.eval_shape(init_fn, *init_args)
             if mesh is not None:
                 sharded = batch_sharding(mesh)
                 state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharded), state)
                 step = self.on_devices(step)
-            start_spec = jax.ShapeDtypeStruct((), np.int32)
-            return init, jax.jit(step, **split).lower(state, spec(members, True), start_spec).compile()
+            scalar = jax.ShapeDtypeStruct((), np.int32)
+            return init, jax.jit(step, **split).lower(state, spec(members, True), scalar, t_spec, scalar).compile()
 
-        self.init, self.step = self._compiled("vmap", build)
+        init, step = self._compiled("vmap", build)
+        self.init = lambda k, m: init(k, m, tables)
+        self.step = lambda state, m, start: step(state, m, start, tables, self.total)
+
+    def _tables(self, cfgs) -> tuple:
+        """The members' hyperparameters and ``Variant``s, the programs' argument (``family.tables``)."""
+        from rcmdp_jax.family import tables
+
+        return tables(cfgs)
 
     def _compile_loop(self) -> None:
         """A Python loop over algorithms and seeds; the step is compiled per algorithm."""
         import jax
 
-        from rcmdp_jax import make_train
-
         keys, chunk, spec = self.keys, self.chunk, self._spec
         self.batches = [(keys[i], m) for m in range(len(self.cfgs)) for i in range(keys.shape[0])]
+        tables = [self._tables([c]) for c in self.cfgs]  # each algorithm a family of one
 
         def build():
-            trains = [make_train(c) for c in self.cfgs]
-            inits = [jax.jit(t.init).lower(spec(keys[0], False)).compile() for t in trains]
-            start_spec = jax.ShapeDtypeStruct((), np.int32)
-            steps = [
-                jax.jit(lambda s, start, t=t: t.run(s, None, start, chunk))
-                .lower(jax.eval_shape(t.init, spec(keys[0], False)), start_spec).compile()
-                for t in trains
-            ]  # fmt: skip
+            families = [self.make_family([c]) for c in self.cfgs]
+            scalar = jax.ShapeDtypeStruct((), np.int32)
+            inits, steps = [], []
+            for f, t in zip(families, tables):
+                t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), t)
+                init_fn = lambda k, t, f=f: f.using(*t).init(k, 0)
+                inits.append(jax.jit(init_fn).lower(spec(keys[0], False), t_spec).compile())
+                state = jax.eval_shape(init_fn, spec(keys[0], False), t_spec)
+                run = lambda s, start, t, total, f=f: f.using(*t).run(s, 0, start, chunk, total)
+                steps.append(jax.jit(run).lower(state, scalar, t_spec, scalar).compile())
             return inits, steps
 
         inits, steps = self._compiled("loop", build)
-        self.init = lambda k, m: inits[m](k)
-        self.step = lambda state, m, start: steps[m](state, start)
+        self.init = lambda k, m: inits[m](k, tables[m])
+        self.step = lambda state, m, start: steps[m](state, start, tables[m], self.total)
 
     def _compiled(self, layout: str, build):
         """``build()``, kept for the process (``study.programs``) under what it is built
         from; a subclass (a benchmark's variant) builds its own each time."""
         if type(self) is not Prepared:
             return build()
+        from rcmdp_jax.family import structure
+
         envs_ = tuple(env_identity(c.env) for c in self.cfgs)
-        key = ("family", layout, tuple(self.cfgs), envs_, plugins(), self.keys.shape, str(self.keys.dtype), self.mesh,
+        shape = structure(self.cfgs) if layout == "vmap" else tuple(structure([c]) for c in self.cfgs)
+        key = ("family", layout, shape, envs_, plugins(), self.keys.shape, str(self.keys.dtype), self.mesh,
                self.chunk)  # fmt: skip
         return cached(key, build)
 
@@ -247,13 +277,16 @@ def train_prepared(prep: Prepared, label: str, log=None):
     n_iter, chunk = prep.n_iter, prep.chunk
     print(f"{label} compiled in {fmt(prep.compile_s)} ({n_iter} iterations, {chunk} per chunk)", flush=True)
     results, t_train = [], time.perf_counter()
-    total_chunks = n_iter // chunk * len(prep.batches)
+    total_chunks = -(-n_iter // chunk) * len(prep.batches)
     done, next_report = 0, 0.0
+    axis = 1 if prep.use_vmap else 0  # the metrics' iteration axis
     for batch, (keys, members) in enumerate(prep.batches):
         state, members = prep.start(keys, members)
         chunks = []
         for start in range(0, n_iter, chunk):
             state, metrics = prep.step(state, members, jnp.int32(start))
+            if start + chunk > n_iter:  # the last chunk's slots past the run's end did nothing
+                metrics = jax.tree.map(lambda x: jax.lax.slice_in_dim(x, 0, n_iter - start, axis=axis), metrics)
             chunks.append(metrics)
             log_chunk(prep, log, metrics, start, batch)
             done += 1
@@ -264,7 +297,6 @@ def train_prepared(prep: Prepared, label: str, log=None):
                 eta = elapsed / frac - elapsed
                 print(f"{label} {100 * frac:5.1f}%  elapsed {fmt(elapsed)}  ETA {fmt(eta)}", flush=True)
                 next_report = frac + 0.2
-        axis = 1 if prep.use_vmap else 0
         metrics = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=axis), *chunks)
         results.append(TrainResult(state=state, metrics=metrics))
     n_seeds, n_members = prep.keys.shape[0], len(prep.cfgs)

@@ -5,7 +5,8 @@ A second study in the same process with the same configurations, shapes and devi
 test suite) takes the compiled family, sweep, search and checkpoint layout from here
 instead of tracing, lowering and compiling them again (JAX's persistent cache saves
 only the last of the three). A key holds everything the program is built from: the
-configurations (frozen dataclasses), the shapes, the devices, each environment's
+configurations (frozen dataclasses; for a family its structure, ``family.structure``, as its
+numbers and budget are the program's arguments), the shapes, the devices, each environment's
 identity (``envs.register`` may give a name another environment) and, for a family, the
 registered learners, constraint rules, alpha schedules and robust methods (its program
 switches over them). Registered objects count by identity: one changed in place between two

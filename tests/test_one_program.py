@@ -1,0 +1,103 @@
+"""One compiled program, many runs (issue 53 item 4): a family's hyperparameters, variants and
+budget are arguments of the study's compiled program (``study.compiled.Prepared``), so a run
+whose only change is the learning rate or the budget compiles nothing, and trains what a
+program built for it alone trains (``make_family`` with its numbers as constants, the reference)."""
+
+import collections
+
+import jax
+import numpy as np
+import pytest
+
+from rcmdp_jax import make_family, preset
+from rcmdp_jax.study import programs
+from rcmdp_jax.study.compiled import Prepared, train_prepared
+
+ALGOS = ("MDPO", "MDPO-Lag")
+
+
+def configs(iterations: int, lr_scale: float = 1.0):
+    """A tiny cartpole MDPO family of ``iterations`` iterations (64 policy steps each); MDPO-Lag
+    runs the linear alpha schedule, whose K is the run's iterations (so a budget baked into the
+    program would show)."""
+    out = []
+    for a in ALGOS:
+        cfg = preset("cartpole", a, total_timesteps=64 * iterations, n_steps=16, minibatch_size=16, epochs=2,
+                     eval_episodes=2, n_dual_episodes=2, dual_batch=32)  # fmt: skip
+        cfg = cfg.replace(lr=cfg.hparams.lr * lr_scale)
+        out.append(cfg.replace(alpha_schedule="linear") if a == "MDPO-Lag" else cfg)
+    assert all(c.num_iterations == iterations for c in out)
+    return out
+
+
+class Compiles:
+    """XLA compilations while the block runs (JAX's compile events, ``jax.monitoring``)."""
+
+    n = collections.Counter()
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, secs, **kw: Compiles.n.update([event]) if event == "/jax/core/compile/backend_compile_duration" else None
+    )
+
+    def __enter__(self):
+        self.start = Compiles.n["/jax/core/compile/backend_compile_duration"]
+        return self
+
+    def __exit__(self, *exc):
+        self.count = Compiles.n["/jax/core/compile/backend_compile_duration"] - self.start
+
+
+def reference(cfgs, keys):
+    """The family trained by one program built for it alone (``make_family``: its numbers and
+    budget constants; the whole run one scan), its lanes laid out as the runner's (members x
+    seeds), member by member."""
+    members = np.repeat(np.arange(len(cfgs), dtype=np.int32), len(keys))
+    out = jax.jit(jax.vmap(make_family(cfgs)))(np.tile(keys, (len(cfgs), 1)), members)
+    return [jax.tree.map(lambda x, i=i: x[i * len(keys) : (i + 1) * len(keys)], out) for i in range(len(cfgs))]
+
+
+def assert_same(per_member, ref):
+    """The same numbers up to float rounding (a metric's reduction may fuse otherwise in the
+    runner's chunked scan; the rounding is ~1e-8 here, a changed number moves them by far more)."""
+    for r, e in zip(per_member, ref):
+        for name in ("eval_return", "lam", "policy_loss", "c_hat", "xi"):
+            np.testing.assert_allclose(r.metrics[name], e.metrics[name], rtol=1e-5, atol=1e-7, err_msg=name)
+        for a, b in zip(jax.tree.leaves(r.state.params), jax.tree.leaves(e.state.params)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+@pytest.fixture(scope="module")
+def keys():
+    return np.asarray(jax.random.split(jax.random.PRNGKey(7), 2))
+
+
+@pytest.fixture(scope="module")
+def first(keys):
+    """The family of 7 iterations (two chunks, the second past the run's end), built first."""
+    programs.clear()
+    prep = Prepared(configs(7), keys, True)
+    return prep, train_prepared(prep, "first")[0]
+
+
+def test_a_changed_learning_rate_compiles_nothing_and_trains_its_own_numbers(first, keys):
+    built = programs.counts["built"]
+    with Compiles() as compiles:
+        prep = Prepared(configs(7, lr_scale=3.0), keys, True)
+    assert programs.counts["built"] == built, "a new learning rate built a new program"
+    assert compiles.count == 0, f"{compiles.count} XLA compilation(s) for a new learning rate"
+    trained, _ = train_prepared(prep, "lr x3")
+    before = first[1]
+    with pytest.raises(AssertionError):  # the learning rate did enter: other numbers
+        assert_same(trained, before)
+    assert_same(trained, reference(configs(7, lr_scale=3.0), keys))
+
+
+def test_a_shorter_budget_runs_the_same_program(first, keys):
+    built = programs.counts["built"]
+    with Compiles() as compiles:
+        prep = Prepared(configs(3), keys, True)
+    assert programs.counts["built"] == built and compiles.count == 0
+    assert prep.chunk == first[0].chunk > 3  # one chunk, two slots past the end
+    trained, _ = train_prepared(prep, "3 iterations")
+    assert trained[0].metrics["lam"].shape[:2] == (2, 3)  # [seeds, iterations]: the idle slots cut
+    assert_same(trained, reference(configs(3), keys))
+
