@@ -72,11 +72,11 @@ def slug(env: str) -> str:
     return env.replace("gymnax:", "gymnax-")
 
 
-def setting_command(out: Path, env: str, seeds: int, jobs: int, only=None) -> list[str]:
+def setting_command(out: Path, env: str, seeds: int, jobs: int, only=None, learners=LEARNERS) -> list[str]:
     """The runner's command for one setting (``--resume`` when its folder is there); with
     ``jobs > 1`` on one XLA device, so that the settings share the cores instead of each
     sharding over all of them."""
-    algos = ",".join(algo_name(learner, m) for learner in LEARNERS for m in methods_of(learner)
+    algos = ",".join(algo_name(learner, m) for learner in learners for m in methods_of(learner)
                      if only is None or m in only)  # fmt: skip
     args = ["--env", env, "--algos", algos, "--seeds", str(seeds), "--worst-case", "costs"]
     args += ["--steps", str(STEPS[env])] if env in STEPS else ["--budget", "short"]
@@ -227,7 +227,7 @@ def evidence(out: Path) -> dict:
         ran = json.loads((run_dir / "run.json").read_text())["configs"][env]  # a --methods run holds fewer
         rows = {algo_name(lr, m): seed_table(run_dir, env, algo_name(lr, m)) for lr in LEARNERS for m in methods_of(lr)
                 if algo_name(lr, m) in ran}  # fmt: skip
-        poi = {lr: poi_vs_none(rows, lr) for lr in LEARNERS}
+        poi = {lr: poi_vs_none(rows, lr) for lr in LEARNERS if algo_name(lr, "none") in rows}
         configs = json.loads((run_dir / "run.json").read_text())["configs"][env]
         steps = max(c["total_timesteps"] for c in configs.values())
         table[env] = {"rows": rows, "poi": poi, "feasible": feasible_bound(out, env), "default": default_method(env),
@@ -253,6 +253,7 @@ def main(argv=None) -> None:
     p.add_argument("--report", action="store_true", help="only write the report from what --out holds")
     p.add_argument("--methods", default=None, help="comma-separated subset of the methods to train (with none; "
                    "default all): a cheaper run, its report holding those rows")
+    p.add_argument("--learners", default=None, help="comma-separated subset of " + ",".join(LEARNERS))
     p.add_argument("--no-timing", action="store_true", help="skip the timing pass (another run of the benchmark "
                    "times the methods)")
     p.add_argument("--time-only", default=None, help=argparse.SUPPRESS)  # one timing pass (a subprocess)
@@ -283,7 +284,10 @@ def main(argv=None) -> None:
         only = None if args.methods is None else tuple(args.methods.split(","))
         if only is not None and ("none" not in only or not set(only) <= set(METHODS)):
             raise SystemExit(f"--methods: {args.methods!r} must hold none and be a subset of {','.join(METHODS)}")
-        jobs = {env: setting_command(out, env, args.seeds, args.jobs, only)
+        learners = LEARNERS if args.learners is None else tuple(args.learners.split(","))
+        if not set(learners) <= set(LEARNERS):
+            raise SystemExit(f"--learners: {args.learners!r} must be a subset of {','.join(LEARNERS)}")
+        jobs = {env: setting_command(out, env, args.seeds, args.jobs, only, learners)
                 for env in args.settings.split(",") if env not in meta["wall_s"]}  # fmt: skip
         timed = () if args.no_timing else TIMED
         jobs.update({COMPILE + env: me + ["--compile-only", env] for env in timed if env not in meta["timing"]})

@@ -91,7 +91,7 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), me
         lines += [f"## `{env}`", ""]
         feasible = block.get("feasible")
         if feasible is not None:
-            ok = {lr: calibrated(rows[algo_name(lr, "none")]["C_worst"], feasible) for lr in learners}
+            ok = {lr: calibrated(rows[algo_name(lr, "none")]["C_worst"], feasible) for lr in learners if lr in poi}
             js.setdefault("calibration", {})[env] = {lr: {"passes": o[0], "why": o[1]} for lr, o in ok.items()}
             lines += ["Calibration rule: " + "; ".join(f"{lr} {'passes' if o[0] else 'fails'} ({o[1]})"
                                                        for lr, o in ok.items()) + ".", ""]  # fmt: skip
@@ -108,7 +108,7 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), me
         for learner in learners:
             for m in methods_of(learner):
                 a = algo_name(learner, m)
-                if a not in rows:  # a run of fewer methods (robustness.py --methods)
+                if a not in rows:  # a run of fewer methods or learners (robustness.py --methods, --learners)
                     continue
                 r = rows[a]
                 p = poi[learner].get(m)
@@ -223,7 +223,8 @@ def goal_check(table: dict, js: dict, learners, methods_of, algo_name) -> dict:
 def calibrated_summary(js: dict, learners, methods, algo_name) -> dict:
     """Over the (setting, learner) pairs that pass ``CALIBRATION``: per method, the pairs where
     its PoI's lower end is above 0.5 and its mean share of the gap closed."""
-    pairs = [(e, lr) for e, by in js.get("calibration", {}).items() for lr in learners if by[lr]["passes"]]
+    pairs = [(e, lr) for e, by in js.get("calibration", {}).items() for lr in learners
+             if by.get(lr, {}).get("passes")]  # fmt: skip
     out = {}
     for m in methods[1:]:
         rows = [js["settings"][e][algo_name(lr, m)] for e, lr in pairs if algo_name(lr, m) in js["settings"][e]]
@@ -238,7 +239,7 @@ def default_ranking(table: dict, outside, learners, methods, algo_name) -> list:
     envs_ = [e for e in outside if e in table]
     out = []
     for m in methods[1:]:
-        have = [(e, lr) for e in envs_ for lr in learners if m in table[e]["poi"][lr]]
+        have = [(e, lr) for e in envs_ for lr in learners if m in table[e]["poi"].get(lr, {})]
         pois = [table[e]["poi"][lr][m][0] for e, lr in have]
         broken = sum(_broken(table[e]["rows"][algo_name(lr, m)]["C_worst"]) for e, lr in have)
         seeds = sum(len(table[e]["rows"][algo_name(lr, m)]["C_worst"]) for e, lr in have)
@@ -249,4 +250,4 @@ def default_ranking(table: dict, outside, learners, methods, algo_name) -> list:
 
 def none_broken(table: dict, outside, learners, algo_name) -> int:
     return sum(_broken(table[e]["rows"][algo_name(lr, "none")]["C_worst"]) for e in outside if e in table
-               for lr in learners)  # fmt: skip
+               for lr in learners if algo_name(lr, "none") in table[e]["rows"])  # fmt: skip

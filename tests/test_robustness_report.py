@@ -81,6 +81,8 @@ def test_a_run_of_fewer_methods_reports_the_rows_it_has():
     table = {"gymnax:Toy": {"rows": {"PPO-Lag": row([1.0, 3.0]), "PPO-Lag+corners": row([0.0, 1.0])},
                             "poi": {"PPO-Lag": {"corners": (0.8, 0.6, 0.9)}}, "default": "dr",
                             "feasible": {"least_worst_C": -1.0, "keepable": True}}}  # fmt: skip
-    md, js = render(table, {"seeds": 2}, ("PPO-Lag",), ("none", "corners", "dr"), name, outside=("gymnax:Toy",))
-    assert "| PPO-Lag+corners |" in md and "PPO-Lag+dr" not in md  # dr did not run: no row, no goal line
+    # MDPO-Lag did not run at all (robustness.py --learners), dr for neither (--methods)
+    md, js = render(table, {"seeds": 2}, ("PPO-Lag", "MDPO-Lag"), ("none", "corners", "dr"), name,
+                    outside=("gymnax:Toy",))
+    assert "| PPO-Lag+corners |" in md and "PPO-Lag+dr" not in md and "MDPO" not in md
     assert js["goal"]["rows"] == [] and [r[0] for r in js["default_rule"]] == ["corners"]
