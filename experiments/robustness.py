@@ -205,7 +205,9 @@ FEASIBILITY = "feasibility:"  # the pool's names of the feasibility jobs
 
 def feasibility_command(out: Path, env: str) -> list[str]:
     """``rcmdp feasibility`` for one setting (its defaults), into ``out/feasibility/<setting>``."""
-    return [sys.executable, "-m", "rcmdp_jax", "feasibility", "--env", env, "--out", str(out / "feasibility" / slug(env))]
+    where = out / "feasibility" / slug(env)
+    cmd = [sys.executable, "-m", "rcmdp_jax", "feasibility", "--env", env, "--out", str(where)]
+    return cmd + (["--resume"] if where.is_dir() else [])  # an interrupted check continues
 
 
 def feasible_bound(out: Path, env: str) -> dict | None:
