@@ -175,6 +175,7 @@ def seed_table(run_dir: Path, env: str, algo: str) -> dict:
         "C_grid": grid,
         "C_search": search,
         "C_worst": np.maximum(grid, search),
+        "V_nominal": V[:, 0, 0].mean(-1),  # the (discounted) return at the nominal kernel
         "R_pen_nominal": r_pen[:, 0, 0],
         "R_pen_worst": r_pen.reshape(r_pen.shape[0], -1).min(1),
     }

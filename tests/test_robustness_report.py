@@ -59,6 +59,8 @@ def test_goal_counts_the_default_and_the_nominal_breakers():
     corners_worst = [1.0, 1.0] + [-1.25] * 8  # mean -0.8
     rows = {"PPO-Lag": row([2.0] * 10, [0.5, 0.5] + [-1.0] * 8, 10.0),
             "PPO-Lag+corners": row(corners_worst, [-1.0] * 10, 7.0)}
+    rows["PPO-Lag"]["V_nominal"] = np.full(10, 12.0)  # the return, not R_pen, is what robustness costs
+    rows["PPO-Lag+corners"]["V_nominal"] = np.array([8.0, 10.0] * 5)
     table = {"gymnax:Toy": {"rows": rows, "poi": {"PPO-Lag": {"corners": (0.8, 0.6, 0.9)}},
                             "feasible": {"least_worst_C": -1.0, "keepable": True}, "default": "corners"}}
     md, js = render(table, {"seeds": 10}, ("PPO-Lag",), ("none", "corners"), name)
@@ -66,7 +68,7 @@ def test_goal_counts_the_default_and_the_nominal_breakers():
     assert (g["kept"], g["seeds"]) == (8, 10)
     assert g["gap"] == pytest.approx((2.0 - np.mean(corners_worst)) / 3.0)
     assert g["nominal_breakers"] == [("PPO-Lag", 2, 10)] and not g["met"]
-    assert (g["r_none"], g["r_default"]) == (10.0, 7.0) and "10.00 → 7.00" in md
+    assert (g["r_none"], g["r_default"]) == (12.0, 9.0) and "12.00 → 9.00" in md
     # none keeps it at the nominal kernel in 9 of 10: the goal is met
     rows["PPO-Lag"]["C_nominal"] = np.array([0.5] + [-1.0] * 9)
     md, js = render(table, {"seeds": 10}, ("PPO-Lag",), ("none", "corners"), name)
