@@ -99,18 +99,26 @@ def test_separate_needs_an_env_per_objective():
     assert not get("worst-of-n").separate(preset("gymnax:Pendulum-v1", "RMCPMD-Lag"))
 
 
-def test_the_search_method_trains_each_objective_on_the_point_the_search_returns():
+def _search_case(restarts: int, seed: int):
+    """Pendulum's search method with ``restarts``, a random actor and four envs' points near the
+    nominal kernel: ``(env, params, actor, actor_params, ctx, hp, start [4, 3])``."""
     from rcmdp_jax.networks import build_networks
+
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+search", adversary_episodes=4, search_steps=2,
+                 search_restarts=restarts)  # fmt: skip
+    env, params = envs.make(cfg.env)
+    actor, _ = build_networks(cfg, env)
+    actor_params = actor.init(jax.random.PRNGKey(seed), jnp.zeros((env.obs_dim,)))
+    hp = jax.tree.map(jnp.float32, cfg.hparams.with_all_numbers())
+    start = jnp.stack([params.xi_c + 0.05 * params.kappa, params.xi_c - 0.05 * params.kappa] * 2)
+    return env, params, actor, actor_params, Context(env, actor, cfg, False), hp, start
+
+
+def test_the_search_method_trains_each_objective_on_the_point_the_search_returns():
     from rcmdp_jax.rollout import Policy
     from rcmdp_jax.worst_case import SearchConfig, search
 
-    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+search", adversary_episodes=4, search_steps=2, search_restarts=0)
-    env, params = envs.make(cfg.env)
-    actor, _ = build_networks(cfg, env)
-    actor_params = actor.init(jax.random.PRNGKey(0), jnp.zeros((env.obs_dim,)))
-    ctx = Context(env, actor, cfg, False)
-    hp = jax.tree.map(jnp.float32, cfg.hparams.with_all_numbers())
-    start = jnp.stack([params.xi_c + 0.05 * params.kappa, params.xi_c - 0.05 * params.kappa] * 2)  # [n_envs=4, 3]
+    env, params, actor, actor_params, ctx, hp, start = _search_case(restarts=0, seed=0)
     key = jax.random.PRNGKey(7)
     own, env_xi, steps, dual_xi = jax.jit(lambda k: get("search").step(ctx, k, params, start, actor_params,
                                                                        jnp.ones(1), hp))(key)  # fmt: skip
@@ -130,18 +138,11 @@ def test_the_search_method_trains_each_objective_on_the_point_the_search_returns
 def test_the_search_restarts_each_objective_from_the_worst_corner_for_it():
     from rcmdp_jax import box
     from rcmdp_jax.adversary.base import candidate_values
-    from rcmdp_jax.networks import build_networks
     from rcmdp_jax.rollout import Policy
     from rcmdp_jax.worst_case import SearchConfig, search
 
     # 8 restarts on Pendulum's 3 parameters: all 8 corners, beside the two objectives' points
-    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+search", adversary_episodes=4, search_steps=2, search_restarts=8)
-    env, params = envs.make(cfg.env)
-    actor, _ = build_networks(cfg, env)
-    actor_params = actor.init(jax.random.PRNGKey(1), jnp.zeros((env.obs_dim,)))
-    ctx = Context(env, actor, cfg, False)
-    hp = jax.tree.map(jnp.float32, cfg.hparams.with_all_numbers())
-    start = jnp.stack([params.xi_c + 0.05 * params.kappa, params.xi_c - 0.05 * params.kappa] * 2)
+    env, params, actor, actor_params, ctx, hp, start = _search_case(restarts=8, seed=1)
     lam = jnp.ones(1)
     key = jax.random.PRNGKey(3)
     _, env_xi, _, dual_xi = jax.jit(lambda k: get("search").step(ctx, k, params, start, actor_params, lam, hp))(key)
