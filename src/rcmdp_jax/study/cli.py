@@ -77,8 +77,9 @@ def _what_to_run(p) -> None:
                    help="gymnax:ID: the preset's costs to keep (default: its first) and/or FIELD:LIMIT, the "
                         "constraint |next state's FIELD| <= LIMIT (LIMIT >= 0; a vector field: its largest entry), "
                         "kept when its discounted sum is <= 0 (docs/method.md), or 'FIELD>LIMIT:BUDGET' (quoted), 1 per "
-                        "step with |FIELD| > LIMIT and a budget of BUDGET such steps per episode (their discounted share "
-                        "at most BUDGET/H) "
+                        "step with |FIELD| > LIMIT and a budget of BUDGET such steps per episode (their count at most "
+                        "BUDGET; 'FIELD>LIMIT:BUDGET:GAMMA_C' discounts them by GAMMA_C, or 'gamma' for the "
+                        "return's) "
                         "(docs/method.md); brax:NAME: speed:LIMIT or Safety-Gymnasium's velocity:LIMIT[:BUDGET]; an id "
                         "without a preset and without --costs runs the unconstrained algorithms only")  # fmt: skip
     p.add_argument("--noise", default=None, metavar="STD,...",
@@ -124,7 +125,8 @@ def _how_to_run(p) -> None:
         help="override any Config/HParams field or plug-in option, e.g. --set eta_xi=1e-6, --set "
         "adversary_candidates=8 (repeatable)",
     )
-    p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default docs/method.md §4)")
+    p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default: the preset's; the "
+                   "study's domains docs/method.md §4, gymnax presets 20, Pendulum-v1 100)")
     p.add_argument("--worst-case", nargs="?", const="all", default=None, choices=("all", "costs"),
                    help="after the grid, search the uncertainty box for each seed's worst kernel by projected "
                         "gradient steps (rcmdp_jax.worst_case); adds a grid-vs-search table. 'all' (the default): "
