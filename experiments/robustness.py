@@ -2,21 +2,28 @@
 
     python experiments/robustness.py --out DIR            # train, test, search, report (resumable)
     python experiments/robustness.py --out DIR --report   # the report from what DIR holds
+    python experiments/robustness.py --out DIR --settings gymnax:CartPole-v1 \
+        --methods none,worst-of-n,corners --learners PPO-Lag,MDPO-Lag --no-timing   # a cheaper run
 
-For each setting (the study's CartPole and Inventory 1-D at a cost threshold of 0.13, gymnax CartPole-v1, Pendulum-v1
-and Acrobot-v1, short budgets) it trains PPO-Lag and MDPO-Lag under every robust method
-(``none``, ``ltma``, ``ltma-norm``, ``dr``, ``worst-of-n``, ``corners``; one family program
-per learner) with ``experiments/run.py --worst-case costs``, then reads each seed's constraint
-value at the nominal kernel, on its worst kernel of the test grid and on the worst kernel
-the gradient search finds, and writes ``docs/robustness.md`` and ``docs/robustness.json``.
+For each setting (the study's CartPole and Inventory 1-D at a cost threshold of 0.13, gymnax
+CartPole-v1, Pendulum-v1 and Acrobot-v1), at its converged budget (the preset's ``short``, or
+``STEPS``: the budget rule's, docs/budgets.md), it trains PPO-Lag, MDPO-Lag and PPO-PID-Lag under
+every robust method (``none``, ``ltma``, ``ltma-norm``, ``dr``, ``worst-of-n``, ``corners``,
+``search``; the PID rule under the candidate methods only; one family program per learner) with
+``experiments/run.py --worst-case costs``, then reads each seed's constraint value at the nominal
+kernel, on its worst kernel of the test grid and on the worst kernel the gradient search finds,
+and writes ``docs/robustness.md`` and ``docs/robustness.json``: the rows, each (setting, learner)
+pair's calibration verdict, the goal written before the run, and the default's rule.
 Each setting's feasibility check (``rcmdp feasibility``, into the setting's run folder) gives
-the feasible bound, each row's share of the gap to it closed, and whether the setting passes
+the feasible bound, each row's share of the gap closed, and whether the setting passes
 the calibration rule (``robustness_report.CALIBRATION``).
-A second pass times each method trained alone (PPO-Lag, compile excluded).
+A second pass times each method trained alone (PPO-Lag, compile excluded; ``--no-timing`` skips it).
 
-Two cores are kept busy: the settings run two at a time, longest first, and the timing
-pass's programs are compiled in the same pool (into an XLA cache in ``--out``), so that
-the pass itself, which needs the machine alone, only loads and times them.
+Two cores are kept busy: the settings run two at a time, longest first, and the timing pass's
+programs are compiled in the same pool (into an XLA cache in ``--out``), so that the pass itself,
+which needs the machine alone, only loads and times them. A family program computes every
+method of its lanes for every lane (a switch under vmap), so the more methods a setting runs, the
+longer each lane takes: on 2 cores the full setting at 800,000 steps takes over an hour.
 """
 
 from __future__ import annotations
