@@ -102,8 +102,9 @@ def _what_to_run(p) -> None:
         help="the schedules study: MDPO-Robust, MDPO-Robust-Lag and MDPO-Robust-Augmented-Lag under every "
         "alpha schedule ticking per epoch and per batch (one compiled program); replaces --algos",
     )
-    p.add_argument("--budget", default="short", help="short|long|quick: the environment's number of policy steps (short: where the learners have "
-                   "converged, docs/budgets.md; the study's domains: docs/method.md §3; quick: a first look)")
+    p.add_argument("--budget", default="short", help="short|long|quick: the environment's number of policy steps (short: the default; "
+                   "the converged budget where docs/budgets.md measured one; the study's domains: docs/method.md §3; "
+                   "quick: a first look)")
     p.add_argument("--steps", type=int, default=None, help="policy steps per run (overrides --budget)")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
     p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
