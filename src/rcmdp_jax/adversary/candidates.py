@@ -72,7 +72,7 @@ class CandidateMethod(Adversary):
         on the candidates ``xis``: the scores rank them per objective, higher worse (``-V``, then
         each ``C_i``)."""
         costs, values, steps = candidate_values(ctx, key, params, xis, actor_params, lam_tilde, hp)
-        scores = jnp.concatenate([(costs - values @ lam_tilde)[None], values.T])  # -V = L - lam~ . C
+        scores = objective_scores(costs, values, lam_tilde)
         return costs, (worst_cost_kernel(xis, values) if self.reads_cost(ctx.cfg) else None), steps, scores
 
     def env_kernels(self, ctx, costs, scores, xis, lam_tilde, k: int, n_envs: int):
@@ -88,6 +88,12 @@ class CandidateMethod(Adversary):
         separate = xis[worst[0, 0]], xis[worst[b % scores.shape[0], (b // scores.shape[0]) % k]]
         on = jnp.any(lam_tilde != 0)
         return tuple(jnp.where(on, s, g) for s, g in zip(separate, lagrangian))
+
+
+def objective_scores(costs: jax.Array, values: jax.Array, lam_tilde: jax.Array) -> jax.Array:
+    """``[1 + m, K]``: how bad each candidate is for each objective, higher worse: ``-V``
+    (``= L - lam~ . C`` from the Lagrangian costs ``[K]``), then each ``C_i`` (``values [K, m]``)."""
+    return jnp.concatenate([(costs - values @ lam_tilde)[None], values.T])
 
 
 def worst_kernels(costs: jax.Array, xis: jax.Array, k: int, n_envs: int) -> tuple[jax.Array, jax.Array]:

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 
 from rcmdp_jax import box
 from rcmdp_jax.adversary.base import Adversary, candidate_values
+from rcmdp_jax.adversary.candidates import objective_scores
 from rcmdp_jax.plugin import check_count
 from rcmdp_jax.rollout import Policy
 from rcmdp_jax.worst_case import SearchConfig, search
@@ -91,7 +92,7 @@ class GradientSearch(Adversary):
             corners = params.xi_c + params.kappa * signs
         xis = jnp.concatenate([points, corners])
         costs, values, steps = candidate_values(ctx, k_value, params, xis, actor_params, lam_tilde, hp)
-        worse = jnp.concatenate([(costs - values @ lam_tilde)[None], values.T])  # [1 + m, K]: -V, then C_j
+        worse = objective_scores(costs, values, lam_tilde)
         own = jnp.arange(points.shape[0])
         # an objective's own point is kept unless a candidate is strictly worse for it
         pick = jnp.where(worse.max(1) > worse[own, own], jnp.argmax(worse, 1), own)
