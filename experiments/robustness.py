@@ -79,15 +79,29 @@ def slug(env: str) -> str:
     return env.replace("gymnax:", "gymnax-")
 
 
-def setting_command(out: Path, env: str, seeds: int, jobs: int, only=None, learners=LEARNERS) -> list[str]:
+def setting_command(out: Path, env: str, seeds: int, jobs: int, only=None, learners=LEARNERS, part=None) -> list[str]:
     """The runner's command for one setting (``--resume`` when its folder is there); with
     ``jobs > 1`` on one XLA device, so that the settings share the cores instead of each
-    sharding over all of them."""
+    sharding over all of them. ``part``: the run folder of a later part (``run_dirs``)."""
     algos = ",".join(algo_name(learner, m) for learner in learners for m in methods_of(learner)
                      if only is None or m in only)  # fmt: skip
     args = ["--env", env, "--algos", algos, "--seeds", str(seeds), "--worst-case", "costs"]
     args += ["--steps", str(STEPS[env])] if env in STEPS else ["--budget", "short"]
-    return command(out / "runs" / slug(env), args + (["--devices", "1"] if jobs > 1 else []))
+    return command(run_dir(out, env, part), args + (["--devices", "1"] if jobs > 1 else []))
+
+
+def run_dir(out: Path, env: str, part: str | None = None) -> Path:
+    """A setting's run folder: ``runs/<setting>``, or ``runs/<setting>.<part>`` for a part."""
+    return out / "runs" / (slug(env) + ("" if part is None else f".{part}"))
+
+
+def run_dirs(out: Path, env: str) -> list[Path]:
+    """A setting's run folders, the first run then its parts by name: a part adds methods to a
+    benchmark (or trains some anew, after a method changed) without training the rest again;
+    its rows replace those of the same algorithm in the folders before it."""
+    parts = sorted(p for p in (out / "runs").glob(slug(env) + ".*") if (p / "run.json").exists())
+    first = run_dir(out, env)
+    return ([first] if (first / "run.json").exists() else []) + parts
 
 
 def pool_order(names: list[str]) -> list[str]:
@@ -231,17 +245,23 @@ def feasible_bound(out: Path, env: str) -> dict | None:
 def evidence(out: Path) -> dict:
     table = {}
     for env in SETTINGS:
-        run_dir = out / "runs" / slug(env)
-        if not (run_dir / "run.json").exists():
+        rows, parts, steps = {}, {}, set()
+        for folder in run_dirs(out, env):
+            ran = json.loads((folder / "run.json").read_text())["configs"][env]  # a --methods run holds fewer
+            steps |= {c["total_timesteps"] for c in ran.values()}
+            for a in (algo_name(lr, m) for lr in LEARNERS for m in methods_of(lr)):
+                if a in ran:
+                    rows[a] = seed_table(folder, env, a)
+                    parts[a] = folder.name
+        if not rows:
             continue
-        ran = json.loads((run_dir / "run.json").read_text())["configs"][env]  # a --methods run holds fewer
-        rows = {algo_name(lr, m): seed_table(run_dir, env, algo_name(lr, m)) for lr in LEARNERS for m in methods_of(lr)
-                if algo_name(lr, m) in ran}  # fmt: skip
+        if len(steps) > 1:
+            raise SystemExit(f"{env}: its run folders trained different budgets {sorted(steps)}: one setting, one budget")
         poi = {lr: poi_vs_none(rows, lr) for lr in LEARNERS if algo_name(lr, "none") in rows}
-        configs = json.loads((run_dir / "run.json").read_text())["configs"][env]
-        steps = max(c["total_timesteps"] for c in configs.values())
+        later = {a: f for a, f in parts.items() if f != slug(env)}  # rows from a part
         table[env] = {"rows": rows, "poi": poi, "feasible": feasible_bound(out, env), "default": default_method(env),
-                      "steps": steps, "budget_why": STEPS_WHY.get(env, "the preset's `short`: docs/budgets.md")}
+                      "steps": steps.pop(), "parts": later,
+                      "budget_why": STEPS_WHY.get(env, "the preset's `short`: docs/budgets.md")}
     return table
 
 
@@ -264,6 +284,8 @@ def main(argv=None) -> None:
     p.add_argument("--methods", default=None, help="comma-separated subset of the methods to train (with none; "
                    "default all): a cheaper run, its report holding those rows")
     p.add_argument("--learners", default=None, help="comma-separated subset of " + ",".join(LEARNERS))
+    p.add_argument("--part", default=None, help="train into the settings' run folders of this part "
+                   "(runs/<setting>.<part>): more methods, or some anew, their rows replacing the earlier ones")
     p.add_argument("--no-timing", action="store_true", help="skip the timing pass (another run of the benchmark "
                    "times the methods)")
     p.add_argument("--time-only", default=None, help=argparse.SUPPRESS)  # one timing pass (a subprocess)
@@ -292,14 +314,18 @@ def main(argv=None) -> None:
             raise SystemExit(f"--jobs: {args.jobs} must be at least 1")
         me = [sys.executable, __file__, "--out", str(out), "--seeds", str(args.seeds)]
         only = None if args.methods is None else tuple(args.methods.split(","))
-        if only is not None and ("none" not in only or not set(only) <= set(METHODS)):
-            raise SystemExit(f"--methods: {args.methods!r} must hold none and be a subset of {','.join(METHODS)}")
+        if only is not None and (("none" not in only and args.part is None) or not set(only) <= set(METHODS)):
+            raise SystemExit(f"--methods: {args.methods!r} must be a subset of {','.join(METHODS)}"
+                             + ("" if args.part else " holding none (a --part need not)"))
+        if args.part is not None and (not args.part or not args.part.replace("-", "").isalnum()):
+            raise SystemExit(f"--part: {args.part!r} must be letters, digits and dashes")
         learners = LEARNERS if args.learners is None else tuple(args.learners.split(","))
         if not set(learners) <= set(LEARNERS):
             raise SystemExit(f"--learners: {args.learners!r} must be a subset of {','.join(LEARNERS)}")
-        jobs = {env: setting_command(out, env, args.seeds, args.jobs, only, learners)
-                for env in args.settings.split(",") if env not in meta["wall_s"]}  # fmt: skip
-        timed = () if args.no_timing else TIMED
+        key = lambda env: env if args.part is None else f"{env}.{args.part}"  # noqa: E731  (meta's wall_s)
+        jobs = {key(env): setting_command(out, env, args.seeds, args.jobs, only, learners, args.part)
+                for env in args.settings.split(",") if key(env) not in meta["wall_s"]}  # fmt: skip
+        timed = () if args.no_timing or args.part else TIMED
         jobs.update({COMPILE + env: me + ["--compile-only", env] for env in timed if env not in meta["timing"]})
         jobs.update({FEASIBILITY + env: feasibility_command(out, env) for env in args.settings.split(",")
                      if feasible_bound(out, env) is None})  # fmt: skip

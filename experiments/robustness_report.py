@@ -101,6 +101,12 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), me
             version = meta.get("code_versions", {}).get(env, meta.get("code_version", "?"))
             lines += [f"Code version `{version}`; wall time of the setting (train, test, search): "
                       f"{meta['wall_s'][env] / 60:.1f} min.", ""]  # fmt: skip
+        for key in sorted(k for k in meta.get("wall_s", {}) if k.startswith(env + ".")):  # its parts
+            part = key[len(env) + 1 :]
+            algos = ", ".join(a for a, f in block.get("parts", {}).items() if f.endswith("." + part)) or "none kept"
+            lines += [f"Part `{part}` (robustness.py --part; its rows: {algos}): code version "
+                      f"`{meta.get('code_versions', {}).get(key, '?')}`; wall time {meta['wall_s'][key] / 60:.1f} min.",
+                      ""]  # fmt: skip
         lines += ["| algorithm | seeds | C nom | C grid | C search | broken nom / worst | R_pen nom | R_pen worst "
                   "| PoI vs none | gap closed | time |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
