@@ -30,7 +30,7 @@ def budget_steps(budgets: dict, budget: str) -> int:
     """The policy steps of ``budget`` in a domain's ``budgets`` ("quick" falls back to "short")."""
     return int(budgets.get(budget, budgets["short"]))
 # the reference study's own choices where docs/method.md §3 is silent (``Config``'s defaults)
-STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go")
+STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go", ltma_dual_reading="found")
 
 
 def _default_hp() -> dict[str, float]:
@@ -53,6 +53,10 @@ class LearnerSpec:
     ltma_per_100: float = 5.0  # LTMA iterations per 100 policy steps of a batch
     ltma_horizon: int = 20
     mcpmd_ltma: int = 10  # LTMA iterations per MCPMD episode
+    # where ltma's dual reads C^ (``adversary.ltma``): also at the nominal kernel, so that the kernel the
+    # ascent found cannot hide a constraint the nominal kernel breaks; the study's domains read at the kernel
+    # found, as the study did
+    ltma_dual_reading: str = "guarded"
     # worst-of-N: the best-ranked method that needs no per-environment step size on the
     # environments outside the study (docs/robustness.md's rule; the study's ltma ranks first
     # there but its eta_xi depends on the kernel's scale)

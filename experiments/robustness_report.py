@@ -97,6 +97,8 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), me
                                                        for lr, o in ok.items()) + ".", ""]  # fmt: skip
         if block.get("steps"):
             lines += [f"Budget: {block['steps']:,} steps per seed ({block.get('budget_why', 'the preset')}).", ""]
+        if block.get("sets"):
+            lines += [f"Set for every lane (`--set`): {', '.join(f'`{kv}`' for kv in block['sets'])}.", ""]
         if env in meta.get("wall_s", {}):
             version = meta.get("code_versions", {}).get(env, meta.get("code_version", "?"))
             lines += [f"Code version `{version}`; wall time of the setting (train, test, search): "

@@ -146,7 +146,8 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         total_timesteps=budget_steps(p.budgets, budget), policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
         optimizer=p.optimizer, hparams=hp, dropout=p.dropout, adversary=p.adversary, dual_estimator=p.dual_estimator,
     )  # fmt: skip
-    ltma = dict(ltma_horizon=p.ltma_horizon)  # the ltma methods' options (``rcmdp_jax.adversary``)
+    # the ltma methods' options (``rcmdp_jax.adversary``)
+    ltma = dict(ltma_horizon=p.ltma_horizon, ltma_dual_reading=p.ltma_dual_reading)
     if learner == "mcpmd":
         # the reference REINFORCE code: one whole episode of one env per iteration, acting in
         # training mode, PyTorch's default init and Adam (on every domain: docs/method.md §2b), no
