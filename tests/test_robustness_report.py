@@ -88,3 +88,38 @@ def test_a_run_of_fewer_methods_reports_the_rows_it_has():
                     outside=("gymnax:Toy",))
     assert "| PPO-Lag+corners |" in md and "PPO-Lag+dr" not in md and "MDPO" not in md
     assert js["goal"]["rows"] == [] and [r[0] for r in js["default_rule"]] == ["corners"]
+
+
+def test_a_settings_parts_replace_the_rows_of_the_same_algorithm(tmp_path, monkeypatch):
+    import json
+
+    import robustness
+
+    env = "gymnax:CartPole-v1"
+    runs = tmp_path / "runs"
+    made = {"gymnax-CartPole-v1": ("PPO-Lag", "PPO-Lag+search"), "gymnax-CartPole-v1.restarts": ("PPO-Lag+search",),
+            "gymnax-CartPole-v1.a-dr": ("PPO-Lag+dr",), "gymnax-CartPole-v1.empty": None}  # fmt: skip
+    for folder, algos in made.items():
+        (runs / folder).mkdir(parents=True)
+        if algos is not None:  # a part whose run never started holds no run.json: not read
+            cfgs = {a: {"total_timesteps": 1000} for a in algos}
+            (runs / folder / "run.json").write_text(json.dumps({"configs": {env: cfgs}}))
+    assert [p.name for p in robustness.run_dirs(tmp_path, env)] == [
+        "gymnax-CartPole-v1", "gymnax-CartPole-v1.a-dr", "gymnax-CartPole-v1.restarts"]  # fmt: skip
+    c = lambda x: np.array([x, x])  # noqa: E731
+    monkeypatch.setattr(robustness, "seed_table", lambda folder, e, a: {"from": folder.name, "C_worst": c(1.0)})
+    monkeypatch.setattr(robustness, "SETTINGS", (env,))
+    monkeypatch.setattr(robustness, "feasible_bound", lambda out, e: None)
+    monkeypatch.setattr(robustness, "poi_vs_none", lambda rows, lr: {})
+    monkeypatch.setattr(robustness, "default_method", lambda e: "worst-of-n")
+    block = robustness.evidence(tmp_path)[env]
+    assert {a: r["from"] for a, r in block["rows"].items()} == {
+        "PPO-Lag": "gymnax-CartPole-v1", "PPO-Lag+dr": "gymnax-CartPole-v1.a-dr",
+        "PPO-Lag+search": "gymnax-CartPole-v1.restarts"}  # fmt: skip
+    assert block["parts"] == {"PPO-Lag+dr": "gymnax-CartPole-v1.a-dr", "PPO-Lag+search": "gymnax-CartPole-v1.restarts"}
+    # one setting, one budget: a part at another budget is refused
+    (runs / "gymnax-CartPole-v1.z").mkdir()
+    (runs / "gymnax-CartPole-v1.z" / "run.json").write_text(
+        json.dumps({"configs": {env: {"PPO-Lag+corners": {"total_timesteps": 2000}}}}))
+    with pytest.raises(SystemExit, match="different budgets"):
+        robustness.evidence(tmp_path)
