@@ -28,7 +28,14 @@ def _case(reading: str):
 
 
 def test_the_presets_guard_outside_the_study_and_read_as_the_study_on_its_domains():
-    assert preset("gymnax:Pendulum-v1", "PPO-Lag+ltma").option("ltma_dual_reading") == "guarded"
+    ltma = get("ltma")
+    guarded = preset("gymnax:Pendulum-v1", "PPO-Lag+ltma")
+    assert guarded.option("ltma_dual_reading") == "guarded"
+    assert ltma.separate(guarded) and ltma.own_env_kernels(guarded)
+    study = preset("cartpole", "MDPO-Robust-Lag")
+    assert not ltma.separate(study) and not ltma.own_env_kernels(study)  # the study's program, unchanged
+    one_env = preset("gymnax:Pendulum-v1", "MCPMD-Lag+ltma")  # one rollout env: reads guarded, trains on the kernel found
+    assert ltma.reads_cost(one_env) and not ltma.separate(one_env)
     assert preset("cartpole", "MDPO-Robust-Lag").option("ltma_dual_reading") == "found"
     assert get("ltma").reads_cost(preset("gymnax:Pendulum-v1", "PPO-Lag+ltma"))
     assert not get("ltma").reads_cost(preset("cartpole", "MDPO-Robust-Lag"))
@@ -56,6 +63,11 @@ def test_guarded_reads_the_worse_by_cost_of_the_kernel_found_and_the_nominal_ker
         c_nominal = float(policy_cost(k_guard, params.xi_c, actor_params))
         want = found.xi if c_found >= c_nominal else params.xi_c
         np.testing.assert_allclose(dual_xi, want, rtol=1e-6)
-        np.testing.assert_allclose(env_xi, jnp.broadcast_to(found.xi, env_xi.shape))  # rollouts: the kernel found
+        # the separate worst cases: envs 0 and 2 serve the return on the kernel found, 1 and 3 the constraint on its worse
+        np.testing.assert_allclose(env_xi[::2], jnp.broadcast_to(found.xi, env_xi[::2].shape))
+        np.testing.assert_allclose(env_xi[1::2], jnp.broadcast_to(want, env_xi[1::2].shape))
+        # no multiplier yet: every env on the kernel found
+        found0, env0, _, _ = guarded(key, start, actor_params, jnp.zeros(1))
+        np.testing.assert_allclose(env0, jnp.broadcast_to(found0.xi, env0.shape))
         seen.add(bool(c_found >= c_nominal))
     assert seen == {True, False}, "the cases should exercise both readings"

@@ -58,6 +58,12 @@ class Adversary(Plugin):
         return broadcast(params.xi, n_envs)
 
     @classmethod
+    def own_env_kernels(cls, cfg) -> bool:
+        """Whether, under ``cfg``, the method gives the rollout envs kernels of their own
+        (``per_env``; a method whose options decide it says so here)."""
+        return cls.per_env
+
+    @classmethod
     def separate(cls, cfg) -> bool:
         """Whether its rollout envs serve the reward and each constraint apart, each on its own
         worst kernel, the learner weighting each env's advantages to its objective

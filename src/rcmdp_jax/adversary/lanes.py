@@ -27,7 +27,7 @@ class Lanes:
         self.names = tuple(names)
         self.methods = tuple(get(m) for m in self.names)
         self.context = context
-        self.per_env = any(a.per_env for a in self.methods)
+        self.per_env = any(a.own_env_kernels(context.cfg) for a in self.methods)
 
     def where(self, which, test) -> jax.Array:
         """Whether the lane's method passes ``test`` (a function of the method)."""
@@ -37,7 +37,7 @@ class Lanes:
         """The rollout envs' first kernels ``[n_envs, ...]``: ``env_xi`` (the nominal kernel's),
         or on the lanes of a per-env method its own (e.g. domain randomisation's draws)."""
         for i, a in enumerate(self.methods):
-            if a.per_env:
+            if a.own_env_kernels(self.context.cfg):
                 env_xi = jnp.where(which == i, a.init_env_xi(key, env_params, env_xi.shape[0]), env_xi)
         return env_xi
 
@@ -88,7 +88,7 @@ class Lanes:
             dual_xi = jnp.where(which == i, d, dual_xi)
             args = (key, params, env_xi, *args[3:])
             samples = samples + n
-        own = self.where(which, lambda a: a.per_env)  # other lanes' envs run the adversary's kernel
+        own = self.where(which, lambda a: a.own_env_kernels(self.context.cfg))  # other lanes' envs run the adversary's kernel
         env_xi = jnp.where(own, env_xi, broadcast(params.xi, env_xi.shape[0]))
         return params, env_xi, samples, dual_xi, method_state
 
