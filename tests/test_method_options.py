@@ -21,7 +21,7 @@ from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import Plan, plan_problem
 
 OWN = {  # method -> the options its own module declares
-    "ltma": {"ltma_estimator": "score", "ltma_iterations": 160, "ltma_episodes": 1},
+    "ltma": {"ltma_estimator": "score", "ltma_iterations": 160, "ltma_episodes": 1, "ltma_dual_reading": "found"},
     "ltma-norm": {"adversary_steps": 4},
     "worst-of-n": {"adversary_candidates": 16, "adversary_fraction": 0.25},
 }
