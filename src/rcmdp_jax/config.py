@@ -16,7 +16,7 @@ import types
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from rcmdp_jax import adversary, constraints, learners, options, schedules
-from rcmdp_jax.adversary import ADVERSARY_NAMES
+from rcmdp_jax.adversary import ADVERSARY_NAMES, NONE
 from rcmdp_jax.constraints import CONSTRAINT_NAMES
 from rcmdp_jax.dual import DUAL_ESTIMATORS
 from rcmdp_jax.envs import check_name
@@ -34,8 +34,8 @@ Constraint = Literal[CONSTRAINT_NAMES]
 AlphaSchedule = Literal[SCHEDULE_NAMES]
 AlphaTick = Literal[TICKS]
 KlEstimator = Literal["reference", "exact"]
-# the robust training methods of a robust algorithm (``rcmdp_jax.adversary``, one file each)
-Adversary = Literal[ADVERSARY_NAMES]
+# the robust training methods (``rcmdp_jax.adversary``, one file each); "none": not robust
+Adversary = Literal[(NONE, *ADVERSARY_NAMES)]
 KlCheck = Literal["sb3", "dropout_off"]
 Init = Literal["orthogonal", "torch", "lecun"]
 Optimizer = Literal["adam", "sgd"]
@@ -97,10 +97,10 @@ class Config:
     env: str = structure("cartpole", by="env")
     learner: Learner = structure("mdpo", by="algorithm")
     constraint: Constraint = choice("none", by="algorithm")
-    robust: bool = choice(False, by="algorithm")
-    # how a robust algorithm picks its training kernels (``rcmdp_jax.adversary``): the reference
-    # study's LTMA, LTMA with the scale-free pathwise step, domain randomisation, worst-of-N, corners
-    adversary: Adversary = choice(STUDY_CHOICES["adversary"])
+    # how the algorithm picks its training kernels (``rcmdp_jax.adversary``): "none", the nominal
+    # kernel (a non-robust algorithm), or a robust method: the reference study's LTMA, LTMA with
+    # the scale-free pathwise step, domain randomisation, worst-of-N, corners, the search
+    adversary: Adversary = choice(NONE, by="algorithm")
     name: str = label("", by="algos")
     # ---- rollout: the policy's experience
     total_timesteps: int = budget(20_000)
@@ -197,6 +197,11 @@ class Config:
     def episodic(self) -> bool:
         """An iteration is one whole episode of one environment (MCPMD, docs/method.md §2b)."""
         return learners.episodic(self.learner)
+
+    @property
+    def robust(self) -> bool:
+        """A robust algorithm: one that trains with a robust method (``adversary`` not "none")."""
+        return self.adversary != NONE
 
     @property
     def constrained(self) -> bool:
@@ -333,7 +338,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 # The choices that registries hold (plug-ins included): read when a config is checked.
 REGISTERED = {"learner": learners.names, "constraint": constraints.names, "alpha_schedule": schedules.names,
-              "adversary": adversary.names}  # fmt: skip
+              "adversary": lambda: (NONE, *adversary.names())}  # fmt: skip
 
 
 def _check_env(env: str) -> None:
@@ -353,10 +358,22 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
     return out
 
 
+def legacy_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """A config dict of an older version with ``robust`` beside ``adversary`` (the method it
+    named whether robust or not, ``"ltma"`` when absent) in the one field: ``adversary``, "none"
+    when not robust. A ``robust`` that is not a bool is left for the checks to refuse."""
+    if not isinstance(d.get("robust"), bool):
+        return d
+    out = {k: v for k, v in d.items() if k != "robust"}
+    out["adversary"] = d.get("adversary", STUDY_CHOICES["adversary"]) if d["robust"] else NONE
+    return out
+
+
 def config_from_dict(d: dict[str, Any]) -> Config:
     """Inverse of ``config_to_dict``; an older version's dict with plug-ins' options as flat
-    fields (``ltma_iterations``, ``adversary_candidates``, ...) reads into ``options``."""
-    d = options.lifted(dict(d), {f.name for f in dataclasses.fields(Config)})
+    fields (``ltma_iterations``, ``adversary_candidates``, ...) reads into ``options``, one with
+    ``robust`` and ``adversary`` into ``adversary`` (``legacy_fields``)."""
+    d = options.lifted(legacy_fields(dict(d)), {f.name for f in dataclasses.fields(Config)})
     hp_dict = {k: float(v) for k, v in d.pop("hparams", {}).items()}
     hp = HParams(**{k: v for k, v in hp_dict.items() if "." not in k})
     hp = hp.with_numbers(**{k: v for k, v in hp_dict.items() if "." in k})  # plug-ins' numbers

@@ -3,7 +3,7 @@
 Algorithms whose configs differ only in the constraint rule, robustness, alpha
 schedule, name and numeric hyperparameters (e.g. MDPO, MDPO-Lag, MDPO-Augmented-Lag, MDPO-Robust,
 MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program (``step.Step``: the
-rule, the robust flag and the schedule are traced arrays there). A family stacks
+rule, the robust method and the schedule are traced arrays there). A family stacks
 its members' arrays and hyperparameters, and ``jax.vmap`` runs members x seeds
 together: 14 algorithms become 3 compiles, and one wide batch runs faster than
 several narrow ones.

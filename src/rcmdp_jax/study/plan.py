@@ -29,7 +29,8 @@ LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the
 
 
 # fields that choose the algorithm or the run (``config.chosen_by``): set by --algos / --env, never by --set
-_BY = {"algorithm": "--algos (its name: ALGO[-Robust][-RULE]-Lag[:SCHEDULE-TICK])", "algos": "--algos", "env": "--env"}
+_BY = {"algorithm": "--algos (its name: ALGO[-Robust][-RULE]-Lag[:SCHEDULE-TICK][+METHOD])", "algos": "--algos",
+       "env": "--env"}  # fmt: skip
 CHOSEN_ELSEWHERE = {f: _BY[by] for f, by in chosen_by().items()}
 
 
