@@ -32,7 +32,8 @@ from rcmdp_jax.study import cli
         (["--set", "lrate=1"], "unknown config field(s) ['lrate']"),
         (["--set", "lr=-1"], "lr must be finite and > 0"),
         (["--set", "learner=ppo"], "learner is chosen by --algos"),
-        (["--set", "robust=True"], "robust is chosen by --algos"),
+        (["--set", "adversary=dr"], "adversary is chosen by --algos"),
+        (["--set", "robust=True"], "unknown config field(s) ['robust']"),  # an older field: adversary's now
         (["--set", "env=inventory"], "env is chosen by --env, not --set"),
         (["--set", "policy_hidden=(1.5,)"], "policy_hidden must be a tuple of positive integer layer widths"),
         (["--set", "critic_hidden='abc'"], "critic_hidden must be a tuple of positive integer layer widths"),

@@ -120,7 +120,7 @@ def test_a_field_the_algorithms_name_decides_is_refused_by_set(tmp_path, capsys)
     from rcmdp_jax.config import ALGORITHM_FIELDS
     from rcmdp_jax.study import run_plan
 
-    assert ALGORITHM_FIELDS == ("learner", "constraint", "robust", "alpha_schedule", "alpha_tick")
+    assert ALGORITHM_FIELDS == ("learner", "constraint", "adversary", "alpha_schedule", "alpha_tick")
     for key, value in (("alpha_schedule", "linear"), ("alpha_tick", "batch"), ("constraint", "pid")):
         out = tmp_path / key
         assert cli.main(["--set", f"{key}={value}", "--out", str(out)]) == 2

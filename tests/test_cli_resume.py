@@ -109,13 +109,18 @@ def test_resume_of_a_run_written_before_a_config_field_existed(full_run, tmp_pat
     """An older version's run.json lacks fields added since (e.g. ``dual_dropout``): they
     count as their defaults, what that version ran, so the run resumes; one written when the
     robust methods' options were flat fields (``"ltma_estimator": "score"``) reads into
-    ``Config.options``; a field or option whose value this command changes is named."""
+    ``Config.options``, and one with ``robust`` beside the ``adversary`` it named either way
+    (LTMA when not robust) into ``adversary``; a field or option whose value this command
+    changes is named."""
     out = _copy(full_run, tmp_path)
     plan = json.loads((out / "run.json").read_text())
     for cfg in plan["configs"]["cartpole"].values():
         assert cfg.pop("dual_dropout") is False
         cfg.update({k: v for k, v in cfg.pop("options") if k != "dual_reading"})  # the flat form
         cfg["options"] = []
+        robust = cfg["adversary"] != "none"
+        cfg.update(robust=robust, adversary=cfg["adversary"] if robust else "ltma")
+    assert [c["robust"] for c in plan["configs"]["cartpole"].values()] == [False, True, False]  # ALGOS' order
     assert all(c["ltma_estimator"] == "score" for c in plan["configs"]["cartpole"].values() if c["robust"])
     (out / "run.json").write_text(json.dumps(plan))
     before = _load(out, "PPO-Lag", "test_results.npz")["V"]

@@ -83,14 +83,14 @@ def test_a_config_dict_with_flat_options_reads_into_options():
                                                                             "ltma_estimator"}  # fmt: skip
     assert config_from_dict({"adversary_candidates": 16, "ltma_iterations": 160}) == Config()  # the old defaults
     # written out, the options of the plug-ins a config trains with are spelled out, defaults too
-    written = dict(config_to_dict(Config().replace(robust=True, adversary="worst-of-n"))["options"])
+    written = dict(config_to_dict(Config().replace(adversary="worst-of-n"))["options"])
     assert written == {**SHARED, **OWN["worst-of-n"], "dual_reading": "picked", "worst_cases": "separate"}
     # a saved worst-of-n config that does not name worst_cases predates it: it trained on the Lagrangian worst
-    old = {k: v for k, v in config_to_dict(Config().replace(robust=True, adversary="worst-of-n")).items()}
+    old = {k: v for k, v in config_to_dict(Config().replace(adversary="worst-of-n")).items()}
     old["options"] = [p for p in old["options"] if p[0] != "worst_cases"]
     assert config_from_dict(old).option("worst_cases") == "lagrangian"
     # and a saved search config without search_restarts searched without them
-    old = config_to_dict(Config().replace(robust=True, adversary="search"))
+    old = config_to_dict(Config().replace(adversary="search"))
     assert dict(old["options"])["search_restarts"] == 4  # written out
     old["options"] = [p for p in old["options"] if p[0] != "search_restarts"]
     assert config_from_dict(old).option("search_restarts") == 0

@@ -211,12 +211,12 @@ def test_a_learner_without_per_env_kernels_is_refused_beside_dr_and_worst_of_n(r
     own kernel (the candidate methods do, for the separate worst cases) would silently train on
     the nominal one, so the config and the program refuse it."""
     for method in ("dr", "worst-of-n", "corners"):
-        cfg = _config("lagrangian").replace(robust=True, adversary=method)
+        cfg = _config("lagrangian").replace(adversary=method)
         with pytest.raises(ValueError, match=f"adversary='{method}' gives each rollout env a kernel of its own"):
             cfg.validate()
         with pytest.raises(ValueError, match="does not honour"):
             make_family([cfg])
-    assert _config("lagrangian").replace(robust=True, adversary="ltma-norm").validate().adversary == "ltma-norm"
+    assert _config("lagrangian").replace(adversary="ltma-norm").validate().adversary == "ltma-norm"
 
 
 def test_a_learner_whose_update_leaves_out_a_metric_is_refused_while_tracing(registered):

@@ -1,5 +1,7 @@
 """``Config``: the static choices of one algorithm on one environment (frozen and hashable:
-it decides shapes and code paths), grouped by concern (``Config.groups``), its checks
+it decides shapes and code paths), grouped by concern (``Config.groups``) and each field of one
+nature (``NATURES``: structure, choice, budget, number, label; the lists of fields the command
+line, the saved run's check and the families read are derived from them: ``fields_of``), its checks
 (``validate``) and its JSON form. The registries' plug-ins (learners, constraint rules,
 robust methods) are its choices; their own options live in ``Config.options``
 (``rcmdp_jax.options``). The numeric, vmappable hyperparameters are ``HParams``
@@ -14,7 +16,7 @@ import types
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from rcmdp_jax import adversary, constraints, learners, options, schedules
-from rcmdp_jax.adversary import ADVERSARY_NAMES
+from rcmdp_jax.adversary import ADVERSARY_NAMES, NONE
 from rcmdp_jax.constraints import CONSTRAINT_NAMES
 from rcmdp_jax.dual import DUAL_ESTIMATORS
 from rcmdp_jax.envs import check_name
@@ -32,14 +34,55 @@ Constraint = Literal[CONSTRAINT_NAMES]
 AlphaSchedule = Literal[SCHEDULE_NAMES]
 AlphaTick = Literal[TICKS]
 KlEstimator = Literal["reference", "exact"]
-# the robust training methods of a robust algorithm (``rcmdp_jax.adversary``, one file each)
-Adversary = Literal[ADVERSARY_NAMES]
+# the robust training methods (``rcmdp_jax.adversary``, one file each); "none": not robust
+Adversary = Literal[(NONE, *ADVERSARY_NAMES)]
 KlCheck = Literal["sb3", "dropout_off"]
 Init = Literal["orthogonal", "torch", "lecun"]
 Optimizer = Literal["adam", "sgd"]
 DropoutRng = Literal["hash", "threefry"]
 DualEstimator = Literal[DUAL_ESTIMATORS]  # rcmdp_jax.dual's readings of C^
 ALPHA_SCHEDULES, ALPHA_TICKS = get_args(AlphaSchedule), get_args(AlphaTick)
+
+# What a field of ``Config`` is, declared once on the field (``dataclasses.field`` metadata) and
+# read by every list of fields (``fields_of``, ``chosen_by``):
+# * "structure": static; the program is built from it (shapes, counts, code paths): a family's
+#   members share it (``family.family_key``);
+# * "choice": a registry's name the program selects by a traced code (``step.Variant``: the
+#   constraint rule, the robust method, the alpha schedule): a family's members may differ in it;
+# * "budget": ``total_timesteps``, traced (``Variant.budget``) but the iterations a family shares;
+# * "number": the traced hyperparameters (``hparams``): a family's members may differ in them;
+# * "label": the algorithm's name, which nothing that trains reads.
+# ``by`` names what chooses a field other than ``--set``: "algorithm" (the algorithm's name,
+# ``presets.preset``; ``ALGORITHM_FIELDS``), "algos" (the name itself, ``--algos``), "env" (``--env``).
+NATURES = ("structure", "choice", "budget", "number", "label")
+BY = ("algorithm", "algos", "env")
+
+
+def _declared(nature: str, default: Any, by: str | None = None) -> Any:
+    if by not in (None, *BY):
+        raise ValueError(f"by={by!r}: choose one of {', '.join(BY)} or None")
+    return dataclasses.field(default=default, metadata={"nature": nature, "by": by})
+
+
+def structure(default: Any, by: str | None = None) -> Any:
+    """A static field of the program: its shapes, counts and code paths."""
+    return _declared("structure", default, by)
+
+
+def choice(default: Any, by: str | None = None) -> Any:
+    """A registry's name that the program selects by a traced code (``step.Variant``)."""
+    return _declared("choice", default, by)
+
+
+def budget(default: Any) -> Any:
+    """The policy step budget: traced, but the iterations a family shares."""
+    return _declared("budget", default)
+
+
+def label(default: Any, by: str | None = None) -> Any:
+    """A name nothing that trains reads."""
+    return _declared("label", default, by)
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,60 +94,66 @@ class Config:
     ...) are set like fields through ``replace``, ``preset`` and ``--set``, not ``Config(...)``."""
 
     # ---- algorithm: what trains, on what (the preset's name says it)
-    env: str = "cartpole"
-    learner: Learner = "mdpo"
-    constraint: Constraint = "none"
-    robust: bool = False
-    # how a robust algorithm picks its training kernels (``rcmdp_jax.adversary``): the reference
-    # study's LTMA, LTMA with the scale-free pathwise step, domain randomisation, worst-of-N, corners
-    adversary: Adversary = STUDY_CHOICES["adversary"]
-    name: str = ""
+    env: str = structure("cartpole", by="env")
+    learner: Learner = structure("mdpo", by="algorithm")
+    constraint: Constraint = choice("none", by="algorithm")
+    # how the algorithm picks its training kernels (``rcmdp_jax.adversary``): "none", the nominal
+    # kernel (a non-robust algorithm), or a robust method: the reference study's LTMA, LTMA with
+    # the scale-free pathwise step, domain randomisation, worst-of-N, corners, the search
+    adversary: Adversary = choice(NONE, by="algorithm")
+    name: str = label("", by="algos")
     # ---- rollout: the policy's experience
-    total_timesteps: int = 20_000
-    n_envs: int = 4
-    n_steps: int = 400
-    act_dropout: bool = False  # dropout active while acting (MCPMD, as the reference keeps training mode)
+    total_timesteps: int = budget(20_000)
+    n_envs: int = structure(4)
+    n_steps: int = structure(400)
+    # dropout active while acting (MCPMD, as the reference keeps training mode)
+    act_dropout: bool = structure(False)
     # ---- networks
-    policy_hidden: tuple[int, ...] = (128,)
-    critic_hidden: tuple[int, ...] = (128,)
-    dropout: float = STUDY_CHOICES["dropout"]
-    dropout_rng: DropoutRng = "hash"  # mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
-    init: Init = "orthogonal"  # SB3 orthogonal; "torch" (nn.Linear default, MCPMD); "lecun" (flax default)
+    policy_hidden: tuple[int, ...] = structure((128,))
+    critic_hidden: tuple[int, ...] = structure((128,))
+    dropout: float = structure(STUDY_CHOICES["dropout"])
+    # dropout's mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
+    dropout_rng: DropoutRng = structure("hash")
+    # SB3 orthogonal; "torch" (nn.Linear default, MCPMD); "lecun" (flax default)
+    init: Init = structure("orthogonal")
     # ---- optimiser: the policy and critic update
-    minibatch_size: int = 32
-    epochs: int = 5
-    optimizer: Optimizer = "adam"
-    adam_eps: float = 1e-5  # SB3's Adam eps (torch's default 1e-8 for MCPMD)
-    max_grad_norm: float = 0.5  # global gradient-norm clip (SB3); inf = none
-    normalize_advantages: bool = True
-    kl_check: KlCheck = "sb3"  # PPO early stop: KL of the dropout-on loss pass ("sb3") or a dropout-off pass
-    kl_estimator: KlEstimator = "reference"
-    alpha_schedule: AlphaSchedule = "fixed"
-    alpha_tick: AlphaTick = "epoch"
+    minibatch_size: int = structure(32)
+    epochs: int = structure(5)
+    optimizer: Optimizer = structure("adam")
+    adam_eps: float = structure(1e-5)  # SB3's Adam eps (torch's default 1e-8 for MCPMD)
+    max_grad_norm: float = structure(0.5)  # global gradient-norm clip (SB3); inf = none
+    normalize_advantages: bool = structure(True)
+    # PPO's early stop: the KL of the dropout-on loss pass ("sb3") or of a dropout-off pass
+    kl_check: KlCheck = structure("sb3")
+    kl_estimator: KlEstimator = structure("reference")
+    alpha_schedule: AlphaSchedule = choice("fixed", by="algorithm")
+    alpha_tick: AlphaTick = choice("epoch", by="algorithm")
     # ---- dual: the multipliers' phase (``rcmdp_jax.dual``)
-    n_dual_episodes: int = 4  # fresh episodes for the Monte-Carlo estimate C^
-    dual_epochs: int = 5  # passes over the multiplier batch (docs/method.md §2a.4)
-    dual_batch: int = 400  # the multiplier batch, in steps (100 steps x 4 envs)
-    dual_minibatch: int = 32  # one ascent step per minibatch of the multiplier batch
-    dual_epochs_from_policy: bool = False  # PPO on CartPole: dual epochs = policy epochs run before the KL stop
+    n_dual_episodes: int = structure(4)  # fresh episodes for the Monte-Carlo estimate C^
+    dual_epochs: int = structure(5)  # passes over the multiplier batch (docs/method.md §2a.4)
+    dual_batch: int = structure(400)  # the multiplier batch, in steps (100 steps x 4 envs)
+    dual_minibatch: int = structure(32)  # one ascent step per minibatch of the multiplier batch
+    # PPO on CartPole: the dual epochs are the policy epochs run before the KL stop
+    dual_epochs_from_policy: bool = structure(False)
     # what each ascent step reads as C^: a shuffled minibatch's mean discounted cost-to-go
     # of the multiplier batch (default; why: docs/sensitivity.md), per-step cost, GAE cost
     # return, or the start state's value from fresh episodes (``rcmdp_jax.dual.DUAL_ESTIMATORS``)
-    dual_estimator: DualEstimator = STUDY_CHOICES["dual_estimator"]
-    dual_dropout: bool = False  # collect the dual phase's episodes with dropout on (always on with act_dropout)
+    dual_estimator: DualEstimator = structure(STUDY_CHOICES["dual_estimator"])
+    # collect the dual phase's episodes with dropout on (always on with act_dropout)
+    dual_dropout: bool = structure(False)
     # read C^ of the deterministic policy (the distribution's mode), the one the robustness test
     # runs, instead of the sampling policy the learner acts with (docs/method.md §2a.4)
-    dual_deterministic: bool = False
+    dual_deterministic: bool = structure(False)
     # ---- evaluation: the training curves
-    eval_every: int = 1
-    eval_episodes: int = 20
+    eval_every: int = structure(1)
+    eval_episodes: int = structure(20)
     # ---- method: the plug-ins' own options, the robust methods' sizes among them, each declared
     # by its plug-in (e.g. ``ltma_iterations`` in ``rcmdp_jax.adversary.ltma``). Set them as
     # fields (``replace(name=value)``, ``--set name=value``), read them with ``option(name)``;
     # ``((name, value), ...)`` in name order, those at their default left out (``rcmdp_jax.options``)
-    options: tuple[tuple[str, Any], ...] = ()
+    options: tuple[tuple[str, Any], ...] = structure(())
     # ---- hyperparameters: numeric, vmappable (``rcmdp_jax.hparams``)
-    hparams: HParams = dataclasses.field(default_factory=HParams)
+    hparams: HParams = dataclasses.field(default_factory=HParams, metadata={"nature": "number", "by": None})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", options.canonical(self.options))  # one form: equal configs are equal
@@ -148,6 +197,11 @@ class Config:
     def episodic(self) -> bool:
         """An iteration is one whole episode of one environment (MCPMD, docs/method.md §2b)."""
         return learners.episodic(self.learner)
+
+    @property
+    def robust(self) -> bool:
+        """A robust algorithm: one that trains with a robust method (``adversary`` not "none")."""
+        return self.adversary != NONE
 
     @property
     def constrained(self) -> bool:
@@ -231,9 +285,24 @@ class Config:
         return self
 
 
+def fields_of(*natures: str, cls: type = Config) -> tuple[str, ...]:
+    """The fields of ``cls`` (``Config``) of the given natures (``NATURES``), in class order."""
+    if unknown := [n for n in natures if n not in NATURES]:
+        raise ValueError(f"unknown nature(s) {unknown}; choose among {', '.join(NATURES)}")
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("nature") in natures)
+
+
+def chosen_by(cls: type = Config) -> dict[str, str]:
+    """``{field: what chooses it}`` for the fields that ``--set`` does not set (``BY``)."""
+    return {f.name: f.metadata["by"] for f in dataclasses.fields(cls) if f.metadata.get("by")}
+
+
 # the fields an algorithm's name decides (``presets.split_variant``: ``MDPO-Robust-Lag:linear-epoch``):
 # the one list the command line (never by ``--set``) and a saved run's check (``study.run_plan``) read
-ALGORITHM_FIELDS = ("learner", "constraint", "robust", "alpha_schedule", "alpha_tick")
+ALGORITHM_FIELDS = tuple(f for f, by in chosen_by().items() if by == "algorithm")
+# the fields a family's members may differ in (``family.family_key``), and those its program's
+# compiled form does not depend on either (``family.structure``: the budget too)
+MEMBER_FIELDS = fields_of("choice", "number", "label")
 
 
 class BudgetRounded(UserWarning):
@@ -269,7 +338,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 # The choices that registries hold (plug-ins included): read when a config is checked.
 REGISTERED = {"learner": learners.names, "constraint": constraints.names, "alpha_schedule": schedules.names,
-              "adversary": adversary.names}  # fmt: skip
+              "adversary": lambda: (NONE, *adversary.names())}  # fmt: skip
 
 
 def _check_env(env: str) -> None:
@@ -289,10 +358,22 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
     return out
 
 
+def legacy_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """A config dict of an older version with ``robust`` beside ``adversary`` (the method it
+    named whether robust or not, ``"ltma"`` when absent) in the one field: ``adversary``, "none"
+    when not robust. A ``robust`` that is not a bool is left for the checks to refuse."""
+    if not isinstance(d.get("robust"), bool):
+        return d
+    out = {k: v for k, v in d.items() if k != "robust"}
+    out["adversary"] = d.get("adversary", STUDY_CHOICES["adversary"]) if d["robust"] else NONE
+    return out
+
+
 def config_from_dict(d: dict[str, Any]) -> Config:
     """Inverse of ``config_to_dict``; an older version's dict with plug-ins' options as flat
-    fields (``ltma_iterations``, ``adversary_candidates``, ...) reads into ``options``."""
-    d = options.lifted(dict(d), {f.name for f in dataclasses.fields(Config)})
+    fields (``ltma_iterations``, ``adversary_candidates``, ...) reads into ``options``, one with
+    ``robust`` and ``adversary`` into ``adversary`` (``legacy_fields``)."""
+    d = options.lifted(legacy_fields(dict(d)), {f.name for f in dataclasses.fields(Config)})
     hp_dict = {k: float(v) for k, v in d.pop("hparams", {}).items()}
     hp = HParams(**{k: v for k, v in hp_dict.items() if "." not in k})
     hp = hp.with_numbers(**{k: v for k, v in hp_dict.items() if "." in k})  # plug-ins' numbers

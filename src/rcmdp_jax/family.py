@@ -3,7 +3,7 @@
 Algorithms whose configs differ only in the constraint rule, robustness, alpha
 schedule, name and numeric hyperparameters (e.g. MDPO, MDPO-Lag, MDPO-Augmented-Lag, MDPO-Robust,
 MDPO-Robust-Lag, MDPO-Robust-Augmented-Lag) run the same program (``step.Step``: the
-rule, the robust flag and the schedule are traced arrays there). A family stacks
+rule, the robust method and the schedule are traced arrays there). A family stacks
 its members' arrays and hyperparameters, and ``jax.vmap`` runs members x seeds
 together: 14 algorithms become 3 compiles, and one wide batch runs faster than
 several narrow ones.
@@ -28,19 +28,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax import adversary
-from rcmdp_jax.config import Config
+from rcmdp_jax.config import MEMBER_FIELDS, Config, fields_of
 from rcmdp_jax.hparams import HParams
 from rcmdp_jax.step import Step, Variant
 from rcmdp_jax.train import Program, resolve_hparams
 
+_DEFAULT = Config()
+
 
 def family_key(cfg: Config) -> Config:
-    """The part of ``cfg`` a family shares: everything but name, constraint rule,
-    robustness and robust method, the alpha schedule and the numeric hyperparameters."""
-    return dataclasses.replace(
-        cfg, name="", constraint="none", robust=False, adversary="ltma", alpha_schedule="fixed", alpha_tick="epoch",
-        hparams=HParams(),
-    )  # fmt: skip
+    """The part of ``cfg`` a family shares: every field but those its members may differ in
+    (``config.MEMBER_FIELDS``: the choices, numbers and name), these at their defaults."""
+    return dataclasses.replace(cfg, **{f: getattr(_DEFAULT, f) for f in MEMBER_FIELDS})
 
 
 def structure(configs) -> tuple:
@@ -50,7 +49,7 @@ def structure(configs) -> tuple:
     ``Variant``s and budget (``tables``, the run's iterations) are arguments of the program: a
     run whose only change is a learning rate or a budget runs the compiled program again."""
     configs = tuple(configs)
-    shared = dataclasses.replace(family_key(configs[0]), total_timesteps=0)
+    shared = dataclasses.replace(family_key(configs[0]), **{f: getattr(_DEFAULT, f) for f in fields_of("budget")})
     rules = tuple(dict.fromkeys(c.constraint for c in configs))
     return shared, adversary.family_methods(configs), rules, len(configs)
 
@@ -121,8 +120,7 @@ def make_family(configs: list[Config]) -> Family:
     keys = {family_key(c) for c in configs}
     if len(keys) != 1:
         raise ValueError(
-            "configs of one family may differ only in name, constraint, robust, adversary, alpha_schedule, alpha_tick "
-            "and hparams; "
+            f"configs of one family may differ only in {', '.join(MEMBER_FIELDS)}; "
             f"got {len(keys)} different structures (use rcmdp_jax.family.group)"
         )
     methods = adversary.family_methods(configs)

@@ -73,7 +73,7 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
     """An algorithm name with variants -> ``(algorithm, Config/HParams overrides)``:
     ``"MDPO-Robust-Lag:restart-batch"`` -> ``("MDPO-Robust-Lag", {"alpha_schedule":
     "restart", "alpha_tick": "batch"})``; ``"PPO-Lag+dr"`` -> the robust method
-    (``{"robust": True, "adversary": "dr"}``, ``+none``: not robust); ``"MDPO-Lag@lam_init=0@eta_lam=1e-4"``
+    (``{"adversary": "dr"}``, ``+none``: not robust); ``"MDPO-Lag@lam_init=0@eta_lam=1e-4"``
     -> its hyperparameters (``HParams`` fields only). Every variant shares its family's
     compiled program (lanes); a plain algorithm name -> ``(name, {})``."""
     name, *hp_items = name.split("@")
@@ -83,7 +83,7 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
         if method not in (NONE, *adversary.names()):
             raise ValueError(f"unknown robust method {method!r} in {name}+{method}: write ALGO+METHOD with METHOD one "
                              f"of {', '.join((NONE, *adversary.names()))}")  # fmt: skip
-        overrides = {"robust": False} if method == NONE else {"robust": True, "adversary": method}
+        overrides = {"adversary": method}
     hp_fields = set(HPARAM_FIELDS) | set(options.declared_numbers())  # plug-ins' numbers too: pid.kp
     for item in hp_items:
         key, eq, raw = item.partition("=")
@@ -128,7 +128,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     base_name, variant = split_variant(algorithm)
     overrides = {**overrides, **variant}  # a variant in the name is what names it
     learner, constraint, robust = parse_algorithm(base_name)
-    if "robust" in variant and robust and not variant["robust"]:
+    if variant.get("adversary") == NONE and robust:
         raise ValueError(f"{algorithm!r}: a -Robust algorithm with +none; drop -Robust for the non-robust one")
     domain = envs.spec(env)
     p = domain.learner
@@ -142,9 +142,9 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         "target_kl": p.ppo_target_kl if ppo else math.inf,
     })  # fmt: skip
     common = dict(
-        env=env, learner=learner, constraint=constraint, robust=robust, name=algorithm,
+        env=env, learner=learner, constraint=constraint, adversary=p.adversary if robust else NONE, name=algorithm,
         total_timesteps=budget_steps(p.budgets, budget), policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
-        optimizer=p.optimizer, hparams=hp, dropout=p.dropout, adversary=p.adversary, dual_estimator=p.dual_estimator,
+        optimizer=p.optimizer, hparams=hp, dropout=p.dropout, dual_estimator=p.dual_estimator,
     )  # fmt: skip
     # the ltma methods' options (``rcmdp_jax.adversary``)
     ltma = dict(ltma_horizon=p.ltma_horizon, ltma_dual_reading=p.ltma_dual_reading)

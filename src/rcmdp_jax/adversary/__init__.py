@@ -75,8 +75,8 @@ def get(name: str):
 
 
 def method_of(cfg) -> str:
-    """The robust method a config trains with: its ``adversary`` when robust, else ``"none"``."""
-    return cfg.adversary if cfg.robust else NONE
+    """The robust method a config trains with (``"none"``: not robust)."""
+    return cfg.adversary
 
 
 def family_methods(configs) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from rcmdp_jax.config import ALGORITHM_FIELDS, BudgetRounded, Config, config_from_dict, config_to_dict
+from rcmdp_jax.config import BudgetRounded, Config, chosen_by, config_from_dict, config_to_dict
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.hparams import validate_hparams
@@ -28,9 +28,10 @@ from rcmdp_jax.study.user_code import check_folder_names
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
 
-# fields that choose the algorithm or the run: set by --algos / --env / --steps, never by --set
-CHOSEN_ELSEWHERE = {**{f: "--algos (its name: ALGO[-Robust][-RULE]-Lag[:SCHEDULE-TICK])" for f in ALGORITHM_FIELDS},
-                    "name": "--algos", "env": "--env"}  # fmt: skip
+# fields that choose the algorithm or the run (``config.chosen_by``): set by --algos / --env, never by --set
+_BY = {"algorithm": "--algos (its name: ALGO[-Robust][-RULE]-Lag[:SCHEDULE-TICK][+METHOD])", "algos": "--algos",
+       "env": "--env"}  # fmt: skip
+CHOSEN_ELSEWHERE = {f: _BY[by] for f, by in chosen_by().items()}
 
 
 def parse_sets(sets) -> dict:

@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from rcmdp_jax import options as plug_ins
-from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict
+from rcmdp_jax.adversary import NONE
+from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict, legacy_fields
 from rcmdp_jax.hparams import HPARAM_FIELDS
 from rcmdp_jax.plugin import check_seed, options_of
 
@@ -164,6 +165,9 @@ def config_problem(env: str, algo: str, d) -> str:
     if twice := sorted(named & (set(d) - set(_FIELDS))):  # else the options' value would win unseen
         return f"{', '.join(twice)} given both as a key and in options; keep one"
     d = plug_ins.lifted(d, set(_FIELDS) | {"hparams"})  # an older version's flat fields that are options now
+    # an older version's ``robust`` beside the ``adversary`` it named either way (``--set adversary``
+    # chose the method of a robust algorithm then): what the name decides of it is robust or not
+    legacy, d = "robust" in d, legacy_fields(d)
     hp = d.get("hparams", {})
     if not isinstance(hp, dict):
         return "hparams is not an object"
@@ -185,7 +189,8 @@ def config_problem(env: str, algo: str, d) -> str:
     if cfg.name and cfg.name != algo:
         return f"its name is {cfg.name!r}, not {algo!r}"
     reference = preset(env, algo, "short")  # the algorithm its name says
-    if differ := [f for f in ALGORITHM_FIELDS if getattr(cfg, f) != getattr(reference, f)]:
+    named = lambda c, f: (c.adversary != NONE) if legacy and f == "adversary" else getattr(c, f)
+    if differ := [f for f in ALGORITHM_FIELDS if named(cfg, f) != named(reference, f)]:
         return f"{', '.join(differ)} do not match the algorithm {algo}"
     for field, what, n in derived_counts(cfg):
         if n > 2**31 - 1:
