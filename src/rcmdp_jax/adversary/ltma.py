@@ -52,6 +52,8 @@ class StudyLTMA(Adversary):
         super().check_options(cfg)
         check_choice("ltma_estimator", cfg.option("ltma_estimator"), ESTIMATORS)
         check_choice("ltma_dual_reading", cfg.option("ltma_dual_reading"), DUAL_READINGS)
+        for name in ("ltma_iterations", "ltma_episodes"):
+            check_count(name, cfg.option(name))
 
     @classmethod
     def check_env(cls, env, cfg) -> None:
@@ -60,8 +62,6 @@ class StudyLTMA(Adversary):
             raise ValueError(f"ltma_dual_reading='guarded' gives the reward and each of the {env.num_constraints} "
                              f"constraint(s) rollout envs of their own: n_envs={cfg.n_envs} must be at least "
                              f"{1 + env.num_constraints}; or choose ltma_dual_reading='found'")  # fmt: skip
-        for name in ("ltma_iterations", "ltma_episodes"):
-            check_count(name, cfg.option(name))
 
     @classmethod
     def reads_cost(cls, cfg) -> bool:
