@@ -136,8 +136,8 @@ def check(cfg, fields: set[str]) -> None:
         if clash:
             raise ValueError(f"{cls.__name__}'s option(s) {sorted(clash)} are config fields already; rename them")
         cls.check_options(cfg)
-    if method.per_env and not learner.per_env_kernels:
-        shared = ", ".join(n for n, cls in adversary.items() if not cls.per_env)
+    if method.own_env_kernels(cfg) and not learner.per_env_kernels:
+        shared = ", ".join(n for n, cls in adversary.items() if not cls.own_env_kernels(cfg))
         raise ValueError(f"adversary={cfg.adversary!r} gives each rollout env a kernel of its own, which learner="
                          f"{cfg.learner!r} does not honour (Learner.per_env_kernels); choose a method without them "
                          f"({shared}) or a learner that has them")  # fmt: skip
@@ -150,7 +150,7 @@ def check_env(cfg, env, methods: tuple[str, ...]) -> None:
     for cls in (learner, constraints.REGISTRY.get(cfg.constraint, "constraint"), *map(adversary.method_class, methods)):
         cls.check_env(env, cfg)
     if not learner.per_env_kernels:
-        needs = [m for m in methods if adversary.method_class(m).per_env]
+        needs = [m for m in methods if adversary.method_class(m).own_env_kernels(cfg)]
         if needs:
             raise ValueError(f"adversary={needs[0]!r} gives each rollout env a kernel of its own, which learner="
                              f"{cfg.learner!r} does not honour (Learner.per_env_kernels)")  # fmt: skip
