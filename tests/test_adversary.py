@@ -202,7 +202,7 @@ def test_robust_names_and_errors():
     assert not preset("cartpole", "PPO-Lag+none").robust
     # -Robust means the environment's default method: the study's LTMA on its domains
     assert preset("cartpole", "PPO-Robust-Lag").adversary == "ltma"
-    assert preset("gymnax:Pendulum-v1", "PPO-Robust-Lag").adversary == "worst-of-n"
+    assert preset("gymnax:Pendulum-v1", "PPO-Robust-Lag").adversary == "search"  # the benchmark's rule
     # outside the study the dual phase reads the start state's value (docs/robustness.md)
     assert (preset("gymnax:Pendulum-v1", "PPO-Lag").dual_estimator, preset("cartpole", "PPO-Lag").dual_estimator) == (
         "start_value",
@@ -223,6 +223,25 @@ def test_robust_names_and_errors():
         preset("cartpole", "PPO-Lag+ltma-norm", xi_step=2.0)
 
 
+def test_robust_names_the_search_only_where_it_runs_as_measured():
+    """-Robust outside the study: the search (the benchmark's rule) where the kernel has a density
+    and the learner a rollout env per objective; worst-of-n else (a kernel without noise, MCPMD's
+    one env); a named method is taken as named."""
+    import gymnax
+
+    inner, _ = gymnax.make("Pendulum-v1")
+    speed = lambda s, a, n, p: jnp.abs(n.theta_dot)[None] - 1.5  # noqa: E731
+    envs.register("noiseless-pendulum-default", envs.robustify(inner, {"m": 0.2}, {"speed": speed}, noise=0.0))
+    envs.register("noisy-pendulum-default", envs.robustify(inner, {"m": 0.2}, {"speed": speed}, noise=0.01))
+    assert preset("noisy-pendulum-default", "PPO-Robust-Lag").adversary == "search"
+    assert preset("noisy-pendulum-default", "RMCPMD-Lag").adversary == "worst-of-n"
+    assert preset("noiseless-pendulum-default", "MDPO-Robust-Lag").adversary == "worst-of-n"
+    assert preset("noiseless-pendulum-default", "PPO-Lag+search").adversary == "search"  # as named
+    # the same name registered again with noise is another environment: asked again
+    envs.register("noiseless-pendulum-default", envs.robustify(inner, {"m": 0.2}, {"speed": speed}, noise=0.01))
+    assert preset("noiseless-pendulum-default", "PPO-Robust-Lag").adversary == "search"
+
+
 def test_a_family_checks_every_robust_members_estimator():
     """A family whose first member is not robust still refuses the score estimator on a
     kernel without noise (the check used to read the first member only)."""
@@ -238,13 +257,12 @@ def test_a_family_checks_every_robust_members_estimator():
 
 
 def test_default_adversary_moves_xi_towards_kernels_where_the_constraint_is_worse():
-    """A short training with a preset's default robust method (worst-of-n): ``xi`` moves by
-    at least a tenth of the box's half-width, to a kernel where the trained policy's
-    constraint value (Pendulum's angular speed) is higher than at the nominal kernel."""
+    """A short training under worst-of-n (the default robust method where the search cannot run):
+    ``xi`` moves by at least a tenth of the box's half-width, to a kernel where the trained
+    policy's constraint value (Pendulum's angular speed) is higher than at the nominal kernel."""
     from rcmdp_jax.rollout import run_episodes
 
-    cfg = preset("gymnax:Pendulum-v1", "PPO-Robust-Lag", total_timesteps=3200)
-    assert cfg.adversary == "worst-of-n"
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+worst-of-n", total_timesteps=3200)
     train = make_train(cfg)
     result = jax.jit(train)(jax.random.PRNGKey(0))
     params = train.step.default_env_params

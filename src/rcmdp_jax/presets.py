@@ -116,6 +116,34 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
     return algo, {"alpha_schedule": schedule, "alpha_tick": tick or "epoch", **overrides}
 
 
+# -Robust's method where a domain's default (``LearnerSpec.adversary``) is ``search`` and it cannot run
+# as measured (the score-function gradient, a rollout env for the reward and each constraint): the
+# next of docs/robustness.md's ranking that needs no gradient in xi and no 2^n corners
+FALLBACK_METHOD = "worst-of-n"
+BATCH_ENVS = 4  # PPO's and MDPO's rollout envs on every domain (docs/method.md §3)
+_SCORE: dict[str, tuple[object, bool, int]] = {}  # env -> (its spec, a density, constraints)
+
+
+def robust_default(env: str, spec_learner, learner: str) -> str:
+    """The robust method ``-Robust`` names on ``env`` for ``learner``: the domain's
+    (``LearnerSpec.adversary``); for ``search``, only where it runs as the benchmark measured it
+    — the kernel has a density (the score-function gradient) and the learner has a rollout env
+    for the reward and each constraint (MCPMD has one) — else ``FALLBACK_METHOD``."""
+    method = spec_learner.adversary
+    if method != "search":
+        return method
+    spec = envs.spec(env)
+    if env not in _SCORE or _SCORE[env][0] is not spec:  # a name registered anew is another environment
+        e, params = envs.make(env)
+        try:
+            e.check_estimator(params, "score")
+            _SCORE[env] = (spec, True, e.num_constraints)
+        except ValueError:
+            _SCORE[env] = (spec, False, e.num_constraints)
+    _, score, m = _SCORE[env]
+    return method if score and learner != "mcpmd" and BATCH_ENVS >= 1 + m else FALLBACK_METHOD
+
+
 def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) -> Config:
     """The docs/method.md §3 configuration of ``algorithm`` on ``env`` at ``budget``.
 
@@ -142,7 +170,8 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         "target_kl": p.ppo_target_kl if ppo else math.inf,
     })  # fmt: skip
     common = dict(
-        env=env, learner=learner, constraint=constraint, adversary=p.adversary if robust else NONE, name=algorithm,
+        env=env, learner=learner, constraint=constraint, adversary=robust_default(env, p, learner) if robust else NONE,
+        name=algorithm,
         total_timesteps=budget_steps(p.budgets, budget), policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
         optimizer=p.optimizer, hparams=hp, dropout=p.dropout, dual_estimator=p.dual_estimator,
     )  # fmt: skip
@@ -162,7 +191,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     else:
         # Stable-Baselines3 conventions (docs/method.md §3): the Config defaults (orthogonal init,
         # Adam eps 1e-5, gradient-norm clip 0.5); 5 x 13 = 65 dual steps per iteration
-        n_envs, n_steps = 4, 400
+        n_envs, n_steps = BATCH_ENVS, 400
         cfg = Config(
             **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p.ppo_epochs if ppo else 5,
             dual_epochs=p.ppo_epochs if ppo and p.ppo_dual_epochs_from_policy else 5,
