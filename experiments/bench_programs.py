@@ -24,9 +24,10 @@ xdist workers, 2 as README's) on the checkout ``--repo`` (default: this one) wit
 events logged per test, and prints what it compiled: ``programs`` (the distinct programs: the
 entries of the session's persistent compilation cache, which every program of every process
 goes into), ``compiles`` (XLA compiles: more than ``programs`` where two workers or a subprocess
-compiled one program twice at once), their seconds, the trace and lowering seconds, the
-persistent-cache hits (a program a process built again and did not compile) and the heaviest
-tests by compile seconds. This file is the pytest plugin that logs (``-p bench_programs``), so
+compiled one program twice at once), their seconds, the trace and lowering seconds, the CPU
+seconds of pytest and its workers (user and system: on a shared machine, steadier than the wall
+time, which is given too), the persistent-cache hits (a program a process built again and did
+not compile) and the heaviest tests by compile seconds. This file is the pytest plugin that logs (``-p bench_programs``), so
 the count needs nothing of the checkout's ``conftest.py``: run it on the code before a change
 (``git worktree add /tmp/before COMMIT``, then ``--repo /tmp/before``; the checkout's own package is
 imported, whichever the interpreter has installed) and after::
@@ -43,6 +44,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -225,14 +227,15 @@ def run_tests(repo: str, workers: int, extra: list[str], top: int, keep_log: str
     env["PYTHONPATH"] = os.pathsep.join(path + [p for p in [env.get("PYTHONPATH")] if p])
     cmd = [sys.executable, "-m", "pytest", "tests", "-m", "not slow", "-n", str(workers), "-p", "bench_programs",
            "-p", "no:cacheprovider", *extra]  # fmt: skip
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
     summary = [ln for ln in proc.stdout.splitlines() if re.search(r"\d+ (passed|failed|error)", ln)]
     total, per = read_compile_log(str(log))
     heaviest = sorted(per.items(), key=lambda kv: -kv[1]["compiles_s"])[:top]
     out = dict(repo=str(Path(repo).resolve()), workers=workers, exit=proc.returncode, pytest=summary[-1:],
-               wall_s=round(wall, 1), programs=sum(1 for p in xla.iterdir() if p.name.endswith("-cache")),
+               wall_s=round(wall, 1), cpu_s=round(cpu.ru_utime + cpu.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1),
+               programs=sum(1 for p in xla.iterdir() if p.name.endswith("-cache")),
                compiles=total.get("compiles", 0), compile_s=round(total.get("compiles_s", 0.0), 1),
                cache_hits=total.get("hits", 0), trace_s=round(total.get("trace_s", 0.0), 1),
                lower_s=round(total.get("lower_s", 0.0), 1),
