@@ -271,8 +271,14 @@ def main(argv=None) -> None:
         if not args.cache:
             ap.error("compile needs --cache DIR")
         res = compile_grid(args.env, args.budget, args.lr_scale, args.cache, args.algos and args.algos.split(","))
-    res = dict(what=args.what, label=args.label, env=args.env, budget=args.budget, lr_scale=args.lr_scale, algos=args.algos,
-               machine=machine(), code=os.environ.get("PYTHONPATH", "installed"), **res)  # fmt: skip
+    if args.what == "tests":  # the checkout tested and its commit (``repo`` in ``res``)
+        commit = subprocess.run(
+            ["git", "-C", args.repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        res = dict(what=args.what, label=args.label, machine=machine(), commit=commit.stdout.strip(), **res)
+    else:
+        res = dict(what=args.what, label=args.label, env=args.env, budget=args.budget, lr_scale=args.lr_scale,
+                   algos=args.algos, machine=machine(), code=os.environ.get("PYTHONPATH", "installed"), **res)  # fmt: skip
     print(json.dumps(res, indent=1))
     if args.json:
         old = json.load(open(args.json)) if os.path.exists(args.json) else []
