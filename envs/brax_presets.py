@@ -193,12 +193,16 @@ _CACHE: dict[str, Any] = {}
 
 
 def make_brax(name: str):
-    """The ``RobustBrax`` of a ``brax:`` name (one instance per name)."""
+    """The ``RobustBrax`` of a ``brax:`` name (one instance per name), built in a thread of its
+    own, where JAX's trace starts clean: asked for inside a trace (``make_train`` under jit), its
+    arrays are concrete still, and its shape checks (``jax.eval_shape`` of brax's reset) are
+    traced as in any jit. Built under ``jax.ensure_compile_time_eval`` instead, those ran op by
+    op on the system's constant arrays, each op a small compiled program: ~400 for an mjx env."""
     if name not in _CACHE:
-        import jax
+        import concurrent.futures
 
-        with jax.ensure_compile_time_eval():  # built inside a trace (make_train under jit): concrete arrays still
-            _CACHE[name] = build(name)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            _CACHE[name] = pool.submit(build, name).result()
     return _CACHE[name]
 
 

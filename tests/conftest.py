@@ -71,16 +71,9 @@ EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 sys.path.insert(0, str(EXPERIMENTS))
 
 if os.environ.get("RCMDP_JAX_TEST_COMPILE_LOG"):  # a profile of the suite: where compile time goes
+    import bench_programs  # noqa: E402  (experiments/: one line per trace, lowering, compile and cache hit or miss)
 
-    def _compile_listener(event, seconds, **_):
-        if event.startswith("/jax/core/compile/") or event.endswith("compile_time_saved_sec"):
-            test = os.environ.get("PYTEST_CURRENT_TEST", "-").rsplit(" ", 1)[0]
-            with open(Path(os.environ["RCMDP_JAX_TEST_COMPILE_LOG"]) / f"{os.getpid()}.tsv", "a") as f:
-                f.write(f"{test}\t{event.rsplit('/', 1)[1]}\t{seconds:.3f}\n")
-
-    import jax.monitoring  # noqa: E402
-
-    jax.monitoring.register_event_duration_secs_listener(_compile_listener)
+    bench_programs.log_compiles(os.environ["RCMDP_JAX_TEST_COMPILE_LOG"])
 
 
 # One folder of finished runs serves the session (both xdist workers), made and removed like the

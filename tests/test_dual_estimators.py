@@ -1,6 +1,7 @@
 """The dual phase's readings of C^ (``Config.dual_estimator``, docs/method.md §2a.4): each reading
 against a NumPy re-derivation, the shuffled minibatches, the ascent over them, the
-wiring in training, bad input; and ``ALGO@FIELD=VALUE`` hyperparameter lanes."""
+wiring in training, bad input; and ``ALGO@FIELD=VALUE`` hyperparameter lanes. Divergence
+(``rcmdp_jax.divergence``) on lanes of one tiny program: blow-ups, and a seed that diverged."""
 
 import functools
 
@@ -8,8 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny_configs import tiny
 
-from rcmdp_jax import constraints, dual, make_train, preset
+from rcmdp_jax import HParams, constraints, dual, make_train, preset
 from rcmdp_jax.family import group
 from rcmdp_jax.presets import split_variant
 
@@ -96,16 +98,29 @@ def test_minibatch_readings_in_training(estimator):
     assert np.all(np.isfinite(c_hat)) and np.any(c_hat != 0)
 
 
-# CartPole's MDPO-Lag, tiny: three seeds in one vmapped program that two tests read
-TINY_LAG = preset("cartpole", "MDPO-Lag", total_timesteps=2 * 64, n_steps=16, minibatch_size=16, epochs=1,
-                  eval_every=100, dual_estimator="start_value")  # fmt: skip
+# CartPole's MDPO-Lag, tiny (2 iterations): one program of three lanes, each its own seed and
+# hyperparameters, that three tests run (the dropout and blow-up checks, the diverged seed)
+TINY_LAG = tiny(algo="MDPO-Lag", iterations=2)
 SEEDS = jax.random.split(KEY, 3)
 
 
 @functools.cache
+def three_lanes():
+    """``TINY_LAG``'s program, vmapped: ``(keys [3, 2], hparams with [3] leaves) -> TrainResult``."""
+    return jax.jit(jax.vmap(make_train(TINY_LAG)))
+
+
+def lanes_of(**numbers) -> HParams:
+    """``TINY_LAG``'s hyperparameters in three lanes, ``numbers`` (``field=[3 values]``) changed."""
+    return jax.tree.map(lambda x: jnp.full((3,), x, jnp.float32), TINY_LAG.hparams).replace(
+        **{k: jnp.asarray(v, jnp.float32) for k, v in numbers.items()}
+    )
+
+
+@functools.cache
 def three_seeds():
-    """``TINY_LAG`` trained on ``SEEDS`` (vmapped): the ``TrainResult``."""
-    return jax.jit(jax.vmap(make_train(TINY_LAG)))(SEEDS)
+    """``TINY_LAG`` trained on ``SEEDS``: the ``TrainResult``."""
+    return three_lanes()(SEEDS, lanes_of())
 
 
 def test_dual_dropout_collects_the_estimate_with_dropout_on():
@@ -171,6 +186,13 @@ def test_finite_blow_ups_count_as_divergence_and_the_exit_status_says_so():
     assert (
         status({}) == 0 and status({"inventory/MDPO-Lag": (1, 3)}) == 3 and status({"inventory/MDPO-Lag": (3, 3)}) == 4
     )
+
+
+def test_one_diverged_seed_of_a_batch_is_found_and_the_others_kept():
+    from rcmdp_jax.divergence import diverged_seeds
+
+    result = three_lanes()(jax.random.split(jax.random.PRNGKey(0), 3), lanes_of(lr=[3e-4, 1e30, 3e-4]))
+    np.testing.assert_array_equal(diverged_seeds(result), [False, True, False])
 
 
 @pytest.mark.parametrize("estimator", ["start_value", "cost_to_go"])
