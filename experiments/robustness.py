@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 from launch import command, describe  # experiments/launch.py
+from robustness_report import poi_vs_none, seed_table  # noqa: F401  (the rows' reading, with the report)
 
 ROOT = Path(__file__).resolve().parents[1]
 # Inventory 1-D with a cost threshold: at the study's 0 no policy keeps its constraint (least worst C
@@ -175,57 +176,6 @@ def machine() -> str:
 
 
 # ------------------------------------------------------------------ the evidence
-def seed_table(run_dir: Path, env: str, algo: str) -> dict:
-    """Per kept seed: C at the nominal kernel, the worst C on the grid and from the search
-    (the worst of the constraints), and R_pen at the nominal and the grid's worst kernel."""
-    from rcmdp_jax import envs, stats
-    from rcmdp_jax.study.run_folder import RunFolder, kept_seeds, load_npz
-    from rcmdp_jax.worst_case import compare_with_grid
-
-    folder = RunFolder(run_dir)
-    z = load_npz(folder.algo_dir(env, algo) / "test_results.npz")
-    keep = kept_seeds(z)
-    V, C = z["V"][keep], z["C"][keep]
-    lmax = envs.spec(env).lambda_max
-    found, grid_xi = folder.load_worst_case(env, algo)
-    cmp = compare_with_grid(V, C, found, lmax, grid_xi)
-    m = C.shape[-1]
-    grid = np.max([cmp[f"C{j}"]["grid"] for j in range(m)], axis=0)
-    search = np.max([cmp[f"C{j}"]["search"] for j in range(m)], axis=0)
-    r_pen = stats.penalised_returns(V, C, lmax)["R_pen"].mean(-1)  # [S, L, D]
-    return {
-        "seeds": int(keep.sum()),
-        "trained": int(keep.size),
-        "C_nominal": C[:, 0, 0].mean(-2).max(-1),  # level 0: every direction is the nominal kernel
-        "C_grid": grid,
-        "C_search": search,
-        "C_worst": np.maximum(grid, search),
-        "V_nominal": V[:, 0, 0].mean(-1),  # the (discounted) return at the nominal kernel
-        "R_pen_nominal": r_pen[:, 0, 0],
-        "R_pen_worst": r_pen.reshape(r_pen.shape[0], -1).min(1),
-    }
-
-
-def poi_vs_none(rows: dict, learner: str, reps: int = 2000) -> dict:
-    """rliable's probability that a seed of each method keeps a lower worst-kernel C than a
-    seed of *none* (scores ``-C_worst``), with its 95 % stratified-bootstrap interval."""
-    from rliable import library as rly
-    from rliable import metrics
-
-    base = -rows[algo_name(learner, "none")]["C_worst"][:, None]
-    pairs = {m: (-rows[algo_name(learner, m)]["C_worst"][:, None], base) for m in methods_of(learner)[1:]
-             if algo_name(learner, m) in rows}  # fmt: skip
-    # rliable draws its bootstrap from NumPy's global generator (its random_state goes unused):
-    # a fixed seed, restored after, gives the same report each time
-    saved = np.random.get_state()
-    np.random.seed(0)
-    try:
-        point, interval = rly.get_interval_estimates(pairs, metrics.probability_of_improvement, reps=reps)
-    finally:
-        np.random.set_state(saved)
-    return {m: tuple(float(x) for x in np.ravel([point[m], *np.ravel(interval[m])])) for m in pairs}
-
-
 FEASIBILITY = "feasibility:"  # the pool's names of the feasibility jobs
 
 
@@ -261,7 +211,7 @@ def evidence(out: Path) -> dict:
             continue
         if len(steps) > 1:
             raise SystemExit(f"{env}: its run folders trained different budgets {sorted(steps)}: one setting, one budget")
-        poi = {lr: poi_vs_none(rows, lr) for lr in LEARNERS if algo_name(lr, "none") in rows}
+        poi = {lr: poi_vs_none(rows, lr, methods_of(lr), algo_name) for lr in LEARNERS if algo_name(lr, "none") in rows}
         later = {a: f for a, f in parts.items() if f != slug(env)}  # rows from a part
         table[env] = {"rows": rows, "poi": poi, "feasible": feasible_bound(out, env), "default": default_method(env),
                       "steps": steps.pop(), "parts": later, "sets": SETS.get(env, ()),

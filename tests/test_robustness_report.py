@@ -110,7 +110,7 @@ def test_a_settings_parts_replace_the_rows_of_the_same_algorithm(tmp_path, monke
     monkeypatch.setattr(robustness, "seed_table", lambda folder, e, a: {"from": folder.name, "C_worst": c(1.0)})
     monkeypatch.setattr(robustness, "SETTINGS", (env,))
     monkeypatch.setattr(robustness, "feasible_bound", lambda out, e: None)
-    monkeypatch.setattr(robustness, "poi_vs_none", lambda rows, lr: {})
+    monkeypatch.setattr(robustness, "poi_vs_none", lambda rows, lr, methods, name: {})
     monkeypatch.setattr(robustness, "default_method", lambda e: "worst-of-n")
     block = robustness.evidence(tmp_path)[env]
     assert {a: r["from"] for a, r in block["rows"].items()} == {
