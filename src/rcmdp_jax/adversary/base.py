@@ -95,6 +95,15 @@ class Nominal(Adversary):
     """No adversary: the nominal kernel throughout (a non-robust algorithm)."""
 
 
+def require_env_per_objective(env, cfg, what: str, otherwise: str = "") -> None:
+    """Refuse ``cfg`` when ``what`` (a method, or its option's value) would give the reward and each of
+    ``env``'s constraints a rollout env of its own and ``cfg.n_envs`` is too few (``otherwise``: the way out)."""
+    if cfg.n_envs < 1 + env.num_constraints:
+        raise ValueError(f"{what} gives the reward and each of the {env.num_constraints} constraint(s) rollout envs "
+                         f"of their own: n_envs={cfg.n_envs} must be at least {1 + env.num_constraints}"
+                         + (f"; or choose {otherwise}" if otherwise else ""))  # fmt: skip
+
+
 def broadcast(xi: jax.Array, n: int) -> jax.Array:
     return jnp.broadcast_to(xi, (n,) + jnp.shape(xi))
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.adversary.base import Adversary, candidate_values
+from rcmdp_jax.adversary.base import Adversary, candidate_values, require_env_per_objective
 from rcmdp_jax.plugin import check_choice
 
 DUAL_READINGS = ("picked", "worst_cost")
@@ -52,10 +52,8 @@ class CandidateMethod(Adversary):
     @classmethod
     def check_env(cls, env, cfg) -> None:
         super().check_env(env, cfg)
-        if cls.separate(cfg) and cfg.n_envs < 1 + env.num_constraints:
-            raise ValueError(f"worst_cases='separate' gives the reward and each of the {env.num_constraints} "
-                             f"constraint(s) rollout envs of their own: n_envs={cfg.n_envs} must be at least "
-                             f"{1 + env.num_constraints}; or choose worst_cases='lagrangian'")  # fmt: skip
+        if cls.separate(cfg):
+            require_env_per_objective(env, cfg, "worst_cases='separate'", "worst_cases='lagrangian'")
 
     @classmethod
     def separate(cls, cfg) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rcmdp_jax.adversary.base import Adversary, broadcast, candidate_values
+from rcmdp_jax.adversary.base import Adversary, broadcast, candidate_values, require_env_per_objective
 from rcmdp_jax.adversary.candidates import worst_cost_kernel
 from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.plugin import check_choice, check_count
@@ -58,10 +58,8 @@ class StudyLTMA(Adversary):
     @classmethod
     def check_env(cls, env, cfg) -> None:
         env.check_estimator(env.default_params, cfg.option("ltma_estimator"))
-        if cls.separate(cfg) and cfg.n_envs < 1 + env.num_constraints:
-            raise ValueError(f"ltma_dual_reading='guarded' gives the reward and each of the {env.num_constraints} "
-                             f"constraint(s) rollout envs of their own: n_envs={cfg.n_envs} must be at least "
-                             f"{1 + env.num_constraints}; or choose ltma_dual_reading='found'")  # fmt: skip
+        if cls.separate(cfg):
+            require_env_per_objective(env, cfg, "ltma_dual_reading='guarded'", "ltma_dual_reading='found'")
 
     @classmethod
     def reads_cost(cls, cfg) -> bool:

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax import box
-from rcmdp_jax.adversary.base import Adversary, candidate_values
+from rcmdp_jax.adversary.base import Adversary, candidate_values, require_env_per_objective
 from rcmdp_jax.adversary.candidates import objective_scores
 from rcmdp_jax.plugin import check_count
 from rcmdp_jax.rollout import Policy
@@ -60,10 +60,7 @@ class GradientSearch(Adversary):
     @classmethod
     def check_env(cls, env, cfg) -> None:
         super().check_env(env, cfg)
-        if cfg.n_envs < 1 + env.num_constraints:
-            raise ValueError(f"adversary='search' keeps a point for the reward and each of the {env.num_constraints} "
-                             f"constraint(s) in rollout envs of their own: n_envs={cfg.n_envs} must be at least "
-                             f"{1 + env.num_constraints}")  # fmt: skip
+        require_env_per_objective(env, cfg, "adversary='search' (a point for each, kept between iterations)")
         env.check_estimator(env.default_params, cfg.option("search_estimator"))
 
     @classmethod
