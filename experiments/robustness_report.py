@@ -69,15 +69,18 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), me
         "Each learner trains under every robust method (`ALGO+METHOD`, one family program per learner): "
         "`none` (nominal kernel), `ltma` (the study's LTMA: score function, raw step `eta_xi`), `ltma-norm` "
         "(pathwise gradient, each step moves `xi` by `xi_step` of the half-width), `dr` (a uniform kernel per "
-        "training episode), `worst-of-n` (16 uniform kernels, train on the worst quarter) and `corners` "
-        "(train on the worst of the box's corners). Then the robustness test (every kernel of the grid) and "
+        "training episode), `worst-of-n` (16 uniform kernels, train on the worst quarter), `corners` "
+        "(train on the worst of the box's corners) and `search` (two steps of the gradient worst-case search an "
+        "iteration for the return and each constraint, restarted from four random corners). Then the robustness test (every kernel of the grid) and "
         "the gradient search for each seed's worst kernel of each constraint (`--worst-case costs`).",
         "",
         "Columns: `C nom` the constraint value at the nominal kernel (mean ± SE over seeds; > 0 breaks it); "
         "`C grid` / `C search` the worst constraint value on the test grid / found by the gradient search; "
+        "`V nom` the discounted return at the nominal kernel (what the goal's `return nom` reads); "
         "`broken` how many seeds break the constraint at the nominal kernel / on their worst kernel "
         "(the worse of grid and search); `R_pen nom` / `R_pen worst` the penalised return at the nominal and "
-        "the grid's worst kernel; `PoI` rliable's probability that a seed of the method has a lower worst-kernel "
+        "the grid's worst kernel (each test episode's return less `lambda_max` per unit of its own broken C, "
+        "then averaged: an episode over the limit costs even where the seed's mean keeps it); `PoI` rliable's probability that a seed of the method has a lower worst-kernel "
         "C than a seed of `none`, with its 95 % bootstrap interval (**bold**: lower end above 0.5); `time` "
         "training time of the method alone (PPO-Lag, compile excluded) where timed; `gap closed` the share of the "
         "gap between *none* and the feasible bound (`rcmdp feasibility`'s least worst-kernel C) the method closes "
@@ -112,9 +115,11 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), me
             lines += [f"Part `{part}` (robustness.py --part; its rows: {algos}): code version "
                       f"`{meta.get('code_versions', {}).get(key, '?')}`; wall time {meta['wall_s'][key] / 60:.1f} min.",
                       ""]  # fmt: skip
-        lines += ["| algorithm | seeds | C nom | C grid | C search | broken nom / worst | R_pen nom | R_pen worst "
+        for note in meta.get("notes", {}).get(env, ()):  # what the folder cannot say (experiments: by hand)
+            lines += [f"Note: {note}", ""]
+        lines += ["| algorithm | seeds | C nom | C grid | C search | broken nom / worst | V nom | R_pen nom | R_pen worst "
                   "| PoI vs none | gap closed | time |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         js["settings"][env] = {}
         for learner in learners:
             for m in methods_of(learner):
@@ -141,6 +146,7 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), me
                 lines.append(
                     f"| {a} | {r['seeds']}/{r['trained']} | {_mean_se(r['C_nominal'])} | {_mean_se(r['C_grid'])} | "
                     f"{_mean_se(r['C_search'])} | {_broken(r['C_nominal'])} / {_broken(r['C_worst'])} | "
+                    f"{_mean_se(r['V_nominal']) if 'V_nominal' in r else '—'} | "
                     f"{_mean_se(r['R_pen_nominal'])} | {_mean_se(r['R_pen_worst'])} | {poi_s} | {g_s} | {t_s} |"
                 )
                 js["settings"][env][a] = {k: (np.asarray(v).tolist() if not isinstance(v, int) else v)
@@ -172,12 +178,16 @@ def render(table: dict, meta: dict, learners, methods, algo_name, outside=(), me
     if goal["rows"]:
         lines += ["## The goal", "", GOAL, "",
                   "| setting | learner | default method | kept on its worst kernel | gap closed | return nom: "
-                  "none → default | lanes breaking at the nominal kernel in > 1 seed |", "|---|---|---|---|---|---|---|"]
+                  "none → default | lanes breaking at the nominal kernel in > 1 seed | calibrated | met |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for g in goal["rows"]:
             bad = ", ".join(f"{a} {n}/{t}" for a, n, t in g["nominal_breakers"]) or "none"
             gap = "—" if g["gap"] is None else f"{g['gap']:.2f}"
-            lines.append(f"| `{g['env']}` | {g['learner']} | {g['method']} | {g['kept']}/{g['seeds']} | {gap} | "
-                         f"{g['r_none']:.2f} → {g['r_default']:.2f} | {bad} |")
+            sets = table[g["env"]].get("sets", ())
+            method = g["method"] + (f" ({', '.join(f'`{kv}`' for kv in sets)})" if sets else "")
+            lines.append(f"| `{g['env']}` | {g['learner']} | {method} | {g['kept']}/{g['seeds']} | {gap} | "
+                         f"{g['r_none']:.2f} → {g['r_default']:.2f} | {bad} | {'yes' if g['calibrated'] else 'no'} | "
+                         f"{'**yes**' if g['met'] else 'no'} |")
         lines += ["", f"Met on {goal['met']}/{len(goal['rows'])} (setting, learner) pairs"
                   + (f" ({goal['calibrated_met']}/{goal['calibrated']} of the calibrated ones)." if goal['calibrated']
                      else "."), ""]

@@ -290,3 +290,14 @@ def test_the_plan_counts_the_robust_methods_buffers(tmp_path, capsys):
     assert "adversary_candidates" in capsys.readouterr().err and not out.exists()
     assert cli.main(args + ["--set", "adversary_candidates=4000000", "--set", "adversary_episodes=1000"]) == 2
     assert "adversary_candidates" in capsys.readouterr().err and not out.exists()
+
+
+def test_the_run_names_the_method_a_robust_name_trains_under():
+    from rcmdp_jax.study.plan import robust_notes
+
+    configs = [preset("gymnax:Pendulum-v1", a) for a in ("PPO-Lag", "PPO-Robust-Lag", "MDPO-Robust", "PPO-Lag+dr")]
+    configs.append(preset("cartpole", "MDPO-Robust-Lag"))
+    notes = robust_notes(configs)
+    assert len(notes) == 2  # a plain name and an ALGO+METHOD name say their method already
+    assert "on gymnax:Pendulum-v1, PPO-Robust-Lag, MDPO-Robust train(s) under the robust method 'search'" in notes[0]
+    assert "on cartpole, MDPO-Robust-Lag train(s) under the robust method 'ltma'" in notes[1]

@@ -21,6 +21,7 @@ from rcmdp_jax.study.plan import (
     check_devices,
     margin_notes,
     parse_sets,
+    robust_notes,
     unused_options,
 )
 from rcmdp_jax.study.run_folder import RunFolder
@@ -294,7 +295,7 @@ def main(argv=None) -> int:
     if split_note:
         print(split_note, flush=True)
     every = [c for cfgs in plan.configs.values() for c in cfgs.values()]
-    for note in unused_options(parse_sets(args.sets), every) + margin_notes(every):
+    for note in unused_options(parse_sets(args.sets), every) + margin_notes(every) + robust_notes(every):
         print(note, flush=True)  # a note beside the run's own lines: stderr holds only what went wrong
     if args.event_note and not args.eval_only:
         print(args.event_note, flush=True)

@@ -245,6 +245,17 @@ def margin_notes(configs) -> list[str]:
             "--set cost_margin=0 trains to the limit itself)" for m, names in by.items()]
 
 
+def robust_notes(configs) -> list[str]:
+    """The robust method a ``-Robust`` (or ``RMCPMD``) name trains under, per environment: the
+    environment's default (``presets.robust_default``), which a name does not show."""
+    by = {}
+    for c in configs:
+        if c.robust and "+" not in c.name:
+            by.setdefault((c.env, c.adversary), []).append(c.name)
+    return [f"rcmdp_jax: on {env}, {', '.join(names)} train(s) under the robust method {method!r} (-Robust's there; "
+            "ALGO+METHOD names another)" for (env, method), names in by.items()]
+
+
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)

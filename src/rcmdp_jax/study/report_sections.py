@@ -51,7 +51,8 @@ def legend(lambda_max: float) -> str:
     return (
         "\nHow to read it. Return: the discounted return of the trained (deterministic) policy. "
         "C_j: the sum of constraint cost j discounted by its gamma_c (the table below); kept when C_j <= 0. "
-        f"R_pen = Return - lambda_max * sum_j max(0, C_j): only broken constraints cost (lambda_max = {lambda_max:g}). "
+        f"R_pen = Return - lambda_max * sum_j max(0, C_j) of each episode, then averaged: only broken constraints cost, "
+        f"an episode over its limit even where the seed's mean keeps it (lambda_max = {lambda_max:g}). "
         "R_pen± = Return - lambda_max * sum_j C_j: slack under a limit earns as much as a breach costs, so its "
         "bold can go to an algorithm with a far lower Return that stays well under its limit; read it beside "
         "Return and R_pen. "
