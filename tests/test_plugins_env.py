@@ -97,7 +97,8 @@ def test_a_plugin_environment_trains_through_the_family_program(toy_file):
     cfgs = [preset(name, a, **TINY) for a in ("PPO", "PPO-Lag")]
     c = cfgs[1]
     # the spec's settings reach the config; the rest are LearnerSpec's defaults
-    assert (c.total_timesteps, c.policy_hidden, c.critic_hidden, c.adversary) == (320, (8,), (8,), "worst-of-n")
+    assert (c.total_timesteps, c.policy_hidden, c.critic_hidden, c.adversary) == (320, (8,), (8,), "none")
+    assert preset(name, "PPO-Robust-Lag", **TINY).adversary == "search"  # LearnerSpec's default (a density: the score)
     assert c.hparams.gamma == c.hparams.alpha_decay == 0.9 and c.hparams.eta_xi == 1e-4
     seeds = jax.random.split(jax.random.PRNGKey(0), 2)
     out = jax.jit(jax.vmap(make_family(cfgs)))(jnp.tile(seeds, (2, 1)), jnp.repeat(jnp.arange(2), 2))
