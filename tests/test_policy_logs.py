@@ -277,3 +277,16 @@ def test_a_line_while_a_program_compiles(capsys):
     with compiled.ticking("x", "quick", every=5.0):  # a short compile says nothing
         pass
     assert capsys.readouterr().out == ""
+
+
+def test_a_kernel_of_several_axes_gets_a_column_per_entry():
+    """Inventory 3-D's ``xi`` is ``[3, 2]`` an iteration: the CSV gives it six columns, in C order
+    (a 4-D metric used to stop the run in the log's writer)."""
+    rng = np.random.default_rng(0)
+    metrics = {"lam": rng.normal(size=(2, 5)), "xi": rng.normal(size=(2, 5, 3, 2)), "eval_costs": rng.normal(size=(2, 5, 3))}
+    cols = training_log.columns(metrics, ())
+    assert [c for c, _, _ in cols] == ["lam", *(f"xi/{j}" for j in range(6)), "eval_costs/0", "eval_costs/1", "eval_costs/2"]
+    values = training_log.table(metrics, cols)
+    assert values.shape == (2, 5, 10)
+    np.testing.assert_array_equal(values[1, 3, 1:7], metrics["xi"][1, 3].ravel())  # xi[i, j] at column 2i + j
+    np.testing.assert_array_equal(values[..., 7:], metrics["eval_costs"])

@@ -39,7 +39,7 @@ def columns(metrics: dict, field_names) -> list[tuple[str, str, int | None]]:
     metric's last axis, None for a number)."""
     out = []
     for name, x in metrics.items():
-        x = np.asarray(x)
+        x = flat(np.asarray(x))
         if x.ndim == 2:  # [seeds, iterations]
             out.append((name, name, None))
             continue
@@ -49,10 +49,16 @@ def columns(metrics: dict, field_names) -> list[tuple[str, str, int | None]]:
     return out
 
 
+def flat(x: np.ndarray) -> np.ndarray:
+    """A metric ``[seeds, iterations, ...]`` with its trailing axes as one (a kernel of several
+    axes, Inventory 3-D's ``xi [3, 2]``, gives a column per entry, in C order)."""
+    return x if x.ndim <= 3 else x.reshape(x.shape[:2] + (-1,))
+
+
 def table(metrics: dict, cols) -> np.ndarray:
     """The values of ``cols`` as one array ``[seeds, iterations, columns]`` (float64: every
     float32 metric exactly)."""
-    arrays = {name: np.asarray(x) for name, x in metrics.items()}
+    arrays = {name: flat(np.asarray(x)) for name, x in metrics.items()}
     return np.stack([arrays[name] if j is None else arrays[name][..., j] for _, name, j in cols], -1).astype(np.float64)
 
 
