@@ -124,15 +124,15 @@ BATCH_ENVS = 4  # PPO's and MDPO's rollout envs on every domain (docs/method.md 
 _SCORE: dict[str, tuple[object, bool, int]] = {}  # env -> (its spec, a density, constraints)
 
 
-def robust_default(env: str, spec_learner, learner: str) -> str:
+def robust_default(env: str, learner: str) -> str:
     """The robust method ``-Robust`` names on ``env`` for ``learner``: the domain's
     (``LearnerSpec.adversary``); for ``search``, only where it runs as the benchmark measured it
     — the kernel has a density (the score-function gradient) and the learner has a rollout env
     for the reward and each constraint (MCPMD has one) — else ``FALLBACK_METHOD``."""
-    method = spec_learner.adversary
+    spec = envs.spec(env)
+    method = spec.learner.adversary
     if method != "search":
         return method
-    spec = envs.spec(env)
     if env not in _SCORE or _SCORE[env][0] is not spec:  # a name registered anew is another environment
         e, params = envs.make(env)
         try:
@@ -170,7 +170,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         "target_kl": p.ppo_target_kl if ppo else math.inf,
     })  # fmt: skip
     common = dict(
-        env=env, learner=learner, constraint=constraint, adversary=robust_default(env, p, learner) if robust else NONE,
+        env=env, learner=learner, constraint=constraint, adversary=robust_default(env, learner) if robust else NONE,
         name=algorithm,
         total_timesteps=budget_steps(p.budgets, budget), policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
         optimizer=p.optimizer, hparams=hp, dropout=p.dropout, dual_estimator=p.dual_estimator,
