@@ -110,8 +110,8 @@ SPEC = of_class(
     CartPole,
     learner=study_learner(
         policy_hidden=(128,), critic_hidden=(128,), optimizer="adam",
-        ppo_epochs=50, ppo_target_kl=0.01, ppo_dual_epochs_from_policy=True, ltma_per_100=10.0, ltma_horizon=10,
-        mcpmd_ltma=10,
+        plugins={"ppo": dict(epochs=50, target_kl=0.01, dual_epochs_from_policy=True),
+                 "ltma": dict(per_100=10.0, horizon=10, per_episode=10)},
         budgets={"short": 20_000, "long": 200_000},
         hp=dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-7),
     ),

@@ -30,7 +30,7 @@ def budget_steps(budgets: dict, budget: str) -> int:
     """The policy steps of ``budget`` in a domain's ``budgets`` ("quick" falls back to "short")."""
     return int(budgets.get(budget, budgets["short"]))
 # the reference study's own choices where docs/method.md §3 is silent (``Config``'s defaults)
-STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go", ltma_dual_reading="found")
+STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go", plugins={"ltma": {"dual_reading": "found"}})
 
 
 def _default_hp() -> dict[str, float]:
@@ -47,16 +47,6 @@ class LearnerSpec:
     critic_hidden: tuple[int, ...] = (64, 64)
     optimizer: str = "adam"
     dropout: float = 0.0
-    ppo_epochs: int = 10
-    ppo_target_kl: float = 0.02
-    ppo_dual_epochs_from_policy: bool = False
-    ltma_per_100: float = 5.0  # LTMA iterations per 100 policy steps of a batch
-    ltma_horizon: int = 20
-    mcpmd_ltma: int = 10  # LTMA iterations per MCPMD episode
-    # where ltma's dual reads C^ (``adversary.ltma``): also at the nominal kernel, so that the kernel the
-    # ascent found cannot hide a constraint the nominal kernel breaks; the study's domains read at the kernel
-    # found, as the study did
-    ltma_dual_reading: str = "guarded"
     # -Robust's method on the environments outside the study: the one docs/robustness.md's written rule
     # ranks first (the gradient search, restarted from random corners), where it runs as measured
     # (presets.robust_default: else worst-of-n)
@@ -68,10 +58,14 @@ class LearnerSpec:
     n_dual_episodes: int = 4  # the dual's fresh episodes (PPO, MDPO) for its C^
     budgets: dict[str, int] = dataclasses.field(default_factory=lambda: {"short": 20_000, "long": 200_000})
     hp: dict[str, float] = dataclasses.field(default_factory=_default_hp)  # HParams fields
+    # a plug-in's own settings on this environment, by its registered name: {"ppo": {"epochs": 50}}; each
+    # plug-in declares which it takes and their defaults (``Plugin.env_settings``; rcmdp_jax.env_settings)
+    plugins: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         _check_budgets(self.budgets)
         _check_hp(self.hp)
+        _check_plugins(self.plugins)
 
 
 def _hparam_fields() -> list[str]:
@@ -82,6 +76,27 @@ def _hparam_fields() -> list[str]:
 
 def _learner_keys() -> list[str]:
     return sorted(f.name for f in dataclasses.fields(LearnerSpec))
+
+
+# the settings a LearnerSpec once held flat, now the plug-in's that declares them (a spec's dict may
+# still give them so: ``learner_spec``)
+LEGACY_KEYS = {
+    "ppo_epochs": ("ppo", "epochs"), "ppo_target_kl": ("ppo", "target_kl"),
+    "ppo_dual_epochs_from_policy": ("ppo", "dual_epochs_from_policy"), "ltma_per_100": ("ltma", "per_100"),
+    "ltma_horizon": ("ltma", "horizon"), "mcpmd_ltma": ("ltma", "per_episode"),
+    "ltma_dual_reading": ("ltma", "dual_reading"),
+}  # fmt: skip
+
+
+def _check_plugins(plugins) -> None:
+    """The shape of ``learner['plugins']`` (the names and settings are checked against the
+    registered plug-ins when a preset is built: ``rcmdp_jax.env_settings.check``)."""
+    ok = isinstance(plugins, dict) and all(
+        isinstance(n, str) and isinstance(v, dict) and all(isinstance(k, str) for k in v) for n, v in plugins.items()
+    )
+    if not ok:
+        raise ValueError(f"learner['plugins'] must be a dict {{plug-in name: {{setting: value}}}} (e.g. "
+                         f"{{'ppo': {{'epochs': 20}}}}), got {reprlib.repr(plugins)}")  # fmt: skip
 
 
 def _check_budgets(budgets) -> None:
@@ -99,10 +114,14 @@ def _check_hp(hp) -> None:
         raise ValueError(f"learner['hp'] must be a dict of HParams fields, got {type(hp).__name__}")
     allowed, top = _hparam_fields(), _learner_keys()
     own = {"gamma": "the environment's own: give gamma to robustify or to the DomainSpec",
-           "target_kl": "PPO's: write learner={'ppo_target_kl': ...}"}  # fmt: skip
+           "target_kl": "PPO's: write learner={'plugins': {'ppo': {'target_kl': ...}}}"}  # fmt: skip
     for key in hp:
         if key in own:
             raise ValueError(f"learner['hp'][{key!r}] is {own[key]}")
+        if key in LEGACY_KEYS:
+            name, setting = LEGACY_KEYS[key]
+            raise ValueError(f"learner['hp'][{key!r}] is not a hyperparameter: write learner={{'plugins': "
+                             f"{{{name!r}: {{{setting!r}: ...}}}}}}")  # fmt: skip
         if key in top:
             raise ValueError(f"learner['hp'][{key!r}] is not a hyperparameter: write learner={{{key!r}: ...}}")
         if key not in allowed:
@@ -132,6 +151,7 @@ def learner_spec(learner: dict | LearnerSpec | None = None) -> LearnerSpec:
     if not isinstance(learner, dict):
         raise ValueError(f"learner must be a dict or a LearnerSpec, got {type(learner).__name__}")
     top, hp = _learner_keys(), _hparam_fields()
+    learner = _lift_legacy(learner)
     for key in learner:
         if key in hp:
             raise ValueError(f"learner[{key!r}] is a hyperparameter: write learner={{'hp': {{{key!r}: ...}}}}")
@@ -142,11 +162,24 @@ def learner_spec(learner: dict | LearnerSpec | None = None) -> LearnerSpec:
     return LearnerSpec(**{**learner, "hp": {**_default_hp(), **own_hp}})
 
 
+def _lift_legacy(learner: dict) -> dict:
+    """``learner`` with its flat settings of older specs (``LEGACY_KEYS``) under their plug-ins."""
+    old = {k: learner[k] for k in LEGACY_KEYS if k in learner}
+    if not old:
+        return learner
+    plugins = {n: dict(v) for n, v in learner.get("plugins", {}).items()} if isinstance(learner.get("plugins"), dict) else {}
+    for key, value in old.items():
+        name, setting = LEGACY_KEYS[key]
+        plugins.setdefault(name, {}).setdefault(setting, value)
+    return {**{k: v for k, v in learner.items() if k not in old}, "plugins": plugins}
+
+
 def study_learner(**table: Any) -> LearnerSpec:
     """A study domain's table (docs/method.md §3, complete: no default hyperparameter is
     kept); what §3 leaves out (dropout, robust method, multiplier estimator) is the
     ``Config`` default, the study's own choice."""
-    return LearnerSpec(**{**STUDY_CHOICES, **table})
+    plugins = {n: {**STUDY_CHOICES["plugins"].get(n, {}), **v} for n, v in table.pop("plugins", {}).items()}
+    return LearnerSpec(**{**STUDY_CHOICES, **table, "plugins": {**STUDY_CHOICES["plugins"], **plugins}})
 
 
 # what both the spec and its environment state (``DomainSpec.build`` checks they agree)

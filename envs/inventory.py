@@ -172,8 +172,8 @@ SPEC = of_class(
     InventoryManagement,
     learner=study_learner(
         policy_hidden=(64,), critic_hidden=(128,), optimizer="adam",
-        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=25.0, ltma_horizon=40,
-        mcpmd_ltma=20,
+        plugins={"ppo": dict(epochs=5, target_kl=math.inf, dual_epochs_from_policy=False),
+                 "ltma": dict(per_100=25.0, horizon=40, per_episode=20)},
         budgets={"short": 16_000, "long": 400_000},
         hp=_INVENTORY_HP,
     ),
@@ -186,8 +186,8 @@ SPEC_3D = of_class(
     InventoryManagement3D,
     learner=study_learner(
         policy_hidden=(128, 128), critic_hidden=(128,), optimizer="sgd",
-        ppo_epochs=5, ppo_target_kl=math.inf, ppo_dual_epochs_from_policy=False, ltma_per_100=20.0, ltma_horizon=40,
-        mcpmd_ltma=20,
+        plugins={"ppo": dict(epochs=5, target_kl=math.inf, dual_epochs_from_policy=False),
+                 "ltma": dict(per_100=20.0, horizon=40, per_episode=20)},
         budgets={"short": 40_000, "long": 400_000},
         hp=dict(_INVENTORY_HP),
     ),

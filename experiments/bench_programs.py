@@ -42,7 +42,6 @@ import argparse
 import collections
 import json
 import os
-import platform
 import re
 import resource
 import shlex
@@ -61,13 +60,11 @@ SEEDS = 10
 
 
 def machine() -> str:
-    model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPU(s), {model}, {platform.platform()}"
+    """The machine in words, ``experiments/launch.py``'s (``2-core AMD EPYC ...``)."""
+    from launch import describe
+    from launch import machine as measured_on
+
+    return describe(measured_on())
 
 
 def grid(env: str, budget: str, schedules: bool, lr_scale: float = 1.0, algos=None) -> dict:

@@ -79,7 +79,10 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, capsys, monkeypat
     ({"lr": 1e-3}, "learner['lr'] is a hyperparameter"),
     ({"hp": {"lr": 1e-3, "eta_x": 1.0}}, "unknown hyperparameter learner['hp']['eta_x']; allowed: alpha"),
     ({"ppo_epoch": 3}, "unknown learner key 'ppo_epoch'; allowed: adversary, budgets, critic_hidden"),
-    ({"hp": {"ppo_epochs": 3}}, "learner['hp']['ppo_epochs'] is not a hyperparameter"),
+    ({"hp": {"ppo_epochs": 3}}, "learner['hp']['ppo_epochs'] is not a hyperparameter: write learner={'plugins': "
+                                "{'ppo': {'epochs': ...}}}"),
+    ({"hp": {"dropout": 0.1}}, "learner['hp']['dropout'] is not a hyperparameter: write learner={'dropout': ...}"),
+    ({"plugins": {"ppo": 3}}, "learner['plugins'] must be a dict {plug-in name: {setting: value}}"),
     ({"budgets": {"short": 100}}, "learner['budgets'] must be"),
     ({"hp": {"lr": -1e-3}}, "learner['hp']: lr must be finite and > 0"),
     ({"hp": {"lr": "1e-3"}}, "learner['hp']['lr'] must be a finite number in float32, got '1e-3'"),
@@ -87,7 +90,7 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, capsys, monkeypat
     ({"hp": {"lr": np.array([1e-3, 2e-3])}}, "learner['hp']['lr'] must be a finite number"),
     ({"hp": {"lr": True}}, "learner['hp']['lr'] must be a finite number"),
     ({"hp": {"gamma": 0.5}}, "learner['hp']['gamma'] is the environment's own"),
-    ({"hp": {"target_kl": 0.1}}, "write learner={'ppo_target_kl': ...}"),
+    ({"hp": {"target_kl": 0.1}}, "write learner={'plugins': {'ppo': {'target_kl': ...}}}"),
 ])  # fmt: skip
 def test_registered_learner_settings_are_checked(learner, message):
     env = envs.make("gymnax:Pendulum-v1")[0]

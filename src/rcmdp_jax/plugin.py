@@ -65,7 +65,13 @@ class Plugin:
     batch (``record``: one kept step, ``episode``: one episode lane); ``size_fields``: the
     config fields or options that set them (the memory check names the one to shrink);
     ``counts(cfg, episode_length)``: the counts it keeps in int32, ``(field, what, n)`` each
-    (the plan refuses one beyond int32, naming ``field``)."""
+    (the plan refuses one beyond int32, naming ``field``).
+
+    ``env_settings``: what an environment's spec may choose for it, ``{name: default}`` (an int,
+    float, bool or str each), given under the plug-in's registered name
+    (``LearnerSpec.plugins``, e.g. ``{"ppo": {"epochs": 50}}``); a subclass has its bases' under
+    their names. ``preset(fields, settings, domain)`` turns them into a preset config's fields
+    (``rcmdp_jax.env_settings``)."""
 
     options: ClassVar[dict[str, Any]] = {}
     # options added after run folders were written whose default changes what those ran: the
@@ -73,6 +79,14 @@ class Plugin:
     legacy_options: ClassVar[dict[str, Any]] = {}
     numbers: ClassVar[dict[str, Number]] = {}
     size_fields: ClassVar[tuple[str, ...]] = ()
+    env_settings: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def preset(cls, fields: dict[str, Any], settings: dict[str, Any], domain) -> dict[str, Any]:
+        """A preset config's ``fields`` (``Config`` fields and options, ``hparams`` a dict of
+        ``HParams`` fields) with this plug-in's part on environment ``domain`` (its ``DomainSpec``);
+        ``settings``: its ``env_settings``, the spec's over the defaults. Default: unchanged."""
+        return fields
 
     @classmethod
     def check_options(cls, cfg) -> None:
@@ -123,6 +137,7 @@ class Registry:
             raise ValueError(f"{self.kind} {name!r}: {cls.__name__}() must take no arguments ({err})") from None
         _check_option_names(self.kind, name, cls)
         _check_numbers(self.kind, name, cls)
+        _check_env_settings(self.kind, name, cls)
         self._entries[name] = cls
         return cls
 
@@ -227,6 +242,16 @@ def _check_numbers(kind: str, name: str, cls: type) -> None:
             np.asarray(float(spec.default)), np
         ):
             raise ValueError(f"{kind} {name!r}: number {n!r}'s default {spec.default!r} must be {spec.words()}")
+
+
+def _check_env_settings(kind: str, name: str, cls: type) -> None:
+    """Refuse per-environment settings that are not ``{identifier: int | float | bool | str}``."""
+    own = vars(cls).get("env_settings", {})
+    if not isinstance(own, dict) or not all(
+        isinstance(k, str) and k.isidentifier() and isinstance(v, (int, float, bool, str)) for k, v in own.items()
+    ):
+        raise ValueError(f"{kind} {name!r}: env_settings must be a dict {{identifier: an int, float, bool or str "
+                         f"default}}, got {own!r}")  # fmt: skip
 
 
 def _resolve(entry: Any) -> Any:

@@ -5,15 +5,17 @@ validated ``Config`` of one algorithm on one environment, from the environment's
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Any
 
-from rcmdp_jax import adversary, constraints, envs, learners, options
+from rcmdp_jax import adversary, constraints, env_settings, envs, learners, options
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env
 from rcmdp_jax.envs.domain import BUDGETS, budget_steps
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams
+from rcmdp_jax.learners.batch import BATCH_ENVS
 from rcmdp_jax.plugin import check_choice as _choice
 
 # The reference grid of docs/method.md §2, in its order.
@@ -120,7 +122,6 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
 # as measured (the score-function gradient, a rollout env for the reward and each constraint): the
 # next of docs/robustness.md's ranking that needs no gradient in xi and no 2^n corners
 FALLBACK_METHOD = "worst-of-n"
-BATCH_ENVS = 4  # PPO's and MDPO's rollout envs on every domain (docs/method.md §3)
 _SCORE: dict[str, tuple[object, bool, int]] = {}  # env -> (its spec, a density, constraints)
 
 
@@ -160,45 +161,31 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         raise ValueError(f"{algorithm!r}: a -Robust algorithm with +none; drop -Robust for the non-robust one")
     domain = envs.spec(env)
     p = domain.learner
-    ppo = issubclass(learners.get(learner), learners.PPO)  # a PPO of a plug-in (ppo-norm) takes PPO's preset
-    hp = HParams(**{
-        "lam_init": 5.0,
-        "alpha": 2.0,
-        "alpha_decay": domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
-        **p.hp,  # over the three above; never gamma or target_kl (envs.domain refuses them there)
-        "gamma": domain.gamma,
-        "target_kl": p.ppo_target_kl if ppo else math.inf,
-    })  # fmt: skip
-    common = dict(
+    env_settings.check(p.plugins)  # here, when every plug-in (a --plugins file's too) is registered
+    fields = dict(
         env=env, learner=learner, constraint=constraint, adversary=robust_default(env, learner) if robust else NONE,
         name=algorithm,
         total_timesteps=budget_steps(p.budgets, budget), policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
-        optimizer=p.optimizer, hparams=hp, dropout=p.dropout, dual_estimator=p.dual_estimator,
+        optimizer=p.optimizer, dropout=p.dropout, dual_estimator=p.dual_estimator, n_dual_episodes=p.n_dual_episodes,
+        hparams={
+            "lam_init": 5.0,
+            "alpha": 2.0,
+            "alpha_decay": domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
+            **p.hp,  # over the three above; never gamma or target_kl (envs.domain refuses them there)
+            "gamma": domain.gamma,
+            "target_kl": math.inf,  # PPO's preset sets its own
+        },
     )  # fmt: skip
-    # the ltma methods' options (``rcmdp_jax.adversary``)
-    ltma = dict(ltma_horizon=p.ltma_horizon, ltma_dual_reading=p.ltma_dual_reading)
-    if learner == "mcpmd":
-        # the reference REINFORCE code: one whole episode of one env per iteration, acting in
-        # training mode, PyTorch's default init and Adam (on every domain: docs/method.md §2b), no
-        # clipping; one dual step
-        ep = domain.episode_length
-        cfg = Config(
-            **{**common, "optimizer": "adam"}, n_envs=1, n_steps=ep, minibatch_size=ep, epochs=1, init="torch",
-            adam_eps=1e-8, max_grad_norm=math.inf, act_dropout=True,
-            n_dual_episodes=1, dual_epochs=1, dual_batch=ep, dual_minibatch=ep, eval_every=10,
-        )  # fmt: skip
-        ltma["ltma_iterations"] = p.mcpmd_ltma
-    else:
-        # Stable-Baselines3 conventions (docs/method.md §3): the Config defaults (orthogonal init,
-        # Adam eps 1e-5, gradient-norm clip 0.5); 5 x 13 = 65 dual steps per iteration
-        n_envs, n_steps = BATCH_ENVS, 400
-        cfg = Config(
-            **common, n_envs=n_envs, n_steps=n_steps, minibatch_size=32, epochs=p.ppo_epochs if ppo else 5,
-            dual_epochs=p.ppo_epochs if ppo and p.ppo_dual_epochs_from_policy else 5,
-            dual_epochs_from_policy=ppo and p.ppo_dual_epochs_from_policy, n_dual_episodes=p.n_dual_episodes,
-        )  # fmt: skip
-        ltma["ltma_iterations"] = max(1, round(n_envs * n_steps * p.ltma_per_100 / 100))
+    # the plug-ins' parts, each from its per-environment settings (``rcmdp_jax.env_settings``): the
+    # learner's (its batch), then every rule's and robust method's (their own options, on every preset,
+    # so that a config given another method later keeps the environment's settings)
+    shapers = [learners.get(learner)] + [cls for r in (constraints.REGISTRY, adversary.REGISTRY) for _, cls in r.items()]
+    for cls in shapers:
+        fields = cls.preset(fields, env_settings.settings_for(cls, p.plugins), domain)
+    own = {f.name for f in dataclasses.fields(Config)}
+    cfg = Config(**{k: v for k, v in fields.items() if k in own and k != "hparams"}, hparams=HParams(**fields["hparams"]))
+    plugin_options = {k: v for k, v in fields.items() if k not in own}
     if overrides.get("alpha_schedule") == "geometric" and "alpha" not in overrides:
         # docs/method.md §2d: alpha_0 = 5 when ticking per epoch, 2 per batch
         overrides = {**overrides, "alpha": 5.0 if overrides.get("alpha_tick", "epoch") == "epoch" else 2.0}
-    return cfg.replace(**{**ltma, **overrides}).validate()
+    return cfg.replace(**{**plugin_options, **overrides}).validate()

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 
 from rcmdp_jax.adversary.base import Adversary, broadcast, candidate_values, require_env_per_objective
 from rcmdp_jax.adversary.candidates import worst_cost_kernel
+from rcmdp_jax.env_settings import check_count_setting, positive, where
 from rcmdp_jax.ltma import ltma_phase
 from rcmdp_jax.plugin import check_choice, check_count
 
@@ -46,6 +47,25 @@ class StudyLTMA(Adversary):
         "ltma_dual_reading": "found",  # where the dual reads C^ (the module's doc); presets: "guarded" outside the study
     }
     size_fields = ("ltma_episodes", "ltma_horizon")
+    # per environment (``LearnerSpec.plugins["ltma"]``): steps on xi per 100 policy steps of a batch
+    # learner's batch and per episode of an episodic one (MCPMD), the horizon of the episodes the
+    # gradient is taken on (``ltma_horizon``: ltma-norm's too) and where the dual reads C^
+    env_settings = {"per_100": 5.0, "per_episode": 10, "horizon": 20, "dual_reading": "guarded"}
+
+    @classmethod
+    def preset(cls, fields, settings, domain):
+        from rcmdp_jax import learners
+
+        positive("ltma", "per_100", settings["per_100"])
+        for key in ("per_episode", "horizon"):
+            check_count_setting("ltma", key, settings[key])
+        check_choice(where("ltma", "dual_reading"), settings["dual_reading"], DUAL_READINGS)
+        if learners.episodic(fields["learner"]):
+            iterations = settings["per_episode"]
+        else:
+            iterations = max(1, round(fields["n_envs"] * fields["n_steps"] * settings["per_100"] / 100))
+        return {**fields, "ltma_iterations": iterations, "ltma_horizon": settings["horizon"],
+                "ltma_dual_reading": settings["dual_reading"]}  # fmt: skip
 
     @classmethod
     def check_options(cls, cfg) -> None:

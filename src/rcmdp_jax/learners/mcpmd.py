@@ -4,6 +4,8 @@ one optimizer step. The critic is not trained."""
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -19,6 +21,16 @@ class MCPMD(Learner):
     episodic = True
     trains_critic = False
     per_env_kernels = True  # its one env runs ``state.env_xi[0]``
+
+    @classmethod
+    def preset(cls, fields, settings, domain):
+        """The reference REINFORCE code: one whole episode of one env per iteration, acting in
+        training mode, PyTorch's default init and Adam (on every domain: docs/method.md §2b), no
+        clipping; one dual step on one episode."""
+        ep = domain.episode_length
+        return {**fields, "optimizer": "adam", "n_envs": 1, "n_steps": ep, "minibatch_size": ep, "epochs": 1,
+                "init": "torch", "adam_eps": 1e-8, "max_grad_norm": math.inf, "act_dropout": True,
+                "n_dual_episodes": 1, "dual_epochs": 1, "dual_batch": ep, "dual_minibatch": ep, "eval_every": 10}  # fmt: skip
 
     def learn_keys(self, key):
         """``(rollout key, update key)``: the update replays the episode's own dropout keys."""

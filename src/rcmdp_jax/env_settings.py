@@ -1,0 +1,93 @@
+"""Per-environment plug-in settings: what an environment's spec chooses for a learner, a
+constraint rule or a robust method (PPO's epochs, LTMA's steps per batch), declared by the plug-in
+(``Plugin.env_settings``, with defaults) and turned into a preset config's fields by the plug-in
+(``Plugin.preset``, which ``presets.preset`` calls).
+
+A spec gives them by the plug-in's registered name (``LearnerSpec.plugins``)::
+
+    learner={"plugins": {"ppo": {"epochs": 50, "target_kl": 0.01}, "ltma": {"per_100": 10.0}}}
+
+A subclass reads its bases' settings under their names (``ppo-norm`` reads ``ppo``'s) and its
+own under its own. The names and values are checked when a preset is built (``check``), when
+every plug-in, a ``--plugins`` file's too, is registered.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rcmdp_jax.plugin import REGISTRIES, check_count
+
+WHERE = "learner['plugins']"
+KINDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}  # how an error names the spec's settings
+
+
+def where(name: str, key: str) -> str:
+    """How an error names setting ``key`` of plug-in ``name``: ``learner['plugins']['ppo']['epochs']``."""
+    return f"{WHERE}[{name!r}][{key!r}]"
+
+
+def declarers() -> dict[str, type]:
+    """Every registered name whose class declares per-environment settings itself -> the class."""
+    out: dict[str, type] = {}
+    for registry in REGISTRIES:
+        for name, cls in registry.items():
+            if "env_settings" in vars(cls):
+                out.setdefault(name, cls)
+    return out
+
+
+def settings_for(cls: type, given: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Plug-in class ``cls``'s settings on an environment whose spec gives ``given``: each of
+    its classes' declared defaults (bases first), each overridden by the spec's values under
+    that class's registered name."""
+    names: dict[type, str] = {}
+    for name, c in declarers().items():
+        names.setdefault(c, name)
+    out: dict[str, Any] = {}
+    for c in reversed(cls.__mro__):
+        if "env_settings" in vars(c):
+            out |= {**vars(c)["env_settings"], **given.get(names.get(c, ""), {})}
+    return out
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, int):
+        return isinstance(value, int)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not math.isnan(value)
+    return isinstance(value, type(default))
+
+
+def check(given: Any) -> None:
+    """Refuse a spec's settings that name no registered plug-in with settings, a setting the
+    plug-in does not declare, or a value not of its default's kind, naming what is allowed."""
+    if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
+        raise ValueError(f"{WHERE} must be a dict {{plug-in name: {{setting: value}}}}, got {given!r}")
+    owners = declarers()
+    for name, values in given.items():
+        if name not in owners:
+            raise ValueError(f"{WHERE}[{name!r}]: no registered plug-in of that name has per-environment settings; "
+                             f"those that have: {', '.join(sorted(owners))}")  # fmt: skip
+        declared = vars(owners[name])["env_settings"]
+        for key, value in values.items():
+            if key not in declared:
+                raise ValueError(f"unknown setting {where(name, key)}; {name!r} has: {', '.join(declared)}")
+            if not _same_kind(value, declared[key]):
+                kind = KINDS.get(type(declared[key]), type(declared[key]).__name__)
+                raise ValueError(f"{where(name, key)} must be {kind} (its default is {declared[key]!r}), "
+                                 f"got {value!r}")  # fmt: skip
+
+
+def positive(name: str, key: str, value: float) -> None:
+    """Refuse a setting that must be a finite number above 0."""
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{where(name, key)} must be a finite number > 0, got {value!r}")
+
+
+def check_count_setting(name: str, key: str, value: int) -> None:
+    """Refuse a setting that must be a positive integer within the int32 counters."""
+    check_count(where(name, key), value)
