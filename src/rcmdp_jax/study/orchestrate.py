@@ -12,8 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from rcmdp_jax.study.compiled import Prepared, fmt, ticking, train_prepared
-from rcmdp_jax.study.programs import cached, env_identity, policy_key
+from rcmdp_jax.study.compiled import Prepared, cached, env_identity, fmt, policy_key, ticking, train_prepared
 from rcmdp_jax.study.report import write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, readable
 from rcmdp_jax.study.run_plan import Plan
