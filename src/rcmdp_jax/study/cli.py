@@ -14,7 +14,6 @@ from pathlib import Path
 
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.study import runtime
-from rcmdp_jax.study.errors import PlanError, RunFolderError
 from rcmdp_jax.study.plan import (
     build_plan,
     check_before_processes,
@@ -25,7 +24,7 @@ from rcmdp_jax.study.plan import (
     unused_options,
 )
 from rcmdp_jax.study.run_folder import RunFolder
-from rcmdp_jax.study.run_plan import Plan
+from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
 
 

@@ -28,7 +28,7 @@ Writes ``DIR/feasibility.json`` (per constraint: ``keepable``, ``least_worst_C``
 where it is not keepable, ...; ``wall_s``, the check's wall time) and ``DIR/feasibility.png``
 (the least C against the distortion level); ``DIR`` may be a run folder (default
 ``runs/feasibility-<timestamp>``), locked while the check runs. Bad input is one line and exit
-2, before anything is trained or written (sizes as the runner's: ``study.sizes``); an existing
+2, before anything is trained or written (sizes as the runner's: ``study.run_plan``); an existing
 ``feasibility.json`` is never overwritten. Each constraint's row is kept in
 ``DIR/feasibility.partial.json`` as it is found: Ctrl-C (SIGTERM) is one line and exit 130
 (143), and ``--resume`` continues from the next constraint, to the numbers of one call.
@@ -135,8 +135,8 @@ REPORT_USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py R
 def report(argv=None) -> int:
     """``rcmdp report RUN_DIR``: the run folder's tables and plots rewritten (its imports
     here, so that ``rcmdp`` imports nothing before the CPU split)."""
-    from rcmdp_jax.study.errors import RunFolderError
     from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
+    from rcmdp_jax.study.run_plan import RunFolderError
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1 or argv[0].startswith("-"):

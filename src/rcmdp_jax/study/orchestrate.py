@@ -285,7 +285,7 @@ class Study:
         trains (one trace a family): an edited run.json is refused (``RunFolderError``) before
         anything is restored or rewritten, never taken for a damaged checkpoint."""
         from rcmdp_jax import checkpoint, make_train
-        from rcmdp_jax.study.errors import RunFolderError
+        from rcmdp_jax.study.run_plan import RunFolderError
 
         for env in self.plan.envs:
             for group in self.groups[env]:

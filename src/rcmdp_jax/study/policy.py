@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax.study.errors import RunFolderError
 from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_plan import RunFolderError
 
 # what the sweep's per-episode outputs ``[L, D, E]`` are called in an evaluation (a key the
 # sweep adds with a constraint axis ``[L, D, E, m]`` is reported per constraint under its own name)
