@@ -192,7 +192,7 @@ def anchor_paths(args):
 def event_files(choice: str) -> tuple[bool, str]:
     """``--tensorboard``: whether the run writes event files, and the note that says why
     not (once, at the start) where ``auto`` finds no tensorboardX."""
-    from rcmdp_jax.study.training_log import INSTALL, tensorboard_available
+    from rcmdp_jax.study.orchestrate import INSTALL, tensorboard_available
 
     if choice == "off":
         return False, ""

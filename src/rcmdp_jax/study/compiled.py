@@ -252,7 +252,7 @@ def by_member(prep: Prepared, tree) -> list:
 
 
 def log_chunk(prep: Prepared, log, metrics, start: int, batch: int) -> None:
-    """One chunk's metrics to the training log (``training_log.TrainingLog``): every member's
+    """One chunk's metrics to the training log (``orchestrate.TrainingLog``): every member's
     seeds (vmapped), or batch ``batch``'s one member and seed (a loop). A run of several
     processes holds only its own lanes here: its log is written whole at the end."""
     import jax
@@ -270,7 +270,7 @@ def log_chunk(prep: Prepared, log, metrics, start: int, batch: int) -> None:
 
 def train_prepared(prep: Prepared, label: str, log=None):
     """Train all members and seeds, printing progress per chunk and writing each chunk's
-    metrics to ``log`` (a ``training_log.TrainingLog``, or None).
+    metrics to ``log`` (an ``orchestrate.TrainingLog``, or None).
 
     Returns ``([TrainResult per member, leading axis = seed], train seconds)``."""
     import jax
