@@ -136,7 +136,7 @@ class LoadedPolicy:
         ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
         from rcmdp_jax import box
         from rcmdp_jax.kernel_text import describe
-        from rcmdp_jax.study.report_sections import cost_names
+        from rcmdp_jax.study.report import cost_names
 
         xi = self.kernel(kernel)
         n = self.n_test if n_episodes is None else n_episodes
