@@ -5,7 +5,7 @@
     python experiments/bench_programs.py compile --cache DIR        # the CartPole grid, a fresh cache
     python experiments/bench_programs.py compile --cache DIR --lr-scale 2   # again, only lr changed
 
-``study`` counts the distinct keys of the study's program cache (``study.programs.cached``)
+``study`` counts the distinct keys of the study's program cache (``study.compiled.cached``)
 over the reproduction study (``experiments/reproduce.py``: 3 domains x 2 budgets, and the
 schedules study), as ``study.compiled.Prepared`` builds them: ``cached`` is replaced by a
 recorder, so nothing compiles. Each setting of the study is one process, so a program two

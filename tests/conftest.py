@@ -170,7 +170,7 @@ def _fewer_bootstrap_resamples():
     intervals, not 500 (rliable's bootstrap is Python: seconds per report at 500, and the
     suite writes dozens). The checks read the point estimates, which resampling leaves alone
     (``test_aggregate.py`` checks the interval on its own); the report says how many it drew."""
-    from rcmdp_jax.study import report_sections
+    from rcmdp_jax.study import report
 
-    report_sections.REPS = 50
+    report.REPS = 50
     yield

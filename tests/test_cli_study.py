@@ -152,24 +152,24 @@ def test_resume_after_interruption_equals_an_uninterrupted_run_and_a_second_stud
 def _a_second_study_reuses_the_compiled_programs(full_run, tmp_path):
     """Run again in one process (a notebook, the tests; the resumed runs above built the
     programs here): the second run traces and compiles nothing of the families, sweeps
-    and layouts (``study.programs``) and gives the same numbers; an environment name
+    and layouts (``study.compiled.cached``) and gives the same numbers; an environment name
     registered anew is a new program."""
     import dataclasses
 
     from rcmdp_jax import envs
-    from rcmdp_jax.study import programs
+    from rcmdp_jax.study import compiled
 
-    before = dict(programs.counts)
+    before = dict(compiled.counts)
     assert cli.main(TINY + QUICK + ["--out", str(tmp_path / "b")]) == 0
-    assert programs.counts["built"] == before["built"], (before, programs.counts)
-    assert programs.counts["reused"] >= before["reused"] + 3  # two families and the sweep at least
+    assert compiled.counts["built"] == before["built"], (before, compiled.counts)
+    assert compiled.counts["reused"] >= before["reused"] + 3  # two families and the sweep at least
     _assert_same_run(full_run, tmp_path / "b", ALGOS.split(","))
     spec = envs.spec("cartpole")
     try:
         envs.register("programs-test", spec)
-        first = programs.env_identity("programs-test")
+        first = compiled.env_identity("programs-test")
         envs.register("programs-test", dataclasses.replace(spec))
-        assert programs.env_identity("programs-test") != first and programs.env_identity("cartpole") == "cartpole"
+        assert compiled.env_identity("programs-test") != first and compiled.env_identity("cartpole") == "cartpole"
     finally:
         envs._REGISTERED.pop("programs-test", None)  # the name is this test's alone
 

@@ -13,7 +13,7 @@ import pytest
 
 from rcmdp_jax import Config, config, family
 from rcmdp_jax.study import cli, plan, run_plan
-from rcmdp_jax.study.errors import PlanError
+from rcmdp_jax.study.run_plan import PlanError
 
 ROOT = Path(__file__).resolve().parents[1]
 

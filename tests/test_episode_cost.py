@@ -20,7 +20,7 @@ from rcmdp_jax.rollout import (
     sample_episode,
     value_discounts,
 )
-from rcmdp_jax.study import report_sections
+from rcmdp_jax.study import report
 
 LIMIT, BUDGET, SPEED = 0.01, 5.0, 0.02
 # MountainCar-v0 with two constraints: at most 5 steps an episode with |velocity| > 0.01 (an
@@ -216,7 +216,7 @@ def test_the_constraint_table_shows_gamma_c_and_episode_costs_beside_c():
     C = rng.normal(size=(2, 2, 2, 3, 2))  # seeds, levels, directions, episodes, m
     ep = rng.uniform(0, 9, size=C.shape)
     costs = {"A": {"EpCost": ep, "gamma_c": np.array([1.0, 0.99]), "horizon": 200}}
-    text, js = report_sections.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]), costs=costs)
+    text, js = report.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]), costs=costs)
     assert "EpCost over H = 200 steps" in text and "gamma_c" in text
     per_kernel = C[..., 0].mean(axis=(0, 3))
     lvl, d = np.unravel_index(np.argmax(per_kernel), per_kernel.shape)
@@ -225,7 +225,7 @@ def test_the_constraint_table_shows_gamma_c_and_episode_costs_beside_c():
     assert js["A"]["unsafe"]["gamma_c"] == 1.0 and js["A"]["speed"]["gamma_c"] == 0.99
     assert "| A | unsafe | 1 |" in text and "| A | speed | 0.99 |" in text
     # a result file written before: the columns say they are unknown
-    text, js = report_sections.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]))
+    text, js = report.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]))
     assert "| A | unsafe | ? |" in text and "ep_cost_nominal" not in js["A"]["unsafe"]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rcmdp_jax import make_family, preset
-from rcmdp_jax.study import programs
+from rcmdp_jax.study import compiled
 from rcmdp_jax.study.compiled import Prepared, train_prepared
 
 ALGOS = ("MDPO", "MDPO-Lag")
@@ -73,16 +73,16 @@ def keys():
 @pytest.fixture(scope="module")
 def first(keys):
     """The family of 7 iterations (two chunks, the second past the run's end), built first."""
-    programs.clear()
+    compiled.clear()
     prep = Prepared(configs(7), keys, True)
     return prep, train_prepared(prep, "first")[0]
 
 
 def test_a_changed_learning_rate_compiles_nothing_and_trains_its_own_numbers(first, keys):
-    built = programs.counts["built"]
+    built = compiled.counts["built"]
     with Compiles() as compiles:
         prep = Prepared(configs(7, lr_scale=3.0), keys, True)
-    assert programs.counts["built"] == built, "a new learning rate built a new program"
+    assert compiled.counts["built"] == built, "a new learning rate built a new program"
     assert compiles.count == 0, f"{compiles.count} XLA compilation(s) for a new learning rate"
     trained, _ = train_prepared(prep, "lr x3")
     before = first[1]
@@ -92,10 +92,10 @@ def test_a_changed_learning_rate_compiles_nothing_and_trains_its_own_numbers(fir
 
 
 def test_a_shorter_budget_runs_the_same_program(first, keys):
-    built = programs.counts["built"]
+    built = compiled.counts["built"]
     with Compiles() as compiles:
         prep = Prepared(configs(3), keys, True)
-    assert programs.counts["built"] == built and compiles.count == 0
+    assert compiled.counts["built"] == built and compiles.count == 0
     assert prep.chunk == first[0].chunk > 3  # one chunk, two slots past the end
     trained, _ = train_prepared(prep, "3 iterations")
     assert trained[0].metrics["lam"].shape[:2] == (2, 3)  # [seeds, iterations]: the idle slots cut

@@ -148,7 +148,7 @@ def test_my_rule_from_the_command_line_swept_resumed_and_reported(tmp_path):
 
 
 def test_feasibility_refuses_a_bad_plugin_file(tmp_path, capsys):
-    from rcmdp_jax.study.feasibility_cli import main as feasibility_main
+    from rcmdp_jax.study.console import feasibility as feasibility_main
 
     (tmp_path / "nothing.py").write_text("x = 1\n")
     out = tmp_path / "feas"

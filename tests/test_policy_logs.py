@@ -18,7 +18,7 @@ from cli_helpers import _copy, _load, _one_line, _snapshot, assert_csv_is_npz, c
 
 from rcmdp_jax import load_policy
 from rcmdp_jax.kernel_text import parse
-from rcmdp_jax.study import cli, compiled, console, training_log
+from rcmdp_jax.study import cli, compiled, console, orchestrate
 
 XI = ("xi[0]", "xi[1]", "xi[2]", "xi[3]")  # a kernel's entries by index (the parser's own checks)
 NAMES = ("cart position", "cart velocity", "pole angle", "pole angular velocity")  # cartpole's, as its report names them
@@ -253,7 +253,7 @@ def test_the_event_files_hold_the_scalars(full_run):
 
 
 def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(training_log, "tensorboard_available", lambda: False)
+    monkeypatch.setattr(orchestrate, "tensorboard_available", lambda: False)
     assert cli.event_files("off") == (False, "")
     on, note = cli.event_files("auto")
     assert not on and "tensorboardX is not installed" in note and "rcmdp_jax[tensorboard]" in note
@@ -262,7 +262,7 @@ def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
     assert cli.main(["--algos", "MDPO-Lag", "--tensorboard", "on", "--out", str(out)]) == 2
     _one_line(capsys, "--tensorboard on: tensorboardX is not installed")
     assert not out.exists()
-    monkeypatch.setattr(training_log, "tensorboard_available", lambda: True)
+    monkeypatch.setattr(orchestrate, "tensorboard_available", lambda: True)
     assert cli.event_files("auto") == (True, "") == cli.event_files("on")
 
 
@@ -284,9 +284,9 @@ def test_a_kernel_of_several_axes_gets_a_column_per_entry():
     (a 4-D metric used to stop the run in the log's writer)."""
     rng = np.random.default_rng(0)
     metrics = {"lam": rng.normal(size=(2, 5)), "xi": rng.normal(size=(2, 5, 3, 2)), "eval_costs": rng.normal(size=(2, 5, 3))}
-    cols = training_log.columns(metrics, ())
+    cols = orchestrate.columns(metrics, ())
     assert [c for c, _, _ in cols] == ["lam", *(f"xi/{j}" for j in range(6)), "eval_costs/0", "eval_costs/1", "eval_costs/2"]
-    values = training_log.table(metrics, cols)
+    values = orchestrate.table(metrics, cols)
     assert values.shape == (2, 5, 10)
     np.testing.assert_array_equal(values[1, 3, 1:7], metrics["xi"][1, 3].ravel())  # xi[i, j] at column 2i + j
     np.testing.assert_array_equal(values[..., 7:], metrics["eval_costs"])

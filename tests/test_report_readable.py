@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from rcmdp_jax.presets import ALGORITHMS, schedule_variants
-from rcmdp_jax.study import plots, report_sections
+from rcmdp_jax.study import plots, report
 
 
 def _results(rng, seeds=3, levels=4, dirs=2, eps=5, m=2):
@@ -19,7 +19,7 @@ def test_the_constraint_section_by_hand():
     rng = np.random.default_rng(0)
     V, C = _results(rng)
     C[1, 2, 1, :, 0] += 5.0  # one seed breaks cost 0 badly on kernel (level 2, direction 1)
-    text, js = report_sections.constraint_section({"PPO-Lag": (V, C), "MDPO": None}, ("speed", "torque"),
+    text, js = report.constraint_section({"PPO-Lag": (V, C), "MDPO": None}, ("speed", "torque"),
                                               np.array([0.0, 0.3, 0.6, 1.0]))  # fmt: skip
     c = C[..., 0]
     nominal = np.mean([c[s, 0, d, e] for s in range(3) for d in range(2) for e in range(5)])
@@ -40,7 +40,7 @@ def test_a_cost_name_with_a_bar_stays_one_markdown_cell():
     """CartPole's ``|x_dot|-0.15`` and the command's ``|speed|<=1`` hold ``|``: each row of
     the constraint section keeps the header's eight cells."""
     rng = np.random.default_rng(1)
-    text, js = report_sections.constraint_section({"PPO-Lag": _results(rng, m=1)}, ("|x_dot|-0.15",), np.arange(4.0))
+    text, js = report.constraint_section({"PPO-Lag": _results(rng, m=1)}, ("|x_dot|-0.15",), np.arange(4.0))
     rows = [line for line in text.splitlines() if line.startswith("|")]
     cells = [len(re.split(r"(?<!\\)\|", row)) - 2 for row in rows]  # bars not escaped by a backslash
     assert cells == [8, 8, 8], rows
@@ -48,7 +48,7 @@ def test_a_cost_name_with_a_bar_stays_one_markdown_cell():
 
 
 def test_the_worst_case_table_keeps_its_cells_with_a_bar_in_the_cost_name():
-    from rcmdp_jax.study.report_sections import worst_case_section
+    from rcmdp_jax.study.report import worst_case_section
 
     entry = {"grid": [0.1, 0.2], "search": [0.3, 0.1], "lower_is_worse": False,
              "search_xi": [[1.0, 2.0], [1.5, 2.5]], "grid_xi": [[1.0, 2.0], [1.0, 2.0]]}  # fmt: skip
@@ -60,17 +60,17 @@ def test_the_worst_case_table_keeps_its_cells_with_a_bar_in_the_cost_name():
 
 
 def test_the_legend_defines_every_column_and_mark():
-    text = report_sections.legend(50.0)
+    text = report.legend(50.0)
     for word in ("R_pen = Return - lambda_max * sum_j max(0, C_j)", "R_pen± = Return - lambda_max * sum_j C_j",
                  "lambda_max = 50", "min:", "Bold: the best mean", "pooled standard error", "kept when C_j <= 0"):  # fmt: skip
         assert word in text, word
 
 
 def test_costs_are_named():
-    assert report_sections.cost_names("cartpole", 1) == ("|x_dot|-0.15",)
-    assert report_sections.cost_names("inventory3d", 3)[2] == "a_3-0.5s_3"
-    assert report_sections.cost_names("gymnax:Pendulum-v1@costs=speed,torque", 2) == ("speed", "torque")
-    assert report_sections.cost_names("nowhere", 2) == ("C_1", "C_2")
+    assert report.cost_names("cartpole", 1) == ("|x_dot|-0.15",)
+    assert report.cost_names("inventory3d", 3)[2] == "a_3-0.5s_3"
+    assert report.cost_names("gymnax:Pendulum-v1@costs=speed,torque", 2) == ("speed", "torque")
+    assert report.cost_names("nowhere", 2) == ("C_1", "C_2")
 
 
 def test_fourteen_lines_are_told_apart_and_lambda_only_for_constrained():
@@ -112,7 +112,7 @@ def test_the_worst_kernel_is_said_in_its_fields_terms():
             [[26.0, 0.35], [14.0, 0.65]],
         ]
     )  # [level, direction, field]; level 0 the nominal kernel
-    text, js = report_sections.constraint_section({"PPO-Lag": (V, C)}, ("too_hot",), np.array([0.0, 0.3, 0.6, 1.0]),
+    text, js = report.constraint_section({"PPO-Lag": (V, C)}, ("too_hot",), np.array([0.0, 0.3, 0.6, 1.0]),
                                               test_xi, ("heater_gain", "loss"))  # fmt: skip
     assert "| 1: heater_gain -30 %, loss +30 % |" in text
     entry = js["PPO-Lag"]["too_hot"]
@@ -153,7 +153,7 @@ def test_the_cost_plot_shows_each_levels_worst_kernel_and_says_so(tmp_path, monk
 
 
 def test_the_search_table_says_the_kernel_it_found_in_field_terms():
-    from rcmdp_jax.study.report_sections import worst_case_section
+    from rcmdp_jax.study.report import worst_case_section
 
     entry = {"grid": [0.1, 0.2], "search": [0.3, 0.1], "lower_is_worse": False,
              "search_xi": [[26.0, 0.35], [20.0, 0.5]], "grid_xi": [[20.0, 0.5], [20.0, 0.5]]}  # fmt: skip
@@ -188,7 +188,7 @@ def test_the_verdict_is_printed_by_the_report_and_at_the_end_of_a_run(trained, t
 
 
 def test_the_legend_says_what_r_pen_pm_bolds():
-    from rcmdp_jax.study.report_sections import legend
+    from rcmdp_jax.study.report import legend
 
     assert "its bold can go to an algorithm with a far lower Return that stays well under its limit" in " ".join(
         legend(50.0).split()

@@ -193,8 +193,8 @@ def test_an_edited_run_json_is_refused_by_eval_only_and_the_report(trained, tmp_
 def test_the_lock_is_taken_by_exactly_one_of_racing_takers(tmp_path):
     """Eight takers at once on a stale lock (a killed run's), fifteen times: one holds it.
     ``flock`` locks are per open file, so threads race like processes do."""
-    from rcmdp_jax.study.errors import RunFolderError
     from rcmdp_jax.study.run_folder import RunFolder
+    from rcmdp_jax.study.run_plan import RunFolderError
 
     folder = RunFolder(tmp_path)
     dead = subprocess.Popen(["true"])

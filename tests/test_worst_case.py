@@ -169,7 +169,7 @@ def test_a_costs_only_search_equals_the_full_search_on_the_costs(inventory):
 
 # ------------------------------------------------------------------ float rounding is not "beyond the grid"
 def test_the_search_is_beyond_the_grid_only_past_float_rounding():
-    from rcmdp_jax.study.report_sections import worst_case_section
+    from rcmdp_jax.study.report import worst_case_section
 
     xi = np.zeros((3, 2))
     found = {"PPO-Lag": {

@@ -142,9 +142,9 @@ def train_config(name: str, j: int, cfg: FeasibilityConfig):
 
 
 def check_sizes(name: str, cfg: FeasibilityConfig) -> None:
-    """The runner's checks of a plan's sizes (``study.sizes``: int32 counts, this machine's
+    """The runner's checks of a plan's sizes (``study.run_plan``: int32 counts, this machine's
     memory) on each constraint's training and test, before anything is trained."""
-    from rcmdp_jax.study.sizes import check_counts, check_memory
+    from rcmdp_jax.study.run_plan import check_counts, check_memory
 
     configs = {}
     for j in range(int(envs.make(name)[0].num_constraints)):

@@ -4,7 +4,7 @@ register the same way, ``envs.register(name, spec)``, a ``DomainSpec`` carrying 
 settings).
 
 A plug-in carries its own options, their checks, its memory needs and its checks against
-an environment; ``Config``, ``Config.validate``, ``study/sizes.py`` and ``step.Step`` read
+an environment; ``Config``, ``Config.validate``, ``study/run_plan.py`` and ``step.Step`` read
 them from the registry instead of listing names (docs/design.md, "Plug-ins").
 """
 

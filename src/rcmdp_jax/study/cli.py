@@ -14,7 +14,6 @@ from pathlib import Path
 
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.study import runtime
-from rcmdp_jax.study.errors import PlanError, RunFolderError
 from rcmdp_jax.study.plan import (
     build_plan,
     check_before_processes,
@@ -25,7 +24,7 @@ from rcmdp_jax.study.plan import (
     unused_options,
 )
 from rcmdp_jax.study.run_folder import RunFolder
-from rcmdp_jax.study.run_plan import Plan
+from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
 
 
@@ -193,7 +192,7 @@ def anchor_paths(args):
 def event_files(choice: str) -> tuple[bool, str]:
     """``--tensorboard``: whether the run writes event files, and the note that says why
     not (once, at the start) where ``auto`` finds no tensorboardX."""
-    from rcmdp_jax.study.training_log import INSTALL, tensorboard_available
+    from rcmdp_jax.study.orchestrate import INSTALL, tensorboard_available
 
     if choice == "off":
         return False, ""

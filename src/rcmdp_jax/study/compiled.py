@@ -1,5 +1,8 @@
-"""A family of algorithms compiled ahead of time and trained in chunks with progress:
-the lane layout over devices (``Prepared``) and the chunked loop (``train_prepared``)."""
+"""Compiled programs: a family of algorithms compiled ahead of time and trained in chunks
+with progress (the lane layout over devices, ``Prepared``; the chunked loop,
+``train_prepared``; ``ticking``, the line while a program compiles), and the compiled
+programs kept for the life of the process (``cached``, keyed on what they are built from;
+``counts``, ``clear``) that the family, the sweep, the search and ``policy`` share."""
 
 from __future__ import annotations
 
@@ -7,10 +10,11 @@ import contextlib
 import functools
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
-
-from rcmdp_jax.study.programs import cached, env_identity, plugins
 
 
 def fmt(seconds: float) -> str:
@@ -191,7 +195,7 @@ class Prepared:
         self.step = lambda state, m, start: steps[m](state, start, tables[m], self.total)
 
     def _compiled(self, layout: str, build):
-        """``build()``, kept for the process (``study.programs``) under what it is built
+        """``build()``, kept for the process (``cached``) under what it is built
         from; a subclass (a benchmark's variant) builds its own each time."""
         if type(self) is not Prepared:
             return build()
@@ -248,7 +252,7 @@ def by_member(prep: Prepared, tree) -> list:
 
 
 def log_chunk(prep: Prepared, log, metrics, start: int, batch: int) -> None:
-    """One chunk's metrics to the training log (``training_log.TrainingLog``): every member's
+    """One chunk's metrics to the training log (``orchestrate.TrainingLog``): every member's
     seeds (vmapped), or batch ``batch``'s one member and seed (a loop). A run of several
     processes holds only its own lanes here: its log is written whole at the end."""
     import jax
@@ -266,7 +270,7 @@ def log_chunk(prep: Prepared, log, metrics, start: int, batch: int) -> None:
 
 def train_prepared(prep: Prepared, label: str, log=None):
     """Train all members and seeds, printing progress per chunk and writing each chunk's
-    metrics to ``log`` (a ``training_log.TrainingLog``, or None).
+    metrics to ``log`` (an ``orchestrate.TrainingLog``, or None).
 
     Returns ``([TrainResult per member, leading axis = seed], train seconds)``."""
     import jax
@@ -308,3 +312,72 @@ def train_prepared(prep: Prepared, label: str, log=None):
         ]
     jax.block_until_ready(per_member)
     return per_member, time.perf_counter() - t_train
+
+
+# --- compiled programs kept for the life of the process ---
+# A second study in the same process with the same configurations, shapes and devices
+# (a notebook that runs the command's ``main`` again, a ``--resume`` after a failure, the
+# test suite) takes the compiled family, sweep, search and checkpoint layout from here
+# instead of tracing, lowering and compiling them again (JAX's persistent cache saves
+# only the last of the three). A key holds everything the program is built from: the
+# configurations (frozen dataclasses; for a family its structure, ``family.structure``, as its
+# numbers and budget are the program's arguments), the shapes, the devices, each environment's
+# identity (``envs.register`` may give a name another environment) and, for a family, the
+# registered learners, constraint rules, alpha schedules and robust methods (its program
+# switches over them). Registered objects count by identity: one changed in place between two
+# studies (a class attribute edited) is not seen; register a new one, or call ``clear()``.
+
+MAX_PROGRAMS = 32  # the oldest are dropped beyond this (a compiled family is a few MB)
+
+_programs: OrderedDict = OrderedDict()
+_lock = threading.Lock()  # families are compiled in a background thread
+counts = {"built": 0, "reused": 0}  # for tests and curious users
+_specs: dict[int, Any] = {}  # registered specs that keys name by id, kept alive so no id is reused
+
+
+def env_identity(name: str) -> Any:
+    """What an environment name stands for now: the registered spec itself (by identity)
+    for ``envs.register``'s names, the name for the others (built from it alone)."""
+    from rcmdp_jax import envs
+
+    registered = envs.registered_spec(name)
+    if registered is None:
+        return name
+    _specs[id(registered)] = registered
+    return name, id(registered)
+
+
+def policy_key(env: str, cfg) -> tuple:
+    """What a program that runs ``cfg``'s trained policy is built from (the sweep, the
+    search): the environment, the actor and the discount, not the training."""
+    return env_identity(env), cfg.policy_hidden, cfg.dropout, cfg.dropout_rng, cfg.init, cfg.hparams.gamma
+
+
+def plugins() -> tuple:
+    """The registered learners, constraint rules, alpha schedules and robust methods, themselves (a key
+    that holds them keeps them alive, so no identity is reused)."""
+    from rcmdp_jax import adversary, constraints, learners, schedules
+
+    return tuple(r.items() for r in (learners, constraints, schedules, adversary))
+
+
+def cached(key: tuple, build: Callable[[], Any]) -> Any:
+    """``build()``'s value under ``key``, built once per process (``MAX_PROGRAMS`` kept)."""
+    with _lock:
+        if key in _programs:
+            _programs.move_to_end(key)
+            counts["reused"] += 1
+            return _programs[key]
+    value = build()  # outside the lock: compiling takes seconds to minutes
+    with _lock:
+        counts["built"] += 1
+        _programs[key] = value
+        while len(_programs) > MAX_PROGRAMS:
+            _programs.popitem(last=False)
+    return value
+
+
+def clear() -> None:
+    with _lock:
+        _programs.clear()
+        _specs.clear()

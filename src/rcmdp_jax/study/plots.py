@@ -269,7 +269,7 @@ def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name
 
 
 def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
-    """The rliable figures of ``report_sections.aggregate_section``: ``intervals.png`` (each
+    """The rliable figures of ``report.aggregate_section``: ``intervals.png`` (each
     algorithm's IQM with its interval) and ``profiles.png`` (performance profiles)."""
     import matplotlib
 

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax.study.errors import RunFolderError
 from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_plan import RunFolderError
 
 # what the sweep's per-episode outputs ``[L, D, E]`` are called in an evaluation (a key the
 # sweep adds with a constraint axis ``[L, D, E, m]`` is reported per constraint under its own name)
@@ -103,10 +103,10 @@ class LoadedPolicy:
 
     def _episodes(self, n: int):
         """The jitted ``policy_sweep`` of one kernel (axes ``[1, 1]``), kept per policy shape
-        (``study.programs``)."""
+        (``compiled.cached``)."""
         from rcmdp_jax.evaluate import policy_sweep
         from rcmdp_jax.rollout import Policy
-        from rcmdp_jax.study.programs import cached, policy_key
+        from rcmdp_jax.study.compiled import cached, policy_key
 
         env, actor, gamma = self.env, self.actor, self.config.hparams.gamma
 
@@ -136,7 +136,7 @@ class LoadedPolicy:
         ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
         from rcmdp_jax import box
         from rcmdp_jax.kernel_text import describe
-        from rcmdp_jax.study.report_sections import cost_names
+        from rcmdp_jax.study.report import cost_names
 
         xi = self.kernel(kernel)
         n = self.n_test if n_episodes is None else n_episodes

@@ -1,5 +1,8 @@
-"""Tables and plots of a run folder (also usable on its own:
-``python experiments/report.py RUN_DIR`` regenerates every table and plot)."""
+"""The report of a run folder: its tables (Markdown, LaTeX, JSON), its plots and its
+``summary.md`` (``write_env_report``; also usable on its own: ``python experiments/report.py
+RUN_DIR`` regenerates every table and plot), and the summary's sections in words beside the
+table: the legend, whether each constraint is kept (``constraint_section``), grid against
+search (``worst_case_section``), and the rliable statistics (``aggregate_section``)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,9 @@ import numpy as np
 
 from rcmdp_jax import stats
 from rcmdp_jax.kernel_text import kernel_names
-from rcmdp_jax.study import report_sections
 from rcmdp_jax.study.plots import drop_stale, plot_robustness, plot_training
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, write_text
+from rcmdp_jax.worst_case import beyond_grid
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")
 
@@ -47,13 +50,13 @@ def markdown_table(rows) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     for _, label, cells in rows:
         if cells is None:
-            lines.append(f"| {report_sections.md_cell(label)} | diverged: no seed left | | |")
+            lines.append(f"| {md_cell(label)} | diverged: no seed left | | |")
             continue
         out = []
         for m in stats.METRICS:
             s, marked = cells[m]
             out.append(f"**{_cell(s)}**" if marked else _cell(s))
-        lines.append(f"| {report_sections.md_cell(label)} | " + " | ".join(out) + " |")
+        lines.append(f"| {md_cell(label)} | " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -95,7 +98,7 @@ def state_bound_table(bounds: dict, levels: np.ndarray) -> str:
     lines = [head, "|" + "---|" * (len(levels) + 1)]
     for algo, b in bounds.items():
         frac = 100.0 * np.asarray(b, np.float64).mean(axis=(0, 2, 3))
-        lines.append(f"| {report_sections.md_cell(algo)} | " + " | ".join(f"{f:.1f}" for f in frac) + " |")
+        lines.append(f"| {md_cell(algo)} | " + " | ".join(f"{f:.1f}" for f in frac) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -136,7 +139,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     rows = summary_rows(results, lambda_max, seeds)
     md = markdown_table(rows)
     kept = {a: r for a, r in results.items() if r is not None}
-    names = report_sections.cost_names(env_name, next(iter(kept.values()))[1].shape[-1]) if kept else ()
+    names = cost_names(env_name, next(iter(kept.values()))[1].shape[-1]) if kept else ()
     if not plots:  # --plots off: the tables only, and before any is written no figures of earlier results
         stale = drop_stale(env_dir, len(names) if names else None)  # no seed kept: the files say
         if stale:
@@ -144,8 +147,8 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
                   "'rcmdp report RUN_DIR' draws them again")  # fmt: skip
     test_xi = _test_kernels(folder, env_name, results)
     xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
-    kept_text, kept_json = report_sections.constraint_section(results, names, levels, test_xi, xi_names, costs)
-    text = f"# {env_name}: robustness test\n\n{md}{report_sections.legend(lambda_max)}{kept_text}"
+    kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs)
+    text = f"# {env_name}: robustness test\n\n{md}{legend(lambda_max)}{kept_text}"
     diverged = {a: t - u for a, (u, t) in seeds.items() if u < t}
     if diverged:
         text += (
@@ -163,9 +166,9 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
             "The kernel mean is clipped at the state bound (docs/fidelity.md, choices): these episodes' "
             "returns and costs are those of the clipped dynamics.\n\n" + state_bound_table(bounds, levels)
         )
-    if kept and report_sections.rliable_available():
+    if kept and rliable_available():
         figures = env_dir if plots and _has_matplotlib() else None
-        agg_text, agg_json = report_sections.aggregate_section(kept, lambda_max, env_name, figures)
+        agg_text, agg_json = aggregate_section(kept, lambda_max, env_name, figures)
         text += agg_text
         write_text(env_dir / "aggregate.json", json.dumps(agg_json, indent=2))
     elif kept:
@@ -173,7 +176,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     found = load_worst_case(folder, env_name, results, lambda_max)
     if found:
         nominal = test_xi[0, 0] if test_xi is not None else None
-        wc_text, wc_json = report_sections.worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)}, nominal,
+        wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)}, nominal,
                                               xi_names)  # fmt: skip
         text += wc_text
         write_text(env_dir / "worst_case.json", json.dumps(wc_json, indent=2))
@@ -201,7 +204,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
 
 
 def _where(entry: dict) -> str:
-    """A constraint's worst kernel (``report_sections.constraint_section``'s entry) in words."""
+    """A constraint's worst kernel (``constraint_section``'s entry) in words."""
     kernel = entry.get("worst_kernel", f"direction {entry['worst_direction']}")
     return f"level {entry['worst_level']:g}, {kernel}"
 
@@ -216,3 +219,330 @@ def _test_kernels(folder: RunFolder, env_name: str, results: dict):
             if "test_xi" in z and np.ndim(z["test_xi"]) >= 2:
                 return np.asarray(z["test_xi"], np.float64)
     return None
+
+
+# --- the summary's sections in words: the legend, the constraints (costs named: the environment's
+# ``cost_names``), grid against search (``run.py --worst-case``), rliable's statistics ---
+def cost_names(env_name: str, m: int) -> tuple[str, ...]:
+    """The names of the ``m`` constraint costs of ``env_name`` (its ``DomainSpec``'s;
+    ``C_j`` where unknown)."""
+    try:
+        from rcmdp_jax import envs
+
+        names = envs.spec(env_name).cost_names
+    except (ValueError, TypeError):
+        names = ()
+    return tuple(names) if len(names) == m else tuple(f"C_{j + 1}" for j in range(m))
+
+
+def md_cell(text: str) -> str:
+    """``text`` as one Markdown table cell: its ``|`` escaped (cost names such as
+    ``|x_dot|-0.15`` would otherwise split the cell)."""
+    return str(text).replace("|", r"\|")
+
+
+def legend(lambda_max: float) -> str:
+    return (
+        "\nHow to read it. Return: the discounted return of the trained (deterministic) policy. "
+        "C_j: the sum of constraint cost j discounted by its gamma_c (the table below); kept when C_j <= 0. "
+        f"R_pen = Return - lambda_max * sum_j max(0, C_j) of each episode, then averaged: only broken constraints cost, "
+        f"an episode over its limit even where the seed's mean keeps it (lambda_max = {lambda_max:g}). "
+        "R_pen± = Return - lambda_max * sum_j C_j: slack under a limit earns as much as a breach costs, so its "
+        "bold can go to an algorithm with a far lower Return that stays well under its limit; read it beside "
+        "Return and R_pen. "
+        "Each cell: mean over every test kernel (distortion level x direction), seed and episode ± the standard "
+        "error across test kernels; min: the worst test kernel's mean. Bold: the best mean and every "
+        "algorithm within one pooled standard error of it. The method: docs/method.md.\n"
+    )
+
+
+def constraint_stats(C: np.ndarray) -> list[dict]:
+    """Per constraint of ``C`` (seed, level, direction, episode, m; level 0 first, the
+    nominal kernel): its mean at the nominal kernel and on the worst test kernel (the
+    one with the highest mean over seeds and episodes), and how many seeds break it
+    (their mean over episodes > 0) at each."""
+    C = np.asarray(C, np.float64)
+    out = []
+    for j in range(C.shape[-1]):
+        c = C[..., j]
+        per_kernel = c.mean(axis=(0, 3))  # (level, direction)
+        lvl, d = np.unravel_index(int(np.argmax(per_kernel)), per_kernel.shape)
+        nominal_seeds = c[:, 0].mean(axis=(1, 2))
+        worst_seeds = c[:, lvl, d].mean(axis=-1)
+        out.append({
+            "nominal": float(c[:, 0].mean()), "nominal_seeds_broken": int((nominal_seeds > 0).sum()),
+            "worst": float(per_kernel[lvl, d]), "worst_seeds_broken": int((worst_seeds > 0).sum()),
+            "worst_level_index": int(lvl), "worst_direction": int(d), "seeds": int(c.shape[0]),
+        })  # fmt: skip
+    return out
+
+
+def discount_text(gamma_c) -> str:
+    """A constraint's discount as the table's column says it: ``1`` (the episode sum) or ``0.99``."""
+    return "?" if gamma_c is None else f"{float(gamma_c):.6g}"
+
+
+def episode_cost_stats(ep: np.ndarray, j: int, lvl: int, d: int) -> dict:
+    """Constraint ``j``'s mean episode cost EpCost (seed, level, direction, episode, m) at the
+    nominal kernel and on the kernel ``(lvl, d)`` (C's worst)."""
+    e = np.asarray(ep, np.float64)[..., j]
+    return {"ep_cost_nominal": float(e[:, 0].mean()), "ep_cost_worst": float(e[:, lvl, d].mean())}
+
+
+def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None, xi_names=None,
+                       costs: dict | None = None) -> tuple[str, dict]:  # fmt: skip
+    """Markdown (one row per algorithm and constraint) and JSON of ``constraint_stats``;
+    with the test kernels ``test_xi`` ``[L, D, *xi]`` (level 0 the nominal one) and the
+    names of their entries, each worst kernel as its fields' changes (``kernel_text``);
+    ``costs``: ``{algo: {"EpCost", "gamma_c", "horizon"}}`` (``RunFolder.load_results``), each
+    constraint's discount and its episode cost beside C (a result file without them: "?")."""
+    from rcmdp_jax.kernel_text import describe
+
+    costs = costs or {}
+    horizons = sorted({c["horizon"] for c in costs.values()})
+    over = f"over H = {horizons[0]} steps" if len(horizons) == 1 else "over the episode"
+    lines = ["| Algorithm | constraint | gamma_c | C at the nominal kernel (seeds > 0) | C on the worst kernel "
+             f"(seeds > 0) | EpCost {over}: nominal | EpCost on C's worst kernel | the worst kernel (level: its "
+             "fields) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    js: dict = {}
+    for algo, r in results.items():
+        if r is None:
+            continue
+        for j, (name, s) in enumerate(zip(names, constraint_stats(r[1]))):
+            n, lvl, d = s["seeds"], s["worst_level_index"], s["worst_direction"]
+            entry = js.setdefault(algo, {})[name] = {**s, "worst_level": float(levels[lvl])}
+            ep, gamma_c = ("?", "?"), None
+            if algo in costs:
+                entry |= episode_cost_stats(costs[algo]["EpCost"], j, lvl, d)
+                entry |= {"gamma_c": float(costs[algo]["gamma_c"][j]), "horizon": costs[algo]["horizon"]}
+                ep, gamma_c = (f"{entry['ep_cost_nominal']:.3f}", f"{entry['ep_cost_worst']:.3f}"), entry["gamma_c"]
+            where = f"{float(levels[lvl]):g}: direction {d}"
+            if test_xi is not None:
+                xi = np.asarray(test_xi)
+                entry["worst_kernel"] = describe(xi[lvl, d], xi[0, 0], xi_names)
+                entry["worst_xi"] = np.asarray(xi[lvl, d], np.float64).tolist()
+                where = f"{float(levels[lvl]):g}: {entry['worst_kernel']}"
+            lines.append(f"| {md_cell(algo)} | {md_cell(name)} | {discount_text(gamma_c)} | {s['nominal']:.3f} "
+                         f"({s['nominal_seeds_broken']}/{n}) | {s['worst']:.3f} ({s['worst_seeds_broken']}/{n}) | "
+                         f"{ep[0]} | {ep[1]} | {md_cell(where)} |")  # fmt: skip
+    text = ("\n## Is the constraint kept?\n\nPer algorithm and constraint: the mean constraint value C = "
+            "E[sum_t gamma_c^t c_t] (kept when <= 0; gamma_c its discount, 1: the undiscounted episode sum) at the "
+            "nominal kernel and on the test kernel where it is highest, and in brackets how many seeds break it "
+            "there (their mean over episodes > 0); the mean episode cost EpCost (the undiscounted sum of the cost "
+            "over the episode; of an indicator 'at most B/episode', the count of unsafe steps, to compare with B) "
+            "at both; the worst kernel as its distortion level and each uncertain field's change from the nominal "
+            "value.\n\n" + "\n".join(lines) + "\n")  # fmt: skip
+    return text, js
+
+
+# --- the grid-vs-search section (--worst-case) ---
+def worst_case_section(found: dict, env_name: str, labels: dict | None = None, xi_c=None,
+                       xi_names=None) -> tuple[str, dict]:  # fmt: skip
+    """The grid-vs-search table (Markdown) and its JSON: ``found`` is
+    ``{algo: worst_case.compare_with_grid(...)}`` over the seeds that did not diverge.
+    Per algorithm and quantity: the mean over seeds of each seed's worst value on the
+    grid and by the search, and in how many seeds the search went beyond the grid; per
+    quantity, the domain's count and mean gap; ``xi`` where the search found each
+    seed's lowest return, or with ``--worst-case costs`` the first constraint's highest
+    (the worst seed's in the table); with the nominal kernel ``xi_c`` and the names of its
+    entries, each found kernel also as its fields' changes (``search_kernel``)."""
+    if not found:
+        return "", {}
+    from rcmdp_jax.kernel_text import describe
+
+    def names_of(x):  # the entries' names, else xi[i]
+        n = np.size(x)
+        return xi_names if xi_names is not None and len(xi_names) == n else tuple(f"xi[{i}]" for i in range(n))
+
+    metrics = list(next(iter(found.values())))
+    names = labels or {}
+
+    def label(m, default):  # a cost's name for its metric C<j>, as one Markdown cell
+        return md_cell(names.get(m, default))
+
+    head = (
+        "| Algorithm | "
+        + " | ".join(f"{label(m, m)}: grid | {label(m, m)}: search" for m in metrics)
+        + f" | xi of the {'lowest return' if metrics[0] == 'Return' else 'highest ' + label(metrics[0], metrics[0])}"
+        + " (search) |"
+    )
+    lines = [head, "|" + "---|" * (2 * len(metrics) + 2)]
+    js: dict = {"per_algorithm": {}, "domain": {}}
+    pairs = {m: [] for m in metrics}
+    for algo, cmp in found.items():
+        cells, entry = [], {}
+        for m in metrics:
+            d = cmp[m]
+            g, f = np.asarray(d["grid"], np.float64), np.asarray(d["search"], np.float64)
+            beyond = beyond_grid(g, f, d["lower_is_worse"])  # not float rounding
+            pairs[m].append((g, f, beyond))
+            cells.append(f"{g.mean():.2f} | {f.mean():.2f} ({int(beyond.sum())}/{beyond.size})")
+            entry[m] = {
+                "grid": g.tolist(),
+                "search": f.tolist(),
+                "search_beyond_grid": beyond.tolist(),
+                "search_xi": np.asarray(d["search_xi"]).tolist(),
+                "grid_xi": np.asarray(d["grid_xi"]).tolist(),
+            }
+            if xi_c is not None:
+                entry[m]["search_kernel"] = [describe(x, xi_c, names_of(x)) for x in np.asarray(d["search_xi"])]
+        r = cmp[metrics[0]]  # the lowest return's, or with --worst-case costs the first constraint's highest
+        worst_seed = int(np.argmin(r["search"]) if r["lower_is_worse"] else np.argmax(r["search"]))
+        found_xi = np.asarray(r["search_xi"][worst_seed], np.float64)
+        xi = np.round(found_xi.ravel(), 3).tolist()
+        where = f"{describe(found_xi, xi_c, names_of(found_xi))} ({xi})" if xi_c is not None else f"{xi}"
+        lines.append(f"| {md_cell(algo)} | " + " | ".join(cells) + f" | {md_cell(where)} |")
+        js["per_algorithm"][algo] = entry
+    first = found[next(iter(found))]
+    summary = [_domain_line(m, label(m, m), pairs[m], first[m]["lower_is_worse"], js) for m in metrics]
+    text = (
+        f"\n## Worst case: the grid's vs a gradient search's ({env_name})\n\n"
+        "Per seed, the worst value over the test grid (11 levels x all corners) and the worst a projected-"
+        "gradient search found inside the box (``--worst-case``, ``rcmdp_jax.worst_case``; values on fresh "
+        "episodes, scored as the test scores them), averaged over seeds; in brackets, the seeds where the "
+        "search went beyond the grid. "
+        + (
+            "Return and R_pen: lower is worse; C: higher is worse.\n\n"
+            if "Return" in metrics
+            else "Only the constraints were searched (``--worst-case costs``); C: higher is worse.\n\n"
+        )
+        + "\n".join(lines)
+        + "\n\n"
+        + "\n".join(summary)
+        + "\n"
+    )
+    return text, js
+
+
+def _domain_line(m: str, name: str, pairs: list, lower_is_worse: bool, js: dict) -> str:
+    """Quantity ``m`` (shown as ``name``) over all (algorithm, seed) pairs: how often and by how
+    much the search went beyond the grid (into ``js["domain"][m]``), as one Markdown bullet."""
+    g = np.concatenate([p[0] for p in pairs])
+    f = np.concatenate([p[1] for p in pairs])
+    beyond = np.concatenate([p[2] for p in pairs])
+    sign = 1.0 if pairs and lower_is_worse else -1.0
+    gap = sign * (g - f)  # > 0: the search found worse than the grid
+    d = js["domain"][m] = {
+        "pairs": int(beyond.size),
+        "search_beyond_grid": int(beyond.sum()),
+        "mean_gap": float(gap.mean()),
+        "mean_gap_where_beyond": float(gap[beyond].mean()) if beyond.any() else 0.0,
+    }
+    return (
+        f"* {name}: the search went beyond the grid's worst in {d['search_beyond_grid']} of "
+        f"{d['pairs']} (algorithm, seed) pairs; by {d['mean_gap_where_beyond']:.3f} on average "
+        f"where it did (mean over all pairs {d['mean_gap']:+.3f}; > 0: the search found worse)."
+    )
+
+
+# --- rliable: aggregate statistics across seeds and test kernels ---
+# (Agarwal et al., 2021: the IQM with stratified-bootstrap intervals, the probability of
+# improvement, performance profiles; their figures: ``plots.plot_aggregate``.)
+# For the statistics, a *run* is a seed, a *task* a test kernel of the robustness grid (level
+# x direction): each algorithm's scores are a ``[seeds, kernels]`` matrix of per-kernel means
+# of a test quantity (``Return`` or ``R_pen``, as ``stats.penalised_returns`` scores each
+# episode). The study's mean +/- SE / min table (``stats``) stays as it is; these sit next to
+# it. ``pip install -e ".[stats]"`` installs rliable.
+
+# bootstrap resamples of the IQM intervals (rliable's default is 50,000; rliable's
+# bootstrap runs in Python: 500 keep a 14-algorithm x 176-kernel report to seconds); read
+# when a report is written (the test suite lowers it: its checks read the point estimates)
+REPS = 500
+
+
+def rliable_available() -> bool:
+    try:
+        import rliable.library  # noqa: F401
+    except Exception:  # not installed, or its dependencies clash (e.g. arch with pandas 3)
+        return False
+    return True
+
+
+def score_matrices(results: dict, lambda_max: float, metric: str) -> dict[str, np.ndarray]:
+    """``{algo: [seeds, kernels]}``: the per-kernel mean of ``metric`` from the sweep's
+    ``(V [S, L, D, E], C [S, L, D, E, m])``."""
+    out = {}
+    for algo, (V, C) in results.items():
+        per_episode = stats.penalised_returns(V, C, lambda_max)[metric]  # [S, L, D, E]
+        out[algo] = per_episode.mean(-1).reshape(per_episode.shape[0], -1).astype(np.float64)
+    return out
+
+
+def iqm_intervals(
+    scores: dict[str, np.ndarray], reps: int | None = None, seed: int = 0
+) -> dict[str, tuple[float, float, float]]:
+    """``{algo: (IQM, CI low, CI high)}``: the interquartile mean of all runs x tasks,
+    with a 95% stratified-bootstrap interval (runs resampled within each task; ``reps``
+    resamples, ``REPS`` unless given)."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    reps = REPS if reps is None else reps
+
+    np.random.seed(seed)  # rliable draws from NumPy's global generator
+    point, interval = rly.get_interval_estimates(scores, lambda x: np.array([metrics.aggregate_iqm(x)]), reps=reps)
+    return {a: (float(point[a][0]), float(interval[a][0, 0]), float(interval[a][1, 0])) for a in scores}
+
+
+def probability_of_improvement(scores: dict[str, np.ndarray], pairs) -> dict:
+    """``{(x, y): P(X > Y)}`` for each pair: the probability that a run of ``x`` beats a
+    run of ``y`` on a task (Mann-Whitney U, ties count 1/2), averaged over tasks. Point
+    estimates: rliable's bootstrap of it calls SciPy once per task and resample (about a
+    second per pair and 10 resamples at 176 kernels), too slow for every report."""
+    from rliable import metrics
+
+    return {(x, y): float(metrics.probability_of_improvement(scores[x], scores[y])) for x, y in pairs}
+
+
+def performance_profiles(scores: dict[str, np.ndarray], taus: np.ndarray) -> dict[str, np.ndarray]:
+    """``{algo: [len(taus)]}``: the fraction of runs x tasks scoring above each ``tau``."""
+    from rliable import library as rly
+
+    profiles, _ = rly.create_performance_profile(scores, taus, reps=10)  # its intervals are not used
+    return {a: np.asarray(p) for a, p in profiles.items()}
+
+
+def aggregate_section(results: dict, lambda_max: float, env_name: str, out_dir=None) -> tuple[str, dict]:
+    """Markdown and JSON of the rliable statistics of one domain, for ``Return`` and
+    ``R_pen``: IQM with its interval per algorithm, and the probability that the
+    algorithm with the highest IQM improves on each other one; with ``out_dir``, the
+    interval-estimate figure ``intervals.png`` and the profiles ``profiles.png``."""
+    if not results:
+        return "", {}
+    js: dict = {}
+    lines = [
+        f"\n## Aggregate statistics across seeds and test kernels ({env_name}, rliable)\n",
+        "Scores: each seed's mean over a test kernel's episodes, for every kernel of the grid. IQM: the mean of "
+        f"the middle 50% of all (seed, kernel) scores; [95% stratified-bootstrap interval, {REPS} resamples]. "
+        "P(best > algo) (point estimate): probability that a seed of the highest-IQM algorithm beats a seed of the other on a "
+        "kernel, averaged over kernels.\n",
+    ]
+    figures = {}
+    for metric in ("Return", "R_pen"):
+        scores = score_matrices(results, lambda_max, metric)
+        iqm = iqm_intervals(scores)
+        best = max(iqm, key=lambda a: iqm[a][0])
+        others = [a for a in scores if a != best]
+        poi = probability_of_improvement(scores, [(best, a) for a in others]) if others else {}
+        lo = min(s.min() for s in scores.values())
+        hi = max(s.max() for s in scores.values())
+        taus = np.linspace(lo, hi, 41)
+        profiles = performance_profiles(scores, taus)
+        js[metric] = {
+            "iqm": {a: list(v) for a, v in iqm.items()},
+            "best": best,
+            "probability_of_improvement": {f"{x} > {y}": v for (x, y), v in poi.items()},
+            "profile_taus": taus.tolist(),
+            "profiles": {a: p.tolist() for a, p in profiles.items()},
+        }
+        lines += [f"\n### {metric}\n", f"| Algorithm | IQM [95% CI] | P({best} > algo) |", "|---|---|---|"]
+        for a in scores:
+            p = poi.get((best, a))
+            cell = "—" if p is None else f"{p:.2f}"
+            lines.append(f"| {md_cell(a)} | {iqm[a][0]:.2f} [{iqm[a][1]:.2f}, {iqm[a][2]:.2f}] | {cell} |")
+        figures[metric] = (iqm, taus, profiles)
+    if out_dir is not None:
+        from rcmdp_jax.study.plots import plot_aggregate
+
+        plot_aggregate(out_dir, figures, env_name)
+    return "\n".join(lines) + "\n", js

@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax.divergence import nonfinite_episodes
-from rcmdp_jax.study.errors import RunFolderError
-from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, plan_problem
+from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_problem
 
 
 def kept_seeds(test: dict) -> np.ndarray:

@@ -13,7 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
-from rcmdp_jax.study.errors import PlanError
+from rcmdp_jax.study.run_plan import PlanError
 
 
 def program_name() -> str:
