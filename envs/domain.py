@@ -151,6 +151,7 @@ def learner_spec(learner: dict | LearnerSpec | None = None) -> LearnerSpec:
     if not isinstance(learner, dict):
         raise ValueError(f"learner must be a dict or a LearnerSpec, got {type(learner).__name__}")
     top, hp = _learner_keys(), _hparam_fields()
+    _check_plugins(learner.get("plugins", {}))
     learner = _lift_legacy(learner)
     for key in learner:
         if key in hp:
@@ -167,10 +168,13 @@ def _lift_legacy(learner: dict) -> dict:
     old = {k: learner[k] for k in LEGACY_KEYS if k in learner}
     if not old:
         return learner
-    plugins = {n: dict(v) for n, v in learner.get("plugins", {}).items()} if isinstance(learner.get("plugins"), dict) else {}
+    plugins = {n: dict(v) for n, v in learner.get("plugins", {}).items()}  # (its shape checked: ``learner_spec``)
     for key, value in old.items():
         name, setting = LEGACY_KEYS[key]
-        plugins.setdefault(name, {}).setdefault(setting, value)
+        if setting in plugins.get(name, {}):
+            raise ValueError(f"learner[{key!r}] and learner['plugins'][{name!r}][{setting!r}] are one setting; "
+                             f"give it once (the second: {key!r} is its older spelling)")  # fmt: skip
+        plugins.setdefault(name, {})[setting] = value
     return {**{k: v for k, v in learner.items() if k not in old}, "plugins": plugins}
 
 

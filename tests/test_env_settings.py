@@ -95,7 +95,10 @@ BAD = itertools.count()  # a name for each bad spec
 
 @pytest.mark.parametrize("plugins,message", [
     ({"ppx": {"epochs": 3}}, "learner['plugins']['ppx']: no registered plug-in of that name has per-environment "
-                             "settings; those that have: ltma, ppo, ppo-wide"),
+                             "settings; those that have: ltma, ppo, ppo-wide (a plug-in reads its bases'"),
+    ({"ppo-wide": {"epochs": 3}}, "unknown setting learner['plugins']['ppo-wide']['epochs']; 'ppo-wide' has: rollout "
+                                  "(and reads dual_epochs_from_policy, epochs, target_kl under its bases' names)"),
+    ({"ppo": {"target_kl": -0.01}}, "learner['plugins']['ppo']['target_kl'] must be > 0 (inf: no early stop)"),
     ({"ppo": {"epoch": 3}}, "unknown setting learner['plugins']['ppo']['epoch']; 'ppo' has: epochs, target_kl"),
     ({"ppo": {"epochs": 3.0}}, "learner['plugins']['ppo']['epochs'] must be an integer (its default is 10), got 3.0"),
     ({"ppo": {"epochs": True}}, "learner['plugins']['ppo']['epochs'] must be an integer"),
@@ -107,9 +110,55 @@ BAD = itertools.count()  # a name for each bad spec
                                             "choose one of: found, guarded"),
 ])  # fmt: skip
 def test_bad_settings_are_refused_when_the_preset_is_built(pendulum, plugins, message):
+    """Whichever plug-ins the algorithm trains with: MDPO-Lag reads neither PPO's nor LTMA's."""
     env = pendulum(f"settings-bad-{next(BAD)}", {"plugins": plugins})
-    with pytest.raises(ValueError, match=re.escape(message)):
-        preset(env, "PPO-Robust-Lag", adversary="ltma")
+    for algo in ("PPO-Robust-Lag", "MDPO-Lag"):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            preset(env, algo)
+
+
+def test_an_older_key_and_its_plugin_setting_are_one(pendulum):
+    with pytest.raises(ValueError, match=re.escape("learner['ppo_epochs'] and learner['plugins']['ppo']['epochs'] "
+                                                   "are one setting; give it once")):  # fmt: skip
+        pendulum("settings-twice", {"ppo_epochs": 7, "plugins": {"ppo": {"epochs": 20}}})
+    with pytest.raises(ValueError, match=re.escape("learner['plugins'] must be a dict")):
+        pendulum("settings-list", {"ppo_epochs": 7, "plugins": [1, 2]})
+
+
+def test_a_learner_of_its_own_is_sized_as_a_batch_learner(pendulum):
+    """A learner that says nothing of its batch (a ``Learner`` subclass without ``preset``) gets
+    the batch learners' (4 x 400 steps), and LTMA's steps from it."""
+    from rcmdp_jax.learners import Learner
+
+    class Own(Learner):
+        per_env_kernels = True  # (the guarded ltma's envs; never trained here)
+
+    learners.register("own-settings", Own)
+    try:
+        cfg = preset(pendulum("settings-own", {}), "OWN-SETTINGS-Lag", adversary="ltma")
+        assert (cfg.n_envs, cfg.n_steps, cfg.epochs, cfg.option("ltma_iterations")) == (4, 400, 5, 80)
+    finally:
+        learners.unregister("own-settings")
+
+
+def test_a_rule_or_method_preset_sets_only_its_own_options(pendulum):
+    from rcmdp_jax import constraints
+    from rcmdp_jax.constraints.lagrangian import Lagrangian
+
+    class Greedy(Lagrangian):
+        suffix = None
+
+        @classmethod
+        def preset(cls, fields, settings, domain):
+            return {**fields, "epochs": 99}
+
+    constraints.register("greedy-settings", Greedy)
+    try:
+        with pytest.raises(ValueError, match=re.escape("constraint rule 'greedy-settings': its preset may set only "
+                                                       "its own options (none), it set epochs")):  # fmt: skip
+            preset(pendulum("settings-greedy", {}), "PPO-Lag")
+    finally:
+        constraints.unregister("greedy-settings")
 
 
 def test_a_plugin_declares_settings_of_simple_kinds():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rcmdp_jax.plugin import REGISTRIES, check_count
+from rcmdp_jax.plugin import REGISTRIES, check_count, options_of
 
 WHERE = "learner['plugins']"
 KINDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}  # how an error names the spec's settings
@@ -64,22 +64,28 @@ def _same_kind(value: Any, default: Any) -> bool:
 
 def check(given: Any) -> None:
     """Refuse a spec's settings that name no registered plug-in with settings, a setting the
-    plug-in does not declare, or a value not of its default's kind, naming what is allowed."""
+    plug-in does not declare, a value not of its default's kind, or one its plug-in refuses
+    (``Plugin.check_settings``, every plug-in's whichever a config trains), naming what is allowed."""
     if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
         raise ValueError(f"{WHERE} must be a dict {{plug-in name: {{setting: value}}}}, got {given!r}")
     owners = declarers()
     for name, values in given.items():
         if name not in owners:
             raise ValueError(f"{WHERE}[{name!r}]: no registered plug-in of that name has per-environment settings; "
-                             f"those that have: {', '.join(sorted(owners))}")  # fmt: skip
+                             f"those that have: {', '.join(sorted(owners))} (a plug-in reads its bases' under their "
+                             f"names: ppo-norm reads ppo's; ltma's horizon is ltma-norm's too)")  # fmt: skip
         declared = vars(owners[name])["env_settings"]
         for key, value in values.items():
             if key not in declared:
-                raise ValueError(f"unknown setting {where(name, key)}; {name!r} has: {', '.join(declared)}")
+                inherited = sorted(set(settings_for(owners[name], {})) - set(declared))
+                also = f" (and reads {', '.join(inherited)} under its bases' names)" if inherited else ""
+                raise ValueError(f"unknown setting {where(name, key)}; {name!r} has: {', '.join(declared)}{also}")
             if not _same_kind(value, declared[key]):
                 kind = KINDS.get(type(declared[key]), type(declared[key]).__name__)
                 raise ValueError(f"{where(name, key)} must be {kind} (its default is {declared[key]!r}), "
                                  f"got {value!r}")  # fmt: skip
+    for cls in owners.values():
+        cls.check_settings(settings_for(cls, given))
 
 
 def positive(name: str, key: str, value: float) -> None:
@@ -91,3 +97,14 @@ def positive(name: str, key: str, value: float) -> None:
 def check_count_setting(name: str, key: str, value: int) -> None:
     """Refuse a setting that must be a positive integer within the int32 counters."""
     check_count(where(name, key), value)
+
+
+def own_part(who: str, cls: type, fields: dict[str, Any], given: dict[str, dict[str, Any]], domain) -> dict[str, Any]:
+    """``fields`` with a rule's or robust method's ``preset`` applied (``who``: its kind and name),
+    which may set only its own options: every preset runs it, whichever method a config trains."""
+    out = cls.preset(fields, settings_for(cls, given), domain)
+    changed = sorted(k for k in out.keys() | fields.keys() if k not in fields or k not in out or (out[k] is not fields[k] and out[k] != fields[k]))
+    if stray := [k for k in changed if k not in options_of(cls)]:
+        raise ValueError(f"{who}: its preset may set only its own options ({', '.join(options_of(cls)) or 'none'}), "
+                         f"it set {', '.join(stray)}")  # fmt: skip
+    return out

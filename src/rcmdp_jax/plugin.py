@@ -70,8 +70,8 @@ class Plugin:
     ``env_settings``: what an environment's spec may choose for it, ``{name: default}`` (an int,
     float, bool or str each), given under the plug-in's registered name
     (``LearnerSpec.plugins``, e.g. ``{"ppo": {"epochs": 50}}``); a subclass has its bases' under
-    their names. ``preset(fields, settings, domain)`` turns them into a preset config's fields
-    (``rcmdp_jax.env_settings``)."""
+    their names. ``check_settings(settings)`` refuses a bad value; ``preset(fields, settings,
+    domain)`` turns them into a preset config's fields (``rcmdp_jax.env_settings``)."""
 
     options: ClassVar[dict[str, Any]] = {}
     # options added after run folders were written whose default changes what those ran: the
@@ -80,6 +80,11 @@ class Plugin:
     numbers: ClassVar[dict[str, Number]] = {}
     size_fields: ClassVar[tuple[str, ...]] = ()
     env_settings: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def check_settings(cls, settings: dict[str, Any]) -> None:
+        """Raise ``ValueError`` naming a bad value of its own ``env_settings`` (``settings``: the
+        spec's over the defaults; ``env_settings.where(name, key)`` names one)."""
 
     @classmethod
     def preset(cls, fields: dict[str, Any], settings: dict[str, Any], domain) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env
 from rcmdp_jax.envs.domain import BUDGETS, budget_steps
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams
-from rcmdp_jax.learners.batch import BATCH_ENVS
+from rcmdp_jax.learners.base import BATCH_ENVS
 from rcmdp_jax.plugin import check_choice as _choice
 
 # The reference grid of docs/method.md §2, in its order.
@@ -179,9 +179,10 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     # the plug-ins' parts, each from its per-environment settings (``rcmdp_jax.env_settings``): the
     # learner's (its batch), then every rule's and robust method's (their own options, on every preset,
     # so that a config given another method later keeps the environment's settings)
-    shapers = [learners.get(learner)] + [cls for r in (constraints.REGISTRY, adversary.REGISTRY) for _, cls in r.items()]
-    for cls in shapers:
-        fields = cls.preset(fields, env_settings.settings_for(cls, p.plugins), domain)
+    fields = learners.get(learner).preset(fields, env_settings.settings_for(learners.get(learner), p.plugins), domain)
+    for registry in (constraints.REGISTRY, adversary.REGISTRY):
+        for name, cls in registry.items():
+            fields = env_settings.own_part(f"{registry.kind} {name!r}", cls, fields, p.plugins, domain)
     own = {f.name for f in dataclasses.fields(Config)}
     cfg = Config(**{k: v for k, v in fields.items() if k in own and k != "hparams"}, hparams=HParams(**fields["hparams"]))
     plugin_options = {k: v for k, v in fields.items() if k not in own}

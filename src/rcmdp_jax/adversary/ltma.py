@@ -53,13 +53,16 @@ class StudyLTMA(Adversary):
     env_settings = {"per_100": 5.0, "per_episode": 10, "horizon": 20, "dual_reading": "guarded"}
 
     @classmethod
-    def preset(cls, fields, settings, domain):
-        from rcmdp_jax import learners
-
+    def check_settings(cls, settings):
         positive("ltma", "per_100", settings["per_100"])
         for key in ("per_episode", "horizon"):
             check_count_setting("ltma", key, settings[key])
         check_choice(where("ltma", "dual_reading"), settings["dual_reading"], DUAL_READINGS)
+
+    @classmethod
+    def preset(cls, fields, settings, domain):
+        from rcmdp_jax import learners
+
         if learners.episodic(fields["learner"]):
             iterations = settings["per_episode"]
         else:

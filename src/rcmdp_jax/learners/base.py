@@ -33,6 +33,9 @@ def make_optimizer(cfg, lr) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), base)
 
 
+BATCH_ENVS = 4  # the rollout envs of a preset's batch (PPO, MDPO), on every domain (docs/method.md §3)
+
+
 @dataclasses.dataclass(frozen=True)
 class Learner(Plugin):
     """One learner of one configuration: ``actor``, ``critic`` (flax modules), ``cfg`` (the
@@ -54,6 +57,15 @@ class Learner(Plugin):
     episodic: ClassVar[bool] = False
     trains_critic: ClassVar[bool] = True
     per_env_kernels: ClassVar[bool] = False
+
+    @classmethod
+    def preset(cls, fields, settings, domain):
+        """Stable-Baselines3's conventions (docs/method.md §3), PPO's and MDPO's and any learner's
+        that does not say otherwise: the Config defaults (orthogonal init, Adam eps 1e-5,
+        gradient-norm clip 0.5), a batch of ``BATCH_ENVS`` x 400 steps, minibatches of 32, 5 epochs;
+        5 x 13 = 65 dual steps per iteration."""
+        return {**fields, "n_envs": BATCH_ENVS, "n_steps": 400, "minibatch_size": 32, "epochs": 5, "dual_epochs": 5,
+                "dual_epochs_from_policy": False}  # fmt: skip
 
     def optimizer(self, lr) -> optax.GradientTransformation:
         """The optimizer at learning rate ``lr`` (may be traced)."""

@@ -18,8 +18,6 @@ from rcmdp_jax.learners.base import Learner
 from rcmdp_jax.rollout import collect_rollout, value_discounts
 from rcmdp_jax.schedules import Schedule, ScheduleState, alpha_ticks_total, alpha_value
 
-BATCH_ENVS = 4  # PPO's and MDPO's rollout envs in a preset, on every domain (docs/method.md §3)
-
 
 @struct.dataclass
 class Batch:
@@ -79,15 +77,6 @@ def lagrangian_gae(critic, critic_params, data, lam_tilde, hp, env=None, weights
 class BatchLearner(Learner):
     """A learner of batches of auto-resetting steps; a subclass gives ``policy_loss`` and
     PPO its ``kl_stop`` ("sb3", "dropout_off", or None: no early stop)."""
-
-    @classmethod
-    def preset(cls, fields, settings, domain):
-        """Stable-Baselines3's conventions (docs/method.md §3): the Config defaults (orthogonal
-        init, Adam eps 1e-5, gradient-norm clip 0.5), a batch of ``BATCH_ENVS`` x 400 steps,
-        minibatches of 32, 5 epochs; 5 x 13 = 65 dual steps per iteration."""
-        return {**fields, "n_envs": BATCH_ENVS, "n_steps": 400, "minibatch_size": 32, "epochs": 5, "dual_epochs": 5,
-                "dual_epochs_from_policy": False}  # fmt: skip
-
 
     per_env_kernels = True  # ``collect`` runs ``state.env_xi`` and takes ``fresh_xi``
 

@@ -4,7 +4,7 @@ early by ``cfg.kl_check``."""
 from __future__ import annotations
 
 from rcmdp_jax import losses
-from rcmdp_jax.env_settings import check_count_setting
+from rcmdp_jax.env_settings import check_count_setting, where
 from rcmdp_jax.learners.batch import BatchLearner, PolicyTerms
 
 
@@ -14,9 +14,14 @@ class PPO(BatchLearner):
     env_settings = {"epochs": 10, "target_kl": 0.02, "dual_epochs_from_policy": False}
 
     @classmethod
+    def check_settings(cls, settings):
+        check_count_setting("ppo", "epochs", settings["epochs"])
+        if not settings["target_kl"] > 0:
+            raise ValueError(f"{where('ppo', 'target_kl')} must be > 0 (inf: no early stop), got {settings['target_kl']!r}")
+
+    @classmethod
     def preset(cls, fields, settings, domain):
         fields = super().preset(fields, settings, domain)
-        check_count_setting("ppo", "epochs", settings["epochs"])
         from_policy = settings["dual_epochs_from_policy"]
         return {**fields, "epochs": settings["epochs"], "dual_epochs_from_policy": from_policy,
                 "dual_epochs": settings["epochs"] if from_policy else fields["dual_epochs"],
