@@ -19,8 +19,8 @@ from typing import Any
 
 from rcmdp_jax.plugin import REGISTRIES, check_count, options_of
 
-WHERE = "learner['plugins']"
-KINDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}  # how an error names the spec's settings
+WHERE = "learner['plugins']"  # how an error names the spec's settings
+KINDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}  # and a setting's kind
 
 
 def where(name: str, key: str) -> str:
@@ -103,8 +103,9 @@ def own_part(who: str, cls: type, fields: dict[str, Any], given: dict[str, dict[
     """``fields`` with a rule's or robust method's ``preset`` applied (``who``: its kind and name),
     which may set only its own options: every preset runs it, whichever method a config trains."""
     out = cls.preset(fields, settings_for(cls, given), domain)
-    changed = sorted(k for k in out.keys() | fields.keys() if k not in fields or k not in out or (out[k] is not fields[k] and out[k] != fields[k]))
-    if stray := [k for k in changed if k not in options_of(cls)]:
+    own = options_of(cls)
+    changed = {k for k in out.keys() | fields.keys() if k not in out or k not in fields or out[k] != fields[k]}
+    if stray := sorted(changed - own.keys()):
         raise ValueError(f"{who}: its preset may set only its own options ({', '.join(options_of(cls)) or 'none'}), "
                          f"it set {', '.join(stray)}")  # fmt: skip
     return out
