@@ -179,7 +179,8 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     # the plug-ins' parts, each from its per-environment settings (``rcmdp_jax.env_settings``): the
     # learner's (its batch), then every rule's and robust method's (their own options, on every preset,
     # so that a config given another method later keeps the environment's settings)
-    fields = learners.get(learner).preset(fields, env_settings.settings_for(learners.get(learner), p.plugins), domain)
+    learner_cls = learners.get(learner)
+    fields = learner_cls.preset(fields, env_settings.settings_for(learner_cls, p.plugins), domain)
     for registry in (constraints.REGISTRY, adversary.REGISTRY):
         for name, cls in registry.items():
             fields = env_settings.own_part(f"{registry.kind} {name!r}", cls, fields, p.plugins, domain)
