@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rcmdp_jax import env_settings
 from rcmdp_jax.hparams import finite_f32
 
 # a run's budgets: a domain gives the policy steps of each. "short" is the default: where the
@@ -65,7 +66,7 @@ class LearnerSpec:
     def __post_init__(self):
         _check_budgets(self.budgets)
         _check_hp(self.hp)
-        _check_plugins(self.plugins)
+        env_settings.check_shape(self.plugins)
 
 
 def _hparam_fields() -> list[str]:
@@ -76,27 +77,6 @@ def _hparam_fields() -> list[str]:
 
 def _learner_keys() -> list[str]:
     return sorted(f.name for f in dataclasses.fields(LearnerSpec))
-
-
-# the settings a LearnerSpec once held flat, now the plug-in's that declares them (a spec's dict may
-# still give them so: ``learner_spec``)
-LEGACY_KEYS = {
-    "ppo_epochs": ("ppo", "epochs"), "ppo_target_kl": ("ppo", "target_kl"),
-    "ppo_dual_epochs_from_policy": ("ppo", "dual_epochs_from_policy"), "ltma_per_100": ("ltma", "per_100"),
-    "ltma_horizon": ("ltma", "horizon"), "mcpmd_ltma": ("ltma", "per_episode"),
-    "ltma_dual_reading": ("ltma", "dual_reading"),
-}  # fmt: skip
-
-
-def _check_plugins(plugins) -> None:
-    """The shape of ``learner['plugins']`` (the names and settings are checked against the
-    registered plug-ins when a preset is built: ``rcmdp_jax.env_settings.check``)."""
-    ok = isinstance(plugins, dict) and all(
-        isinstance(n, str) and isinstance(v, dict) and all(isinstance(k, str) for k in v) for n, v in plugins.items()
-    )
-    if not ok:
-        raise ValueError(f"learner['plugins'] must be a dict {{plug-in name: {{setting: value}}}} (e.g. "
-                         f"{{'ppo': {{'epochs': 20}}}}), got {reprlib.repr(plugins)}")  # fmt: skip
 
 
 def _check_budgets(budgets) -> None:
@@ -118,8 +98,8 @@ def _check_hp(hp) -> None:
     for key in hp:
         if key in own:
             raise ValueError(f"learner['hp'][{key!r}] is {own[key]}")
-        if key in LEGACY_KEYS:
-            name, setting = LEGACY_KEYS[key]
+        if key in env_settings.LEGACY_KEYS:
+            name, setting = env_settings.LEGACY_KEYS[key]
             raise ValueError(f"learner['hp'][{key!r}] is not a hyperparameter: write learner={{'plugins': "
                              f"{{{name!r}: {{{setting!r}: ...}}}}}}")  # fmt: skip
         if key in top:
@@ -151,8 +131,8 @@ def learner_spec(learner: dict | LearnerSpec | None = None) -> LearnerSpec:
     if not isinstance(learner, dict):
         raise ValueError(f"learner must be a dict or a LearnerSpec, got {type(learner).__name__}")
     top, hp = _learner_keys(), _hparam_fields()
-    _check_plugins(learner.get("plugins", {}))
-    learner = _lift_legacy(learner)
+    env_settings.check_shape(learner.get("plugins", {}))
+    learner = env_settings.lift_legacy(learner)
     for key in learner:
         if key in hp:
             raise ValueError(f"learner[{key!r}] is a hyperparameter: write learner={{'hp': {{{key!r}: ...}}}}")
@@ -161,21 +141,6 @@ def learner_spec(learner: dict | LearnerSpec | None = None) -> LearnerSpec:
     own_hp = learner.get("hp", {})
     _check_hp(own_hp)
     return LearnerSpec(**{**learner, "hp": {**_default_hp(), **own_hp}})
-
-
-def _lift_legacy(learner: dict) -> dict:
-    """``learner`` with its flat settings of older specs (``LEGACY_KEYS``) under their plug-ins."""
-    old = {k: learner[k] for k in LEGACY_KEYS if k in learner}
-    if not old:
-        return learner
-    plugins = {n: dict(v) for n, v in learner.get("plugins", {}).items()}  # (its shape checked: ``learner_spec``)
-    for key, value in old.items():
-        name, setting = LEGACY_KEYS[key]
-        if setting in plugins.get(name, {}):
-            raise ValueError(f"learner[{key!r}] and learner['plugins'][{name!r}][{setting!r}] are one setting; "
-                             f"give it once (the second: {key!r} is its older spelling)")  # fmt: skip
-        plugins.setdefault(name, {})[setting] = value
-    return {**{k: v for k, v in learner.items() if k not in old}, "plugins": plugins}
 
 
 def study_learner(**table: Any) -> LearnerSpec:

@@ -15,6 +15,7 @@ every plug-in, a ``--plugins`` file's too, is registered.
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 from rcmdp_jax.plugin import REGISTRIES, check_count, options_of
@@ -66,8 +67,7 @@ def check(given: Any) -> None:
     """Refuse a spec's settings that name no registered plug-in with settings, a setting the
     plug-in does not declare, a value not of its default's kind, or one its plug-in refuses
     (``Plugin.check_settings``, every plug-in's whichever a config trains), naming what is allowed."""
-    if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
-        raise ValueError(f"{WHERE} must be a dict {{plug-in name: {{setting: value}}}}, got {given!r}")
+    check_shape(given)
     owners = declarers()
     for name, values in given.items():
         if name not in owners:
@@ -86,6 +86,43 @@ def check(given: Any) -> None:
                                  f"got {value!r}")  # fmt: skip
     for cls in owners.values():
         cls.check_settings(settings_for(cls, given))
+
+
+def check_shape(given: Any) -> None:
+    """Refuse a spec's ``plugins`` that is not ``{plug-in name: {setting: value}}`` (``LearnerSpec``
+    checks it so when made; the names and values wait for ``check``)."""
+    ok = isinstance(given, dict) and all(
+        isinstance(n, str) and isinstance(v, dict) and all(isinstance(k, str) for k in v) for n, v in given.items()
+    )
+    if not ok:
+        raise ValueError(f"{WHERE} must be a dict {{plug-in name: {{setting: value}}}} (e.g. "
+                         f"{{'ppo': {{'epochs': 20}}}}), got {reprlib.repr(given)}")  # fmt: skip
+
+
+# the settings a LearnerSpec once held flat, now the plug-in's that declares them (a spec's dict may
+# still give them so: ``lift_legacy``)
+LEGACY_KEYS = {
+    "ppo_epochs": ("ppo", "epochs"), "ppo_target_kl": ("ppo", "target_kl"),
+    "ppo_dual_epochs_from_policy": ("ppo", "dual_epochs_from_policy"), "ltma_per_100": ("ltma", "per_100"),
+    "ltma_horizon": ("ltma", "horizon"), "mcpmd_ltma": ("ltma", "per_episode"),
+    "ltma_dual_reading": ("ltma", "dual_reading"),
+}  # fmt: skip
+
+
+def lift_legacy(learner: dict) -> dict:
+    """A spec's ``learner`` dict with its flat settings of older specs (``LEGACY_KEYS``) under
+    their plug-ins (its ``plugins``' shape checked first: ``check_shape``)."""
+    old = {k: learner[k] for k in LEGACY_KEYS if k in learner}
+    if not old:
+        return learner
+    plugins = {n: dict(v) for n, v in learner.get("plugins", {}).items()}
+    for key, value in old.items():
+        name, setting = LEGACY_KEYS[key]
+        if setting in plugins.get(name, {}):
+            raise ValueError(f"learner[{key!r}] and {where(name, setting)} are one setting; "
+                             f"give it once (the second: {key!r} is its older spelling)")  # fmt: skip
+        plugins.setdefault(name, {})[setting] = value
+    return {**{k: v for k, v in learner.items() if k not in old}, "plugins": plugins}
 
 
 def positive(name: str, key: str, value: float) -> None:
