@@ -34,8 +34,13 @@ def budget_steps(budgets: dict, budget: str) -> int:
 STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go", plugins={"ltma": {"dual_reading": "found"}})
 
 
+# the data margin outside the study (docs/method.md §2a.4): the dual keeps each constraint's C^ at
+# least MARGIN_Z standard errors of the test's mean below the limit, from the spread its own episodes show
+MARGIN_Z = 2.0
+
+
 def _default_hp() -> dict[str, float]:
-    return dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4)
+    return dict(lr=3e-4, gae_lambda=0.95, eta_lam=1e-3, lam_clip=50.0, eta_xi=1e-4, margin_z=MARGIN_Z)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +273,17 @@ def with_limit(spec: DomainSpec, field: str, value: float) -> DomainSpec:
     old = getattr(base(None), field)
     names = tuple(n.replace(f"{old:g}", f"{value:g}") if old and f"{old:g}" in n else f"{n}{-value:+g}"
                   for n in spec.cost_names)  # fmt: skip
-    return dataclasses.replace(spec, factory=limited, cost_names=names)
+    return dataclasses.replace(spec, factory=limited, cost_names=names, learner=off_study(spec.learner))
+
+
+def off_study(learner: LearnerSpec) -> LearnerSpec:
+    """A study domain's learner settings at a setting the study did not run (another limit): the
+    study's method where the study is reproduced, the safe one elsewhere. LTMA reads ``C^`` on the
+    guarded kernel (the constraint's own worse of the kernel found and the nominal one), not the
+    study's kernel found alone, under which robust lanes broke the constraint at the nominal kernel
+    in more seeds than the plain ones (docs/robustness_findings.md)."""
+    plugins = {**learner.plugins, "ltma": {**learner.plugins.get("ltma", {}), "dual_reading": "guarded"}}
+    return dataclasses.replace(learner, plugins=plugins)
 
 
 # what a user's file may return for ``--env FILE.py:NAME`` as a dict: ``from_env``'s arguments

@@ -28,8 +28,9 @@ import orbax.checkpoint as ocp
 
 # leaves added to the trained result after checkpoints without them were written (the episode
 # cost: the training metrics' ``episode_ep_cost`` and ``eval_ep_cost``, the rollout's running
-# ``ep_costs`` and ``steps``): an older checkpoint restores with them filled
-ADDED_LEAVES = frozenset({"episode_ep_cost", "eval_ep_cost", "ep_costs", "steps"})
+# ``ep_costs`` and ``steps``; the dual's margin and its episodes' spread, ``margin`` and ``spread``):
+# an older checkpoint restores with them filled
+ADDED_LEAVES = frozenset({"episode_ep_cost", "eval_ep_cost", "ep_costs", "steps", "margin", "spread"})
 
 
 class Damaged(ValueError):

@@ -11,6 +11,12 @@ per time step, and each ascent step uses one shuffled minibatch's mean of them:
 batch (cut at its end), "gae" the critic's GAE cost returns (bootstrapped at the cut).
 Each constraint's values are discounted by its own ``gamma_c`` where the environment gives
 one (``rollout.cost_discounts``; 1: the episode cost less the budget).
+
+Every rule reads one reading (``reading``): ``C^`` and the per-step estimates with the margin
+added once, ``cost_margin`` (fixed, in units of C) plus the data margin ``margin_z sigma_j /
+sqrt(margin_n)``, ``sigma_j`` the per-episode spread of constraint ``j`` that the dual's own
+episodes show (``track_spread``: an exponential average over iterations of their moments;
+docs/method.md §2a.4).
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from rcmdp_jax.advantages import discounted_returns, gae
 from rcmdp_jax.rollout import collect_rollout, cost_discounts, init_accumulator, per_env_params, run_episodes
 
 DUAL_ESTIMATORS = ("start_value", "step_cost", "cost_to_go", "gae")
+# the weight of the past in the spread's running moments (``track_spread``): about the last ten
+# iterations' episodes, so that it follows the policy as it learns
+SPREAD_DECAY = 0.9
 
 
 def batch_readings(estimator: str, costs, terminated, done, values=None, next_values=None, gamma=0.99,
@@ -59,11 +68,12 @@ def minibatch_means(key: jax.Array, values: jax.Array, n_epochs: int, minibatch:
     return jax.vmap(epoch)(jax.random.split(key, n_epochs)).reshape(n_epochs * per_epoch, values.shape[1])
 
 
-def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropout: bool, env_xi=None) -> jax.Array:
+def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropout: bool, env_xi=None):
     """The multiplier batch's per-time-step readings of the constraint values (``cfg.
-    dual_estimator``), ``[dual_batch, m]``: ``n_dual_episodes`` auto-resetting envs from
-    fresh starts, ``dual_batch / n_dual_episodes`` steps each (docs/method.md §2a.4: 4 x 100);
-    given ``env_xi`` (``[B, ...]``), env ``i`` runs kernel ``env_xi[i mod B]``."""
+    dual_estimator``), ``[dual_batch, m]``, and its whole episodes' values (``batch_episodes``):
+    ``n_dual_episodes`` auto-resetting envs from fresh starts, ``dual_batch / n_dual_episodes``
+    steps each (docs/method.md §2a.4: 4 x 100); given ``env_xi`` (``[B, ...]``), env ``i`` runs
+    kernel ``env_xi[i mod B]``."""
     n = cfg.n_dual_episodes
     k_reset, k_run = jax.random.split(key)
     if env_xi is None:
@@ -79,25 +89,73 @@ def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropo
     if cfg.dual_estimator == "gae":  # the critic's cost heads
         v = critic.apply(params["critic"], traj.obs)[..., 1:]
         v_next = critic.apply(params["critic"], traj.next_obs)[..., 1:]
-    values = batch_readings(cfg.dual_estimator, traj.costs, traj.terminated, traj.done, v, v_next,
-                            cost_discounts(env, hp.gamma), hp.gae_lambda)  # fmt: skip
-    return values.reshape(-1, env.num_constraints)
+    gamma_c = cost_discounts(env, hp.gamma)
+    values = batch_readings(cfg.dual_estimator, traj.costs, traj.terminated, traj.done, v, v_next, gamma_c,
+                            hp.gae_lambda)  # fmt: skip
+    return values.reshape(-1, env.num_constraints), batch_episodes(traj.costs, traj.done, gamma_c)
+
+
+def batch_episodes(costs, done, gamma_c) -> tuple[jax.Array, jax.Array]:
+    """The values ``C`` of the whole episodes inside a batch of ``B`` envs that start fresh at its
+    first step (``costs [T, B, m]``, ``done [T, B]``): ``(values [T * B, m], weights [T * B])``,
+    the discounted cost-to-go at each episode's first step, weight 1 where that episode also
+    ends inside the batch, else 0 (an episode cut by the batch's end is not a whole one)."""
+    ends = done.astype(jnp.float32)
+    starts = jnp.concatenate([jnp.ones_like(ends[:1]), ends[:-1]])
+    ends_later = jnp.flip(jnp.cumsum(jnp.flip(ends, 0), 0), 0) > 0  # an end at this step or after
+    values = discounted_returns(costs, done, gamma_c)
+    return values.reshape(-1, costs.shape[-1]), (starts * ends_later).reshape(-1)
+
+
+def track_spread(spread: jax.Array, values: jax.Array, weights: jax.Array, decay=SPREAD_DECAY) -> jax.Array:
+    """The running moments ``[3, m]`` (episodes, sum of ``C``, sum of ``C^2``; each an exponential
+    average over iterations, weight ``decay`` on the past) after this iteration's episodes ``values
+    [N, m]`` with ``weights [N]`` (1 a whole episode, 0 none)."""
+    w = weights[:, None]
+    now = jnp.stack([jnp.broadcast_to(weights.sum(), values.shape[1:]), (w * values).sum(0), (w * values**2).sum(0)])
+    return decay * spread + (1.0 - decay) * now
+
+
+def spread_sigma(spread: jax.Array) -> jax.Array:
+    """The per-episode standard deviation ``sigma_j`` (m,) of the running moments
+    (``track_spread``); 0 before any whole episode was seen."""
+    n, s1, s2 = spread
+    seen = n > 0
+    mean = s1 / jnp.where(seen, n, 1.0)
+    return jnp.where(seen, jnp.sqrt(jnp.maximum(s2 / jnp.where(seen, n, 1.0) - mean**2, 0.0)), 0.0)
+
+
+def margin_of(spread: jax.Array, hp) -> jax.Array:
+    """The margin (m,) the rule reads ``C^`` with: ``cost_margin + margin_z sigma_j / sqrt(margin_n)``,
+    each constraint's in its own units (docs/method.md §2a.4); ``margin_z = 0``: ``cost_margin``."""
+    return hp.cost_margin + hp.margin_z * spread_sigma(spread) / jnp.sqrt(hp.margin_n)
 
 
 def dual_estimates(key, env, env_params, actor, critic, params, cfg, hp, env_xi=None):
     """What the dual phase's ascent steps read, as ``cfg.dual_estimator`` says: ``(C^ of the
     whole batch (m,), one estimate per step [K_max, m] or None (every step reads C^),
-    environment steps spent)``. ``env_xi``: the rollout envs' kernels, which the
-    multiplier batch's envs take in turn (methods with per-env kernels)."""
+    environment steps spent, (the whole episodes' values [N, m], their weights [N]))``.
+    ``env_xi``: the rollout envs' kernels, which the multiplier batch's envs take in turn
+    (methods with per-env kernels)."""
     dropout = cfg.act_dropout or cfg.dual_dropout
     if cfg.dual_estimator == "start_value":
         _, c_eps, n_dual = run_episodes(key, env, env_params, actor, params["actor"], cfg.n_dual_episodes, hp.gamma,
                                         cfg.dual_deterministic, dropout)  # fmt: skip
-        return c_eps.mean(0), None, n_dual
+        return c_eps.mean(0), None, n_dual, (c_eps, jnp.ones(c_eps.shape[:1], jnp.float32))
     k_batch, k_shuffle = jax.random.split(key)
-    values = multiplier_batch(k_batch, env, env_params, actor, critic, params, cfg, hp, dropout, env_xi)
+    values, episodes = multiplier_batch(k_batch, env, env_params, actor, critic, params, cfg, hp, dropout, env_xi)
     estimates = minibatch_means(k_shuffle, values, cfg.dual_epochs, cfg.dual_minibatch)
-    return values.mean(0), estimates, jnp.float32(cfg.dual_batch)
+    return values.mean(0), estimates, jnp.float32(cfg.dual_batch), episodes
+
+
+def reading(dual, c_hat, estimates, episodes, hp):
+    """The one reading every rule receives: ``(C^ + margin, estimates + margin or None, the
+    spread's moments, the margin (m,))``, the margin (``margin_of``) from the moments updated
+    with this iteration's whole episodes ``episodes = (values, weights)``; applied here only."""
+    spread = track_spread(jnp.zeros((3,) + c_hat.shape, jnp.float32) if dual.spread is None else dual.spread,
+                          *episodes)  # fmt: skip
+    margin = margin_of(spread, hp)
+    return c_hat + margin, None if estimates is None else estimates + margin, spread, margin
 
 
 def dual_phase(key, env, actor, critic, params, dual, env_params, cfg, hp, rule, policy_epochs, env_xi=None):
@@ -115,13 +173,7 @@ def dual_phase(key, env, actor, critic, params, dual, env_params, cfg, hp, rule,
     else:
         n_epochs = jnp.int32(cfg.dual_epochs)
     n_ascent = jnp.where(active, n_epochs * cfg.dual_steps_per_epoch, 0)
-    c_hat, estimates, n_dual = dual_estimates(key, env, env_params, actor, critic, params, cfg, hp, env_xi)
-    c_hat, estimates = with_margin(c_hat, estimates, hp.cost_margin)
-    dual = constraints.update(rule, dual, c_hat, hp, n_ascent, estimates, cfg=cfg)
+    c_hat, estimates, n_dual, episodes = dual_estimates(key, env, env_params, actor, critic, params, cfg, hp, env_xi)
+    c_hat, estimates, spread, margin = reading(dual, c_hat, estimates, episodes, hp)
+    dual = constraints.update(rule, dual.replace(spread=spread, margin=margin), c_hat, hp, n_ascent, estimates, cfg=cfg)
     return dual, jnp.where(active, n_dual, 0.0), n_ascent
-
-
-def with_margin(c_hat, estimates, margin):
-    """What the rule reads with the safety margin: ``C^ + margin`` (and each step's estimate), so
-    that every rule steers towards ``C <= -margin`` (docs/method.md §2a.4); nothing else moves."""
-    return c_hat + margin, None if estimates is None else estimates + margin

@@ -36,6 +36,11 @@ class HParams:
     # the safety margin: every constraint rule steers towards C <= -cost_margin, not C <= 0
     # (docs/method.md §2a.4; the dual phase reads C^ + cost_margin)
     cost_margin: float = 0.0
+    # the data margin on top: margin_z sigma_j / sqrt(margin_n), sigma_j the per-episode spread of
+    # constraint j's C in the dual's own episodes (``dual.margin_of``); margin_n: the test episodes
+    # per kernel the verdict reads (the run's n_test); margin_z 0: no data margin (the study's)
+    margin_z: float = 0.0
+    margin_n: float = 100.0
     # the plug-ins' traced numbers (``plugin.Number``): names static, values traced
     plugin_names: tuple = struct.field(pytree_node=False, default=())
     plugin_values: tuple = ()
@@ -90,6 +95,8 @@ HPARAM_RULES = {
     "vf_coef": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0"),
     "ent_coef": (lambda x, xp: finite_f32(x, xp), "finite"),
     "cost_margin": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0 (in units of C)"),
+    "margin_z": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0 (standard errors of the test's mean C)"),
+    "margin_n": (lambda x, xp: finite_f32(x, xp) & (x >= 1), "finite and >= 1 (test episodes per kernel)"),
 }
 
 

@@ -171,6 +171,7 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
             "lam_init": 5.0,
             "alpha": 2.0,
             "alpha_decay": domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
+            "margin_n": float(domain.n_test),  # the data margin is sized for the domain's test
             **p.hp,  # over the three above; never gamma or target_kl (envs.domain refuses them there)
             "gamma": domain.gamma,
             "target_kl": math.inf,  # PPO's preset sets its own

@@ -92,7 +92,9 @@ def counters(samples) -> dict:
 
 def idle_metrics(state: TrainState) -> dict:
     """The metrics an iteration slot that does nothing carries over (``Learner.iteration_slot``)."""
-    held = dict(lam=state.dual.lam, c_hat=state.dual.c_hat, xi=state.env_params.xi, active=jnp.float32(0.0))
+    dual = state.dual
+    held = dict(lam=dual.lam, c_hat=dual.c_hat - dual.margin, margin=dual.margin, xi=state.env_params.xi,
+                active=jnp.float32(0.0))  # fmt: skip
     return held | counters(state.samples)
 
 
@@ -176,7 +178,7 @@ class Step:
         sched = schedules.after_iteration(state.schedule, state.env_params.xi, env_params, variant.schedule)
         samples = state.samples + jnp.stack([policy_steps, dual_steps, robust_steps]).astype(jnp.float32)
         metrics = metrics | upd | counters(samples)
-        metrics |= dict(lam=dual.lam, lam_tilde=lam_tilde, c_hat=dual.c_hat - hp.cost_margin, dual_updates=n_ascent.astype(jnp.float32),
+        metrics |= dict(lam=dual.lam, lam_tilde=lam_tilde, c_hat=dual.c_hat - dual.margin, margin=dual.margin, dual_updates=n_ascent.astype(jnp.float32),
                         xi=env_params.xi, eval_return=eval_v, eval_costs=eval_c, eval_ep_cost=eval_ep,
                         active=jnp.float32(1.0))  # fmt: skip
         new_state = state.replace(dual=dual, env_params=env_params, env_xi=env_xi, schedule=sched, samples=samples,

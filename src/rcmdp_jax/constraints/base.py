@@ -17,8 +17,12 @@ class DualState:
     rule's registered name (empty when none does)."""
 
     lam: jax.Array  # (m,) Lagrange multipliers
-    c_hat: jax.Array  # (m,) last estimate of the constraint values the rule read (C^ + cost_margin)
+    c_hat: jax.Array  # (m,) last estimate of the constraint values the rule read (C^ + margin)
     own: dict = struct.field(default_factory=dict)
+    # (m,) the margin the rule last read C^ with (``dual.margin_of``: cost_margin + the data margin)
+    margin: jax.Array | None = None
+    # (3, m) the running moments of the dual's whole episodes' C (``dual.track_spread``)
+    spread: jax.Array | None = None
 
 
 def init_dual(m: int, lam_init: jax.Array, rules=(), hp=None) -> DualState:
@@ -26,7 +30,8 @@ def init_dual(m: int, lam_init: jax.Array, rules=(), hp=None) -> DualState:
     instances), each that keeps a state of its own gets ``own[rule.name] = rule.init_state(...)``."""
     lam = jnp.full((m,), lam_init, jnp.float32)
     own = {r.name: s for r in rules if (s := r.init_state(m, lam, hp)) is not None}
-    return DualState(lam=lam, c_hat=jnp.zeros((m,), jnp.float32), own=own)
+    zeros = jnp.zeros((m,), jnp.float32)
+    return DualState(lam=lam, c_hat=zeros, own=own, margin=zeros, spread=jnp.zeros((3, m), jnp.float32))
 
 
 def lagrangian_reward(reward: jax.Array, costs: jax.Array, lam_tilde: jax.Array) -> jax.Array:

@@ -235,12 +235,18 @@ def unused_options(overrides: dict, configs) -> list[str]:
 def margin_notes(configs) -> list[str]:
     """The safety margin each algorithm trains with, where it is not 0 (a preset's, or a
     ``--set cost_margin``): its dual keeps ``C <= -margin``, not ``C <= 0``."""
-    by = {}
+    by, data = {}, {}
     for c in configs:
         if float(c.hparams.cost_margin) != 0.0:
             by.setdefault(float(c.hparams.cost_margin), []).append(c.name)
-    return [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{m:g} (cost_margin, a safety margin below the limit; "
-            "--set cost_margin=0 trains to the limit itself)" for m, names in by.items()]
+        if float(c.hparams.margin_z) != 0.0 and c.constrained:
+            data.setdefault((float(c.hparams.margin_z), float(c.hparams.margin_n)), []).append(c.name)
+    notes = [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{m:g} (cost_margin, a safety margin below the limit; "
+             "--set cost_margin=0 trains to the limit itself)" for m, names in by.items()]
+    return notes + [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{z:g} sigma_j / sqrt({n:g}) on each constraint "
+                    f"j, sigma_j the spread of C its own dual episodes show (the data margin, margin_z={z:g}, margin_n="
+                    f"{n:g}: the test's episodes per kernel; --set margin_z=0 trains to the limit itself)"
+                    for (z, n), names in data.items()]  # fmt: skip
 
 
 def robust_notes(configs) -> list[str]:
@@ -250,8 +256,17 @@ def robust_notes(configs) -> list[str]:
     for c in configs:
         if c.robust and "+" not in c.name:
             by.setdefault((c.env, c.adversary), []).append(c.name)
-    return [f"rcmdp_jax: on {env}, {', '.join(names)} train(s) under the robust method {method!r} (-Robust's there; "
-            "ALGO+METHOD names another)" for (env, method), names in by.items()]
+    notes = [f"rcmdp_jax: on {env}, {', '.join(names)} train(s) under the robust method {method!r} (-Robust's there; "
+             "ALGO+METHOD names another)" for (env, method), names in by.items()]
+    from rcmdp_jax import envs
+
+    guarded = {}  # a study domain at another limit: LTMA's safe reading, not the study's
+    for c in configs:
+        if c.adversary == "ltma" and envs.split_limit(c.env) and c.option("ltma_dual_reading") == "guarded":
+            guarded.setdefault(c.env, []).append(c.name)
+    return notes + [f"rcmdp_jax: on {env} (not the study's limit), {', '.join(names)} read C^ on LTMA's guarded kernel "
+                    "(the study's reading, --set ltma_dual_reading=found, broke the constraint at the nominal kernel "
+                    "in more seeds than plain -Lag there: docs/robustness_findings.md)" for env, names in guarded.items()]
 
 
 def build_plan(args) -> Plan:
@@ -268,6 +283,8 @@ def build_plan(args) -> Plan:
         if "total_timesteps" in overrides:
             raise PlanError("--steps and --set total_timesteps=... both set the budget; give one")
         overrides["total_timesteps"] = args.steps
+    if args.n_test is not None:  # the data margin is sized for the test the run makes (unless --set says)
+        overrides.setdefault("margin_n", float(args.n_test))
     configs, will_run, built, notes = {}, {}, {}, []
     for e in envs_:
         configs[e], will_run[e], built[e] = {}, {}, {}
