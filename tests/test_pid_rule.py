@@ -171,7 +171,8 @@ def test_the_margin_a_run_trains_with_is_said():
     from rcmdp_jax import preset
     from rcmdp_jax.study.plan import margin_notes
 
-    pend = [preset("gymnax:Pendulum-v1", a) for a in ("PPO-Lag", "PPO-Lag+dr@cost_margin=0")]
-    (note,) = margin_notes(pend)  # the preset's 3, and a lane set back to the limit: not named
-    assert "PPO-Lag train(s) to C <= -3 " in note and "dr" not in note
+    pend = [preset("gymnax:Pendulum-v1", a) for a in ("PPO-Lag@cost_margin=3", "PPO-Lag+dr@margin_z=0")]
+    fixed, data = margin_notes(pend)  # a fixed margin, and the data margin (a lane set back to none: not named)
+    assert "PPO-Lag@cost_margin=3 train(s) to C <= -3 " in fixed and "dr" not in fixed
+    assert "PPO-Lag@cost_margin=3 train(s) to C <= -2 sigma_j / sqrt(100)" in data and "dr" not in data
     assert margin_notes([preset("cartpole", "PPO-Lag")]) == []  # the study's domains train to the limit
