@@ -12,7 +12,9 @@ Amended after its first run on the study's Inventory (docs/budgets.md): a budget
 every larger budget of the grid that was measured passes too, so that a plateau that training later
 leaves (Inventory: seeds switch to the costly order between 50k and 100k steps after a flat start)
 is not read as convergence. On the curves measured before the amendment (Pendulum-v1, CartPole-v1)
-the two readings agree.
+the two readings agree. A second amendment, for ``--budget auto``: a curve that does not move at
+all passes even when its standard error is 0 (every seed at a return's maximum, CartPole-v1's
+86.6), where "less than" alone would never let it pass.
 """
 
 from __future__ import annotations
@@ -31,10 +33,19 @@ def window_means(curve: np.ndarray, steps: np.ndarray, budget: float, window: fl
 
 
 def moved(curve: np.ndarray, steps: np.ndarray, budget: float, window: float = 0.2) -> tuple[float, float]:
-    """``(|mean at 2 * budget - mean at budget|, the standard error over seeds at 2 * budget)``."""
+    """``(|mean at 2 * budget - mean at budget|, the standard error over seeds at 2 * budget)``; a
+    move within float rounding (relative 1e-6) is 0."""
     a, b = window_means(curve, steps, budget, window), window_means(curve, steps, 2 * budget, window)
     se = np.std(b, ddof=1) / np.sqrt(b.size) if b.size > 1 else np.inf
-    return float(abs(np.mean(b) - np.mean(a))), float(se)
+    mean_a, mean_b = float(np.mean(a)), float(np.mean(b))
+    still = np.isclose(mean_b, mean_a, rtol=1e-6, atol=1e-9)  # not moved but for the sums' rounding
+    return 0.0 if still else abs(mean_b - mean_a), float(se)
+
+
+def passes(moved_by: float, se: float) -> bool:
+    """One curve at one budget: it moved by less than its standard error, or not at all (seeds that
+    agree exactly, e.g. a return at its maximum, have a standard error of 0)."""
+    return moved_by < se or (moved_by == 0.0 and se == 0.0)
 
 
 def converged_budget(curves: dict[str, np.ndarray], steps: np.ndarray, grid, window: float = 0.2):
@@ -47,7 +58,7 @@ def converged_budget(curves: dict[str, np.ndarray], steps: np.ndarray, grid, win
         if 2 * n > float(np.max(steps)) + 1e-9:
             break
         table[n] = {name: moved(c, steps, n, window) for name, c in curves.items()}
-        if all(m < se for m, se in table[n].values()):
+        if all(passes(m, se) for m, se in table[n].values()):
             found = n if found is None else found
         else:
             found = None  # it moved again: an earlier pass was a plateau

@@ -15,6 +15,8 @@ from pathlib import Path
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.study import runtime
 from rcmdp_jax.study.plan import (
+    AUTO,
+    auto_budgets,
     build_plan,
     check_before_processes,
     check_devices,
@@ -22,6 +24,7 @@ from rcmdp_jax.study.plan import (
     parse_sets,
     robust_notes,
     unused_options,
+    with_budgets,
 )
 from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
@@ -102,9 +105,11 @@ def _what_to_run(p) -> None:
         help="the schedules study: MDPO-Robust, MDPO-Robust-Lag and MDPO-Robust-Augmented-Lag under every "
         "alpha schedule ticking per epoch and per batch (one compiled program); replaces --algos",
     )
-    p.add_argument("--budget", default="short", help="short|long|quick: the environment's number of policy steps (short: the default; "
-                   "the converged budget where docs/budgets.md measured one; the study's domains: docs/method.md §3; "
-                   "quick: a first look)")
+    p.add_argument("--budget", default="short", help="short|long|quick|auto: the environment's number of policy steps (short: "
+                   "the default; the converged budget where docs/budgets.md measured one; the study's domains: "
+                   "docs/method.md §3; quick: a first look); auto: the budget rule read while the plain -Lag learner "
+                   "trains, up to --steps (default 1,600,000), then every algorithm at the budget it found "
+                   "(docs/budgets.md)")
     p.add_argument("--steps", type=int, default=None, help="policy steps per run (overrides --budget)")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
     p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
@@ -257,6 +262,8 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
     if args.resume:
         saved = folder.read_plan("--resume")
         folder.check_seeds(saved, "--resume")
+        if args.budget == AUTO:  # the budgets its search found, not the search's cap
+            plan = with_budgets(plan, {e: next(iter(cs.values())).total_timesteps for e, cs in saved.configs.items()})
         if differ := saved.differences(plan):
             raise UsageError(
                 f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use the same options"
@@ -269,6 +276,25 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
             f"output folder {folder.root} already exists; use --resume to continue it or choose another --out"
         )
     return plan, folder
+
+
+def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
+    """``--budget auto``: the plan at the budgets the rule found (``plan.auto_budgets``), its run
+    folder created with them and what decided them (``budget_auto.json``)."""
+    import json
+
+    import jax
+
+    from rcmdp_jax.study.run_folder import write_text
+
+    keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)  # the run's own seeds (the Study's)
+    plan, found = auto_budgets(plan, keys)
+    folder.create(plan)
+    record = {e: {lr: {"converged": f.converged, "reached": f.reached, "cap": f.cap, "why": f.why(),
+                       "table": {str(n): {k: list(v) for k, v in row.items()} for n, row in f.table.items()}}
+                  for lr, f in by.items()} for e, by in found.items()}  # fmt: skip
+    write_text(folder.root / "budget_auto.json", json.dumps(record, indent=1) + "\n")
+    return plan
 
 
 def main(argv=None) -> int:
@@ -284,13 +310,21 @@ def main(argv=None) -> int:
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
         plan, folder = plan_and_folder(args, plan, first)
         mesh = runtime.mesh_of(args)
-        if not args.eval_only and not args.resume and first:
+        auto = args.budget == AUTO and not args.eval_only and not args.resume  # the folder after the search
+        if not args.eval_only and not args.resume and first and not auto:
             folder.create(plan)
-        release = folder.lock() if first else (lambda: None)
+        release = folder.lock() if first and not auto else (lambda: None)
     except REFUSED as err:
         print(f"{program_name()}: error: {err}", file=sys.stderr)
         return 2
     runtime.speed_up(args.compile_cache)
+    if auto:
+        try:
+            plan = searched_plan(plan, folder)
+        except KeyboardInterrupt:
+            print(f"{program_name()}: interrupted during --budget auto's search; nothing was written", file=sys.stderr)
+            return 130
+        release = folder.lock()
     if split_note:
         print(split_note, flush=True)
     every = [c for cfgs in plan.configs.values() for c in cfgs.values()]

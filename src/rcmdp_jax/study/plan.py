@@ -128,10 +128,20 @@ def plan_algos(args) -> list[str]:
 
 def check_numbers(args) -> None:
     """``--budget``, ``--seeds``, ``--seed``, ``--steps``, ``--n-test``, ``--devices``."""
-    if args.budget not in BUDGETS:
-        raise PlanError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join(BUDGETS)}")
+    if args.budget not in (*BUDGETS, AUTO):
+        raise PlanError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join((*BUDGETS, AUTO))}")
     if args.seeds < 1:
         raise PlanError(f"--seeds must be a positive integer, got {args.seeds}")
+    if args.budget == AUTO:
+        from rcmdp_jax import auto_budget
+
+        if getattr(args, "distributed", False):
+            raise PlanError("--budget auto searches in one process: drop --distributed, or give --steps N")
+
+        try:
+            auto_budget.check(args.seeds, auto_budget.DEFAULT_CAP if args.steps is None else max(args.steps, 1))
+        except ValueError as err:
+            raise PlanError(str(err)) from None
     try:
         check_seed("--seed", args.seed)
     except ValueError as err:
@@ -283,6 +293,11 @@ def build_plan(args) -> Plan:
         if "total_timesteps" in overrides:
             raise PlanError("--steps and --set total_timesteps=... both set the budget; give one")
         overrides["total_timesteps"] = args.steps
+    budget = "short" if args.budget == AUTO else args.budget  # auto: the presets' other settings, the cap's steps
+    if args.budget == AUTO and "total_timesteps" not in overrides:
+        from rcmdp_jax.auto_budget import DEFAULT_CAP
+
+        overrides["total_timesteps"] = DEFAULT_CAP
     if args.n_test is not None:  # the data margin is sized for the test the run makes (unless --set says)
         overrides.setdefault("margin_n", float(args.n_test))
     configs, will_run, built, notes = {}, {}, {}, []
@@ -293,9 +308,9 @@ def build_plan(args) -> Plan:
                 with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
                     # a rounded budget: said below as a note; a value beyond float32 is refused in words
                     warnings.simplefilter("always", BudgetRounded)
-                    cfg = built[e][a] = preset(e, a, args.budget, **overrides)
+                    cfg = built[e][a] = preset(e, a, budget, **overrides)
             except (ValueError, TypeError) as err:
-                raise PlanError(f"{_blamed(e, a, args.budget)}: {err}") from None
+                raise PlanError(f"{_blamed(e, a, budget)}: {err}") from None
             check_counts(cfg, f"{a} on {e}")
             check_plugins_env(e, a, cfg)
             rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
@@ -309,9 +324,7 @@ def build_plan(args) -> Plan:
                              f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps")  # fmt: skip
             # as run.json records it: a fresh run and its --resume train one config
             configs[e][a] = config_from_dict(config_to_dict(cfg))
-            # what will run, recorded in run.json: MCPMD stops once its episodes have spent the budget
-            steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
-            will_run[e][a] = {"iterations": cfg.num_iterations, "policy_steps": steps}
+            will_run[e][a] = will_run_of(cfg)
         check_distinct(built[e])
     check_memory(built, args.seeds, args.n_test)
     steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())
@@ -362,3 +375,56 @@ def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
         print(f"note: --env {args.env} has no constraint costs (--costs): the {len(algos) - len(constrained)} "
               "unconstrained algorithms run", file=sys.stderr)  # fmt: skip
     return [a for a in algos if a not in constrained]
+
+
+def will_run_of(cfg: Config) -> dict[str, int]:
+    """What will run, recorded in run.json: MCPMD stops once its episodes have spent the budget."""
+    steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
+    return {"iterations": cfg.num_iterations, "policy_steps": steps}
+
+
+# --- --budget auto: the budget rule while training (rcmdp_jax.auto_budget) ---
+AUTO = "auto"
+
+
+def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
+    """``plan`` with every algorithm on environment ``env`` at ``budgets[env]`` policy steps."""
+    configs = {e: {a: c.replace(total_timesteps=int(budgets[e])) if e in budgets else c for a, c in cs.items()}
+               for e, cs in plan.configs.items()}  # fmt: skip
+    will_run = {e: {a: will_run_of(c) for a, c in cs.items()} for e, cs in configs.items()}
+    return dataclasses.replace(plan, configs=configs, will_run=will_run)
+
+
+def search_config(cfgs: list[Config]) -> Config:
+    """The budget rule's learner for algorithms of one learner: its plain ``-Lag`` at the nominal
+    kernel (a non-robust constrained one of the run's as it is, else the first made so)."""
+    plain = [c for c in cfgs if not c.robust and c.constrained]
+    if plain:
+        return plain[0]
+    c = cfgs[0]
+    return c.replace(adversary="none", constraint="lagrangian" if c.constrained else c.constraint,
+                     alpha_schedule="fixed", name=f"{c.learner.upper()}-Lag (budget rule)")  # fmt: skip
+
+
+def auto_budgets(plan: Plan, keys) -> tuple[Plan, dict]:
+    """``--budget auto``: per environment, the budget rule on each learner's plain ``-Lag`` trained
+    up to the cap (the configs' budget), stopping where it converged; every algorithm then trains at
+    the largest of its environment's learners' budgets. ``(plan, {env: {learner: Found}})``."""
+    from rcmdp_jax import auto_budget
+
+    found, budgets = {}, {}
+    for env in plan.envs:
+        by_learner = {}
+        for c in plan.configs[env].values():
+            by_learner.setdefault(c.learner, []).append(c)
+        found[env] = {}
+        for learner, cfgs in by_learner.items():
+            cfg = search_config(cfgs)
+            print(f"rcmdp_jax: --budget auto on {env}: training {cfg.name} ({plan.seeds} seeds) up to "
+                  f"{cfg.total_timesteps:,} policy steps, reading the budget rule as it goes", flush=True)  # fmt: skip
+            report = lambda line, env=env, name=cfg.name: print(f"[{env} budget] {name}: {line}", flush=True)  # noqa: E731
+            f = found[env][learner] = auto_budget.search(cfg, keys, cfg.total_timesteps, report=report)
+            print(f"rcmdp_jax: --budget auto on {env}: {cfg.name} {f.why()} ({f.seconds:.0f} s)", flush=True)
+        budgets[env] = max(f.budget for f in found[env].values())
+        print(f"rcmdp_jax: --budget auto on {env}: every algorithm trains at {budgets[env]:,} policy steps", flush=True)
+    return with_budgets(plan, budgets), found

@@ -1,0 +1,117 @@
+"""``--budget auto``: the budget rule (``rcmdp_jax.convergence``, docs/budgets.md) applied while
+training, so that a setting nobody measured trains where its learner has converged.
+
+The non-robust learner (``LEARNER-Lag`` at the nominal kernel; its own hyperparameters) trains
+in chunks up to a cap; whenever its curves reach twice a budget ``N`` of the doubling grid, the
+rule reads them: ``N`` has converged when doubling it moved the seeds' mean of every curve (the
+deterministic policy's return and each constraint's value) by less than that mean's standard
+error over the seeds at ``2 N``. The search stops at the first such ``N`` (or at the cap, saying
+it is unconverged); the run then trains every algorithm at ``N``.
+
+``search`` needs no run folder: ``search(config, keys, cap)`` -> ``Found``. ``stop_at`` is the
+decision alone, on curves of any origin (tests give it hand-made ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from rcmdp_jax.convergence import converged_budget, passes
+
+GRID = tuple(25_000 * 2**i for i in range(16))  # 25k, 50k, ... (the rule's doubling grid)
+DEFAULT_CAP = 1_600_000  # the grid's top in docs/budgets.md: every budget measured there converged below it
+MIN_SEEDS = 3  # the rule reads the spread over seeds
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """What the search found: ``converged`` the budget ``N`` (policy steps; None: none up to
+    ``reached``), ``reached`` the policy steps trained, ``cap``, and the rule's table ``{N:
+    {curve: (moved, standard error)}}``."""
+
+    converged: int | None
+    reached: int
+    cap: int
+    table: dict
+    seconds: float = 0.0
+
+    @property
+    def budget(self) -> int:
+        """The budget the run trains at: the converged one, else the cap."""
+        return self.converged or self.cap
+
+    def why(self) -> str:
+        """One line: which budget, and the rule's reading that decided it."""
+        if self.converged is None:
+            return (f"not converged within the cap of {self.cap:,} policy steps (the budget rule moved some curve by "
+                    f"its standard error at every doubling measured); the run trains at the cap, unconverged")  # fmt: skip
+        row = self.table[self.converged]
+        moved = ", ".join(f"{k} by {m:.3g} < SE {se:.3g}" for k, (m, se) in row.items())
+        return f"converged at {self.converged:,} policy steps: doubling it to {2 * self.converged:,} moved {moved}"
+
+
+def stop_at(curves: dict[str, np.ndarray], steps: np.ndarray, grid=GRID) -> tuple[int | None, dict]:
+    """The rule on the curves so far (``name -> [seeds, iterations]``, ``steps [iterations]`` the
+    cumulative policy steps): ``(N, table)``, ``N`` the converged budget once one is (its doubling
+    within the curves), else None."""
+    return converged_budget(curves, np.asarray(steps, float), grid)
+
+
+def curves_of(metrics: dict) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The rule's curves from training metrics (leading axes seeds, iterations): the return and
+    each constraint's value at the nominal kernel, and the cumulative policy steps."""
+    out = {"return": np.asarray(metrics["eval_return"], float)}
+    costs = np.asarray(metrics["eval_costs"], float)
+    for j in range(costs.shape[-1]):
+        out[f"C[{j}]"] = costs[..., j]
+    return out, np.asarray(metrics["policy_steps"], float)[0]
+
+
+def check(seeds: int, cap: int) -> None:
+    """``ValueError`` naming the option when the search cannot read the rule."""
+    if seeds < MIN_SEEDS:
+        raise ValueError(f"--budget auto reads the spread over seeds: give --seeds {MIN_SEEDS} or more (the rule was "
+                         f"written for 10), got {seeds}")  # fmt: skip
+    if cap < 2 * GRID[0]:
+        raise ValueError(f"--budget auto: the cap (--steps) must be at least {2 * GRID[0]:,} policy steps, the first "
+                         f"budget of the rule's grid doubled; got {cap:,}")  # fmt: skip
+
+
+def search(config, keys, cap: int = DEFAULT_CAP, chunk: int | None = None, report=None) -> Found:
+    """Train ``config`` (the non-robust learner; its ``total_timesteps`` replaced by ``cap``) on
+    the seeds ``keys`` chunk by chunk, reading the rule after each chunk; stop at the first
+    converged budget. ``report(line)``: progress (None: silent)."""
+    import jax
+    import jax.numpy as jnp
+
+    from rcmdp_jax.train import make_train
+
+    check(int(keys.shape[0]), cap)
+    trainer = make_train(config.replace(total_timesteps=int(cap)))
+    n_iter = trainer.num_iterations()
+    chunk = chunk or max(1, min(n_iter, -(-GRID[0] // max(1, config.batch_size))))
+    total = jnp.int32(n_iter)
+    init = jax.jit(jax.vmap(lambda k: trainer.init(k)))
+    run = jax.jit(jax.vmap(lambda s, start: trainer.run(s, None, start, chunk, total), in_axes=(0, None)))
+    state, parts, t0 = init(keys), [], time.perf_counter()
+    found, table, done = None, {}, 0
+    while done < n_iter and found is None:
+        state, metrics = run(state, jnp.int32(done))
+        keep = min(chunk, n_iter - done)
+        parts.append(jax.tree.map(lambda x: np.asarray(x)[:, :keep], metrics))
+        done += keep
+        joined = {k: np.concatenate([p[k] for p in parts], axis=1) for k in ("eval_return", "eval_costs",
+                                                                              "policy_steps")}  # fmt: skip
+        curves, steps = curves_of(joined)
+        before = len(table)
+        found, table = stop_at(curves, steps, GRID)
+        if report is not None and len(table) > before:
+            n = max(table)
+            verdict = "passes" if all(passes(m, se) for m, se in table[n].values()) else "moved"
+            report(f"{int(steps[-1]):,} policy steps: budget {n:,} {verdict} "
+                   f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
+    reached = int(curves_of(joined)[1][-1])
+    return Found(found, reached, int(cap), table, time.perf_counter() - t0)

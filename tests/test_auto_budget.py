@@ -1,0 +1,96 @@
+"""``--budget auto`` (``rcmdp_jax.auto_budget``): the budget rule read while training, stopping on
+hand-made curves that converge and running to the cap on curves that do not; the command's
+refusals; one real search (slow) that trains the run at the budget it found."""
+
+import json
+
+import numpy as np
+import pytest
+from test_cli_refusals import _refused
+
+from rcmdp_jax import auto_budget
+from rcmdp_jax.convergence import passes
+
+STEPS = np.arange(1, 501) * 1_600.0  # 500 iterations of 1,600 policy steps: up to 800,000
+
+
+def curves(level_at, seeds=10, noise=1.0, seed=0):
+    """``{"return": [seeds, iterations]}``: ``level_at(steps)`` plus each seed's fixed offset and
+    per-iteration noise, the same for every budget."""
+    rng = np.random.default_rng(seed)
+    offsets = rng.normal(size=(seeds, 1)) * noise
+    return {"return": level_at(STEPS)[None, :] + offsets + rng.normal(size=(seeds, STEPS.size)) * 0.1 * noise}
+
+
+def by_hand(c, budget):
+    """The rule by hand for one budget: the seeds' window means at N and 2N (last fifth)."""
+    a = c[:, (STEPS > 0.8 * budget) & (STEPS <= budget)].mean(1)
+    b = c[:, (STEPS > 1.6 * budget) & (STEPS <= 2 * budget)].mean(1)
+    return abs(b.mean() - a.mean()), b.std(ddof=1) / np.sqrt(b.size)
+
+
+def test_stops_at_the_first_budget_whose_doubling_moves_less_than_its_standard_error():
+    c = curves(lambda s: 100.0 * (1.0 - np.exp(-s / 20_000.0)))  # flat (to 1e-2) from ~100k steps on
+    found, table = auto_budget.stop_at(c, STEPS)
+    want = next(n for n in auto_budget.GRID if by_hand(c["return"], n)[0] < by_hand(c["return"], n)[1])
+    assert found == want == 200_000  # 100k still moved by 1.1 (SE 0.25)
+    m, se = by_hand(c["return"], found)
+    assert table[found]["return"] == pytest.approx((m, se), rel=1e-6)
+    # what the search saw at the time: the curves up to twice the budget only
+    cut = STEPS <= 2 * found
+    early, _ = auto_budget.stop_at({"return": c["return"][:, cut]}, STEPS[cut])
+    assert early == found
+    before, _ = auto_budget.stop_at({"return": c["return"][:, STEPS <= found]}, STEPS[STEPS <= found])
+    assert before is None  # its doubling not yet reached: no verdict
+
+
+def test_curves_that_keep_moving_run_to_the_cap():
+    c = curves(lambda s: s / 1_000.0)  # +1.6 per iteration: every doubling moves by far more than the SE
+    found, table = auto_budget.stop_at(c, STEPS)
+    assert found is None and max(table) == 400_000  # every budget with its doubling inside 800k was read
+    f = auto_budget.Found(found, int(STEPS[-1]), 800_000, table)
+    assert f.budget == 800_000 and "not converged" in f.why()
+
+
+def test_every_curve_must_pass_and_a_curve_at_its_maximum_passes():
+    flat = curves(lambda s: 0.0 * s + 86.6, noise=0.0)  # every seed at the maximum: moved 0, SE 0
+    moving = curves(lambda s: s / 1_000.0, seed=1)
+    found, _ = auto_budget.stop_at(flat, STEPS)
+    assert found == auto_budget.GRID[0]
+    assert auto_budget.stop_at({**flat, "C[0]": moving["return"]}, STEPS)[0] is None  # one curve moves: none
+    assert passes(0.0, 0.0) and not passes(0.1, 0.0) and passes(0.1, 0.2) and not passes(0.2, 0.2)
+
+
+def test_found_says_which_budget_and_why():
+    table = {100_000: {"return": (0.3, 0.9), "C[0]": (0.1, 0.5)}}
+    f = auto_budget.Found(100_000, 200_000, 1_600_000, table)
+    assert f.budget == 100_000
+    assert "converged at 100,000" in f.why() and "return by 0.3 < SE 0.9" in f.why()
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--budget", "auto", "--seeds", "2", "--steps", "100000", "--plots", "off"], ["--seeds 3 or more"]),
+    (["--budget", "auto", "--seeds", "3", "--steps", "20000", "--plots", "off"], ["at least 50,000"]),
+    (["--budget", "sometimes", "--seeds", "3"], ["--budget 'sometimes'", "auto"]),
+])  # fmt: skip
+def test_auto_refused_in_one_line_before_anything_compiles(capsys, tmp_path, argv, words):
+    _refused(capsys, ["--env", "gymnax:CartPole-v1", "--algos", "PPO-Lag", *argv], tmp_path / "r", *words)
+
+
+@pytest.mark.slow
+def test_a_search_trains_the_run_at_the_budget_it_found(tmp_path, capsys):
+    """The study's CartPole (episodes of up to 200 steps at 400 a batch): PPO-Lag searched to a cap of
+    100k steps with 3 seeds; the run's configs and budget_auto.json agree with what it printed."""
+    from rcmdp_jax.study import cli
+
+    out = tmp_path / "auto"
+    code = cli.main(["--env", "cartpole", "--algos", "PPO-Lag,PPO-Robust-Lag", "--seeds", "3", "--budget", "auto",
+                     "--steps", "100000", "--n-test", "2", "--plots", "off", "--out", str(out)])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    record = json.loads((out / "budget_auto.json").read_text())["cartpole"]["ppo"]
+    run = json.loads((out / "run.json").read_text())["configs"]["cartpole"]
+    budget = record["converged"] or record["cap"]
+    assert {c["total_timesteps"] for c in run.values()} == {budget}
+    assert f"every algorithm trains at {budget:,} policy steps" in printed
+    assert record["reached"] <= 100_000 and (record["converged"] is None or record["reached"] >= 2 * budget)
