@@ -40,6 +40,23 @@ def dual_blow_up(result, cfg) -> np.ndarray:
     return np.asarray(cfg.constrained & ((step > BLOW_UP) & active).any(1))
 
 
+def margin_line(cfg, metrics: dict) -> str:
+    """The margin each constraint's dual read at the run's last iteration (the seeds' mean), where it
+    trains with one: the fixed ``cost_margin`` plus the data margin (``dual.margin_of``)."""
+    from rcmdp_jax import envs
+
+    margin = metrics.get("margin")
+    hp = cfg.hparams
+    if margin is None or not cfg.constrained or (float(hp.margin_z) == 0 and float(hp.cost_margin) == 0):
+        return ""
+    last = np.nanmean(np.asarray(margin, np.float64)[:, -1], axis=0).reshape(-1)
+    names = envs.spec(cfg.env).cost_names
+    each = ", ".join(f"{names[j] if j < len(names) else j} {v:.4g}" for j, v in enumerate(last))
+    how = f"{float(hp.margin_z):g} sigma_j / sqrt({float(hp.margin_n):g})"
+    how = how if float(hp.cost_margin) == 0 else f"{float(hp.cost_margin):g} + {how}"
+    return f"trained to C <= -margin, the margin at the last iteration ({how}; mean over seeds): {each}"
+
+
 @dataclasses.dataclass
 class Outcome:
     """What went wrong, for the end of the run: ``env/algo`` names."""
@@ -126,6 +143,8 @@ class Study:
             if self.writer:
                 timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group), "seed": self.plan.seed}
                 metrics = jax.tree.map(np.asarray, result.metrics)
+                if line := margin_line(self.cfgs[env][algo], metrics):
+                    print(f"{label} {algo}: {line}", flush=True)
                 self.folder.save_training(env, algo, metrics, timing)
                 log.finish(algo, metrics)
                 if ckpt.exists():  # incomplete (no metadata): keep it aside
