@@ -115,3 +115,36 @@ def search(config, keys, cap: int = DEFAULT_CAP, chunk: int | None = None, repor
                    f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
     reached = int(curves_of(joined)[1][-1])
     return Found(found, reached, int(cap), table, time.perf_counter() - t0)
+
+
+def plain_config(cfgs):
+    """The budget rule's learner for algorithms of one learner: its plain ``-Lag`` at the nominal
+    kernel (a non-robust constrained one of ``cfgs`` as it is, else the first made so)."""
+    plain = [c for c in cfgs if not c.robust and c.constrained]
+    if plain:
+        return plain[0]
+    c = cfgs[0]
+    return c.replace(adversary="none", constraint="lagrangian" if c.constrained else c.constraint,
+                     alpha_schedule="fixed", name=f"{c.learner.upper()}-Lag (budget rule)")  # fmt: skip
+
+
+def search_envs(configs: dict, keys, report=print) -> tuple[dict[str, int], dict]:
+    """``--budget auto`` over a run's ``configs`` (``{env: {algo: Config}}``, each at the cap): per
+    environment, each learner's ``plain_config`` searched (``search``); every algorithm then trains
+    at the largest budget its environment's learners found. ``({env: steps}, {env: {learner: Found}})``."""
+    found, budgets = {}, {}
+    for env, cfgs in configs.items():
+        by_learner = {}
+        for c in cfgs.values():
+            by_learner.setdefault(c.learner, []).append(c)
+        found[env] = {}
+        for learner, group in by_learner.items():
+            cfg = plain_config(group)
+            report(f"rcmdp_jax: --budget auto on {env}: training {cfg.name} ({keys.shape[0]} seeds) up to "
+                   f"{cfg.total_timesteps:,} policy steps, reading the budget rule as it goes")  # fmt: skip
+            line = lambda text, env=env, name=cfg.name: report(f"[{env} budget] {name}: {text}")  # noqa: E731
+            f = found[env][learner] = search(cfg, keys, cfg.total_timesteps, report=line)
+            report(f"rcmdp_jax: --budget auto on {env}: {cfg.name} {f.why()} ({f.seconds:.0f} s)")
+        budgets[env] = max(f.budget for f in found[env].values())
+        report(f"rcmdp_jax: --budget auto on {env}: every algorithm trains at {budgets[env]:,} policy steps")
+    return budgets, found

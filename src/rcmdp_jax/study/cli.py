@@ -16,7 +16,6 @@ from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.study import runtime
 from rcmdp_jax.study.plan import (
     AUTO,
-    auto_budgets,
     build_plan,
     check_before_processes,
     check_devices,
@@ -279,16 +278,18 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
 
 
 def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
-    """``--budget auto``: the plan at the budgets the rule found (``plan.auto_budgets``), its run
+    """``--budget auto``: the plan at the budgets the rule found (``auto_budget.search_envs``), its run
     folder created with them and what decided them (``budget_auto.json``)."""
     import json
 
     import jax
 
+    from rcmdp_jax.auto_budget import search_envs
     from rcmdp_jax.study.run_folder import write_text
 
     keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)  # the run's own seeds (the Study's)
-    plan, found = auto_budgets(plan, keys)
+    budgets, found = search_envs(plan.configs, keys, report=lambda line: print(line, flush=True))
+    plan = with_budgets(plan, budgets)
     folder.create(plan)
     record = {e: {lr: {"converged": f.converged, "reached": f.reached, "cap": f.cap, "why": f.why(),
                        "table": {str(n): {k: list(v) for k, v in row.items()} for n, row in f.table.items()}}

@@ -326,6 +326,7 @@ def build_plan(args) -> Plan:
             configs[e][a] = config_from_dict(config_to_dict(cfg))
             will_run[e][a] = will_run_of(cfg)
         check_distinct(built[e])
+    notes += unmeasured_budget_notes(envs_, args)
     check_memory(built, args.seeds, args.n_test)
     steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())
     if steps > LONG_RUN:
@@ -377,6 +378,21 @@ def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
     return [a for a in algos if a not in constrained]
 
 
+def unmeasured_budget_notes(envs_, args) -> list[str]:
+    """A line for each environment that trains at ``LearnerSpec``'s default budgets (a user's own,
+    an id without a preset): nobody measured where its learner converges."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.envs.domain import LearnerSpec
+
+    if args.budget == AUTO or args.steps is not None:
+        return []
+    default = LearnerSpec().budgets
+    return [f"note: {e}: the {args.budget} budget ({envs.spec(e).learner.budgets.get(args.budget, default['short']):,} "
+            "policy steps) is the default for an environment no budget was measured on, and may be unconverged; "
+            "--budget auto trains where the budget rule says the learner has converged (docs/budgets.md)"
+            for e in envs_ if envs.spec(e).learner.budgets == default]  # fmt: skip
+
+
 def will_run_of(cfg: Config) -> dict[str, int]:
     """What will run, recorded in run.json: MCPMD stops once its episodes have spent the budget."""
     steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
@@ -393,38 +409,3 @@ def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
                for e, cs in plan.configs.items()}  # fmt: skip
     will_run = {e: {a: will_run_of(c) for a, c in cs.items()} for e, cs in configs.items()}
     return dataclasses.replace(plan, configs=configs, will_run=will_run)
-
-
-def search_config(cfgs: list[Config]) -> Config:
-    """The budget rule's learner for algorithms of one learner: its plain ``-Lag`` at the nominal
-    kernel (a non-robust constrained one of the run's as it is, else the first made so)."""
-    plain = [c for c in cfgs if not c.robust and c.constrained]
-    if plain:
-        return plain[0]
-    c = cfgs[0]
-    return c.replace(adversary="none", constraint="lagrangian" if c.constrained else c.constraint,
-                     alpha_schedule="fixed", name=f"{c.learner.upper()}-Lag (budget rule)")  # fmt: skip
-
-
-def auto_budgets(plan: Plan, keys) -> tuple[Plan, dict]:
-    """``--budget auto``: per environment, the budget rule on each learner's plain ``-Lag`` trained
-    up to the cap (the configs' budget), stopping where it converged; every algorithm then trains at
-    the largest of its environment's learners' budgets. ``(plan, {env: {learner: Found}})``."""
-    from rcmdp_jax import auto_budget
-
-    found, budgets = {}, {}
-    for env in plan.envs:
-        by_learner = {}
-        for c in plan.configs[env].values():
-            by_learner.setdefault(c.learner, []).append(c)
-        found[env] = {}
-        for learner, cfgs in by_learner.items():
-            cfg = search_config(cfgs)
-            print(f"rcmdp_jax: --budget auto on {env}: training {cfg.name} ({plan.seeds} seeds) up to "
-                  f"{cfg.total_timesteps:,} policy steps, reading the budget rule as it goes", flush=True)  # fmt: skip
-            report = lambda line, env=env, name=cfg.name: print(f"[{env} budget] {name}: {line}", flush=True)  # noqa: E731
-            f = found[env][learner] = auto_budget.search(cfg, keys, cfg.total_timesteps, report=report)
-            print(f"rcmdp_jax: --budget auto on {env}: {cfg.name} {f.why()} ({f.seconds:.0f} s)", flush=True)
-        budgets[env] = max(f.budget for f in found[env].values())
-        print(f"rcmdp_jax: --budget auto on {env}: every algorithm trains at {budgets[env]:,} policy steps", flush=True)
-    return with_budgets(plan, budgets), found
