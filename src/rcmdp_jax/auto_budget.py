@@ -123,9 +123,12 @@ def plain_config(cfgs):
     plain = [c for c in cfgs if not c.robust and c.constrained]
     if plain:
         return plain[0]
-    c = cfgs[0]
-    return c.replace(adversary="none", constraint="lagrangian" if c.constrained else c.constraint,
-                     alpha_schedule="fixed", name=f"{c.learner.upper()}-Lag (budget rule)")  # fmt: skip
+    from rcmdp_jax.config import Config, fields_of
+
+    c, base = cfgs[0], Config()
+    plain = {f: getattr(base, f) for f in fields_of("choice")}  # no robust method, the fixed alpha, ...
+    plain["constraint"] = "lagrangian" if c.constrained else c.constraint
+    return c.replace(**plain).replace(name=f"{c.learner.upper()}-Lag (budget rule)")
 
 
 def search_envs(configs: dict, keys, report=print) -> tuple[dict[str, int], dict]:

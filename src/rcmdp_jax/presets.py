@@ -171,7 +171,6 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
             "lam_init": 5.0,
             "alpha": 2.0,
             "alpha_decay": domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
-            "margin_n": float(domain.n_test),  # the data margin is sized for the domain's test
             **p.hp,  # over the three above; never gamma or target_kl (envs.domain refuses them there)
             "gamma": domain.gamma,
             "target_kl": math.inf,  # PPO's preset sets its own
@@ -185,6 +184,8 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     for registry in (constraints.REGISTRY, adversary.REGISTRY):
         for name, cls in registry.items():
             fields = env_settings.own_part(f"{registry.kind} {name!r}", cls, fields, p.plugins, domain)
+    if fields["hparams"].get("margin_z"):  # the data margin is sized for the domain's test
+        fields["hparams"] = {"margin_n": float(domain.n_test), **fields["hparams"]}
     own = {f.name for f in dataclasses.fields(Config)}
     cfg = Config(**{k: v for k, v in fields.items() if k in own and k != "hparams"}, hparams=HParams(**fields["hparams"]))
     plugin_options = {k: v for k, v in fields.items() if k not in own}

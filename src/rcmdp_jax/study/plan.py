@@ -298,8 +298,6 @@ def build_plan(args) -> Plan:
         from rcmdp_jax.auto_budget import DEFAULT_CAP
 
         overrides["total_timesteps"] = DEFAULT_CAP
-    if args.n_test is not None:  # the data margin is sized for the test the run makes (unless --set says)
-        overrides.setdefault("margin_n", float(args.n_test))
     configs, will_run, built, notes = {}, {}, {}, []
     for e in envs_:
         configs[e], will_run[e], built[e] = {}, {}, {}
@@ -311,6 +309,8 @@ def build_plan(args) -> Plan:
                     cfg = built[e][a] = preset(e, a, budget, **overrides)
             except (ValueError, TypeError) as err:
                 raise PlanError(f"{_blamed(e, a, budget)}: {err}") from None
+            if args.n_test is not None and "margin_n" not in overrides and float(cfg.hparams.margin_z):
+                cfg = built[e][a] = cfg.replace(margin_n=float(args.n_test))  # the data margin, for the run's test
             check_counts(cfg, f"{a} on {e}")
             check_plugins_env(e, a, cfg)
             rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
