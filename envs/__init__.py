@@ -120,7 +120,7 @@ def spec(name: str):
         return getattr(import_module(module), attr)
     limit = split_limit(name)
     if limit is not None:
-        return import_module("rcmdp_jax.envs.domain").with_limit(spec(limit[0]), *limit[1:])
+        return import_module("rcmdp_jax.envs.domain").with_limit(spec(limit[0]), *limit[1:], name=limit[0])
     if name in _REGISTERED:
         return _REGISTERED[name]
     if name.startswith(BRAX_PREFIX):

@@ -258,7 +258,13 @@ def from_env(env, learner: dict | LearnerSpec | None = None, n_test: int = 20) -
                       cost_names=tuple(getattr(env, "cost_names", ())))  # fmt: skip
 
 
-def with_limit(spec: DomainSpec, field: str, value: float) -> DomainSpec:
+# a study domain's budget measured by docs/budgets.md's rule at a limit of its own (Inventory 1-D at a
+# cost threshold of 0.13: 400,000, the study's long budget): its default (short) at any limit but the
+# study's, where the study's short budget left robust lanes breaking the constraint at the nominal kernel
+RULE_BUDGETS = {"inventory": 400_000}
+
+
+def with_limit(spec: DomainSpec, field: str, value: float, name: str | None = None) -> DomainSpec:
     """``spec`` with its environment's constraint limit (``field`` of its default parameters,
     e.g. Inventory's ``cost_threshold``) set to ``value``; the cost names say the new limit."""
     cls = spec.factory
@@ -273,17 +279,22 @@ def with_limit(spec: DomainSpec, field: str, value: float) -> DomainSpec:
     old = getattr(base(None), field)
     names = tuple(n.replace(f"{old:g}", f"{value:g}") if old and f"{old:g}" in n else f"{n}{-value:+g}"
                   for n in spec.cost_names)  # fmt: skip
-    return dataclasses.replace(spec, factory=limited, cost_names=names, learner=off_study(spec.learner))
+    learner = off_study(spec.learner, RULE_BUDGETS.get(name))
+    return dataclasses.replace(spec, factory=limited, cost_names=names, learner=learner)
 
 
-def off_study(learner: LearnerSpec) -> LearnerSpec:
+def off_study(learner: LearnerSpec, converged: int | None = None) -> LearnerSpec:
     """A study domain's learner settings at a setting the study did not run (another limit): the
     study's method where the study is reproduced, the safe one elsewhere. LTMA reads ``C^`` on the
     guarded kernel (the constraint's own worse of the kernel found and the nominal one), not the
     study's kernel found alone, under which robust lanes broke the constraint at the nominal kernel
-    in more seeds than the plain ones (docs/robustness_findings.md)."""
+    in more seeds than the plain ones (docs/robustness_findings.md); the default budget is the one
+    the budget rule measured on the domain (``converged``, the study's short kept as ``quick``)."""
     plugins = {**learner.plugins, "ltma": {**learner.plugins.get("ltma", {}), "dual_reading": "guarded"}}
-    return dataclasses.replace(learner, plugins=plugins)
+    budgets = learner.budgets
+    if converged is not None:
+        budgets = {**budgets, "quick": budgets["short"], "short": converged, "long": max(budgets["long"], 2 * converged)}
+    return dataclasses.replace(learner, plugins=plugins, budgets=budgets)
 
 
 # what a user's file may return for ``--env FILE.py:NAME`` as a dict: ``from_env``'s arguments

@@ -382,15 +382,23 @@ def unmeasured_budget_notes(envs_, args) -> list[str]:
     """A line for each environment that trains at ``LearnerSpec``'s default budgets (a user's own,
     an id without a preset): nobody measured where its learner converges."""
     from rcmdp_jax import envs
-    from rcmdp_jax.envs.domain import LearnerSpec
+    from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
 
     if args.budget == AUTO or args.steps is not None:
         return []
     default = LearnerSpec().budgets
+    def unmeasured(e):
+        if e in envs.ENV_NAMES:  # the study's own budgets
+            return False
+        if limit := envs.split_limit(e):  # a study domain at another limit
+            return limit[0] not in RULE_BUDGETS
+        return envs.spec(e).learner.budgets == default
+
+    flagged = [e for e in envs_ if unmeasured(e)]
     return [f"note: {e}: the {args.budget} budget ({envs.spec(e).learner.budgets.get(args.budget, default['short']):,} "
-            "policy steps) is the default for an environment no budget was measured on, and may be unconverged; "
-            "--budget auto trains where the budget rule says the learner has converged (docs/budgets.md)"
-            for e in envs_ if envs.spec(e).learner.budgets == default]  # fmt: skip
+            "policy steps) was not measured by the budget rule on this environment or limit, and may be unconverged; "
+            "--budget auto trains where the rule says the learner has converged (docs/budgets.md)"
+            for e in flagged]  # fmt: skip
 
 
 def will_run_of(cfg: Config) -> dict[str, int]:
