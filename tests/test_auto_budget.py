@@ -94,3 +94,23 @@ def test_a_search_trains_the_run_at_the_budget_it_found(tmp_path, capsys):
     assert {c["total_timesteps"] for c in run.values()} == {budget}
     assert f"every algorithm trains at {budget:,} policy steps" in printed
     assert record["reached"] <= 100_000 and (record["converged"] is None or record["reached"] >= 2 * budget)
+
+
+def test_a_study_domain_at_another_limit_gets_the_safe_defaults_and_the_study_its_own():
+    import argparse
+
+    from rcmdp_jax import preset
+    from rcmdp_jax.study.plan import unmeasured_budget_notes
+
+    study, other = preset("inventory", "PPO-Robust-Lag"), preset("inventory@cost_threshold=0.13", "PPO-Robust-Lag")
+    assert study.option("ltma_dual_reading") == "found" and other.option("ltma_dual_reading") == "guarded"
+    assert (study.total_timesteps, other.total_timesteps) == (16_000, 400_000)  # the rule's budget (docs/budgets.md)
+    assert preset("inventory@cost_threshold=0.13", "PPO-Lag", "quick").total_timesteps == 16_000
+    args = argparse.Namespace(budget="short", steps=None)
+    names = ["cartpole", "inventory@cost_threshold=0.13", "cartpole@velocity_limit=1", "gymnax:Pendulum-v1",
+             "gymnax:MountainCar-v0@uncertain=force:0.2@costs=velocity:0.04"]  # fmt: skip
+    assert len(unmeasured_budget_notes(names, args)) == 2
+    notes = " ".join(unmeasured_budget_notes(names, args))
+    assert "cartpole@velocity_limit=1:" in notes and "gymnax:MountainCar-v0@" in notes
+    assert "note: cartpole:" not in notes and "inventory@" not in notes and "Pendulum-v1" not in notes
+    assert unmeasured_budget_notes(names, argparse.Namespace(budget="auto", steps=None)) == []
