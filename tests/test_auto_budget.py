@@ -80,12 +80,12 @@ def test_auto_refused_in_one_line_before_anything_compiles(capsys, tmp_path, arg
 @pytest.mark.slow
 def test_a_search_trains_the_run_at_the_budget_it_found(tmp_path, capsys):
     """The study's CartPole (episodes of up to 200 steps at 400 a batch): PPO-Lag searched to a cap of
-    100k steps with 3 seeds; the run's configs and budget_auto.json agree with what it printed."""
+    50k steps (the least the rule reads: 25k and its doubling) with 3 seeds; the run's configs and budget_auto.json agree with what it printed."""
     from rcmdp_jax.study import cli
 
     out = tmp_path / "auto"
     code = cli.main(["--env", "cartpole", "--algos", "PPO-Lag,PPO-Robust-Lag", "--seeds", "3", "--budget", "auto",
-                     "--steps", "100000", "--n-test", "2", "--plots", "off", "--out", str(out)])  # fmt: skip
+                     "--steps", "50000", "--n-test", "2", "--plots", "off", "--out", str(out)])  # fmt: skip
     assert code == 0
     printed = capsys.readouterr().out
     record = json.loads((out / "budget_auto.json").read_text())["cartpole"]["ppo"]
@@ -93,7 +93,7 @@ def test_a_search_trains_the_run_at_the_budget_it_found(tmp_path, capsys):
     budget = record["converged"] or record["cap"]
     assert {c["total_timesteps"] for c in run.values()} == {budget}
     assert f"every algorithm trains at {budget:,} policy steps" in printed
-    assert record["reached"] <= 100_000 and (record["converged"] is None or record["reached"] >= 2 * budget)
+    assert record["reached"] <= 50_000 + 1_600 and (record["converged"] is None or record["reached"] >= 2 * budget)
 
 
 def test_a_study_domain_at_another_limit_gets_the_safe_defaults_and_the_study_its_own():
