@@ -244,8 +244,7 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
             raise UsageError(f"--eval-only reruns the sweep of a run folder as it was trained; it does not use "
                              f"{', '.join(unused).replace('--sets', '--set')}: drop it, or train into a new --out")  # fmt: skip
         folder = RunFolder(args.eval_only)
-        plan = folder.read_plan("--eval-only")
-        folder.check_seeds(plan, "--eval-only")
+        plan = folder.open("--eval-only", results=False)  # the results it re-creates
         if args.n_test is not None and args.n_test != plan.n_test:
             raise UsageError(
                 f"--eval-only reruns the sweep of {folder.root} as it was run (--n-test {plan.n_test or 'default'}); "
@@ -255,8 +254,7 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
     plan = plan or build_plan(args)
     folder = RunFolder(args.out if args.out else args.cwd / "runs" / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     if args.resume:
-        saved = folder.read_plan("--resume")
-        folder.check_seeds(saved, "--resume")
+        saved = folder.open("--resume")
         if differ := saved.differences(plan):
             raise UsageError(
                 f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use the same options"

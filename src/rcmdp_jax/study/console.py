@@ -37,6 +37,7 @@ where it is not keepable, ...; ``wall_s``, the check's wall time) and ``DIR/feas
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
@@ -105,14 +106,16 @@ def feasibility(argv=None) -> int:
 
 
 def evaluate(argv=None) -> int:
-    def command(argv):
+    """``rcmdp eval``: Ctrl-C (SIGTERM) at any moment is one line and exit 130 (143), nothing
+    written (``--json`` is written whole at the end, or not at all)."""
+    with signals_exit(EVAL_PROG, "nothing was evaluated or written"):
         return _evaluate(argv)
-
-    return _started(command, argv, "nothing was evaluated")
 
 
 def main(argv=None) -> int:
     """``rcmdp report RUN_DIR``, ``rcmdp feasibility ...``, ``rcmdp eval ...`` or ``rcmdp [options]`` (training)."""
+    if argv is None:
+        _ENTRY.append(True)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["report"]:
         return report(argv[1:])
@@ -124,6 +127,7 @@ def main(argv=None) -> int:
 
 
 def report_main() -> int:
+    _ENTRY.append(True)
     return report(sys.argv[1:])
 
 
@@ -134,18 +138,84 @@ REPORT_USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py R
 
 def report(argv=None) -> int:
     """``rcmdp report RUN_DIR``: the run folder's tables and plots rewritten (its imports
-    here, so that ``rcmdp`` imports nothing before the CPU split)."""
-    from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
-    from rcmdp_jax.study.run_plan import RunFolderError
-
+    here, so that ``rcmdp`` imports nothing before the CPU split). Ctrl-C (SIGTERM) at any
+    moment is one line and exit 130 (143), the report's files all old or all new
+    (``_rewrite`` writes them beside the folder's and renames them at the end)."""
+    if argv is None:  # experiments/report.py
+        _ENTRY.append(True)
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1 or argv[0].startswith("-"):
         print(REPORT_USAGE, file=sys.stderr)
         return 0 if argv in (["-h"], ["--help"]) else 2
-    folder = RunFolder(Path(argv[0]))
+    with signals_exit(REPORT_PROG, "nothing was rewritten") as state:
+        return _report(argv[0], state)
+
+
+class SignalState:
+    """What a signal handler of ``signals_exit`` says and undoes: ``said`` (what is kept),
+    ``undo`` (functions called before the exit, in order)."""
+
+    def __init__(self, said: str):
+        self.said, self.undo = said, []
+
+
+@contextlib.contextmanager
+def signals_exit(prog: str, said: str):
+    """Ctrl-C (SIGINT) and SIGTERM while the block runs: one line (``prog: interrupted:
+    state.said``), ``state.undo`` run, exit 130 (143) at once (``os._exit``: no exception
+    raised inside a library's callback, no half-written file kept by a ``finally``). The
+    block gets the ``SignalState`` to change what is said and undone as it goes. In a
+    console command's own process (``_ENTRY``) a signal after the block, while the process
+    ends, is ignored: the work is done (not a traceback or a death by signal)."""
+    import signal
+    import threading
+
+    state = SignalState(said)
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def interrupted(signum, frame):
+        signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # a second Ctrl-C does not cut the undoing short
+        print(f"\n{prog}: interrupted: {state.said}", file=sys.stderr, flush=True)
+        for undo in state.undo:
+            try:
+                undo()
+            except Exception:  # the exit comes whatever is left to undo
+                pass
+        os._exit(128 + signum)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, interrupted) for s in signals} if main_thread else {}
     try:
-        plan = folder.read_plan("RUN_DIR")
-        folder.check_seeds(plan, "RUN_DIR")  # as --eval-only checks it: the results are this plan's
+        yield state
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_IGN if _ENTRY else handler)
+
+
+_ENTRY: list = []  # non-empty in a console command's own process (``main``, ``report_main`` from the command line)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT and SIGTERM held back while the block runs (renames that must all happen), then
+    delivered."""
+    import signal
+
+    held = (signal.SIGINT, signal.SIGTERM)
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def _report(run: str, state: SignalState) -> int:
+    from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
+    from rcmdp_jax.study.run_plan import RunFolderError
+
+    folder = RunFolder(Path(run))
+    try:
+        plan = folder.open("RUN_DIR")  # as --resume checks it: the results are this plan's
     except RunFolderError as err:
         print(f"{REPORT_PROG}: error: {err}", file=sys.stderr)
         return 2
@@ -153,24 +223,61 @@ def report(argv=None) -> int:
     try:  # not while a run writes the folder; one this user may not write: whether a run holds it
         if os.access(folder.root, os.W_OK | os.X_OK):
             release = folder.lock()
+            state.undo.append(release)
         elif (pid := holder(folder.root)) is not None:
             raise RunFolderError(in_use(folder.root, pid))
     except RunFolderError as err:
         print(f"{REPORT_PROG}: error: {err}; nothing was rewritten", file=sys.stderr)
         return 2
     try:
-        return _rewrite(folder, plan)
+        return _rewrite(folder, plan, state)
     finally:
         if release is not None:
+            state.undo.remove(release)
             release()
 
 
-def _rewrite(folder, plan) -> int:
+STAGE = ".report-"  # the folder (in an environment's) where a report is written before it replaces the old one
+
+
+def _stage(env_dir: Path) -> Path:
+    """A fresh folder ``env_dir/.report-PID/<env_dir's name>`` holding links to the algorithms'
+    folders: ``write_env_report`` writes a whole report there, read from the run's results
+    (a stage left by a killed report goes first: the run folder's lock is held)."""
+    import shutil
+
+    for old in env_dir.glob(STAGE + "*"):
+        shutil.rmtree(old, ignore_errors=True)
+    stage = env_dir / f"{STAGE}{os.getpid()}" / env_dir.name
+    stage.mkdir(parents=True)
+    for d in env_dir.iterdir():
+        if d.is_dir() and not d.is_symlink() and not d.name.startswith(STAGE):
+            (stage / d.name).symlink_to(d.absolute(), target_is_directory=True)
+    return stage
+
+
+def _commit(stages: dict) -> None:
+    """Every staged report file renamed over its old one (signals held: all or none), the stages removed."""
+    import shutil
+
+    with signals_held():
+        for env_dir, stage in stages.items():
+            for f in stage.iterdir():
+                if f.is_file() and not f.is_symlink():
+                    os.replace(f, env_dir / f.name)
+        for stage in stages.values():
+            shutil.rmtree(stage.parent, ignore_errors=True)
+
+
+def _rewrite(folder, plan, state: SignalState | None = None) -> int:
+    import shutil
+
     from rcmdp_jax import envs
     from rcmdp_jax.study.report import write_env_report
     from rcmdp_jax.study.run_folder import DamagedFile
     from rcmdp_jax.study.runtime import os_error
 
+    state = state or SignalState("")
     envs_, algos = list(plan.envs), list(plan.algos)
     missing = [f"{e}/{a}" for e in envs_ for a in algos if not (folder.algo_dir(e, a) / "test_results.npz").exists()]
     if missing:
@@ -181,17 +288,36 @@ def _rewrite(folder, plan) -> int:
         print(f"{REPORT_PROG}: error: {', '.join(locked)}: Permission denied (not writable by this user); nothing was "
               "rewritten", file=sys.stderr)  # fmt: skip
         return 2
-    for env_name in envs_:
-        env, params = envs.make(env_name)
-        try:
-            md = write_env_report(folder.env_dir(env_name), env_name, algos, env.lambda_max, params.xi_c, params.kappa)
-        except DamagedFile as err:
-            print(f"{REPORT_PROG}: error: {err}", file=sys.stderr)
-            return 2
-        except OSError as err:  # a full disk: one line naming the file
-            print(f"{REPORT_PROG}: error: {os_error(err, folder.env_dir(env_name))}", file=sys.stderr)
-            return 2
-        print(f"## {env_name}\n\n{md}")
+    stages: dict = {}
+
+    def drop_stages():
+        for stage in stages.values():
+            shutil.rmtree(stage.parent, ignore_errors=True)
+
+    state.undo.insert(0, drop_stages)
+    tables = []
+    try:
+        for env_name in envs_:
+            env, params = envs.make(env_name)
+            env_dir = folder.env_dir(env_name)
+            try:
+                stages[env_dir] = _stage(env_dir)
+                md = write_env_report(stages[env_dir], env_name, algos, env.lambda_max, params.xi_c, params.kappa)
+            except DamagedFile as err:
+                print(f"{REPORT_PROG}: error: {err}; nothing was rewritten", file=sys.stderr)
+                return 2
+            except OSError as err:  # a full disk: one line naming the file
+                said = os_error(err, env_dir).replace(str(stages.get(env_dir, env_dir)), str(env_dir))
+                print(f"{REPORT_PROG}: error: {said}; nothing was rewritten", file=sys.stderr)
+                return 2
+            tables.append(f"## {env_name}\n\n{md}")
+        _commit(stages)
+        state.said = "the report was rewritten"
+    finally:
+        drop_stages()
+        state.undo.remove(drop_stages)
+    for table in tables:
+        print(table)
     return 0
 
 
@@ -243,8 +369,7 @@ def _evaluate(argv=None) -> int:
         from rcmdp_jax.study.compiled import ticking
         from rcmdp_jax.study.policy import load_policy
 
-        if args.json is not None and Path(args.json).is_dir():
-            raise ValueError(f"--json {args.json} is a folder; name a file")
+        check_json_path(args.json)  # before anything is evaluated
         with ticking(f"{EVAL_PROG}:", f"reading {args.algo}'s checkpoint"):
             policy = load_policy(Path(args.run).absolute(), args.algo, args.seed, args.env)
         with ticking(f"{EVAL_PROG}:", "compiling and running the episodes"):
@@ -254,8 +379,35 @@ def _evaluate(argv=None) -> int:
         return 2
     print("\n".join(result.lines()))
     if args.json is not None:
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=1))
+        from rcmdp_jax.study.run_folder import write_text
+        from rcmdp_jax.study.runtime import os_error
+
+        try:
+            write_text(Path(args.json), json.dumps(result.to_dict(), indent=1, allow_nan=False))
+        except OSError as err:
+            print(f"{EVAL_PROG}: error: --json {os_error(err, args.json)}", file=sys.stderr)
+            return 2
     return 0
+
+
+def check_json_path(path: str | None) -> None:
+    """``--json FILE``: a file that can be written (its folder exists and is writable; not a
+    folder), else ``ValueError`` in one line."""
+    if path is None:
+        return
+    if not path.strip():
+        raise ValueError("--json is empty; name a file (or leave --json out)")
+    try:
+        target = Path(path)
+        if target.is_dir():
+            raise ValueError(f"--json {path} is a folder; name a file")
+        parent = target.absolute().parent
+        if not parent.is_dir():
+            raise ValueError(f"--json {path}: its folder {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+            raise ValueError(f"--json {path}: Permission denied (not writable by this user)")
+    except OSError as err:  # a name too long
+        raise ValueError(f"--json {path}: {err.strerror or err}") from None
 
 
 # --- rcmdp feasibility --env NAME ---
