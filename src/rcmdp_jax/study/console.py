@@ -471,8 +471,10 @@ def _prepare(args):
         raise ValueError("--out is empty; name a folder (or leave --out out for runs/feasibility-<time>)")
     if args.resume and args.out is None:
         raise ValueError("--resume continues the check in --out; name it")
+    if args.controller is not None and not args.controller.strip():
+        raise ValueError("--controller is empty; name FILE.py:NAME or MODULE:NAME (or leave --controller out)")
     out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
-    out = out.resolve()
+    out = _checked_out(out)
     check_seed("--seed", args.seed)
     user_code.load_plugin_specs(args.plugins)  # before the environment and the method are read
     name = _env_name(args)
@@ -483,11 +485,30 @@ def _prepare(args):
                             **({"search": None} if args.no_search else {})).validate()  # fmt: skip
     check_sizes(name, cfg)  # the runner's memory and int32 checks: nothing trains that cannot fit
     controller = user_code.load_object(args.controller) if args.controller else None
+    if controller is not None:  # its shape and its errors on an observation: before anything is made
+        from rcmdp_jax import envs
+        from rcmdp_jax.feasibility import check_controller
+
+        check_controller(controller, envs.make(name)[0])
+    _checked_out(out)  # a user's module may have changed what the path names
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
     if (out / "feasibility.json").exists():
         raise ValueError(f"{out / 'feasibility.json'} already exists; choose another --out")
     return name, cfg, controller, out, _resumed(out, _inputs(name, cfg, args), args.resume)
+
+
+def _checked_out(out: Path) -> Path:
+    """``--out`` made absolute, its place readable (a name too long, a file on the way: one
+    line, before anything is made)."""
+    try:
+        out = out.resolve()
+        os.stat(out)
+    except FileNotFoundError:
+        pass
+    except (OSError, RuntimeError) as err:
+        raise ValueError(f"--out {out}: {getattr(err, 'strerror', None) or err}") from None
+    return out
 
 
 def _resumed(out: Path, inputs: dict, resume: bool) -> list:
@@ -501,6 +522,8 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
     if not out.is_dir():
         raise ValueError(f"--resume: {out} holds no feasibility check; drop --resume to start one there")
     if not path.exists():
+        print(f"{FEASIBILITY_PROG}: note: --resume: {out} holds no constraint found before (interrupted before the "
+              "first was done): it starts from the first", flush=True)  # fmt: skip
         return []  # interrupted before its first constraint: it starts again
     try:
         saved = json.loads(path.read_text())
@@ -510,9 +533,37 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
         raise ValueError(f"--resume: {path} is not readable as an interrupted check; remove it to start "
                          "again") from None
     if differ := sorted({*before, *inputs} - {k for k in inputs if before.get(k) == inputs[k]}):
-        raise ValueError(f"--resume: the options differ from the check in {out} ({', '.join(differ)}); use the same "
-                         "options")  # fmt: skip
+        raise ValueError(f"--resume: the options differ from the check in {out} ({', '.join(_options(differ, before, inputs))}); "
+                         "use the same options")  # fmt: skip
+    if saved.get("digest") != _digest(before, rows) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"--resume: {path} was edited or damaged (its rows do not match their digest); remove it to "
+                         "start again")  # fmt: skip
     return rows
+
+
+def _digest(inputs: dict, rows: list) -> str:
+    """What ``feasibility.partial.json`` holds, hashed (SHA-256 of its canonical JSON): an edited
+    or damaged file is refused by ``--resume``, never continued."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps({"inputs": inputs, "rows": rows}, sort_keys=True).encode()).hexdigest()
+
+
+# the options behind ``_inputs``' settings (FeasibilityConfig's fields), as the command line names them
+FEASIBILITY_OPTIONS = {"seeds": "--seeds", "steps": "--steps", "learner": "--learner", "method": "--method",
+                       "n_test": "--n-test", "margin": "--margin", "search": "--no-search", "seed": "--seed"}  # fmt: skip
+
+
+def _options(differ: list, before: dict, inputs: dict) -> list[str]:
+    """The options behind the inputs that differ: ``config``'s fields by their options."""
+    out = []
+    for key in differ:
+        a, b = before.get(key), inputs.get(key)
+        if key == "config" and isinstance(a, dict) and isinstance(b, dict):
+            out += [FEASIBILITY_OPTIONS.get(f, f) for f in sorted({*a, *b}) if a.get(f) != b.get(f)] or ["config"]
+        else:
+            out.append({"env": "--env (or --uncertain, --costs, --noise)", "controller": "--controller"}.get(key, key))
+    return out
 
 
 def _open(out: Path):
@@ -527,6 +578,16 @@ def _open(out: Path):
     return take(out)
 
 
+class _Said:
+    """What an interrupted check keeps, said as it is when the signal comes (``said[0]``)."""
+
+    def __init__(self, said: list):
+        self.said = said
+
+    def __format__(self, spec) -> str:
+        return self.said[0]
+
+
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -539,14 +600,18 @@ def _feasibility(argv=None) -> int:
     try:
         args = feasibility_args(argv)
         name, cfg, controller, out, done = _prepare(args)
+        made = not out.exists()
         release = _open(out)
     except (ValueError, TypeError) as err:
         print(f"{FEASIBILITY_PROG}: error: {err}", file=sys.stderr)
         return 2
     try:
-        return _run(name, cfg, controller, out, done, _inputs(name, cfg, args), release)
+        code = _run(name, cfg, controller, out, done, _inputs(name, cfg, args), release)
     finally:
         release()
+    if code != 0 and made and not any(out.iterdir()):  # refused while it started: no empty folder left
+        out.rmdir()
+    return code
 
 
 def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) -> int:
@@ -558,14 +623,17 @@ def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) ->
     say = lambda msg: print(f"[feasibility {time.perf_counter() - t0:7.1f}s] {msg}", flush=True)  # noqa: E731
     say(f"{name}: {cfg.seeds} seed(s) per constraint -> {out}" + (f" ({len(done)} found before)" if done else ""))
     rows = list(done)
+    said = [f"no feasibility.json; the constraints found are kept in {PARTIAL}" if done else
+            "no feasibility.json; no constraint was found yet"]  # fmt: skip
 
     def keep(j: int, row: dict) -> None:  # each constraint's row kept as it is found: --resume starts after it
-        rows.append(row)
-        _write(out / PARTIAL, json.dumps({"inputs": inputs, "rows": rows}))
+        rows.append(json.loads(json.dumps(row)))  # as the file holds it: its digest is of that
+        _write(out / PARTIAL, json.dumps({"inputs": inputs, "rows": rows, "digest": _digest(inputs, rows)}))
+        said[0] = f"no feasibility.json; the constraints found are kept in {PARTIAL}"
         say(f"constraint {j + 1} done")
 
     try:
-        with ctrl_c_exits(out, release, saved=f"no feasibility.json; the constraints found are kept in {PARTIAL}"):
+        with ctrl_c_exits(out, release, saved=_Said(said)):
             report = check_feasibility(name, cfg, controller, progress=say, done=tuple(done), on_row=keep)
     except (ValueError, TypeError, FloatingPointError) as err:
         print(f"{FEASIBILITY_PROG}: error: {err}", file=sys.stderr)
