@@ -255,7 +255,8 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     _choice("env", env, plan.envs)
     _choice("algorithm", algorithm, plan.algos)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be a whole number (int) 0 .. {plan.seeds - 1}, got {type(seed).__name__} {seed!r}")
+        raise ValueError(f"seed={seed!r} ({type(seed).__name__}) must be a whole number (int): one of the run's seeds "
+                         f"0 .. {plan.seeds - 1}")  # fmt: skip
     if not 0 <= seed < plan.seeds:
         raise ValueError(f"seed={seed!r}: the run trained seeds 0 .. {plan.seeds - 1}")
     ckpt = folder.ckpt_dir(env, algorithm)
