@@ -313,5 +313,15 @@ def test_the_searched_worst_kernel_is_measured_on_n_test_episodes():
     actors = jax.vmap(make_train(config).init)(jax.random.split(jax.random.PRNGKey(0), 1)).params["actor"]
     C = np.zeros((1, len(DISTORTION_LEVELS), 2))
     search = SearchConfig(steps=2, episodes=2, eval_episodes=4)
-    se = {n: search_worst(config, env, params, actors, C, 0, search, jax.random.PRNGKey(1), n)["se"] for n in (4, 400)}
-    assert 0 < se[400] < 0.35 * se[4], se
+    found = {n: search_worst(config, env, params, actors, C, 0, search, jax.random.PRNGKey(1), n) for n in (4, 400)}
+    assert found[400]["episodes"] == 400 and found[4]["episodes"] == 4
+    assert 0 < found[400]["se"] < 0.35 * found[4]["se"], found
+    np.testing.assert_array_equal(found[4]["xi"], found[400]["xi"])  # the same kernel, measured on more episodes
+    from rcmdp_jax.feasibility_report import lines
+
+    row = {"constraint": "c", "margin": 0.0, "keepable": True, "least_worst_C": -0.01, "least_worst_C_se": 0.1,
+           "least_worst_C_by": "learned policy (seed 0, worst found by search)", "too_close_to_call": True,
+           "least_worst_C_episodes": 100, "keepable_up_to_level": 1.0, "box_fraction": 1.0,
+           "worst_kernel": {"described": "nominal", "level": 0.0, "least_C": -0.01}, "not_keepable_kernels": []}
+    said = "\n".join(lines({"constraints": [row], "settings": {"n_test": 20, "gamma": 0.9, "horizon": 10}}))
+    assert "a mean over 100 episodes on the searched kernel" in said and "try --n-test 1000" in said, said

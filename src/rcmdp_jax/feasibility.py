@@ -282,8 +282,8 @@ def search_worst(config, env, params, actors, C, j: int, search: SearchConfig, k
     started from the centre and the corners the grid found worst; None where the kernel
     allows no search (e.g. a kernel without a density for the score estimator). The kernel
     is chosen by the search's own episodes; with ``n_test``, its ``C`` and standard error are
-    then measured afresh on ``n_test`` episodes, as the grid's are (so that more test
-    episodes narrow the one-policy value, whichever of grid and search gives it)."""
+    then measured afresh on ``max(n_test, search.eval_episodes)`` episodes (``episodes``), so
+    that more test episodes narrow the one-policy value, whichever of grid and search gives it."""
     best = int(np.argmin(C.reshape(C.shape[0], -1).max(1)))
     from rcmdp_jax.adversary.base import has_density
 
@@ -302,9 +302,9 @@ def search_worst(config, env, params, actors, C, j: int, search: SearchConfig, k
     xi = np.asarray(found["xi"])[0, k]
     if n_test is None:
         return {"C": float(values[k]), "se": float(se[k]), "xi": xi}
-    C_k, se_k = measure_kernel(config, params, jax.tree.map(lambda x: x[0], one), xi, j, n_test,
-                               jax.random.fold_in(key, 1))  # fmt: skip
-    return {"C": C_k, "se": se_k, "xi": xi}
+    n = max(int(n_test), int(search.eval_episodes))  # never fewer episodes than the search's own
+    C_k, se_k = measure_kernel(config, params, jax.tree.map(lambda x: x[0], one), xi, j, n, jax.random.fold_in(key, 1))
+    return {"C": C_k, "se": se_k, "xi": xi, "episodes": n}
 
 
 def measure_kernel(config, params, actor_params, xi, j: int, n_test: int, key) -> tuple[float, float]:
