@@ -196,11 +196,17 @@ def event_files(choice: str) -> tuple[bool, str]:
 
     if choice == "off":
         return False, ""
+    why = "is not installed"
     if tensorboard_available():
-        return True, ""
+        try:  # installed is not enough: one that fails on import would fail after the run started
+            from tensorboardX import SummaryWriter  # noqa: F401
+        except Exception as err:
+            why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
+        else:
+            return True, ""
     if choice == "on":
-        raise UsageError(f"--tensorboard on: tensorboardX is not installed ({INSTALL}); or --tensorboard off")
-    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX is not installed ({INSTALL}); "
+        raise UsageError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
+    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
                    "the training metrics are in each algorithm's train_metrics.csv")  # fmt: skip
 
 

@@ -133,6 +133,18 @@ def report_main() -> int:
 
 # --- rcmdp report RUN_DIR ---
 REPORT_PROG = "rcmdp report"  # as its error lines begin, like the runner's and feasibility's
+
+
+def report_error(message: str) -> None:
+    """One line of the report's refusal, named as the command was called (``rcmdp report``,
+    ``rcmdp-report``, ``report.py``), its advice in the matching runner's terms (``rcmdp
+    --resume`` or ``run.py --resume``)."""
+    from rcmdp_jax.study.runtime import program_name
+
+    called = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    prog, runner = {"rcmdp-report": ("rcmdp-report", "rcmdp"), "report.py": ("report.py", "run.py")}.get(
+        called, (REPORT_PROG, program_name()))  # fmt: skip
+    print(f"{prog}: error: {message.replace('run.py --', f'{runner} --')}", file=sys.stderr)
 REPORT_USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)"
 
 
@@ -217,7 +229,7 @@ def _report(run: str, state: SignalState) -> int:
     try:
         plan = folder.open("RUN_DIR")  # as --resume checks it: the results are this plan's
     except RunFolderError as err:
-        print(f"{REPORT_PROG}: error: {err}", file=sys.stderr)
+        report_error(str(err))
         return 2
     release = None
     try:  # not while a run writes the folder; one this user may not write: whether a run holds it
@@ -227,7 +239,7 @@ def _report(run: str, state: SignalState) -> int:
         elif (pid := holder(folder.root)) is not None:
             raise RunFolderError(in_use(folder.root, pid))
     except RunFolderError as err:
-        print(f"{REPORT_PROG}: error: {err}; nothing was rewritten", file=sys.stderr)
+        report_error(f"{err}; nothing was rewritten")
         return 2
     try:
         return _rewrite(folder, plan, state)
@@ -281,12 +293,11 @@ def _rewrite(folder, plan, state: SignalState | None = None) -> int:
     envs_, algos = list(plan.envs), list(plan.algos)
     missing = [f"{e}/{a}" for e in envs_ for a in algos if not (folder.algo_dir(e, a) / "test_results.npz").exists()]
     if missing:
-        print(f"{REPORT_PROG}: error: no test results for {', '.join(missing)}; nothing was rewritten "
-              "(run.py --resume or --eval-only makes them)", file=sys.stderr)  # fmt: skip
+        report_error(f"no test results for {', '.join(missing)}; nothing was rewritten (run.py --resume or --eval-only "
+                     "makes them)")  # fmt: skip
         return 2
     if locked := [str(folder.env_dir(e)) for e in envs_ if not os.access(folder.env_dir(e), os.W_OK | os.X_OK)]:
-        print(f"{REPORT_PROG}: error: {', '.join(locked)}: Permission denied (not writable by this user); nothing was "
-              "rewritten", file=sys.stderr)  # fmt: skip
+        report_error(f"{', '.join(locked)}: Permission denied (not writable by this user); nothing was rewritten")
         return 2
     stages: dict = {}
 
@@ -304,11 +315,11 @@ def _rewrite(folder, plan, state: SignalState | None = None) -> int:
                 stages[env_dir] = _stage(env_dir)
                 md = write_env_report(stages[env_dir], env_name, algos, env.lambda_max, params.xi_c, params.kappa)
             except DamagedFile as err:
-                print(f"{REPORT_PROG}: error: {err}; nothing was rewritten", file=sys.stderr)
+                report_error(f"{err}; nothing was rewritten")
                 return 2
             except OSError as err:  # a full disk: one line naming the file
                 said = os_error(err, env_dir).replace(str(stages.get(env_dir, env_dir)), str(env_dir))
-                print(f"{REPORT_PROG}: error: {said}; nothing was rewritten", file=sys.stderr)
+                report_error(f"{said}; nothing was rewritten")
                 return 2
             tables.append(f"## {env_name}\n\n{md}")
         _commit(stages)

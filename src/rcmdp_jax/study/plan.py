@@ -64,8 +64,9 @@ def plan_envs(args) -> list[str]:
         raise PlanError("--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID; "
                         "--uncertain and --costs to a brax one too, brax:NAME)")  # fmt: skip
     if "@" in args.env and given:
-        raise PlanError("--env names its box, costs and noise with @...; drop --uncertain/--costs/--noise, or give "
-                         "gymnax:ID")  # fmt: skip
+        raise PlanError(f"--env {args.env} names its settings with @...: name the box and costs there too "
+                        "(@uncertain=FIELD:WIDTH, @costs=...) and drop --uncertain/--costs/--noise, or give those with "
+                        f"--env {args.env.partition('@')[0]}")  # fmt: skip
     if args.env.startswith(envs.BRAX_PREFIX) and getattr(args, "noise", None) is not None:
         raise PlanError("--noise applies to gymnax:ID; a brax preset's kernel noise is its own (docs/brax_envs.md)")
     for e in envs_:
@@ -180,6 +181,16 @@ def check_distinct(configs: dict) -> None:
         seen[key] = algo
 
 
+def own_budget_note(env: str, budget: str) -> str:
+    """A note where ``env`` has no budget of that name (``quick`` runs the short one there)."""
+    from rcmdp_jax import envs
+
+    budgets = envs.spec(env).learner.budgets
+    if budget in budgets:
+        return ""
+    return f"note: --budget {budget}: {env} has no {budget} budget of its own; it runs its short one ({budgets['short']:,} steps)"
+
+
 def _blamed(env: str, algo: str, budget: str) -> str:
     """The option a refused config comes from: ``--algos NAME`` when the name's own
     ``@FIELD=VALUE`` is refused without any ``--set``, else ``--set``."""
@@ -278,7 +289,8 @@ def build_plan(args) -> Plan:
                     warnings.simplefilter("always", BudgetRounded)
                     cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
-                raise PlanError(f"{_blamed(e, a, args.budget)}: {err}") from None
+                steps = args.steps is not None and str(err).startswith("total_timesteps")  # --steps set it
+                raise PlanError(f"{'--steps' if steps else _blamed(e, a, args.budget)}: {err}") from None
             check_counts(cfg, f"{a} on {e}")
             check_plugins_env(e, a, cfg)
             rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
@@ -296,6 +308,8 @@ def build_plan(args) -> Plan:
             steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
             will_run[e][a] = {"iterations": cfg.num_iterations, "policy_steps": steps}
         check_distinct(built[e])
+        if args.steps is None and "total_timesteps" not in overrides and (said := own_budget_note(e, args.budget)):
+            notes.append(said)
     check_memory(built, args.seeds, args.n_test)
     steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())
     if steps > LONG_RUN:
