@@ -146,14 +146,22 @@ def train_config(name: str, j: int, cfg: FeasibilityConfig):
 def check_sizes(name: str, cfg: FeasibilityConfig) -> None:
     """The runner's checks of a plan's sizes (``study.run_plan``: int32 counts, this machine's
     memory) on each constraint's training and test, before anything is trained."""
-    from rcmdp_jax.study.run_plan import check_counts, check_memory
+    from rcmdp_jax.study.run_plan import PlanError, check_counts, check_memory
 
     configs = {}
     for j in range(int(envs.make(name)[0].num_constraints)):
         config = train_config(name, j, cfg)
-        check_counts(config, f"feasibility on {name}")
+        try:
+            check_counts(config, f"feasibility on {name}")
+        except PlanError as err:  # the runner's words; the check's option is --steps
+            raise ValueError(str(err).replace("--set total_timesteps:", "--steps:")) from None
         configs[config.env] = {config.name: config}
-    check_memory(configs, cfg.seeds, cfg.n_test)
+    try:
+        check_memory(configs, cfg.seeds, cfg.n_test)
+    except PlanError as err:  # said in the check's options: --seeds and --n-test (the sizes are the preset's)
+        need = str(err).partition(" need about ")[2].partition(", mostly for")[0]
+        raise ValueError(f"feasibility on {name}: {cfg.seeds} seed(s) per constraint need about {need}; use fewer "
+                         "seeds (--seeds) or fewer test episodes (--n-test)") from None  # fmt: skip
     check_method_env(name, config)  # the constraints' configs differ in their reward only
 
 

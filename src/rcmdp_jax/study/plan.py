@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import os
 import sys
 import warnings
@@ -173,9 +174,14 @@ def check_before_processes(args) -> None:
 def check_distinct(configs: dict) -> None:
     """Two names of ``--algos`` for one configuration (``MDPO-Lag@lr=1e-3`` and
     ``MDPO-Lag@lr=0.001``) would train the same lanes twice."""
+    from rcmdp_jax import options
+
     seen: dict = {}
-    for algo, cfg in configs.items():
-        key = dataclasses.replace(cfg, name="")
+    for algo, cfg in configs.items():  # a plug-in number none of its plug-ins reads changes nothing it trains
+        unread = set(cfg.hparams.plugin_names) - options.numbers_read(cfg)
+        d = config_to_dict(dataclasses.replace(cfg, name=""))
+        d["hparams"] = {k: v for k, v in d["hparams"].items() if k not in unread}
+        key = json.dumps(d, sort_keys=True, default=str)
         if key in seen:
             raise PlanError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
         seen[key] = algo
@@ -290,7 +296,10 @@ def build_plan(args) -> Plan:
                     cfg = built[e][a] = preset(e, a, args.budget, **overrides)
             except (ValueError, TypeError) as err:
                 steps = args.steps is not None and str(err).startswith("total_timesteps")  # --steps set it
-                raise PlanError(f"{'--steps' if steps else _blamed(e, a, args.budget)}: {err}") from None
+                where = "--steps" if steps else _blamed(e, a, args.budget)
+                if where == "--set" and not args.sets:  # no --set given: the environment's own settings
+                    where = f"--env {args.env}"
+                raise PlanError(f"{where}: {err}") from None
             check_counts(cfg, f"{a} on {e}")
             check_plugins_env(e, a, cfg)
             rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
