@@ -325,3 +325,159 @@ def test_the_searched_worst_kernel_is_measured_on_n_test_episodes():
            "worst_kernel": {"described": "nominal", "level": 0.0, "least_C": -0.01}, "not_keepable_kernels": []}
     said = "\n".join(lines({"constraints": [row], "settings": {"n_test": 20, "gamma": 0.9, "horizon": 10}}))
     assert "a mean over 100 episodes on the searched kernel" in said and "try --n-test 1000" in said, said
+
+
+# ------------------------------------------------------------------ the minor messages, one table
+def _runner(tmp_path, capsys, *argv) -> str:
+    steps = [] if "--steps" in argv else ["--steps", "2000"]
+    assert cli.main([*argv, "--seeds", "2", *steps, "--n-test", "2", "--out", str(tmp_path / "r")]) == 2
+    return _one_line(capsys)
+
+
+def _eval_only_of_an_edited_vmap(trained, tmp_path, capsys, **_) -> str:
+    out = _edited(trained, tmp_path, lambda p: p.update(vmap="yes"))
+    assert cli.main(["--eval-only", str(out)]) == 2
+    return _one_line(capsys)
+
+
+def _budget_quick_note(tmp_path, capsys, **_) -> str:
+    from rcmdp_jax.study.plan import build_plan
+
+    build_plan(cli.parse_args(["--algos", "PPO-Lag", "--budget", "quick"]))
+    return capsys.readouterr().err
+
+
+def _broken_tensorboardx(monkeypatch, **_) -> str:
+    import types
+
+    from rcmdp_jax.study import orchestrate
+
+    monkeypatch.setattr(orchestrate, "tensorboard_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "tensorboardX", types.ModuleType("tensorboardX"))  # no SummaryWriter in it
+    with pytest.raises(cli.UsageError) as err:
+        cli.event_files("on")
+    return f"{err.value} | {cli.event_files('auto')[1]}"
+
+
+def _report_as(name: str, missing: bool):
+    def case(trained, tmp_path, capsys, monkeypatch, **_) -> str:
+        out = _copy(trained, tmp_path)
+        if missing:
+            (out / "cartpole" / ALGO / "test_results.npz").unlink()
+        monkeypatch.setattr(sys, "argv", [f"/somewhere/bin/{name}", str(out)])
+        assert console.report([str(out)]) == 2
+        return _one_line(capsys)
+
+    return case
+
+
+def _load_policy_while_training(trained, tmp_path, **_) -> str:
+    import shutil
+
+    from rcmdp_jax.study.run_folder import RunFolder
+
+    out = _copy(trained, tmp_path)
+    shutil.rmtree(out / "cartpole" / ALGO / "checkpoint")
+    release = RunFolder(out).lock()  # a run still training in it
+    try:
+        with pytest.raises(RunFolderError) as err:
+            load_policy(out, ALGO, 0)
+    finally:
+        release()
+    return str(err.value)
+
+
+def _feasibility(*extra):
+    def case(tmp_path, capsys, monkeypatch, **_) -> str:
+        from rcmdp_jax import feasibility
+
+        monkeypatch.setattr(feasibility, "learned", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
+        out = tmp_path / "f"
+        if "--resume" in extra:
+            out.mkdir()
+        try:
+            code = console.main([*FEAS, *extra, "--out", str(out)])
+        except AssertionError:  # past its checks, to the training
+            code = "trained"
+        captured = capsys.readouterr()
+        return f"{code} | {captured.out} | {captured.err}"
+
+    return case
+
+
+def _nan_controller(monkeypatch, **_) -> str:
+    from rcmdp_jax import feasibility
+
+    said = []
+    monkeypatch.setattr(feasibility, "learned", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
+    with pytest.raises(AssertionError, match="trained"):
+        feasibility.check_feasibility("gymnax:Pendulum-v1@costs=speed",
+                                      feasibility.FeasibilityConfig(seeds=1, steps=2000, n_test=2, search=None),
+                                      controller=lambda obs: jnp.full((1,), jnp.nan), progress=said.append)  # fmt: skip
+    return " | ".join(said)
+
+
+def _make_eval_levels(**_) -> str:
+    from rcmdp_jax import preset
+    from rcmdp_jax.evaluate import make_eval
+
+    with pytest.raises(TypeError) as err:
+        make_eval(preset("cartpole", "PPO-Lag"), levels="abc")
+    return str(err.value)
+
+
+def _option_kinds(**_) -> str:
+    from rcmdp_jax.options import of_default_type
+
+    assert of_default_type(3, 1) == of_default_type(0.5, 1.0) == of_default_type(2, 1.0) == ""
+    return " | ".join(of_default_type(v, d) for v, d in (("abc", 1), (1e40, 1), (2**40, 1), ("x", 1.0), (1e39, 1.0)))
+
+
+MINOR = {
+    "PPO-Lag@pid.kp=5,PPO-Lag is one configuration": (
+        lambda tmp_path, capsys, **_: _runner(tmp_path, capsys, "--algos", "PPO-Lag@pid.kp=5,PPO-Lag"),
+        ["--algos: PPO-Lag@pid.kp=5 and PPO-Lag are the same configuration"]),
+    "--steps 99999999999 is --steps'": (
+        lambda tmp_path, capsys, **_: _runner(tmp_path, capsys, "--algos", "PPO-Lag", "--steps", "99999999999"),
+        ["error: --steps: total_timesteps=99999999999"]),
+    "brax @backend with --uncertain": (
+        lambda tmp_path, capsys, **_: _runner(tmp_path, capsys, "--env", "brax:inverted_pendulum@backend=mjx",
+                                              "--uncertain", "mass=0.2"),
+        ["@uncertain=FIELD:WIDTH", "--env brax:inverted_pendulum"]),
+    "a budget of 2e39": (
+        lambda tmp_path, capsys, **_: _runner(tmp_path, capsys, "--env", "gymnax:Pendulum-v1", "--costs",
+                                              "theta_dot>1:2e39"),
+        ["finite in float32", "got 2e39", "GAMMA_C"]),
+    "gamma and its value are one constraint": (
+        lambda tmp_path, capsys, **_: _runner(tmp_path, capsys, "--env", "gymnax:Pendulum-v1", "--costs",
+                                              "theta_dot>1:5:gamma,theta_dot>1:5:0.95"),
+        ["are the same constraint"]),
+    "an edited vmap": (_eval_only_of_an_edited_vmap, ["vmap must be true or false, got 'yes'"]),
+    "--budget quick on cartpole": (_budget_quick_note, ["--budget quick: cartpole has no quick budget", "short"]),
+    "a tensorboardX that fails on import": (_broken_tensorboardx, ["--tensorboard on: tensorboardX cannot be imported",
+                                                                   "no TensorBoard event files: tensorboardX cannot"]),
+    "rcmdp-report's name and runner": (_report_as("rcmdp-report", True), ["rcmdp-report: error:", "(rcmdp --resume"]),
+    "report.py's name and runner": (_report_as("report.py", True), ["report.py: error:", "(run.py --resume"]),
+    "eval while the run trains": (_load_policy_while_training, ["is not trained yet", "in use by another run"]),
+    "feasibility's memory in its options": (_feasibility("--seeds", "100000000000"),
+                                            ["2 | ", "fewer seeds (--seeds)", "(--n-test)", "feasibility on cartpole"]),
+    "feasibility --resume on an empty folder": (_feasibility("--resume"),
+                                                ["trained | ", "holds no constraint found before", "starts from the first"]),
+    "a controller returning NaN": (_nan_controller, ["not finite", "not used as a witness"]),
+    "make_eval(levels='abc')": (_make_eval_levels, ["levels must be a 1-D array"]),
+    "a plug-in option of its default's kind": (_option_kinds, ["a whole number within int32 (at most 2**31 - 1 in size) | a whole",
+                                                               "size) | a number, finite in float32 | a number, finite"]),
+}  # fmt: skip
+NOT_SAID = {"feasibility's memory in its options": ["n_envs", "min-cost"], "brax @backend with --uncertain":
+            ["gymnax:ID"], "an edited vmap": ["seeds"], "--steps 99999999999 is --steps'": ["--set"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MINOR))
+def test_the_minor_messages(case, trained, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make, words = MINOR[case]
+    said = make(trained=trained, tmp_path=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+    for w in words:
+        assert w in said, (case, said)
+    for w in NOT_SAID.get(case, []):
+        assert w not in said, (case, said)
