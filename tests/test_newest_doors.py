@@ -258,7 +258,7 @@ def test_feasibility_refuses_ltma_on_brax_before_training(capsys, tmp_path, no_t
 
 def _partial(out: Path, edit=None) -> None:
     """A partial file as an interrupted check on the toy writes it (one constraint's row), then ``edit``-ed."""
-    from rcmdp_jax.study.console import PARTIAL, _digest, _inputs, _prepare, feasibility_args
+    from rcmdp_jax.study.feasibility_command import PARTIAL, _digest, _inputs, _prepare, feasibility_args
 
     args = feasibility_args([*FEAS[1:], "--env", f"{TOY}:make2", "--out", str(out)])
     name, cfg, *_ = _prepare(args)
