@@ -447,7 +447,7 @@ MINOR = {
     "a budget of 2e39": (
         lambda tmp_path, capsys, **_: _runner(tmp_path, capsys, "--env", "gymnax:Pendulum-v1", "--costs",
                                               "theta_dot>1:2e39"),
-        ["finite in float32", "got 2e39", "GAMMA_C"]),
+        ["in float32 (at most 3.4e38)", "got 2e39", "GAMMA_C"]),
     "gamma and its value are one constraint": (
         lambda tmp_path, capsys, **_: _runner(tmp_path, capsys, "--env", "gymnax:Pendulum-v1", "--costs",
                                               "theta_dot>1:5:gamma,theta_dot>1:5:0.95"),
