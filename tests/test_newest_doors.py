@@ -481,3 +481,13 @@ def test_the_minor_messages(case, trained, tmp_path, capsys, monkeypatch):
         assert w in said, (case, said)
     for w in NOT_SAID.get(case, []):
         assert w not in said, (case, said)
+
+
+def test_a_truncated_results_file_is_named_by_the_run_folders_path(trained, tmp_path, capsys):
+    out = _copy(trained, tmp_path)
+    path = out / "cartpole" / ALGO / "test_results.npz"
+    path.write_bytes(path.read_bytes()[:100])
+    before = _snapshot(out)
+    assert console.report([str(out)]) == 2
+    err = _one_line(capsys, f"{path} cannot be read", "nothing was rewritten")
+    assert ".report-" not in err and _snapshot(out) == before and not list((out / "cartpole").glob(".report-*"))

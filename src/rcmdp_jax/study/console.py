@@ -313,8 +313,9 @@ def _rewrite(folder, plan, state: SignalState | None = None) -> int:
             try:
                 stages[env_dir] = _stage(env_dir)
                 md = write_env_report(stages[env_dir], env_name, algos, env.lambda_max, params.xi_c, params.kappa)
-            except DamagedFile as err:
-                report_error(f"{err}; nothing was rewritten")
+            except DamagedFile as err:  # named by the folder's own path, not the stage's link to it
+                report_error(f"{str(err).replace(str(stages.get(env_dir, env_dir)), str(env_dir))}; nothing was "
+                             "rewritten")  # fmt: skip
                 return 2
             except OSError as err:  # a full disk: one line naming the file
                 said = os_error(err, env_dir).replace(str(stages.get(env_dir, env_dir)), str(env_dir))
