@@ -1,4 +1,4 @@
-"""The newer entry points keep the runner's promises: ``rcmdp report`` under SIGINT/SIGTERM
+"""The commands beside the runner keep its promises: ``rcmdp report`` under SIGINT/SIGTERM
 (130 / 143, one line, the report's files all old or all new); one run-folder check
 (``RunFolder.open``) for ``--resume``, ``--eval-only``, ``rcmdp report``, ``rcmdp eval`` and
 ``load_policy``, which refuses an edited run.json and results of the wrong shape; ``rcmdp
