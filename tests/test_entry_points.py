@@ -4,8 +4,8 @@
 ``load_policy``, which refuses an edited run.json and results of the wrong shape; ``rcmdp
 eval``'s and ``act``'s inputs; the ``--costs`` discount; feasibility's refusals before its
 folder exists, its partial file checked, and its one-policy value measured on ``n_test``
-episodes. Copies of the session's ``trained`` run (conftest.py); each refusal is one line,
-exit 2, nothing changed."""
+episodes; and a table of the smaller messages. Copies of the session's ``trained`` run
+(conftest.py); each refusal is one line, exit 2, nothing changed."""
 
 import json
 import re
