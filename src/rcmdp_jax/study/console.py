@@ -31,7 +31,11 @@ where it is not keepable, ...; ``wall_s``, the check's wall time) and ``DIR/feas
 2, before anything is trained or written (sizes as the runner's: ``study.run_plan``); an existing
 ``feasibility.json`` is never overwritten. Each constraint's row is kept in
 ``DIR/feasibility.partial.json`` as it is found: Ctrl-C (SIGTERM) is one line and exit 130
-(143), and ``--resume`` continues from the next constraint, to the numbers of one call.
+(143), and ``--resume`` continues from the next constraint, to the numbers of one call. Its
+command lives in ``study.feasibility_command``.
+
+``rcmdp report`` and ``rcmdp eval`` under Ctrl-C or SIGTERM: one line, exit 130 (143)
+(``signals_exit``); the report's files all old or all new.
 """
 
 from __future__ import annotations
