@@ -78,8 +78,8 @@ def parse_limit(item: str) -> tuple[str, bool, float, float, float | None]:
     (0, 1]); ``ValueError`` naming the item and how to write it."""
     from rcmdp_jax.envs.gymnax_inputs import QUOTE_HINT
 
-    how = ("write FIELD:LIMIT (|FIELD| <= LIMIT) or 'FIELD>LIMIT[:BUDGET]' (quoted), e.g. velocity:0.04 or "
-           "'velocity>0.04:5'")
+    how = ("write FIELD:LIMIT (|FIELD| <= LIMIT) or 'FIELD>LIMIT[:BUDGET[:GAMMA_C]]' (quoted; GAMMA_C the cost "
+           "discount, in (0, 1] or gamma), e.g. velocity:0.04, 'velocity>0.04:5' or 'velocity>0.04:5:0.99'")
     if "<" in item:
         raise ValueError(f"costs: {item!r} — only '>' is supported: for |FIELD| <= LIMIT write FIELD:LIMIT "
                          f"(e.g. {item.partition('<')[0]}:{item.partition('<')[2].partition(':')[0] or 1}); for a "
@@ -90,7 +90,9 @@ def parse_limit(item: str) -> tuple[str, bool, float, float, float | None]:
     if not field or not raw.strip() or (colon and not raw_budget.strip()):
         what = "the field" if not field else "the limit" if not raw.strip() else "the budget after ':'"
         raise ValueError(f"costs: {item!r} — {what} is empty; {how}; {QUOTE_HINT}")
-    raw_budget, _, raw_gamma = raw_budget.partition(":")  # FIELD>LIMIT:B:GAMMA_C, the cost discount
+    raw_budget, colon, raw_gamma = raw_budget.partition(":")  # FIELD>LIMIT:B:GAMMA_C, the cost discount
+    if colon and not raw_gamma.strip():
+        raise ValueError(f"costs: {item!r} — the cost discount after the second ':' is empty; {how}; {QUOTE_HINT}")
     try:
         limit = float(raw)
         budget = float(raw_budget or 0.0)
@@ -102,8 +104,9 @@ def parse_limit(item: str) -> tuple[str, bool, float, float, float | None]:
     if limit < 0:  # |FIELD| <= LIMIT never holds: every run would report it broken
         raise ValueError(f"costs: {item!r} — the limit must be >= 0 (|{field}| <= {raw} can never hold)")
     if not (finite_f32(budget, np) and budget >= 0):
-        raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0")
-    if gamma_c is not None and not 0.0 < gamma_c <= 1.0:
+        raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0 in "
+                         f"float32 (at most 3.4e38), got {raw_budget}; {how}")  # fmt: skip
+    if gamma_c is not None and not 0.0 < np.float32(gamma_c) <= 1.0:  # as the discount is used: float32
         raise ValueError(f"costs: {item!r} — the cost discount (FIELD>LIMIT:B:GAMMA_C) must be in (0, 1] or "
                          "'gamma' (the training discount)")  # fmt: skip
     return field, unsafe_steps, limit, budget, gamma_c

@@ -188,7 +188,12 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
                 raise ValueError(f"costs: {unknown[0]!r} is not a cost of {PREFIX}{base}; choose {named}FIELD:LIMIT "
                                  "(|next state's FIELD| <= LIMIT, e.g. velocity:0.04) or 'FIELD>LIMIT[:BUDGET]' (1 "
                                  f"per step over the limit, BUDGET such steps per episode); {QUOTE_HINT}")  # fmt: skip
-            key = lambda c: c if c in pre.costs else gymnax_any.parse_limit(c)  # noqa: E731
+            def key(c):  # the value it names: 'gamma' as the preset's discount it stands for
+                if c in pre.costs:
+                    return c
+                limit = gymnax_any.parse_limit(c)
+                return (*limit[:4], pre.gamma if limit[4] is None else limit[4])
+
             if why := repeated_cost(items, key):
                 raise ValueError(why)
             costs = tuple(items)

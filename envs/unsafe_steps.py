@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 
 import jax.numpy as jnp
+import numpy as np
 
 
 def budget_per_step(budget: float, episode_length: int) -> float:
@@ -30,7 +31,7 @@ def check_gamma_c(gamma_c, where: str = "gamma_c"):
     if gamma_c is None:
         return None
     ok = isinstance(gamma_c, (int, float)) and not isinstance(gamma_c, bool)
-    if not (ok and 0.0 < gamma_c <= 1.0):
+    if not (ok and 0.0 < gamma_c <= 1.0 and float(np.float32(gamma_c)) > 0.0):  # > 0 in float32, as it is used
         raise ValueError(f"{where} (the cost discount) must be a number in (0, 1] or None (the training "
                          f"discount gamma), got {gamma_c!r}")  # fmt: skip
     return float(gamma_c)

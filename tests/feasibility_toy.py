@@ -92,3 +92,13 @@ class Drift2(Drift):
 
 def make2():
     return {**make(), "env": Drift2(0.8)}
+
+
+def raises(obs):
+    """A controller that fails on every observation (``rcmdp feasibility --controller``'s refusal)."""
+    raise RuntimeError("boom")
+
+
+def wrong_shape(obs):
+    """A controller whose action has the wrong shape (Drift's action is one integer)."""
+    return jnp.zeros((3,))

@@ -114,6 +114,11 @@ def make_eval(config: Config, n_test: int | None = None, levels=DISTORTION_LEVEL
     if isinstance(n_test, bool) or not isinstance(n_test, (int, np.integer)) or n_test < 1:
         raise ValueError(f"n_test must be a positive integer, got {n_test!r}")
     n_test = int(n_test)
+    try:
+        np.asarray(levels, np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"levels must be a 1-D array of distortion levels in [0, 1] (e.g. evaluate.DISTORTION_LEVELS), "
+                        f"got {levels!r:.60}") from None  # fmt: skip
     actor, _ = build_networks(cfg, env)
     kernels = env.test_kernels(levels, default_params if env_params is None else env_params)
     n_kernels = int(np.prod(jax.tree.leaves(kernels)[0].shape[:2]))

@@ -111,7 +111,9 @@ def default_steps(spec) -> int:
     return BUDGET_FACTOR * budget_steps(spec.learner.budgets, "quick")
 
 
-def _check_controller(controller, env) -> None:
+def check_controller(controller, env) -> None:
+    """A controller must be a function of one observation returning an action of the
+    environment's shape (``jax.eval_shape``: nothing runs); else one line."""
     if controller is None:
         return
     if not callable(controller):
@@ -144,14 +146,39 @@ def train_config(name: str, j: int, cfg: FeasibilityConfig):
 def check_sizes(name: str, cfg: FeasibilityConfig) -> None:
     """The runner's checks of a plan's sizes (``study.run_plan``: int32 counts, this machine's
     memory) on each constraint's training and test, before anything is trained."""
-    from rcmdp_jax.study.run_plan import check_counts, check_memory
+    from rcmdp_jax.study.run_plan import PlanError, check_counts, check_memory
 
     configs = {}
     for j in range(int(envs.make(name)[0].num_constraints)):
         config = train_config(name, j, cfg)
-        check_counts(config, f"feasibility on {name}")
+        try:
+            check_counts(config, f"feasibility on {name}")
+        except PlanError as err:  # the runner's words; the check's option is --steps
+            raise ValueError(str(err).replace("--set total_timesteps:", "--steps:")) from None
         configs[config.env] = {config.name: config}
-    check_memory(configs, cfg.seeds, cfg.n_test)
+    try:
+        check_memory(configs, cfg.seeds, cfg.n_test)
+    except PlanError as err:  # said in the check's options: --seeds and --n-test (the sizes are the preset's)
+        need = str(err).partition(" need about ")[2].partition(", mostly for")[0]
+        raise ValueError(f"feasibility on {name}: {cfg.seeds} seed(s) per constraint need about {need}; use fewer "
+                         "seeds (--seeds) or fewer test episodes (--n-test)") from None  # fmt: skip
+    check_method_env(name, config)  # the constraints' configs differ in their reward only
+
+
+def check_method_env(name: str, config) -> None:
+    """The robust method's own checks of the environment (``options.check_env``: LTMA's score
+    gradient on brax's deterministic physics, corners beyond 8 parameters), before anything
+    is trained, as the runner makes them (``study.plan.check_plugins_env``)."""
+    from rcmdp_jax import adversary, options
+
+    def check():
+        options.check_env(config, envs.make(config.env)[0], adversary.family_methods([config]))
+        return 0
+
+    try:
+        jax.eval_shape(check) if name.startswith(envs.GYMNAX_PREFIX) else check()
+    except ValueError as err:
+        raise ValueError(f"feasibility: method={adversary.method_of(config)!r} on {name}: {err}") from None
 
 
 def learned(name: str, j: int, cfg: FeasibilityConfig, key):
@@ -189,7 +216,7 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
         raise ValueError(f"feasibility: {name} has no constraint costs to check (name them, e.g. --costs FIELD:LIMIT)")
     env, params = envs.make(name)
     m = int(env.num_constraints)
-    _check_controller(controller, env)
+    check_controller(controller, env)
     spec = envs.spec(name)
     quiet = cfg.steps is None  # the default budget: its rounding to whole iterations goes unsaid
     cfg = dataclasses.replace(cfg, steps=cfg.steps or default_steps(spec))
@@ -207,6 +234,10 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
         policy = lambda obs, _key: controller(obs)
         out = jax.jit(lambda k: policy_sweep(env, grid, policy, n_test, env.gamma, k))(jax.random.fold_in(key, 7))
         witness, witness_se = mean_and_se(np.asarray(out["C"]), axis=2)  # [L, D, m] each
+        if not np.isfinite(witness).all():  # NaN actions, or episodes that diverge: no witness of anything
+            say("the controller's episodes are not finite (NaN or inf) on some test kernels: it is not used as a "
+                "witness")  # fmt: skip
+            witness = witness_se = None
     rows = []
     for j in range(m):
         if j < len(done):  # found before an interruption: each constraint has keys of its own
@@ -228,7 +259,7 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
         found = None
         if cfg.search is not None:
             say(f"{names[j]}: gradient search of the box for the best policy's worst kernel")
-            found = search_worst(config, env, params, actors, C, j, cfg.search, k_search)
+            found = search_worst(config, env, params, actors, C, j, cfg.search, k_search, n_test)
         w, w_se = (None, None) if witness is None else (witness[..., j], witness_se[..., j])
         rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found, se, w_se))
         gamma_c = np.broadcast_to(np.asarray(cost_discounts(env, env.gamma), np.float64), (m,))[j]
@@ -253,10 +284,14 @@ def best_policy_ep_cost(C: np.ndarray, ep_cost: np.ndarray) -> dict:
     return {"nominal": float(ep_cost[best, 0, 0]), "worst_kernel": float(ep_cost[best].reshape(-1)[at])}
 
 
-def search_worst(config, env, params, actors, C, j: int, search: SearchConfig, key) -> dict | None:
+def search_worst(config, env, params, actors, C, j: int, search: SearchConfig, key, n_test: int | None = None
+                 ) -> dict | None:  # fmt: skip
     """The gradient search's highest ``C_j`` for the policy whose grid worst is least,
     started from the centre and the corners the grid found worst; None where the kernel
-    allows no search (e.g. a kernel without a density for the score estimator)."""
+    allows no search (e.g. a kernel without a density for the score estimator). The kernel
+    is chosen by the search's own episodes; with ``n_test``, its ``C`` and standard error are
+    then measured afresh on ``max(n_test, search.eval_episodes)`` episodes (``episodes``), so
+    that more test episodes narrow the one-policy value, whichever of grid and search gives it."""
     best = int(np.argmin(C.reshape(C.shape[0], -1).max(1)))
     from rcmdp_jax.adversary.base import has_density
 
@@ -272,4 +307,25 @@ def search_worst(config, env, params, actors, C, j: int, search: SearchConfig, k
     found = jax.jit(finder)(one, starts, key)[f"cost{j}"]
     values, se = mean_and_se(np.asarray(found["episodes"])[0, :, :, 1 + j])  # [K] each
     k = int(np.argmax(values))
-    return {"C": float(values[k]), "se": float(se[k]), "xi": np.asarray(found["xi"])[0, k]}
+    xi = np.asarray(found["xi"])[0, k]
+    if n_test is None:
+        return {"C": float(values[k]), "se": float(se[k]), "xi": xi}
+    n = max(int(n_test), int(search.eval_episodes))  # never fewer episodes than the search's own
+    C_k, se_k = measure_kernel(config, params, jax.tree.map(lambda x: x[0], one), xi, j, n, jax.random.fold_in(key, 1))
+    return {"C": C_k, "se": se_k, "xi": xi, "episodes": n}
+
+
+def measure_kernel(config, params, actor_params, xi, j: int, n_test: int, key) -> tuple[float, float]:
+    """Constraint ``j``'s value of one deterministic policy on the kernel ``xi``: the mean and
+    standard error over ``n_test`` fresh episodes."""
+    from rcmdp_jax.rollout import Policy
+
+    sweep = make_eval(config, n_test=n_test, env_params=params)
+    kernel = jax.tree.map(lambda x: jnp.asarray(x)[None, None], params.replace(xi=jnp.asarray(xi)))
+
+    def run(actor_params, k):
+        policy = Policy(sweep.actor, actor_params, deterministic=True)
+        return policy_sweep(sweep.env, kernel, policy, n_test, sweep.gamma, k)["C"][0, 0, :, j]
+
+    mean, se = mean_and_se(np.asarray(jax.jit(run)(actor_params, key)))
+    return float(mean), float(se)

@@ -84,6 +84,8 @@ def summarise(C, levels, grid_xi, xi_c, labels, name: str, margin: float = 0.0, 
         "least_worst_C": least_worst,
         "least_worst_C_se": least_worst_se,
         "too_close_to_call": bool(abs(least_worst + margin) <= 2 * least_worst_se),
+        # the episodes behind that value where the search's re-measure gives it (else n_test's)
+        "least_worst_C_episodes": search.get("episodes") if by == "learned" and best_source == "search" else None,
         "least_worst_C_by": by if by == "witness" else f"learned policy (seed {best}, worst found by {best_source})",
         "margin": float(margin),
         "keepable_up_to_level": up_to,
@@ -101,6 +103,7 @@ def summarise(C, levels, grid_xi, xi_c, labels, name: str, margin: float = 0.0, 
         "witness_worst_C": candidates["witness"][0] if "witness" in candidates else None,
         "witness_worst_C_se": candidates["witness"][1] if "witness" in candidates else None,
         "search": None if search is None else {"C": float(search["C"]), "se": float(search.get("se", 0.0)),
+                                               "episodes": search.get("episodes"),
                                                **kernel_record(labels, search["xi"], xi_c)},  # fmt: skip
     }
 
@@ -135,9 +138,11 @@ def lines(report: dict) -> list[str]:
             out.append(f"  one policy for the whole box: the best learned policy's EpCost (undiscounted episode cost) "
                        f"{ep['nominal']:.4g} at the nominal kernel, {ep['worst_kernel']:.4g} on its worst test kernel")
         if r.get("too_close_to_call"):
-            n = s.get("n_test")
-            out.append(f"  too close to call at n_test = {n}: within two standard errors of {limit.split(' (')[0]}"
-                       + (f"; try --n-test {10 * n}" if n else ""))  # fmt: skip
+            n, searched = s.get("n_test"), r.get("least_worst_C_episodes")
+            over = f" (a mean over {searched} episodes on the searched kernel)" if searched else ""
+            more = 10 * max(n or 0, searched or 0)  # the value's episodes: max(n_test, the search's eval_episodes)
+            out.append(f"  too close to call at n_test = {n}{over}: within two standard errors of "
+                       f"{limit.split(' (')[0]}" + (f"; try --n-test {more}" if more else ""))  # fmt: skip
         up = r["keepable_up_to_level"]
         if up is None:
             where = f"{limit} not met even at the nominal kernel"

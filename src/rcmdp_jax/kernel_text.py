@@ -75,4 +75,7 @@ def parse(text: str | None, xi_c, names) -> np.ndarray:
             raise ValueError(f"kernel: {name}={value}: its nominal value is 0, so a change in percent is 0; give an "
                              "absolute value")  # fmt: skip
         xi[i] = xi[i] * (1 + number / 100) if value.endswith("%") else number
+        if not abs(xi[i]) <= np.finfo(np.float32).max:
+            raise ValueError(f"kernel: {name}={value} is {xi[i]:.4g}, beyond float32 (at most "
+                             f"{np.finfo(np.float32).max:.3g} in size)")  # fmt: skip
     return xi.astype(np.float32).reshape(xi_c.shape)

@@ -200,11 +200,17 @@ def event_files(choice: str) -> tuple[bool, str]:
 
     if choice == "off":
         return False, ""
+    why = "is not installed"
     if tensorboard_available():
-        return True, ""
+        try:  # installed is not enough: one that fails on import would fail after the run started
+            from tensorboardX import SummaryWriter  # noqa: F401
+        except Exception as err:
+            why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
+        else:
+            return True, ""
     if choice == "on":
-        raise UsageError(f"--tensorboard on: tensorboardX is not installed ({INSTALL}); or --tensorboard off")
-    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX is not installed ({INSTALL}); "
+        raise UsageError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
+    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
                    "the training metrics are in each algorithm's train_metrics.csv")  # fmt: skip
 
 
@@ -248,8 +254,7 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
             raise UsageError(f"--eval-only reruns the sweep of a run folder as it was trained; it does not use "
                              f"{', '.join(unused).replace('--sets', '--set')}: drop it, or train into a new --out")  # fmt: skip
         folder = RunFolder(args.eval_only)
-        plan = folder.read_plan("--eval-only")
-        folder.check_seeds(plan, "--eval-only")
+        plan = folder.open("--eval-only", results=False)  # the results it re-creates
         if args.n_test is not None and args.n_test != plan.n_test:
             raise UsageError(
                 f"--eval-only reruns the sweep of {folder.root} as it was run (--n-test {plan.n_test or 'default'}); "
@@ -259,8 +264,7 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
     plan = plan or build_plan(args)
     folder = RunFolder(args.out if args.out else args.cwd / "runs" / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     if args.resume:
-        saved = folder.read_plan("--resume")
-        folder.check_seeds(saved, "--resume")
+        saved = folder.open("--resume")
         if args.budget == AUTO:  # the budgets its search found, not the search's cap
             plan = with_budgets(plan, {e: next(iter(cs.values())).total_timesteps for e, cs in saved.configs.items()})
         if differ := saved.differences(plan):

@@ -31,18 +31,20 @@ where it is not keepable, ...; ``wall_s``, the check's wall time) and ``DIR/feas
 2, before anything is trained or written (sizes as the runner's: ``study.run_plan``); an existing
 ``feasibility.json`` is never overwritten. Each constraint's row is kept in
 ``DIR/feasibility.partial.json`` as it is found: Ctrl-C (SIGTERM) is one line and exit 130
-(143), and ``--resume`` continues from the next constraint, to the numbers of one call.
+(143), and ``--resume`` continues from the next constraint, to the numbers of one call. Its
+command lives in ``study.feasibility_command``.
+
+``rcmdp report`` and ``rcmdp eval`` under Ctrl-C or SIGTERM: one line, exit 130 (143)
+(``signals_exit``); the report's files all old or all new.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import datetime as _dt
+import contextlib
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 
@@ -99,20 +101,24 @@ def train(argv=None) -> int:
 
 def feasibility(argv=None) -> int:
     def command(argv):
-        return _feasibility(argv)
+        from rcmdp_jax.study.feasibility_command import run
+
+        return run(argv)
 
     return _started(command, argv, "no feasibility.json was written")
 
 
 def evaluate(argv=None) -> int:
-    def command(argv):
+    """``rcmdp eval``: Ctrl-C (SIGTERM) at any moment is one line and exit 130 (143), nothing
+    written (``--json`` is written whole at the end, or not at all)."""
+    with signals_exit(EVAL_PROG, "nothing was evaluated or written"):
         return _evaluate(argv)
-
-    return _started(command, argv, "nothing was evaluated")
 
 
 def main(argv=None) -> int:
     """``rcmdp report RUN_DIR``, ``rcmdp feasibility ...``, ``rcmdp eval ...`` or ``rcmdp [options]`` (training)."""
+    if argv is None:
+        _ENTRY.append(True)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["report"]:
         return report(argv[1:])
@@ -124,74 +130,209 @@ def main(argv=None) -> int:
 
 
 def report_main() -> int:
+    _ENTRY.append(True)
     return report(sys.argv[1:])
 
 
 # --- rcmdp report RUN_DIR ---
 REPORT_PROG = "rcmdp report"  # as its error lines begin, like the runner's and feasibility's
+
+
+def report_error(message: str) -> None:
+    """One line of the report's refusal, named as the command was called (``rcmdp report``,
+    ``rcmdp-report``, ``report.py``), its advice in the matching runner's terms (``rcmdp
+    --resume`` or ``run.py --resume``)."""
+    from rcmdp_jax.study.runtime import program_name
+
+    called = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    prog, runner = {"rcmdp-report": ("rcmdp-report", "rcmdp"), "report.py": ("report.py", "run.py")}.get(
+        called, (REPORT_PROG, program_name()))  # fmt: skip
+    print(f"{prog}: error: {message.replace('run.py --', f'{runner} --')}", file=sys.stderr)
 REPORT_USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)"
 
 
 def report(argv=None) -> int:
     """``rcmdp report RUN_DIR``: the run folder's tables and plots rewritten (its imports
-    here, so that ``rcmdp`` imports nothing before the CPU split)."""
-    from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
-    from rcmdp_jax.study.run_plan import RunFolderError
-
+    here, so that ``rcmdp`` imports nothing before the CPU split). Ctrl-C (SIGTERM) at any
+    moment is one line and exit 130 (143), the report's files all old or all new
+    (``_rewrite`` writes them beside the folder's and renames them at the end)."""
+    if argv is None:  # experiments/report.py
+        _ENTRY.append(True)
     argv = sys.argv[1:] if argv is None else list(argv)
     if len(argv) != 1 or argv[0].startswith("-"):
         print(REPORT_USAGE, file=sys.stderr)
         return 0 if argv in (["-h"], ["--help"]) else 2
-    folder = RunFolder(Path(argv[0]))
+    with signals_exit(REPORT_PROG, "nothing was rewritten") as state:
+        return _report(argv[0], state)
+
+
+class SignalState:
+    """What a signal handler of ``signals_exit`` says and undoes: ``said`` (what is kept),
+    ``undo`` (functions called before the exit, in order)."""
+
+    def __init__(self, said: str):
+        self.said, self.undo = said, []
+
+
+@contextlib.contextmanager
+def signals_exit(prog: str, said: str):
+    """Ctrl-C (SIGINT) and SIGTERM while the block runs: one line (``prog: interrupted:
+    state.said``), ``state.undo`` run, exit 130 (143) at once (``os._exit``: no exception
+    raised inside a library's callback, no half-written file kept by a ``finally``). The
+    block gets the ``SignalState`` to change what is said and undone as it goes. In a
+    console command's own process (``_ENTRY``) a signal after the block, while the process
+    ends, is ignored: the work is done (not a traceback or a death by signal)."""
+    import signal
+    import threading
+
+    state = SignalState(said)
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def interrupted(signum, frame):
+        signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # a second Ctrl-C does not cut the undoing short
+        print(f"\n{prog}: interrupted: {state.said}", file=sys.stderr, flush=True)
+        for undo in state.undo:
+            try:
+                undo()
+            except Exception:  # the exit comes whatever is left to undo
+                pass
+        os._exit(128 + signum)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, interrupted) for s in signals} if main_thread else {}
     try:
-        plan = folder.read_plan("RUN_DIR")
-        folder.check_seeds(plan, "RUN_DIR")  # as --eval-only checks it: the results are this plan's
+        yield state
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_IGN if _ENTRY else handler)
+
+
+_ENTRY: list = []  # non-empty in a console command's own process (``main``, ``report_main`` from the command line)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT and SIGTERM held back while the block runs (renames that must all happen), then
+    delivered."""
+    import signal
+
+    held = (signal.SIGINT, signal.SIGTERM)
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def _report(run: str, state: SignalState) -> int:
+    from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
+    from rcmdp_jax.study.run_plan import RunFolderError
+
+    folder = RunFolder(Path(run))
+    try:
+        plan = folder.open("RUN_DIR")  # as --resume checks it: the results are this plan's
     except RunFolderError as err:
-        print(f"{REPORT_PROG}: error: {err}", file=sys.stderr)
+        report_error(str(err))
         return 2
     release = None
     try:  # not while a run writes the folder; one this user may not write: whether a run holds it
         if os.access(folder.root, os.W_OK | os.X_OK):
             release = folder.lock()
+            state.undo.append(release)
         elif (pid := holder(folder.root)) is not None:
             raise RunFolderError(in_use(folder.root, pid))
     except RunFolderError as err:
-        print(f"{REPORT_PROG}: error: {err}; nothing was rewritten", file=sys.stderr)
+        report_error(f"{err}; nothing was rewritten")
         return 2
     try:
-        return _rewrite(folder, plan)
+        return _rewrite(folder, plan, state)
     finally:
         if release is not None:
+            state.undo.remove(release)
             release()
 
 
-def _rewrite(folder, plan) -> int:
+STAGE = ".report-"  # the folder (in an environment's) where a report is written before it replaces the old one
+
+
+def _stage(env_dir: Path) -> Path:
+    """A fresh folder ``env_dir/.report-PID/<env_dir's name>`` holding links to the algorithms'
+    folders: ``write_env_report`` writes a whole report there, read from the run's results
+    (a stage left by a killed report goes first: the run folder's lock is held)."""
+    import shutil
+
+    for old in env_dir.glob(STAGE + "*"):
+        shutil.rmtree(old, ignore_errors=True)
+    stage = env_dir / f"{STAGE}{os.getpid()}" / env_dir.name
+    stage.mkdir(parents=True)
+    for d in env_dir.iterdir():
+        if d.is_dir() and not d.is_symlink() and not d.name.startswith(STAGE):
+            (stage / d.name).symlink_to(d.absolute(), target_is_directory=True)
+    return stage
+
+
+def _commit(stages: dict) -> None:
+    """Every staged report file renamed over its old one (signals held: all or none), the stages removed."""
+    import shutil
+
+    with signals_held():
+        for env_dir, stage in stages.items():
+            for f in stage.iterdir():
+                if f.is_file() and not f.is_symlink():
+                    os.replace(f, env_dir / f.name)
+        for stage in stages.values():
+            shutil.rmtree(stage.parent, ignore_errors=True)
+
+
+def _rewrite(folder, plan, state: SignalState | None = None) -> int:
+    import shutil
+
     from rcmdp_jax import envs
     from rcmdp_jax.study.report import write_env_report
     from rcmdp_jax.study.run_folder import DamagedFile
     from rcmdp_jax.study.runtime import os_error
 
+    state = state or SignalState("")
     envs_, algos = list(plan.envs), list(plan.algos)
     missing = [f"{e}/{a}" for e in envs_ for a in algos if not (folder.algo_dir(e, a) / "test_results.npz").exists()]
     if missing:
-        print(f"{REPORT_PROG}: error: no test results for {', '.join(missing)}; nothing was rewritten "
-              "(run.py --resume or --eval-only makes them)", file=sys.stderr)  # fmt: skip
+        report_error(f"no test results for {', '.join(missing)}; nothing was rewritten (run.py --resume or --eval-only "
+                     "makes them)")  # fmt: skip
         return 2
     if locked := [str(folder.env_dir(e)) for e in envs_ if not os.access(folder.env_dir(e), os.W_OK | os.X_OK)]:
-        print(f"{REPORT_PROG}: error: {', '.join(locked)}: Permission denied (not writable by this user); nothing was "
-              "rewritten", file=sys.stderr)  # fmt: skip
+        report_error(f"{', '.join(locked)}: Permission denied (not writable by this user); nothing was rewritten")
         return 2
-    for env_name in envs_:
-        env, params = envs.make(env_name)
-        try:
-            md = write_env_report(folder.env_dir(env_name), env_name, algos, env.lambda_max, params.xi_c, params.kappa)
-        except DamagedFile as err:
-            print(f"{REPORT_PROG}: error: {err}", file=sys.stderr)
-            return 2
-        except OSError as err:  # a full disk: one line naming the file
-            print(f"{REPORT_PROG}: error: {os_error(err, folder.env_dir(env_name))}", file=sys.stderr)
-            return 2
-        print(f"## {env_name}\n\n{md}")
+    stages: dict = {}
+
+    def drop_stages():
+        for stage in stages.values():
+            shutil.rmtree(stage.parent, ignore_errors=True)
+
+    state.undo.insert(0, drop_stages)
+    tables = []
+    try:
+        for env_name in envs_:
+            env, params = envs.make(env_name)
+            env_dir = folder.env_dir(env_name)
+            try:
+                stages[env_dir] = _stage(env_dir)
+                md = write_env_report(stages[env_dir], env_name, algos, env.lambda_max, params.xi_c, params.kappa)
+            except DamagedFile as err:  # named by the folder's own path, not the stage's link to it
+                report_error(f"{str(err).replace(str(stages.get(env_dir, env_dir)), str(env_dir))}; nothing was "
+                             "rewritten")  # fmt: skip
+                return 2
+            except OSError as err:  # a full disk: one line naming the file
+                said = os_error(err, env_dir).replace(str(stages.get(env_dir, env_dir)), str(env_dir))
+                report_error(f"{said}; nothing was rewritten")
+                return 2
+            tables.append(f"## {env_name}\n\n{md}")
+        _commit(stages)
+        state.said = "the report was rewritten"
+    finally:
+        drop_stages()
+        state.undo.remove(drop_stages)
+    for table in tables:
+        print(table)
     return 0
 
 
@@ -243,8 +384,7 @@ def _evaluate(argv=None) -> int:
         from rcmdp_jax.study.compiled import ticking
         from rcmdp_jax.study.policy import load_policy
 
-        if args.json is not None and Path(args.json).is_dir():
-            raise ValueError(f"--json {args.json} is a folder; name a file")
+        check_json_path(args.json)  # before anything is evaluated
         with ticking(f"{EVAL_PROG}:", f"reading {args.algo}'s checkpoint"):
             policy = load_policy(Path(args.run).absolute(), args.algo, args.seed, args.env)
         with ticking(f"{EVAL_PROG}:", "compiling and running the episodes"):
@@ -254,184 +394,32 @@ def _evaluate(argv=None) -> int:
         return 2
     print("\n".join(result.lines()))
     if args.json is not None:
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=1))
+        from rcmdp_jax.study.run_folder import write_text
+        from rcmdp_jax.study.runtime import os_error
+
+        try:
+            write_text(Path(args.json), json.dumps(result.to_dict(), indent=1, allow_nan=False))
+        except OSError as err:
+            print(f"{EVAL_PROG}: error: --json {os_error(err, args.json)}", file=sys.stderr)
+            return 2
     return 0
 
 
-# --- rcmdp feasibility --env NAME ---
-FEASIBILITY_PROG = "rcmdp feasibility"
-PARTIAL = "feasibility.partial.json"  # the rows found so far, and the inputs they were found with
-
-
-class _FeasibilityParser(argparse.ArgumentParser):
-    def error(self, message):
-        raise ValueError(f"{message} (see --help)")
-
-
-def feasibility_args(argv):
-    from rcmdp_jax.feasibility import LEARNERS
-
-    p = _FeasibilityParser(prog=FEASIBILITY_PROG, description="Whether each constraint can be kept on the whole uncertainty box: "
-                "cost-minimising policies trained robust to the box, the least C found on every test kernel.")  # fmt: skip
-    p.add_argument("--env", default="cartpole", help="as rcmdp's --env (one environment)")
-    p.add_argument("--uncertain", default=None, metavar="FIELD=WIDTH,...", help="gymnax:ID: the box, as rcmdp's")
-    p.add_argument("--costs", default=None, metavar="NAME,...", help="gymnax:ID: the costs, as rcmdp's")
-    p.add_argument("--noise", default=None, metavar="STD,...", help="gymnax:ID: the kernel's noise, as rcmdp's")
-    p.add_argument("--seeds", type=int, default=3, help="cost-minimising policies per constraint (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
-    p.add_argument("--steps", type=int, default=None, help="policy steps per policy (default: 3 x the short budget)")
-    p.add_argument("--learner", default="ppo", choices=LEARNERS, help="the learner (default ppo)")
-    p.add_argument("--method", default=None, help="the robust method (default corners; worst-of-n above 8 parameters)")
-    p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default the environment's)")
-    p.add_argument("--margin", type=float, default=0.0, help="keepable when the least C <= -MARGIN (default 0)")
-    p.add_argument("--no-search", action="store_true", help="the grid only (no gradient search of the box)")
-    p.add_argument("--controller", default=None, metavar="FILE.py:NAME|MODULE:NAME",
-                   help="a function of the observation returning an action: a second witness")  # fmt: skip
-    p.add_argument("--out", default=None, help="folder for feasibility.json/.png (default runs/feasibility-<time>)")
-    p.add_argument("--resume", action="store_true", help="continue the interrupted check in --out (same options)")
-    p.add_argument("--plugins", action="append", default=[], metavar="FILE.py|MODULE,...",
-                   help="as rcmdp's: files or modules registering your robust methods or environments")  # fmt: skip
-    return p.parse_args(argv)
-
-
-def _env_name(args) -> str:
-    from rcmdp_jax.study.plan import plan_envs
-
-    if args.env == "all":
-        raise ValueError("--env: name one environment (not all)")
-    return plan_envs(args)[0]
-
-
-def _inputs(name: str, cfg, args) -> dict:
-    """What a ``--resume`` must match: the environment, the settings and the controller."""
-    return json.loads(json.dumps({"env": name, "config": dataclasses.asdict(cfg), "controller": args.controller}))
-
-
-def _prepare(args):
-    """Every input checked: ``(env name, FeasibilityConfig, controller, output folder, the
-    rows of an interrupted check to resume)``."""
-    from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
-    from rcmdp_jax.plugin import check_seed
-    from rcmdp_jax.study import user_code
-
-    # the folder first: a user's module may change the working directory when it loads
-    if args.out is not None and not args.out.strip():
-        raise ValueError("--out is empty; name a folder (or leave --out out for runs/feasibility-<time>)")
-    if args.resume and args.out is None:
-        raise ValueError("--resume continues the check in --out; name it")
-    out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
-    out = out.resolve()
-    check_seed("--seed", args.seed)
-    user_code.load_plugin_specs(args.plugins)  # before the environment and the method are read
-    name = _env_name(args)
-    if not has_costs(name):
-        raise ValueError(f"--env {args.env}: it has no constraint costs (name them with --costs)")
-    cfg = FeasibilityConfig(seeds=args.seeds, steps=args.steps, learner=args.learner, method=args.method,
-                            n_test=args.n_test, margin=args.margin, seed=args.seed,
-                            **({"search": None} if args.no_search else {})).validate()  # fmt: skip
-    check_sizes(name, cfg)  # the runner's memory and int32 checks: nothing trains that cannot fit
-    controller = user_code.load_object(args.controller) if args.controller else None
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a folder")
-    if (out / "feasibility.json").exists():
-        raise ValueError(f"{out / 'feasibility.json'} already exists; choose another --out")
-    return name, cfg, controller, out, _resumed(out, _inputs(name, cfg, args), args.resume)
-
-
-def _resumed(out: Path, inputs: dict, resume: bool) -> list:
-    """The rows an interrupted check in ``out`` found (``--resume``), checked against ``inputs``."""
-    path = out / PARTIAL
-    if not resume:
-        if path.exists():
-            raise ValueError(f"{out} holds an interrupted feasibility check ({PARTIAL}); continue it with --resume "
-                             "or choose another --out")  # fmt: skip
-        return []
-    if not out.is_dir():
-        raise ValueError(f"--resume: {out} holds no feasibility check; drop --resume to start one there")
-    if not path.exists():
-        return []  # interrupted before its first constraint: it starts again
+def check_json_path(path: str | None) -> None:
+    """``--json FILE``: a file that can be written (its folder exists and is writable; not a
+    folder), else ``ValueError`` in one line."""
+    if path is None:
+        return
+    if not path.strip():
+        raise ValueError("--json is empty; name a file (or leave --json out)")
     try:
-        saved = json.loads(path.read_text())
-        rows, before = saved["rows"], saved["inputs"]
-        assert isinstance(rows, list) and isinstance(before, dict)
-    except (OSError, ValueError, KeyError, TypeError, AssertionError):
-        raise ValueError(f"--resume: {path} is not readable as an interrupted check; remove it to start "
-                         "again") from None
-    if differ := sorted({*before, *inputs} - {k for k in inputs if before.get(k) == inputs[k]}):
-        raise ValueError(f"--resume: the options differ from the check in {out} ({', '.join(differ)}); use the same "
-                         "options")  # fmt: skip
-    return rows
-
-
-def _open(out: Path):
-    """Make ``out`` and take its lock (a run folder in use by a training run is refused)."""
-    from rcmdp_jax.study.run_folder import take
-    from rcmdp_jax.study.runtime import os_error
-
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"--out {out}: cannot create the folder ({os_error(err, out)})") from None
-    return take(out)
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def _feasibility(argv=None) -> int:
-    """``rcmdp feasibility``'s work (``feasibility`` runs it with Ctrl-C said in one line)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = feasibility_args(argv)
-        name, cfg, controller, out, done = _prepare(args)
-        release = _open(out)
-    except (ValueError, TypeError) as err:
-        print(f"{FEASIBILITY_PROG}: error: {err}", file=sys.stderr)
-        return 2
-    try:
-        return _run(name, cfg, controller, out, done, _inputs(name, cfg, args), release)
-    finally:
-        release()
-
-
-def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) -> int:
-    from rcmdp_jax.feasibility import check_feasibility
-    from rcmdp_jax.feasibility_report import lines, plot
-    from rcmdp_jax.study.runtime import ctrl_c_exits, os_error
-
-    t0 = time.perf_counter()
-    say = lambda msg: print(f"[feasibility {time.perf_counter() - t0:7.1f}s] {msg}", flush=True)  # noqa: E731
-    say(f"{name}: {cfg.seeds} seed(s) per constraint -> {out}" + (f" ({len(done)} found before)" if done else ""))
-    rows = list(done)
-
-    def keep(j: int, row: dict) -> None:  # each constraint's row kept as it is found: --resume starts after it
-        rows.append(row)
-        _write(out / PARTIAL, json.dumps({"inputs": inputs, "rows": rows}))
-        say(f"constraint {j + 1} done")
-
-    try:
-        with ctrl_c_exits(out, release, saved=f"no feasibility.json; the constraints found are kept in {PARTIAL}"):
-            report = check_feasibility(name, cfg, controller, progress=say, done=tuple(done), on_row=keep)
-    except (ValueError, TypeError, FloatingPointError) as err:
-        print(f"{FEASIBILITY_PROG}: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"{FEASIBILITY_PROG}: error: {os_error(err, out)}; the constraints found are kept, continue with --resume --out "
-              f"{out}", file=sys.stderr)  # fmt: skip
-        return 2
-    report["wall_s"] = round(time.perf_counter() - t0, 1)  # this call's (a resumed check: since the resume)
-    try:
-        _write(out / "feasibility.json", json.dumps(report, indent=1))
-        (out / PARTIAL).unlink(missing_ok=True)
-        plot(report, out / "feasibility.png")
-    except ImportError:
-        say("matplotlib is not installed: no feasibility.png (pip install matplotlib)")
-    except OSError as err:
-        print(f"{FEASIBILITY_PROG}: error: {os_error(err, out)}", file=sys.stderr)
-        return 2
-    print("\n".join(lines(report)))
-    print(f"results in {out / 'feasibility.json'}")
-    return 0
+        target = Path(path)
+        if target.is_dir():
+            raise ValueError(f"--json {path} is a folder; name a file")
+        parent = target.absolute().parent
+        if not parent.is_dir():
+            raise ValueError(f"--json {path}: its folder {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+            raise ValueError(f"--json {path}: Permission denied (not writable by this user)")
+    except OSError as err:  # a name too long
+        raise ValueError(f"--json {path}: {err.strerror or err}") from None

@@ -306,21 +306,8 @@ class Study:
 
     def check_checkpoints(self) -> None:
         """Every finished checkpoint must hold arrays of the shapes its run.json config
-        trains (one trace a family): an edited run.json is refused (``RunFolderError``) before
-        anything is restored or rewritten, never taken for a damaged checkpoint."""
-        from rcmdp_jax import checkpoint, make_train
-        from rcmdp_jax.study.run_plan import RunFolderError
-
-        for env in self.plan.envs:
-            for group in self.groups[env]:
-                done = [a for a in group if self._has_ckpt(env, a)]
-                if not done:
-                    continue
-                abstract = checkpoint.abstract_result(make_train(self.cfgs[env][done[0]]), self.all_keys)
-                for algo in done:
-                    if checkpoint.matches(self.folder.ckpt_dir(env, algo), abstract) is False:
-                        raise RunFolderError(f"{self.folder.root / 'run.json'}: the config of {env}/{algo} does not match "
-                                         "its checkpoint (other array shapes); it was edited: restore it")  # fmt: skip
+        trains (one trace a family; ``RunFolder.check_checkpoints``)."""
+        self.folder.check_checkpoints(self.plan, self.all_keys, self.groups)
 
     def run(self) -> int:
         self.check_checkpoints()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import os
 import sys
 import warnings
@@ -64,8 +65,9 @@ def plan_envs(args) -> list[str]:
         raise PlanError("--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID; "
                         "--uncertain and --costs to a brax one too, brax:NAME)")  # fmt: skip
     if "@" in args.env and given:
-        raise PlanError("--env names its box, costs and noise with @...; drop --uncertain/--costs/--noise, or give "
-                         "gymnax:ID")  # fmt: skip
+        raise PlanError(f"--env {args.env} names its settings with @...: name the box and costs there too "
+                        "(@uncertain=FIELD:WIDTH, @costs=...) and drop --uncertain/--costs/--noise, or give those with "
+                        f"--env {args.env.partition('@')[0]}")  # fmt: skip
     if args.env.startswith(envs.BRAX_PREFIX) and getattr(args, "noise", None) is not None:
         raise PlanError("--noise applies to gymnax:ID; a brax preset's kernel noise is its own (docs/brax_envs.md)")
     for e in envs_:
@@ -182,12 +184,27 @@ def check_before_processes(args) -> None:
 def check_distinct(configs: dict) -> None:
     """Two names of ``--algos`` for one configuration (``MDPO-Lag@lr=1e-3`` and
     ``MDPO-Lag@lr=0.001``) would train the same lanes twice."""
+    from rcmdp_jax import options
+
     seen: dict = {}
-    for algo, cfg in configs.items():
-        key = dataclasses.replace(cfg, name="")
+    for algo, cfg in configs.items():  # a plug-in number none of its plug-ins reads changes nothing it trains
+        unread = set(cfg.hparams.plugin_names) - options.numbers_read(cfg)
+        d = config_to_dict(dataclasses.replace(cfg, name=""))
+        d["hparams"] = {k: v for k, v in d["hparams"].items() if k not in unread}
+        key = json.dumps(d, sort_keys=True, default=str)
         if key in seen:
             raise PlanError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
         seen[key] = algo
+
+
+def own_budget_note(env: str, budget: str) -> str:
+    """A note where ``env`` has no budget of that name (``quick`` runs the short one there)."""
+    from rcmdp_jax import envs
+
+    budgets = envs.spec(env).learner.budgets
+    if budget in budgets:
+        return ""
+    return f"note: --budget {budget}: {env} has no {budget} budget of its own; it runs its short one ({budgets['short']:,} steps)"
 
 
 def _blamed(env: str, algo: str, budget: str) -> str:
@@ -308,7 +325,11 @@ def build_plan(args) -> Plan:
                     warnings.simplefilter("always", BudgetRounded)
                     cfg = built[e][a] = preset(e, a, budget, **overrides)
             except (ValueError, TypeError) as err:
-                raise PlanError(f"{_blamed(e, a, budget)}: {err}") from None
+                steps = args.steps is not None and str(err).startswith("total_timesteps")  # --steps set it
+                where = "--steps" if steps else _blamed(e, a, budget)
+                if where == "--set" and not args.sets:  # no --set given: the environment's own settings
+                    where = f"--env {args.env}"
+                raise PlanError(f"{where}: {err}") from None
             if args.n_test is not None and "margin_n" not in overrides and float(cfg.hparams.margin_z):
                 cfg = built[e][a] = cfg.replace(margin_n=float(args.n_test))  # the data margin, for the run's test
             check_counts(cfg, f"{a} on {e}")
@@ -326,6 +347,8 @@ def build_plan(args) -> Plan:
             configs[e][a] = config_from_dict(config_to_dict(cfg))
             will_run[e][a] = will_run_of(cfg)
         check_distinct(built[e])
+        if args.steps is None and "total_timesteps" not in overrides and (said := own_budget_note(e, budget)):
+            notes.append(said)
     notes += unmeasured_budget_notes(envs_, args)
     check_memory(built, args.seeds, args.n_test)
     steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())

@@ -14,13 +14,14 @@ float32 rounding of another compiled program: the same episodes, summed in anoth
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
 from rcmdp_jax.study.run_plan import RunFolderError
 
 # what the sweep's per-episode outputs ``[L, D, E]`` are called in an evaluation (a key the
@@ -60,7 +61,8 @@ class Evaluation:
 
     def to_dict(self) -> dict:
         """Plain numbers (JSON)."""
-        pair = lambda ms: {"mean": float(ms[0]), "se": float(ms[1])}  # noqa: E731
+        num = lambda x: float(x) if np.isfinite(x) else None  # noqa: E731  strict JSON: no NaN (null)
+        pair = lambda ms: {"mean": num(ms[0]), "se": num(ms[1])}  # noqa: E731
         return {"env": self.env, "algorithm": self.algorithm, "seed": self.seed, "kernel": self.kernel,
                 "xi": np.asarray(self.xi).tolist(), "in_box": self.in_box, "n_episodes": self.n_episodes,
                 "metrics": {k: pair(v) for k, v in self.metrics.items()},
@@ -75,7 +77,11 @@ class Evaluation:
         rows = [(k, ms) for k, ms in self.metrics.items()]
         rows += [(f"{k} {cost}", ms) for cost, d in self.constraints.items() for k, ms in d.items()]
         width = max([16] + [len(k) for k, _ in rows])  # one column of numbers, however long a name
-        return out + [f"  {k:<{width}} {m:10.4f} ± {s:.4f}" for k, (m, s) in rows]
+        out += [f"  {k:<{width}} {m:10.4f} ± {s:.4f}" for k, (m, s) in rows]
+        if not all(np.isfinite(m) for _, (m, _s) in rows):
+            out.append("note: some values are not finite (NaN or inf): the episodes diverged on this kernel"
+                       + ("" if self.in_box else ", far outside the box the policy was trained on"))  # fmt: skip
+        return out
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -98,8 +104,34 @@ class LoadedPolicy:
         """The action at ``obs`` (one observation; ``jax.vmap`` for a batch): the
         distribution's mode (deterministic) when ``key`` is None, else drawn with ``key``.
         Jit-able (``jax.jit(policy.act)``)."""
+        obs = self.observation(obs)
+        if key is not None:
+            check_key(key)
         dist = self.actor.apply(self.params, obs)
         return dist.mode() if key is None else dist.sample(seed=key)
+
+    def observation(self, obs):
+        """``obs`` as one observation of this environment (an array of shape ``(obs_dim,)``, or
+        a list of numbers), else ``TypeError`` (not numbers) / ``ValueError`` (another shape)
+        in one line."""
+        want = (int(self.env.obs_dim),)
+        if not isinstance(obs, jax.Array):  # a tracer is one: checked by its shape below
+            try:
+                if isinstance(obs, (str, bytes)) or obs is None:
+                    raise TypeError
+                obs = np.asarray(obs)
+                if obs.dtype.kind not in "iuf":
+                    raise TypeError
+            except (TypeError, ValueError):
+                raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got "
+                                f"{type(obs).__name__}") from None  # fmt: skip
+            obs = jnp.asarray(obs, jnp.float32)
+        elif not (jnp.issubdtype(obs.dtype, jnp.floating) or jnp.issubdtype(obs.dtype, jnp.integer)):
+            raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got dtype {obs.dtype}")
+        if tuple(obs.shape) != want:
+            raise ValueError(f"obs must have shape {want} (one observation of {self.env_name}; jax.vmap(policy.act) "
+                             f"for a batch), got {tuple(obs.shape)}")  # fmt: skip
+        return obs
 
     def _episodes(self, n: int):
         """The jitted ``policy_sweep`` of one kernel (axes ``[1, 1]``), kept per policy shape
@@ -142,8 +174,9 @@ class LoadedPolicy:
         n = self.n_test if n_episodes is None else n_episodes
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= 2**31 - 1:
             raise ValueError(f"n_episodes must be a positive whole number (at most 2^31 - 1), got {n!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-            raise ValueError(f"seed must be None (the robustness test's episodes) or a whole number >= 0, got {seed!r}")
+        if seed is not None:
+            check_seed("seed", seed, " (leave it out for the robustness test's episodes)")
+        check_episodes_memory(self.config, int(n))  # before anything is allocated
         key = self.test_key if seed is None else jax.random.PRNGKey(int(seed))
         out = self._episodes(int(n))(self.params, self.env_params, xi, key)
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
@@ -162,6 +195,43 @@ class LoadedPolicy:
                           episodes)
 
 
+def check_key(key) -> None:
+    """``key``: a JAX random key (``jax.random.PRNGKey(0)`` or ``jax.random.key(0)``), else ``TypeError``."""
+    ok = isinstance(key, jax.Array) and (
+        jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ()
+        or key.dtype == jnp.uint32 and key.shape == (2,)
+    )
+    if not ok:
+        raise TypeError(f"key must be None (the deterministic action) or a JAX random key (jax.random.PRNGKey(0)), "
+                        f"got {type(key).__name__} {getattr(key, 'shape', '')}".rstrip())  # fmt: skip
+
+
+def check_seed(what: str, seed, hint: str = "") -> None:
+    """A seed of ``PRNGKey``: a whole number in [0, 2**32), else ``ValueError`` naming ``what``."""
+    from rcmdp_jax.plugin import check_seed as check
+
+    try:
+        check("", seed)
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number in [0, 2**32){hint}, got {seed!r}") from None
+
+
+def check_episodes_memory(cfg, n: int) -> None:
+    """Refuse ``n`` episodes on one kernel that would not fit in this machine's memory (the
+    runner's estimate of a robustness sweep, ``run_plan.sweep_bytes``), before anything is
+    allocated."""
+    from rcmdp_jax.study.run_plan import sweep_bytes
+
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on a POSIX system: no check
+        return
+    need, one = sweep_bytes(cfg, n, 1, 1), sweep_bytes(cfg, 1, 1, 1)
+    if need > 0.9 * total:
+        raise ValueError(f"n_episodes={n:,} needs about {need / 2**30:,.1f} GiB of this machine's "
+                         f"{total / 2**30:,.1f} GiB; at most about {int(0.9 * total // one):,} fit")  # fmt: skip
+
+
 def _choice(what: str, value, allowed) -> None:
     if value not in allowed:
         raise ValueError(f"{what}={value!r} is not in the run; choose one of: {', '.join(map(str, allowed))}")
@@ -175,26 +245,36 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     from rcmdp_jax import checkpoint, envs, make_train
     from rcmdp_jax.networks import build_networks
 
+    if not isinstance(run, (str, os.PathLike)) or not str(run).strip():
+        raise TypeError(f"run must be a run folder (a path: str or pathlib.Path), got {run!r}")
     folder = RunFolder(run)
-    plan = folder.read_plan("load_policy")
+    plan = folder.open("load_policy")  # run.json and the saved files checked as --resume checks them
     if env is None and len(plan.envs) > 1:
         raise ValueError(f"env: the run holds {len(plan.envs)} environments; name one of: {', '.join(plan.envs)}")
     env = plan.envs[0] if env is None else env
     _choice("env", env, plan.envs)
     _choice("algorithm", algorithm, plan.algos)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < plan.seeds:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed={seed!r} ({type(seed).__name__}) must be a whole number (int): one of the run's seeds "
+                         f"0 .. {plan.seeds - 1}")  # fmt: skip
+    if not 0 <= seed < plan.seeds:
         raise ValueError(f"seed={seed!r}: the run trained seeds 0 .. {plan.seeds - 1}")
     ckpt = folder.ckpt_dir(env, algorithm)
+    if not checkpoint.exists(ckpt) and (pid := holder(folder.root)) is not None:
+        raise RunFolderError(f"load_policy: {env}/{algorithm} is not trained yet: {in_use(folder.root, pid)}")
     if not checkpoint.exists(ckpt):
         raise RunFolderError(f"load_policy: no finished checkpoint of {env}/{algorithm} in {folder.root} (training "
                              f"did not finish: rcmdp --resume --out {folder.root})")  # fmt: skip
     cfg = plan.configs[env][algorithm]
     all_keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)
+    folder.check_checkpoints(plan, all_keys, {env: [[algorithm]]}, "load_policy: ")
     try:
         result = checkpoint.restore(ckpt, checkpoint.abstract_result(make_train(cfg), all_keys))
     except Exception as err:
-        why = err if isinstance(err, checkpoint.Damaged) else type(err).__name__
-        raise RunFolderError(f"load_policy: the checkpoint {ckpt} cannot be read ({why})") from None
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        why = err if isinstance(err, checkpoint.Damaged) else f"{type(err).__name__}: {first}" if first else type(err).__name__
+        raise RunFolderError(f"load_policy: the checkpoint {ckpt} cannot be read ({why}); it is damaged: rcmdp --resume "
+                             f"--out {folder.root} sets it aside and trains it again") from None  # fmt: skip
     params = jax.tree.map(lambda x: jnp.asarray(x[seed]), result.state.params["actor"])
     robust_env, env_params = envs.make(env)
     actor, _ = build_networks(cfg, robust_env)

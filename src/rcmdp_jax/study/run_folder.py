@@ -136,6 +136,28 @@ def _saved_problems(d: Path, plan: Plan, env: str):
                 f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with "
                 f"{test['V'].shape[3]}"
             )
+    if test is not None and (problem := results_shape_problem(test, plan.seeds)):
+        yield RESULTS + problem
+
+
+RESULTS = "results: "  # a problem of the results file alone (not of run.json): --eval-only re-creates it
+
+
+def results_shape_problem(test, seeds: int) -> str:
+    """What makes the arrays of a ``test_results.npz`` not one run's ("" if nothing): ``V``
+    ``[seeds, levels, kernels, episodes]``, ``C`` the same with a constraint axis, ``diverged``
+    and ``bound`` one per seed."""
+    if any(k not in test for k in ("V", "C")):
+        return f"{{where}}/test_results.npz lacks {'V' if 'V' not in test else 'C'}"
+    V, C = test["V"], test["C"]
+    if V.ndim != 4 or V.shape[0] != seeds:
+        return f"{{where}}/test_results.npz holds V of shape {V.shape}, not ({seeds} seeds, levels, kernels, episodes)"
+    if C.shape[:4] != V.shape or C.ndim != 5:
+        return f"{{where}}/test_results.npz holds C of shape {C.shape}, not V's {V.shape} and a constraint axis"
+    for name in ("diverged", "bound"):  # one per seed (the kernels' shapes: ``load_results`` compares the algorithms')
+        if name in test and test[name].shape[:1] != (seeds,):
+            return f"{{where}}/test_results.npz holds {name} of shape {test[name].shape}, not one per seed ({seeds})"
+    return ""
 
 
 class RunFolder:
@@ -193,7 +215,7 @@ class RunFolder:
         if isinstance(plan, dict):
             restore_plugins(plan, flag)
 
-    def check_seeds(self, plan: Plan, flag: str) -> None:
+    def check_seeds(self, plan: Plan, flag: str, results: bool = True) -> None:
         """What ``run.json`` says must be what its saved files were made with: the seed
         count of the training metrics, the base seed (``timing.json``, ``test_results.npz``)
         and the test episodes per kernel (an edited run.json would otherwise fail after a
@@ -201,7 +223,45 @@ class RunFolder:
         for env in plan.envs:
             for algo in plan.algos:
                 for problem in _saved_problems(self.algo_dir(env, algo), plan, env):
-                    raise RunFolderError(f"{flag}: {problem.format(where=f'{env}/{algo}')}; it was edited: restore it")
+                    where = f"{env}/{algo}"
+                    if not problem.startswith(RESULTS):
+                        raise RunFolderError(f"{flag}: {problem.format(where=where)}; it was edited: restore it")
+                    if results:  # --eval-only re-creates the results: not refused there
+                        raise RunFolderError(f"{flag}: {problem[len(RESULTS):].format(where=where)}: it is damaged or "
+                                             f"another run's; run.py --eval-only {self.root} re-creates it from the "
+                                             "checkpoint")  # fmt: skip
+
+    def open(self, flag: str, results: bool = True) -> Plan:
+        """The one check of a run folder before a command uses it (``--resume``, ``--eval-only``,
+        ``rcmdp report``, ``rcmdp eval``, ``load_policy``): ``run.json`` read and checked
+        (``read_plan``), then every saved file against it (``check_seeds``: the seeds, the
+        base seed, the test episodes and, with ``results``, the results' shapes). The
+        checkpoints' shapes against the configs: ``check_checkpoints``. Its plan, or a
+        one-line ``RunFolderError``."""
+        plan = self.read_plan(flag)
+        self.check_seeds(plan, flag, results)
+        return plan
+
+    def check_checkpoints(self, plan: Plan, keys, groups: dict | None = None, flag: str = "") -> None:
+        """Every finished checkpoint of ``groups`` (``{env: [[algo, ...], ...]}``, algorithms whose
+        configs train arrays of one shape; default: each of the plan's alone) must hold arrays of
+        the shapes its run.json config trains with ``keys`` (one key per seed): an edited
+        run.json is refused (``RunFolderError``) before anything is restored, never taken for a
+        damaged checkpoint."""
+        from rcmdp_jax import checkpoint, make_train
+
+        groups = groups or {env: [[a] for a in plan.algos] for env in plan.envs}
+        for env, env_groups in groups.items():
+            for group in env_groups:
+                done = [a for a in group if checkpoint.exists(self.ckpt_dir(env, a))]
+                if not done:
+                    continue
+                abstract = checkpoint.abstract_result(make_train(plan.configs[env][done[0]]), keys)
+                for algo in done:
+                    if checkpoint.matches(self.ckpt_dir(env, algo), abstract) is False:
+                        raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{algo} does not "
+                                             "match its checkpoint (other array shapes); it was edited: restore "
+                                             "it")  # fmt: skip
 
     def exists(self, flag: str) -> bool:
         try:

@@ -251,8 +251,10 @@ def plan_problem(plan: dict) -> str:
         return f"unknown key(s) {unknown}"
     if not names(plan["envs"]) or not names(plan["algos"]):
         return "envs and algos must be lists of distinct names"
-    if not (_is_int(plan["seeds"]) and plan["seeds"] >= 1) or not isinstance(plan["vmap"], bool):
-        return "seeds must be a positive integer, vmap true or false"
+    if not (_is_int(plan["seeds"]) and plan["seeds"] >= 1):
+        return f"seeds must be a positive integer, got {plan['seeds']!r}"
+    if not isinstance(plan["vmap"], bool):
+        return f"vmap must be true or false, got {plan['vmap']!r}"
     try:
         check_seed("seed", plan["seed"])
     except ValueError as err:

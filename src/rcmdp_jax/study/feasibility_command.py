@@ -1,0 +1,261 @@
+"""``rcmdp feasibility``'s command (``console.feasibility`` runs it): its options, every input
+checked before its folder exists (``_prepare``), the folder made and locked (``_open``), each
+constraint's row kept in ``feasibility.partial.json`` with its digest as it is found, and
+``--resume`` from it (``_resumed``: an edited or damaged file refused). The check itself is
+the library's ``rcmdp_jax.feasibility``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+FEASIBILITY_PROG = "rcmdp feasibility"
+PARTIAL = "feasibility.partial.json"  # the rows found so far, and the inputs they were found with
+
+
+class _FeasibilityParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ValueError(f"{message} (see --help)")
+
+
+def feasibility_args(argv):
+    from rcmdp_jax.feasibility import LEARNERS
+
+    p = _FeasibilityParser(prog=FEASIBILITY_PROG, description="Whether each constraint can be kept on the whole uncertainty box: "
+                "cost-minimising policies trained robust to the box, the least C found on every test kernel.")  # fmt: skip
+    p.add_argument("--env", default="cartpole", help="as rcmdp's --env (one environment)")
+    p.add_argument("--uncertain", default=None, metavar="FIELD=WIDTH,...", help="gymnax:ID: the box, as rcmdp's")
+    p.add_argument("--costs", default=None, metavar="NAME,...", help="gymnax:ID: the costs, as rcmdp's")
+    p.add_argument("--noise", default=None, metavar="STD,...", help="gymnax:ID: the kernel's noise, as rcmdp's")
+    p.add_argument("--seeds", type=int, default=3, help="cost-minimising policies per constraint (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
+    p.add_argument("--steps", type=int, default=None, help="policy steps per policy (default: 3 x the short budget)")
+    p.add_argument("--learner", default="ppo", choices=LEARNERS, help="the learner (default ppo)")
+    p.add_argument("--method", default=None, help="the robust method (default corners; worst-of-n above 8 parameters)")
+    p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default the environment's)")
+    p.add_argument("--margin", type=float, default=0.0, help="keepable when the least C <= -MARGIN (default 0)")
+    p.add_argument("--no-search", action="store_true", help="the grid only (no gradient search of the box)")
+    p.add_argument("--controller", default=None, metavar="FILE.py:NAME|MODULE:NAME",
+                   help="a function of the observation returning an action: a second witness")  # fmt: skip
+    p.add_argument("--out", default=None, help="folder for feasibility.json/.png (default runs/feasibility-<time>)")
+    p.add_argument("--resume", action="store_true", help="continue the interrupted check in --out (same options)")
+    p.add_argument("--plugins", action="append", default=[], metavar="FILE.py|MODULE,...",
+                   help="as rcmdp's: files or modules registering your robust methods or environments")  # fmt: skip
+    return p.parse_args(argv)
+
+
+def _env_name(args) -> str:
+    from rcmdp_jax.study.plan import plan_envs
+
+    if args.env == "all":
+        raise ValueError("--env: name one environment (not all)")
+    return plan_envs(args)[0]
+
+
+def _inputs(name: str, cfg, args) -> dict:
+    """What a ``--resume`` must match: the environment, the settings and the controller."""
+    return json.loads(json.dumps({"env": name, "config": dataclasses.asdict(cfg), "controller": args.controller}))
+
+
+def _prepare(args):
+    """Every input checked: ``(env name, FeasibilityConfig, controller, output folder, the
+    rows of an interrupted check to resume)``."""
+    from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
+    from rcmdp_jax.plugin import check_seed
+    from rcmdp_jax.study import user_code
+
+    # the folder first: a user's module may change the working directory when it loads
+    if args.out is not None and not args.out.strip():
+        raise ValueError("--out is empty; name a folder (or leave --out out for runs/feasibility-<time>)")
+    if args.resume and args.out is None:
+        raise ValueError("--resume continues the check in --out; name it")
+    if args.controller is not None and not args.controller.strip():
+        raise ValueError("--controller is empty; name FILE.py:NAME or MODULE:NAME (or leave --controller out)")
+    out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
+    out = _checked_out(out)
+    check_seed("--seed", args.seed)
+    user_code.load_plugin_specs(args.plugins)  # before the environment and the method are read
+    name = _env_name(args)
+    if not has_costs(name):
+        raise ValueError(f"--env {args.env}: it has no constraint costs (name them with --costs)")
+    cfg = FeasibilityConfig(seeds=args.seeds, steps=args.steps, learner=args.learner, method=args.method,
+                            n_test=args.n_test, margin=args.margin, seed=args.seed,
+                            **({"search": None} if args.no_search else {})).validate()  # fmt: skip
+    check_sizes(name, cfg)  # the runner's memory and int32 checks: nothing trains that cannot fit
+    controller = user_code.load_object(args.controller) if args.controller else None
+    if controller is not None:  # its shape and its errors on an observation: before anything is made
+        from rcmdp_jax import envs
+        from rcmdp_jax.feasibility import check_controller
+
+        check_controller(controller, envs.make(name)[0])
+    _checked_out(out)  # a user's module may have changed what the path names
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder")
+    if (out / "feasibility.json").exists():
+        raise ValueError(f"{out / 'feasibility.json'} already exists; choose another --out")
+    return name, cfg, controller, out, _resumed(out, _inputs(name, cfg, args), args.resume)
+
+
+def _checked_out(out: Path) -> Path:
+    """``--out`` made absolute, its place readable (a name too long, a file on the way: one
+    line, before anything is made)."""
+    try:
+        out = out.resolve()
+        os.stat(out)
+    except FileNotFoundError:
+        pass
+    except (OSError, RuntimeError) as err:
+        raise ValueError(f"--out {out}: {getattr(err, 'strerror', None) or err}") from None
+    return out
+
+
+def _resumed(out: Path, inputs: dict, resume: bool) -> list:
+    """The rows an interrupted check in ``out`` found (``--resume``), checked against ``inputs``."""
+    path = out / PARTIAL
+    if not resume:
+        if path.exists():
+            raise ValueError(f"{out} holds an interrupted feasibility check ({PARTIAL}); continue it with --resume "
+                             "or choose another --out")  # fmt: skip
+        return []
+    if not out.is_dir():
+        raise ValueError(f"--resume: {out} holds no feasibility check; drop --resume to start one there")
+    if not path.exists():
+        print(f"{FEASIBILITY_PROG}: note: --resume: {out} holds no constraint found before (interrupted before the "
+              "first was done): it starts from the first", flush=True)  # fmt: skip
+        return []  # interrupted before its first constraint: it starts again
+    try:
+        saved = json.loads(path.read_text())
+        rows, before = saved["rows"], saved["inputs"]
+        assert isinstance(rows, list) and isinstance(before, dict)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        raise ValueError(f"--resume: {path} is not readable as an interrupted check; remove it to start "
+                         "again") from None
+    if differ := sorted({*before, *inputs} - {k for k in inputs if before.get(k) == inputs[k]}):
+        raise ValueError(f"--resume: the options differ from the check in {out} ({', '.join(_options(differ, before, inputs))}); "
+                         "use the same options")  # fmt: skip
+    if saved.get("digest") != _digest(before, rows) or not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"--resume: {path} was edited or damaged (its rows do not match their digest); remove it to "
+                         "start again")  # fmt: skip
+    return rows
+
+
+def _digest(inputs: dict, rows: list) -> str:
+    """What ``feasibility.partial.json`` holds, hashed (SHA-256 of its canonical JSON): an edited
+    or damaged file is refused by ``--resume``, never continued."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps({"inputs": inputs, "rows": rows}, sort_keys=True).encode()).hexdigest()
+
+
+# the options behind ``_inputs``' settings (FeasibilityConfig's fields), as the command line names them
+FEASIBILITY_OPTIONS = {"seeds": "--seeds", "steps": "--steps", "learner": "--learner", "method": "--method",
+                       "n_test": "--n-test", "margin": "--margin", "search": "--no-search", "seed": "--seed"}  # fmt: skip
+
+
+def _options(differ: list, before: dict, inputs: dict) -> list[str]:
+    """The options behind the inputs that differ: ``config``'s fields by their options."""
+    out = []
+    for key in differ:
+        a, b = before.get(key), inputs.get(key)
+        if key == "config" and isinstance(a, dict) and isinstance(b, dict):
+            out += [FEASIBILITY_OPTIONS.get(f, f) for f in sorted({*a, *b}) if a.get(f) != b.get(f)] or ["config"]
+        else:
+            out.append({"env": "--env (or --uncertain, --costs, --noise)", "controller": "--controller"}.get(key, key))
+    return out
+
+
+def _open(out: Path):
+    """Make ``out`` and take its lock (a run folder in use by a training run is refused)."""
+    from rcmdp_jax.study.run_folder import take
+    from rcmdp_jax.study.runtime import os_error
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--out {out}: cannot create the folder ({os_error(err, out)})") from None
+    return take(out)
+
+
+class _Said:
+    """What an interrupted check keeps, said as it is when the signal comes (``said[0]``)."""
+
+    def __init__(self, said: list):
+        self.said = said
+
+    def __format__(self, spec) -> str:
+        return self.said[0]
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def run(argv=None) -> int:
+    """``rcmdp feasibility``'s work (``console.feasibility`` runs it with Ctrl-C said in one line)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = feasibility_args(argv)
+        name, cfg, controller, out, done = _prepare(args)
+        made = not out.exists()
+        release = _open(out)
+    except (ValueError, TypeError) as err:
+        print(f"{FEASIBILITY_PROG}: error: {err}", file=sys.stderr)
+        return 2
+    try:
+        code = _run(name, cfg, controller, out, done, _inputs(name, cfg, args), release)
+    finally:
+        release()
+    if code != 0 and made and not any(out.iterdir()):  # refused while it started: no empty folder left
+        out.rmdir()
+    return code
+
+
+def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) -> int:
+    from rcmdp_jax.feasibility import check_feasibility
+    from rcmdp_jax.feasibility_report import lines, plot
+    from rcmdp_jax.study.runtime import ctrl_c_exits, os_error
+
+    t0 = time.perf_counter()
+    say = lambda msg: print(f"[feasibility {time.perf_counter() - t0:7.1f}s] {msg}", flush=True)  # noqa: E731
+    say(f"{name}: {cfg.seeds} seed(s) per constraint -> {out}" + (f" ({len(done)} found before)" if done else ""))
+    rows = list(done)
+    said = [f"no feasibility.json; the constraints found are kept in {PARTIAL}" if done else
+            "no feasibility.json; no constraint was found yet"]  # fmt: skip
+
+    def keep(j: int, row: dict) -> None:  # each constraint's row kept as it is found: --resume starts after it
+        rows.append(json.loads(json.dumps(row)))  # as the file holds it: its digest is of that
+        _write(out / PARTIAL, json.dumps({"inputs": inputs, "rows": rows, "digest": _digest(inputs, rows)}))
+        said[0] = f"no feasibility.json; the constraints found are kept in {PARTIAL}"
+        say(f"constraint {j + 1} done")
+
+    try:
+        with ctrl_c_exits(out, release, saved=_Said(said)):
+            report = check_feasibility(name, cfg, controller, progress=say, done=tuple(done), on_row=keep)
+    except (ValueError, TypeError, FloatingPointError) as err:
+        print(f"{FEASIBILITY_PROG}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"{FEASIBILITY_PROG}: error: {os_error(err, out)}; the constraints found are kept, continue with --resume --out "
+              f"{out}", file=sys.stderr)  # fmt: skip
+        return 2
+    report["wall_s"] = round(time.perf_counter() - t0, 1)  # this call's (a resumed check: since the resume)
+    try:
+        _write(out / "feasibility.json", json.dumps(report, indent=1))
+        (out / PARTIAL).unlink(missing_ok=True)
+        plot(report, out / "feasibility.png")
+    except ImportError:
+        say("matplotlib is not installed: no feasibility.png (pip install matplotlib)")
+    except OSError as err:
+        print(f"{FEASIBILITY_PROG}: error: {os_error(err, out)}", file=sys.stderr)
+        return 2
+    print("\n".join(lines(report)))
+    print(f"results in {out / 'feasibility.json'}")
+    return 0
