@@ -184,7 +184,8 @@ def _rewrite(folder, plan) -> int:
     for env_name in envs_:
         env, params = envs.make(env_name)
         try:
-            md = write_env_report(folder.env_dir(env_name), env_name, algos, env.lambda_max, params.xi_c, params.kappa)
+            md = write_env_report(folder.env_dir(env_name), env_name, algos, env.lambda_max, params.xi_c, params.kappa,
+                                  env=env, configs=plan.configs[env_name])  # fmt: skip
         except DamagedFile as err:
             print(f"{REPORT_PROG}: error: {err}", file=sys.stderr)
             return 2

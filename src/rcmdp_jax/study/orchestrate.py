@@ -283,7 +283,7 @@ class Study:
         stale = {a.split("/", 1)[1] for a in o.missing + o.damaged if a.startswith(env + "/")}
         algos = [a for a in self.plan.algos if a not in stale]
         return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa,
-                                plots=self.plots)  # fmt: skip
+                                plots=self.plots, env=robust_env, configs=self.cfgs[env])  # fmt: skip
 
     def check_checkpoints(self) -> None:
         """Every finished checkpoint must hold arrays of the shapes its run.json config
