@@ -332,17 +332,16 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
                          f"{entry['worst']:.3f} | {epc[0]} | {epc[1]} | {seeds_text(entry, 'nominal')} | "
                          f"{seeds_text(entry, 'worst')} | {md_cell(where)} |")  # fmt: skip
     text = ("\n## Is the constraint kept?\n\nPer algorithm and constraint, at the nominal kernel and on the test "
-            "kernel where it is worst: the mean constraint value C = E[sum_t gamma_c^t c_t] (gamma_c its discount; "
-            "1: the undiscounted episode sum), the mean episode cost EpCost (the undiscounted sum of the cost over "
-            "the episode; of an indicator 'at most B/episode', the count of unsafe steps), and each seed's verdict "
-            "over its test episodes by the rule in 'kept when': a budget of B unsafe steps per episode (gamma_c 1) "
-            "is kept when the mean EpCost <= B, Safety-Gymnasium's cost_limit, an episode that ends early counting "
-            "its unsafe steps against the whole B (C, which training reads, grants it only B*T/H of its T steps: "
-            "the stricter reading, shown beside); any other constraint when C <= 0. A seed is too close to call "
-            f"when its mean lies within {verdict.Z:g} standard errors of the limit (over its test episodes; broken "
-            "counts only seeds noise could not flip), with the test episodes that would decide the close ones at "
-            "the same spread. The worst kernel: its distortion level and each uncertain field's change from the "
-            "nominal value.\n\n" + "\n".join(lines) + "\n" + margin_text(margins))  # fmt: skip
+            "kernel where it is worst: the mean C = E[sum_t gamma_c^t c_t] and the mean episode cost EpCost (the "
+            "undiscounted sum; of an indicator 'at most B/episode', the count of unsafe steps), and each seed's "
+            "verdict over its test episodes by the rule in 'kept when'. A budget of B unsafe steps per episode "
+            "(gamma_c 1) is kept when the mean EpCost <= B, Safety-Gymnasium's cost_limit: an episode that ends early "
+            "counts its unsafe steps against the whole B (C, which training reads, grants it B*T/H for its T steps); "
+            "any other constraint when C <= 0. Too close: the seed's mean lies within "
+            f"{verdict.Z:g} standard errors of the limit, so noise could flip it (never counted broken); beside it, "
+            "the test episodes that would decide it at the same spread. The worst kernel: its distortion level and "
+            "each uncertain field's change from the nominal value.\n\n" + "\n".join(lines) + "\n"
+            + margin_text(margins))  # fmt: skip
     return text, js
 
 
