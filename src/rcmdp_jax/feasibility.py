@@ -30,10 +30,10 @@ from rcmdp_jax.config import BudgetRounded
 from rcmdp_jax.envs.domain import budget_steps
 from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
 from rcmdp_jax.feasibility_report import mean_and_se, summarise
-from rcmdp_jax.verdict import kinds
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.plugin import INT32_MAX, check_seed
 from rcmdp_jax.rollout import cost_discounts
+from rcmdp_jax.verdict import kinds
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
 LEARNERS = ("ppo", "mdpo")
