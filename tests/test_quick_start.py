@@ -60,7 +60,8 @@ def test_the_quick_start_as_the_page_writes_it(tmp_path, capsys):
         per_kernel = ep.mean(axis=(0, 3))
         lvl, d = np.unravel_index(np.argmax(per_kernel), per_kernel.shape)
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
-        for at, episodes in ((8, ep[:, 0].reshape(3, -1)), (9, ep[:, lvl, d])):
+        assert (ep[:, 0] == ep[:, 0, :1]).all()  # level 0's directions: one kernel, the same episodes
+        for at, episodes in ((8, ep[:, 0, 0]), (9, ep[:, lvl, d])):
             want = seed_verdicts_by_hand(episodes)
             counts = [int(n) for n in re.findall(r"(\d+) (?:kept|broken|too close)", cells[at])]
             assert counts == [want.count("kept"), want.count("broken"), want.count("too close")], (cells[at], want)

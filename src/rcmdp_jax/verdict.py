@@ -123,7 +123,7 @@ def judge(C, ep_cost, constraint: Constraint) -> dict:
     """One constraint's verdict on a robustness test, as JSON: ``C`` and ``ep_cost`` (None:
     unknown) ``[seed, level, direction, episode]`` (level 0 the nominal kernel). The worst test
     kernel is the one whose mean of the deciding value (``episode_values``) over seeds and
-    episodes is highest; at it and at the nominal kernel (every episode of level 0): the mean C
+    episodes is highest; at it and at the nominal kernel (level 0, direction 0): the mean C
     (``nominal``, ``worst``) and EpCost, each seed's verdict (``seed_verdicts``), their counts,
     ``*_kept`` (``overall``) and the test episodes that would decide the close seeds."""
     C = np.asarray(C, np.float64)
@@ -131,7 +131,9 @@ def judge(C, ep_cost, constraint: Constraint) -> dict:
     per_kernel = x.mean(axis=(0, 3))  # (level, direction)
     lvl, d = np.unravel_index(int(np.argmax(per_kernel)), per_kernel.shape)
     entry = {**constraint.as_json(), "seeds": int(C.shape[0]), "worst_level_index": int(lvl), "worst_direction": int(d)}
-    at = {"nominal": lambda a: a[:, 0].reshape(a.shape[0], -1), "worst": lambda a: a[:, lvl, d]}
+    # level 0's directions are one kernel, the nominal, tested on the same episodes (common random
+    # numbers): its first direction holds them once, so the standard error is over n_test episodes
+    at = {"nominal": lambda a: a[:, 0, 0], "worst": lambda a: a[:, lvl, d]}
     for where, pick in at.items():
         v = seed_verdicts(pick(x))
         counts = v.counts()
