@@ -6,6 +6,7 @@ schedules and worst-case studies, Ctrl-C on the command. (Eval-only on a copy of
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -248,3 +249,5 @@ def test_ctrl_c_is_a_short_message_without_traceback(tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted" in err and "--resume" in err and "Traceback" not in err
     assert time.perf_counter() - t0 < 5.0
+    # the command it prints resumes as it stands: run.json holds the options (test_resume_options.py)
+    assert f"continue with python {shlex.quote(str(RUN_PY))} --resume --out {shlex.quote(str(out))}\n" in err, err
