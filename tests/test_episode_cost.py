@@ -215,6 +215,7 @@ def test_the_constraint_table_shows_gamma_c_and_episode_costs_beside_c():
     rng = np.random.default_rng(1)
     C = rng.normal(size=(2, 2, 2, 3, 2))  # seeds, levels, directions, episodes, m
     ep = rng.uniform(0, 9, size=C.shape)
+    C[:, 0], ep[:, 0] = C[:, 0, :1], ep[:, 0, :1]  # level 0's directions: the nominal kernel, the same episodes
     costs = {"A": {"EpCost": ep, "gamma_c": np.array([1.0, 0.99]), "horizon": 200}}
     text, js = report.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]), costs=costs)
     # without kinds both are limits: C decides, and C's worst kernel is the worst
