@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rcmdp_jax.kernel_text import kernel_names
+
 RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"  # the command users call
 
 def _load(out, algo, name):
@@ -51,15 +53,18 @@ def read_csv(path):
     return lines[0], lines[1:]
 
 
-def column_values(metrics, column, position: int = 0):
-    """The npz values of a ``train_metrics.csv`` column (``name``, or ``name/J`` with ``J`` a
-    constraint's index or a kernel field's name: the ``position``-th column of ``name``, in the
-    flattened order of its trailing axes), ``[seeds, iterations]``."""
-    name, _, j = column.partition("/")
-    if not j:
-        return metrics[name]
-    values = metrics[name]
-    return values.reshape(values.shape[:2] + (-1,))[..., position]
+def column_values(metrics, column, env="cartpole"):
+    """The npz values of a ``train_metrics.csv`` column of a run on ``env`` (the log's
+    ``orchestrate.columns``: its metric and the entry of its trailing axes, flattened),
+    ``[seeds, iterations]``."""
+    from rcmdp_jax.study import orchestrate
+    from rcmdp_jax.study.report import cost_names
+
+    xi, lam = np.shape(metrics["xi"]), np.shape(metrics.get("lam", np.zeros((1, 1))))
+    cols = orchestrate.columns(metrics, kernel_names(env, xi[2:]), cost_names(env, lam[-1]) if len(lam) > 2 else ())
+    name, j = next((m, j) for c, m, j in cols if c == column)
+    values = np.asarray(metrics[name])
+    return values if j is None else values.reshape(values.shape[:2] + (-1,))[..., j]
 
 
 def assert_csv_is_npz(algo_dir: Path) -> list[str]:
@@ -69,13 +74,30 @@ def assert_csv_is_npz(algo_dir: Path) -> list[str]:
     header, rows = read_csv(algo_dir / "train_metrics.csv")
     n_seeds, n_iter = metrics["lam"].shape[:2]
     assert header[:2] == ["iteration", "seed"] and len(rows) == n_seeds * n_iter
-    assert {c.partition("/")[0] for c in header[2:]} == set(metrics)  # every metric, and only those
+    width = sum(int(np.prod(np.shape(x)[2:])) for x in metrics.values())
+    assert len(header) == 2 + width == len(set(header))  # every value of every metric, once
     it, seed = np.array([[int(r[0]), int(r[1])] for r in rows]).T
-    seen: dict[str, int] = {}
     for k, column in enumerate(header[2:], start=2):
         got = np.array([float(r[k]) for r in rows], np.float64).astype(np.float32)
-        name = column.partition("/")[0]
-        position = seen[name] = seen.get(name, -1) + 1
-        np.testing.assert_array_equal(got, column_values(metrics, column, position)[seed, it], err_msg=column)
+        np.testing.assert_array_equal(got, column_values(metrics, column)[seed, it], err_msg=column)
     assert sorted(zip(seed, it)) == [(s, t) for s in range(n_seeds) for t in range(n_iter)]
     return header
+
+
+def events(folder):
+    """``{tag: {step: value}}`` of the scalars in the event files of ``folder``, read with the
+    event protobuf (TFRecord: length, its CRC, the record, its CRC)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    out = {}
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        data, at = path.read_bytes(), 0
+        while at < len(data):
+            (n,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + n])
+            at += 12 + n + 4
+            for v in event.summary.value:
+                out.setdefault(v.tag, {})[event.step] = v.simple_value
+    return out

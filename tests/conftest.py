@@ -155,7 +155,7 @@ FILE_WEIGHTS = {
     "test_cli_errors.py": 40, "test_envs.py": 35, "test_feasibility.py": 30, "test_user_env_checks.py": 25,
     "test_train_config.py": 10, "test_pid_rule.py": 60, "test_policy_logs.py": 50, "test_cli_refusals.py": 50,
     "test_separate_worst_cases.py": 45, "test_episode_cost.py": 40, "test_plugin_state.py": 40,
-    "test_plugin_files.py": 30, "test_figure_text.py": 20, "test_entry_points.py": 60,
+    "test_plugin_files.py": 30, "test_figure_text.py": 20, "test_entry_points.py": 60, "test_quick_start.py": 90,
 }  # fmt: skip
 
 

@@ -6,6 +6,7 @@ schedules and worst-case studies, Ctrl-C on the command. (Eval-only on a copy of
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -112,7 +113,7 @@ class Killed(Exception):
 def test_resume_after_interruption_equals_an_uninterrupted_run_and_a_second_study_compiles_nothing(
     full_run, tmp_path, monkeypatch
 ):
-    """Killed after the first family: --resume gives the uninterrupted run's numbers, and
+    """Killed after the first family: --resume (with no other option) gives the uninterrupted run's numbers, and
     again after a family half saved; then a second study in this process (the programs are
     all here now) builds nothing (``_a_second_study_reuses_the_compiled_programs``)."""
     out = tmp_path / "interrupted"
@@ -138,7 +139,7 @@ def test_resume_after_interruption_equals_an_uninterrupted_run_and_a_second_stud
     assert not (out / "cartpole" / third).exists()
     # a plain rerun refuses to overwrite the folder
     assert cli.main(TINY + ["--out", str(out)]) == 2
-    assert cli.main(TINY + QUICK + ["--out", str(out), "--resume"]) == 0
+    assert cli.main(["--out", str(out), "--resume", *QUICK]) == 0  # the run's options from its run.json
     _assert_same_run(full_run, out, ALGOS.split(","))
     # a family killed half-saved: resume trains the whole family again, writes the missing member
     shutil.rmtree(out / "cartpole" / second)
@@ -248,3 +249,5 @@ def test_ctrl_c_is_a_short_message_without_traceback(tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted" in err and "--resume" in err and "Traceback" not in err
     assert time.perf_counter() - t0 < 5.0
+    # the command it prints resumes as it stands: run.json holds the options (test_resume_options.py)
+    assert f"continue with python {shlex.quote(str(RUN_PY))} --resume --out {shlex.quote(str(out))}\n" in err, err

@@ -8,8 +8,8 @@ episodes; and a table of the smaller messages. Copies of the session's ``trained
 (conftest.py); each refusal is one line, exit 2, nothing changed."""
 
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys

@@ -215,18 +215,20 @@ def test_the_constraint_table_shows_gamma_c_and_episode_costs_beside_c():
     rng = np.random.default_rng(1)
     C = rng.normal(size=(2, 2, 2, 3, 2))  # seeds, levels, directions, episodes, m
     ep = rng.uniform(0, 9, size=C.shape)
+    C[:, 0], ep[:, 0] = C[:, 0, :1], ep[:, 0, :1]  # level 0's directions: the nominal kernel, the same episodes
     costs = {"A": {"EpCost": ep, "gamma_c": np.array([1.0, 0.99]), "horizon": 200}}
     text, js = report.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]), costs=costs)
+    # without kinds both are limits: C decides, and C's worst kernel is the worst
     assert "EpCost over H = 200 steps" in text and "gamma_c" in text
     per_kernel = C[..., 0].mean(axis=(0, 3))
     lvl, d = np.unravel_index(np.argmax(per_kernel), per_kernel.shape)
     assert js["A"]["unsafe"]["ep_cost_nominal"] == pytest.approx(ep[:, 0, ..., 0].mean())
     assert js["A"]["unsafe"]["ep_cost_worst"] == pytest.approx(ep[:, lvl, d, :, 0].mean())
     assert js["A"]["unsafe"]["gamma_c"] == 1.0 and js["A"]["speed"]["gamma_c"] == 0.99
-    assert "| A | unsafe | 1 |" in text and "| A | speed | 0.99 |" in text
+    assert "| A | unsafe | C <= 0 | 1 |" in text and "| A | speed | C <= 0 | 0.99 |" in text
     # a result file written before: the columns say they are unknown
     text, js = report.constraint_section({"A": (None, C)}, ("unsafe", "speed"), np.array([0.0, 1.0]))
-    assert "| A | unsafe | ? |" in text and "ep_cost_nominal" not in js["A"]["unsafe"]
+    assert "| A | unsafe | C <= 0 | ? |" in text and "ep_cost_nominal" not in js["A"]["unsafe"]
 
 
 def test_worst_case_values_and_ltma_direction_discount_each_constraint_by_its_own():

@@ -72,13 +72,18 @@ def test_settings_and_standard_errors_against_the_closed_form(wide):
     assert not r["too_close_to_call"]  # 0.27 above the limit, the error ~0.005
 
 
-def test_the_best_policys_episode_cost_against_the_closed_form(wide):
-    """EpCost, the undiscounted sum of the cost over the episode: with a = 1 every step, c_t ~ xi - 1
-    for H = 10 steps, so 10 (0.5 - 1) = -5 at the nominal kernel and 10 (1.3 - 1) = 3 at the worst."""
+def test_the_best_policys_episode_cost_only_for_a_budget(wide):
+    """EpCost, the count of unsafe steps, is said for a budget of them; the toy's cost is continuous
+    (c_t ~ xi - 1), whose undiscounted sum means nothing against its limit: not said, and C is
+    written with its discount (0.9), never as 1^t."""
     (r,) = wide["constraints"]
-    assert r["learned_ep_cost"]["nominal"] == pytest.approx(-5.0, abs=0.1)
-    assert r["learned_ep_cost"]["worst_kernel"] == pytest.approx(3.0, abs=0.1)
-    assert "the best learned policy's EpCost (undiscounted episode cost) -5" in "\n".join(lines(wide))
+    assert r["kind"] == "limit" and "learned_ep_cost" not in r
+    text = "\n".join(lines(wide))
+    assert "EpCost" not in text and "C = E[sum_t 0.9^t c_t]" in text
+    budget = dict(r, kind="budget", budget=5.0, gamma_c=1.0, learned_ep_cost={"nominal": 3.0, "worst_kernel": 7.5})
+    text = "\n".join(lines({"settings": wide["settings"], "constraints": [budget]}))
+    assert "EpCost (unsafe steps per episode, budget 5) 3 at the nominal kernel, 7.5 on its worst" in text
+    assert "C = E[sum_t c_t]" in text
     C = np.array([[[0.0, 2.0]], [[1.0, 1.5]]])  # policy 1's worst C (1.5) is the least
     ep = np.array([[[10.0, 20.0]], [[30.0, 40.0]]])
     assert best_policy_ep_cost(C, ep) == {"nominal": 30.0, "worst_kernel": 40.0}

@@ -7,14 +7,13 @@ compile progress line. Reads the session's shared tiny runs (``conftest.full_run
 
 import json
 import shutil
-import struct
 import time
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-from cli_helpers import _copy, _load, _one_line, _snapshot, assert_csv_is_npz, column_values, read_csv
+from cli_helpers import _copy, _load, _one_line, _snapshot, assert_csv_is_npz, column_values, events, read_csv
 
 from rcmdp_jax import load_policy
 from rcmdp_jax.kernel_text import parse
@@ -211,7 +210,11 @@ def test_a_run_folder_of_an_older_version_loads(trained, tmp_path):
 @pytest.mark.parametrize("algo", ["MDPO-Lag", "MDPO-Robust", "PPO-Lag"])
 def test_the_csv_rows_are_the_npz_metrics(full_run, algo):
     header = assert_csv_is_npz(full_run / "cartpole" / algo)
-    assert "c_hat/0" in header and "xi/pole angular velocity" in header and "lam" not in header  # the kernel by its fields
+    # named by what they are: the constraint by its name, the kernel by its fields
+    for name in ("cost/|x_dot|-0.15/c_hat", "cost/|x_dot|-0.15/ep_cost", "kernel/pole angular velocity", "return/eval",
+                 "lambda/|x_dot|-0.15", "steps/policy", "update/policy_loss"):  # fmt: skip
+        assert name in header, header
+    assert "lam" not in header and "xi/pole angular velocity" not in header
 
 
 def test_an_older_run_folder_gets_its_csv_on_eval_only(trained, tmp_path):
@@ -222,34 +225,23 @@ def test_an_older_run_folder_gets_its_csv_on_eval_only(trained, tmp_path):
     assert_csv_is_npz(algo)
 
 
-def events(folder):
-    """``{tag: {step: value}}`` of the scalars in the event files of ``folder``, read with the
-    event protobuf (TFRecord: length, its CRC, the record, its CRC)."""
-    from tensorboardX.proto import event_pb2
-
-    out = {}
-    for path in sorted(folder.glob("events.out.tfevents.*")):
-        data, at = path.read_bytes(), 0
-        while at < len(data):
-            (n,) = struct.unpack("<Q", data[at : at + 8])
-            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + n])
-            at += 12 + n + 4
-            for v in event.summary.value:
-                out.setdefault(v.tag, {})[event.step] = v.simple_value
-    return out
-
-
 def test_the_event_files_hold_the_scalars(full_run):
+    """The CSV's columns as tags by name, each at the environment steps of its iteration (the
+    learner's, ``policy_steps``), the iteration a scalar of its own."""
     metrics = _load(full_run, "PPO-Lag", "train_metrics.npz")
     header, _ = read_csv(full_run / "cartpole" / "PPO-Lag" / "train_metrics.csv")
     for seed in range(2):
         got = events(full_run / "cartpole" / "PPO-Lag" / "tensorboard" / f"seed_{seed}")
-        assert set(got) == set(header[2:])
+        assert set(got) == {*header[2:], "iteration"}
+        assert {"lambda/|x_dot|-0.15", "cost/|x_dot|-0.15/ep_cost", "return/eval"} <= set(got)
+        env_steps = metrics["policy_steps"][seed]  # steps so far after each iteration
+        assert np.all(np.diff(env_steps) > 0)
+        assert got["iteration"] == {int(s): float(t) for t, s in enumerate(env_steps)}
         for column in header[2:]:
             want = column_values(metrics, column)[seed]
             steps = [t for t in range(want.size) if not np.isnan(want[t])]
-            assert sorted(got[column]) == steps, column
-            np.testing.assert_array_equal([got[column][t] for t in steps], want[steps], err_msg=column)
+            assert sorted(got[column]) == [int(env_steps[t]) for t in steps], column
+            np.testing.assert_array_equal([got[column][int(env_steps[t])] for t in steps], want[steps], err_msg=column)
 
 
 def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
@@ -285,8 +277,9 @@ def test_a_kernel_of_several_axes_gets_a_column_per_entry():
     rng = np.random.default_rng(0)
     metrics = {"lam": rng.normal(size=(2, 5)), "xi": rng.normal(size=(2, 5, 3, 2)), "eval_costs": rng.normal(size=(2, 5, 3))}
     cols = orchestrate.columns(metrics, ())
-    assert [c for c, _, _ in cols] == ["lam", *(f"xi/{j}" for j in range(6)), "eval_costs/0", "eval_costs/1", "eval_costs/2"]
+    assert [c for c, _, _ in cols] == [*(f"cost/{j}/eval_C" for j in range(3)), *(f"kernel/{j}" for j in range(6)),
+                                       "lambda"]  # fmt: skip
     values = orchestrate.table(metrics, cols)
     assert values.shape == (2, 5, 10)
-    np.testing.assert_array_equal(values[1, 3, 1:7], metrics["xi"][1, 3].ravel())  # xi[i, j] at column 2i + j
-    np.testing.assert_array_equal(values[..., 7:], metrics["eval_costs"])
+    np.testing.assert_array_equal(values[1, 3, 3:9], metrics["xi"][1, 3].ravel())  # xi[i, j] at column 3 + 2i + j
+    np.testing.assert_array_equal(values[..., :3], metrics["eval_costs"])

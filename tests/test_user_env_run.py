@@ -122,10 +122,14 @@ def test_summary_says_whether_the_constraint_is_kept_by_hand(user_run):
     nominal = C[:, 0].mean()
     kernels = C.mean(axis=(0, 3))
     lvl, d = np.unravel_index(np.argmax(kernels), kernels.shape)
-    broken = int((C[:, lvl, d].mean(-1) > 0).sum())
-    broken_nominal = int((C[:, 0].mean(axis=(1, 2)) > 0).sum())
+
+    def broken_count(per_seed):  # above 0 by more than two standard errors over its episodes
+        m, se = per_seed.mean(1), per_seed.std(1, ddof=1) / np.sqrt(per_seed.shape[1])
+        return int(((m > 0) & (m > 2 * se)).sum())
+
+    broken = broken_count(C[:, lvl, d])
     gamma_c = float(z["gamma_c"][0])  # the constraint's discount: the environment's gamma (a user's cost)
-    row = f"| PPO-Lag | speed | {gamma_c:.3g} | {nominal:.3f} ({broken_nominal}/2) | {kernels[lvl, d]:.3f} ({broken}/2) |"
+    row = f"| PPO-Lag | speed | C <= 0 | {gamma_c:.3g} | {nominal:.3f} | {kernels[lvl, d]:.3f} |"
     summary = (user_run / "usermass_make" / "summary.md").read_text()
     assert row in summary, summary
     for word in (

@@ -33,6 +33,7 @@ from rcmdp_jax.feasibility_report import mean_and_se, summarise
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.plugin import INT32_MAX, check_seed
 from rcmdp_jax.rollout import cost_discounts
+from rcmdp_jax.verdict import kinds
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
 
 LEARNERS = ("ppo", "mdpo")
@@ -263,8 +264,10 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
         w, w_se = (None, None) if witness is None else (witness[..., j], witness_se[..., j])
         rows.append(summarise(C, levels, np.asarray(grid.xi), xi_c, labels, names[j], cfg.margin, w, found, se, w_se))
         gamma_c = np.broadcast_to(np.asarray(cost_discounts(env, env.gamma), np.float64), (m,))[j]
-        rows[-1] |= {"gamma_c": float(gamma_c), "horizon": int(env.episode_length)}  # what C is
-        rows[-1]["learned_ep_cost"] = best_policy_ep_cost(C, ep_cost)
+        kind = kinds(env)[j]  # what C is; EpCost only where it is read, a budget of unsafe steps
+        rows[-1] |= {"gamma_c": float(gamma_c), "horizon": int(env.episode_length), "kind": kind.kind}
+        if kind.kind == "budget":
+            rows[-1] |= {"budget": kind.budget, "learned_ep_cost": best_policy_ep_cost(C, ep_cost)}
         if on_row is not None:
             on_row(j, rows[-1])
     ran = train_config(name, 0, cfg)  # what ran: the budget in whole iterations (as run.json's will_run)

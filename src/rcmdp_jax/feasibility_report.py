@@ -130,13 +130,15 @@ def lines(report: dict) -> list[str]:
         limit = _limit(r["margin"])
         se = r.get("least_worst_C_se", 0.0)
         verdict = "keepable" if r["keepable"] else "NOT keepable"
-        what = f", C = E[sum_t {r['gamma_c']:.6g}^t c_t], H = {r['horizon']}" if "gamma_c" in r else ""
+        discount = "" if r.get("gamma_c") == 1.0 else f"{r.get('gamma_c', 0):.6g}^t "  # 1: the episode sum
+        what = f", C = E[sum_t {discount}c_t], H = {r['horizon']}" if "gamma_c" in r else ""
         out.append(f"{r['constraint']} ({limit} wanted{what}):")
         out.append(f"  one policy for the whole box: {verdict}: least worst-kernel C = "
                    f"{_pm(r['least_worst_C'], se)} ({r['least_worst_C_by']})")  # fmt: skip
         if ep := r.get("learned_ep_cost"):  # a feasibility.json written before EpCost: none
-            out.append(f"  one policy for the whole box: the best learned policy's EpCost (undiscounted episode cost) "
-                       f"{ep['nominal']:.4g} at the nominal kernel, {ep['worst_kernel']:.4g} on its worst test kernel")
+            out.append(f"  one policy for the whole box: the best learned policy's EpCost (unsafe steps per episode, "
+                       f"budget {r.get('budget', '?'):g}) {ep['nominal']:.4g} at the nominal kernel, "
+                       f"{ep['worst_kernel']:.4g} on its worst test kernel")  # fmt: skip
         if r.get("too_close_to_call"):
             n, searched = s.get("n_test"), r.get("least_worst_C_episodes")
             over = f" (a mean over {searched} episodes on the searched kernel)" if searched else ""

@@ -8,6 +8,7 @@ folder -> devices -> study. ``rcmdp_jax.study.cli.main(argv)`` is this function.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import sys
 from pathlib import Path
@@ -44,6 +45,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv):
+    """The command's options; ``given``: the names of those the command line gives (``--resume``
+    takes the others from the run folder's run.json, ``resumed_plan``)."""
+    args = parser().parse_args(argv)
+    quiet = parser()
+    for action in quiet._actions:  # only what the command line gives is set
+        action.default = argparse.SUPPRESS
+    args.given = set(vars(quiet.parse_args(argv)))
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=program_name(),
         description="Train robust-constrained RL algorithms and run the robustness test. Also: "
@@ -53,7 +65,7 @@ def parse_args(argv):
     )
     _what_to_run(p)
     _how_to_run(p)
-    return p.parse_args(argv)
+    return p
 
 
 def _what_to_run(p) -> None:
@@ -228,7 +240,43 @@ def new_plan(args) -> Plan | None:
     if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
         check_before_processes(args)
         return None
-    return build_plan(args)
+    return resumed_plan(args) or built_plan(args)
+
+
+# --resume: the options run.json records as they are (``SAVED``), and those that build its configs
+SAVED = ("seeds", "seed", "n_test", "vmap", "worst_case")
+BUILT = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "steps", "sets")
+
+
+def resumed_plan(args) -> Plan | None:
+    """``--resume`` of a run folder: the options the command leaves out are the run's
+    (run.json), so ``--resume --out DIR`` alone continues it; an option given must agree
+    (``plan_and_folder``). The saved plan with the given ``SAVED`` options when the command
+    gives none that builds configs (``BUILT``); else None, and ``build_plan`` builds it from
+    ``args`` with the run's environments, algorithms and (none of ``--budget``, ``--steps``,
+    ``--set`` given) configs."""
+    if not (args.resume and args.out and (Path(args.out) / "run.json").is_file()):
+        return None
+    saved = RunFolder(args.out).read_plan("--resume")
+    for name in SAVED:
+        if name not in args.given:
+            setattr(args, name, getattr(saved, name))
+    if not args.given & set(BUILT):
+        return dataclasses.replace(saved, **{name: getattr(args, name) for name in SAVED})
+    if not args.given & {"env", "uncertain", "costs", "noise"}:
+        args.env = saved.envs[0] if len(saved.envs) == 1 else "all"
+    if not args.given & {"algos", "schedules"}:
+        args.algos, args.schedules = ",".join(saved.algos), False
+    if not args.given & {"budget", "steps", "sets"}:
+        args.saved_configs = saved
+    return None
+
+
+def built_plan(args) -> Plan:
+    """``build_plan``, with a resumed run's configs where the command gives none (``resumed_plan``)."""
+    plan = build_plan(args)
+    saved = getattr(args, "saved_configs", None)
+    return plan if saved is None else dataclasses.replace(plan, configs=saved.configs, will_run=saved.will_run)
 
 
 def load_plugins(args) -> None:
@@ -261,7 +309,7 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
                 "to test with another --n-test, train into a new --out"
             )
         return plan, folder
-    plan = plan or build_plan(args)
+    plan = plan or resumed_plan(args) or built_plan(args)
     folder = RunFolder(args.out if args.out else args.cwd / "runs" / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
     if args.resume:
         saved = folder.open("--resume")
@@ -358,7 +406,7 @@ def main(argv=None) -> int:
               "cannot rebuild it (re-read the folder from a script that registers it: "
               "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)", flush=True)  # fmt: skip
     try:
-        with runtime.ctrl_c_exits(folder.root, release):
+        with runtime.ctrl_c_exits(folder.root, release, again=runtime.resume_command(folder.root)):
             study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",
                           args.event_files)
             return study.run()
@@ -366,7 +414,7 @@ def main(argv=None) -> int:
         print(f"{program_name()}: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a full disk, a folder that is not ours: one line, nothing half-written kept
-        again = f"--eval-only {folder.root} again" if args.eval_only else f"--resume --out {folder.root}"
+        again = f"--eval-only {folder.root} again" if args.eval_only else runtime.resume_command(folder.root)
         print(f"{program_name()}: error: {runtime.os_error(err, folder.root)}; finished algorithms are saved, continue with {again}",
               file=sys.stderr)  # fmt: skip
         return 2

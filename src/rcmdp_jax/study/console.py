@@ -316,7 +316,8 @@ def _rewrite(folder, plan, state: SignalState | None = None) -> int:
             env_dir = folder.env_dir(env_name)
             try:
                 stages[env_dir] = _stage(env_dir)
-                md = write_env_report(stages[env_dir], env_name, algos, env.lambda_max, params.xi_c, params.kappa)
+                md = write_env_report(stages[env_dir], env_name, algos, env.lambda_max, params.xi_c, params.kappa,
+                                      env=env, configs=plan.configs[env_name])  # fmt: skip
             except DamagedFile as err:  # named by the folder's own path, not the stage's link to it
                 report_error(f"{str(err).replace(str(stages.get(env_dir, env_dir)), str(env_dir))}; nothing was "
                              "rewritten")  # fmt: skip

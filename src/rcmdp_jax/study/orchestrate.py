@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from rcmdp_jax.study.compiled import Prepared, cached, env_identity, fmt, policy_key, ticking, train_prepared
-from rcmdp_jax.study.report import write_env_report
+from rcmdp_jax.study.report import cost_names, write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, readable, write_text
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name
@@ -302,7 +302,7 @@ class Study:
         stale = {a.split("/", 1)[1] for a in o.missing + o.damaged if a.startswith(env + "/")}
         algos = [a for a in self.plan.algos if a not in stale]
         return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa,
-                                plots=self.plots)  # fmt: skip
+                                plots=self.plots, env=robust_env, configs=self.cfgs[env])  # fmt: skip
 
     def check_checkpoints(self) -> None:
         """Every finished checkpoint must hold arrays of the shapes its run.json config
@@ -350,12 +350,29 @@ class Study:
 # metrics the npz gets, so that the two hold the same numbers.
 #
 # Columns (docs/cli.md, "Training metrics"): ``iteration`` (0-based), ``seed`` (0 ..
-# seeds-1), then every metric of ``train_metrics.npz`` in its order: a per-iteration number
-# as its name, a per-constraint one as ``NAME/J`` (``c_hat/0``: constraint J, 0-based), the
-# kernel as ``xi/FIELD`` (the run report's field names; ``xi/I`` where the environment names
-# none); each value with 9 significant digits, so a float32 reads back exactly. The event
-# files hold the same names as scalar tags, one event per seed and iteration, step =
-# iteration (NaN, the training curve between its points, left out).
+# seeds-1), then every metric of ``train_metrics.npz`` in its order, named by what it is
+# (``NAMES``): ``return/eval``, a per-constraint one by the constraint's name
+# (``cost/|x_dot|-0.15/ep_cost``, ``lambda/|x_dot|-0.15``; a ``/`` in the name written `` per ``),
+# the kernel as ``kernel/FIELD`` (the run report's field names; ``kernel/I`` where the
+# environment names none); each value with 9 significant digits, so a float32 reads back
+# exactly. The event files hold the same names as scalar tags, one event per seed and
+# iteration that ran, its step the environment steps of the learner so far (``policy_steps``,
+# the x-axis of SB3's, OmniSafe's and Safety-Gymnasium's curves) and the iteration a scalar of
+# its own (``iteration``); NaN, the training curve between its points, left out.
+
+# each metric's name in the log: ``{c}`` a constraint's name, ``{f}`` a kernel field's
+NAMES = {
+    "episode_return": "return/episode", "episode_disc_return": "return/episode_discounted",
+    "eval_return": "return/eval", "episodes_completed": "rollout/episodes_completed",
+    "episode_costs": "cost/{c}/episode_C", "episode_ep_cost": "cost/{c}/ep_cost",
+    "eval_costs": "cost/{c}/eval_C", "eval_ep_cost": "cost/{c}/eval_ep_cost", "c_hat": "cost/{c}/c_hat",
+    "margin": "cost/{c}/margin", "lam": "lambda/{c}", "lam_tilde": "lambda_used/{c}", "dual_updates": "dual/updates",
+    "policy_steps": "steps/policy", "dual_steps": "steps/dual", "ltma_steps": "steps/robust_method",
+    "policy_loss": "update/policy_loss", "critic_loss": "update/critic_loss", "approx_kl": "update/approx_kl",
+    "alpha": "update/alpha", "n_updates": "update/n_updates", "policy_epochs": "update/policy_epochs",
+    "xi": "kernel/{f}", "active": "run/active", "valid_input": "run/valid_input",
+}  # fmt: skip
+STEP_METRIC = "policy_steps"  # the event files' step
 
 CSV_NAME = "train_metrics.csv"
 TB_DIR = "tensorboard"
@@ -368,19 +385,23 @@ def tensorboard_available() -> bool:
     return importlib.util.find_spec("tensorboardX") is not None
 
 
-def columns(metrics: dict, field_names) -> list[tuple[str, str, int | None]]:
+def columns(metrics: dict, field_names, cost_names=()) -> list[tuple[str, str, int | None]]:
     """``(column, metric, entry)`` for each value of an iteration (``entry``: the index into a
-    metric's last axis, None for a number)."""
+    metric's last axis, None for a number): the column named by ``NAMES`` with the constraints'
+    ``cost_names`` and the kernel's ``field_names`` (their index where a name is missing; a
+    metric ``NAMES`` lacks keeps its own name, ``NAME/J``)."""
     out = []
     for name, x in metrics.items():
         x = flat(np.asarray(x))
+        pattern = NAMES.get(name, name + "/{c}")
         if x.ndim == 2:  # [seeds, iterations]
-            out.append((name, name, None))
+            out.append((pattern.replace("/{c}", "").replace("/{f}", ""), name, None))
             continue
-        labels = list(field_names) if name == "xi" and len(field_names) == x.shape[-1] else None
-        labels = [str(i) if lb.startswith("xi[") else lb for i, lb in enumerate(labels)] if labels else None
-        out += [(f"{name}/{labels[j] if labels else j}", name, j) for j in range(x.shape[-1])]
-    return out
+        given = field_names if name == "xi" else cost_names
+        labels = [str(lb) for lb in given] if len(given) == x.shape[-1] else [str(j) for j in range(x.shape[-1])]
+        labels = [str(i) if lb.startswith(("xi[", "C_")) else lb.replace("/", " per ") for i, lb in enumerate(labels)]
+        out += [(pattern.format(c=labels[j], f=labels[j]), name, j) for j in range(x.shape[-1])]
+    return sorted(out, key=lambda col: col[0].split("/")[0])  # by section (cost, lambda, return, ...), stable
 
 
 def flat(x: np.ndarray) -> np.ndarray:
@@ -422,6 +443,7 @@ class TrainingLog:
         self.folder, self.env, self.tensorboard = folder, env, tensorboard
         self.group, self.algos = list(group), list(group if algos is None else algos)
         self.kernel_names = lambda shape: kernel_names(env, shape)
+        self.cost_names = lambda m: cost_names(env, m)
         self.cols: dict = {}
         self.writers: dict = {}
         self.written: dict = {}  # {(algo, seed): iterations in the event files}
@@ -434,7 +456,9 @@ class TrainingLog:
         if algo not in self.cols:
             xi = metrics.get("xi")
             names = self.kernel_names(np.shape(xi)[2:]) if xi is not None and np.ndim(xi) > 2 else ()
-            self.cols[algo] = columns(metrics, names)
+            lam = metrics.get("lam")
+            costs = self.cost_names(np.shape(lam)[-1]) if lam is not None and np.ndim(lam) > 2 else ()
+            self.cols[algo] = columns(metrics, names, costs)
         return self.cols[algo]
 
     def chunk(self, member: int, metrics: dict, first_iteration: int, seeds=None) -> None:
@@ -460,16 +484,22 @@ class TrainingLog:
 
         cols = self._cols(algo, metrics)
         values = table(metrics, cols)
+        n_iter = values.shape[1]
+        ran = np.asarray(metrics.get("active", np.ones(values.shape[:2]))).reshape(values.shape[:2]) > 0
+        steps = np.asarray(metrics[STEP_METRIC]).reshape(values.shape[:2]) if STEP_METRIC in metrics else None
         for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
             if (algo, s) not in self.writers:
                 logdir = self.folder.algo_dir(self.env, algo) / TB_DIR / f"seed_{s}"
                 self.writers[algo, s] = SummaryWriter(str(logdir), flush_secs=3600)
             w = self.writers[algo, s]._get_file_writer()
-            for t, row in enumerate(values[s_i]):
-                tags = [Summary.Value(tag=c, simple_value=x) for (c, _, _), x in zip(cols, row.tolist()) if x == x]
-                w.add_summary(Summary(value=tags), first_iteration + t)
+            for t in np.flatnonzero(ran[s_i]).tolist():
+                it = first_iteration + t
+                tags = [Summary.Value(tag="iteration", simple_value=it)]
+                tags += [Summary.Value(tag=c, simple_value=x) for (c, _, _), x in zip(cols, values[s_i, t].tolist())
+                         if x == x]  # fmt: skip
+                w.add_summary(Summary(value=tags), it if steps is None else int(steps[s_i, t]))
             w.flush()
-            self.written[algo, s] = first_iteration + values.shape[1]
+            self.written[algo, s] = first_iteration + n_iter
 
     def finish(self, algo: str, metrics: dict) -> None:
         """``algo`` trained: its CSV written whole from ``metrics`` (what ``train_metrics.npz``

@@ -6,12 +6,13 @@ search (``worst_case_section``), and the rliable statistics (``aggregate_section
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
 
-from rcmdp_jax import stats
+from rcmdp_jax import stats, verdict
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.study.plots import drop_stale, plot_robustness, plot_training
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, write_text
@@ -126,9 +127,11 @@ def load_worst_case(folder: RunFolder, env_name: str, results: dict, lambda_max:
     return found
 
 
-def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa, plots: bool = True) -> str:
+def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa, plots: bool = True,
+                     env=None, configs: dict | None = None) -> str:  # fmt: skip
     """Write summary.{md,tex,json} and (``plots``) the figures for one environment; return the
-    Markdown table and the verdict."""
+    Markdown table and the verdict. ``env``: the robust environment (each constraint's kind and
+    budget, ``verdict.kinds``); ``configs``: ``{algo: Config}`` (each one's margin, ``margin_of``)."""
     bounds: dict = {}
     seeds: dict = {}
     costs: dict = {}
@@ -147,7 +150,9 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
                   "'rcmdp report RUN_DIR' draws them again")  # fmt: skip
     test_xi = _test_kernels(folder, env_name, results)
     xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
-    kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs)
+    kinds = verdict.kinds(env) if env is not None and env.num_constraints == len(names) else None
+    margins = {a: margin_of(c) for a, c in (configs or {}).items() if c.constrained and a in kept}
+    kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs, kinds, margins)
     text = f"# {env_name}: robustness test\n\n{md}{legend(lambda_max)}{kept_text}"
     diverged = {a: t - u for a, (u, t) in seeds.items() if u < t}
     if diverged:
@@ -160,6 +165,8 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     summary = summary_json(rows, seeds)
     for algo, entry in kept_json.items():
         summary[algo]["constraints"] = entry
+    for algo, margin in margins.items():
+        summary[algo]["margin"] = margin
     if any(np.any(b) for b in bounds.values()):
         text += (
             "\n## Test episodes that reached the state bound (%), per distortion level\n\n"
@@ -256,82 +263,85 @@ def legend(lambda_max: float) -> str:
     )
 
 
-def constraint_stats(C: np.ndarray) -> list[dict]:
-    """Per constraint of ``C`` (seed, level, direction, episode, m; level 0 first, the
-    nominal kernel): its mean at the nominal kernel and on the worst test kernel (the
-    one with the highest mean over seeds and episodes), and how many seeds break it
-    (their mean over episodes > 0) at each."""
-    C = np.asarray(C, np.float64)
-    out = []
-    for j in range(C.shape[-1]):
-        c = C[..., j]
-        per_kernel = c.mean(axis=(0, 3))  # (level, direction)
-        lvl, d = np.unravel_index(int(np.argmax(per_kernel)), per_kernel.shape)
-        nominal_seeds = c[:, 0].mean(axis=(1, 2))
-        worst_seeds = c[:, lvl, d].mean(axis=-1)
-        out.append({
-            "nominal": float(c[:, 0].mean()), "nominal_seeds_broken": int((nominal_seeds > 0).sum()),
-            "worst": float(per_kernel[lvl, d]), "worst_seeds_broken": int((worst_seeds > 0).sum()),
-            "worst_level_index": int(lvl), "worst_direction": int(d), "seeds": int(c.shape[0]),
-        })  # fmt: skip
-    return out
+def seeds_text(entry: dict, where: str) -> str:
+    """The seeds' verdicts at ``where`` (``nominal`` or ``worst``) of a ``verdict.judge`` entry, in words."""
+    return verdict.counts_text(entry[f"{where}_counts"], entry[f"{where}_episodes_to_decide"])
 
 
-def discount_text(gamma_c) -> str:
-    """A constraint's discount as the table's column says it: ``1`` (the episode sum) or ``0.99``."""
-    return "?" if gamma_c is None else f"{float(gamma_c):.6g}"
+def margin_of(cfg) -> dict:
+    """The safety margin an algorithm trained with, and its rule, as JSON (``cfg``: its ``Config``)."""
+    m = float(cfg.hparams.cost_margin)
+    rule = (f"trained toward C <= -{m:g} (the dual phase reads C^ + cost_margin); kept is judged at the "
+            "limit itself" if m else "trained toward C <= 0 (no margin)")  # fmt: skip
+    return {"cost_margin": m, "constraint_rule": cfg.constraint, "rule": rule}
 
 
-def episode_cost_stats(ep: np.ndarray, j: int, lvl: int, d: int) -> dict:
-    """Constraint ``j``'s mean episode cost EpCost (seed, level, direction, episode, m) at the
-    nominal kernel and on the kernel ``(lvl, d)`` (C's worst)."""
-    e = np.asarray(ep, np.float64)[..., j]
-    return {"ep_cost_nominal": float(e[:, 0].mean()), "ep_cost_worst": float(e[:, lvl, d].mean())}
+def margin_text(margins: dict) -> str:
+    """One sentence per margin the algorithms trained with (``margins``: ``{algo: margin_of(...)}``)."""
+    by: dict = {}
+    for algo, m in margins.items():
+        by.setdefault(m["cost_margin"], []).append(algo)
+    said = [f"{', '.join(a)}: cost_margin = {m:g}, " + (f"trained toward C <= -{m:g} (the dual phase reads C^ + {m:g})"
+            if m else "no margin, trained toward C <= 0") for m, a in by.items()]  # fmt: skip
+    return "\nThe safety margin each algorithm trained with (the verdict is at the limit, not at the margin): " + \
+        "; ".join(said) + ".\n" if said else ""
 
 
 def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None, xi_names=None,
-                       costs: dict | None = None) -> tuple[str, dict]:  # fmt: skip
-    """Markdown (one row per algorithm and constraint) and JSON of ``constraint_stats``;
-    with the test kernels ``test_xi`` ``[L, D, *xi]`` (level 0 the nominal one) and the
-    names of their entries, each worst kernel as its fields' changes (``kernel_text``);
-    ``costs``: ``{algo: {"EpCost", "gamma_c", "horizon"}}`` (``RunFolder.load_results``), each
-    constraint's discount and its episode cost beside C (a result file without them: "?")."""
+                       costs: dict | None = None, kinds=None, margins: dict | None = None) -> tuple[str, dict]:  # fmt: skip
+    """Markdown (one row per algorithm and constraint) and JSON of ``verdict.judge``; with
+    the test kernels ``test_xi`` ``[L, D, *xi]`` (level 0 the nominal one) and the names of
+    their entries, each worst kernel as its fields' changes (``kernel_text``); ``costs``:
+    ``{algo: {"EpCost", "gamma_c", "horizon"}}`` (``RunFolder.load_results``; a result file
+    without them: "?", and C decides); ``kinds``: each constraint's ``verdict.Constraint``
+    (``verdict.kinds(env)``; None: limits); ``margins``: ``{algo: margin_of(cfg)}``."""
     from rcmdp_jax.kernel_text import describe
 
-    costs = costs or {}
+    costs, margins = costs or {}, margins or {}
     horizons = sorted({c["horizon"] for c in costs.values()})
     over = f"over H = {horizons[0]} steps" if len(horizons) == 1 else "over the episode"
-    lines = ["| Algorithm | constraint | gamma_c | C at the nominal kernel (seeds > 0) | C on the worst kernel "
-             f"(seeds > 0) | EpCost {over}: nominal | EpCost on C's worst kernel | the worst kernel (level: its "
-             "fields) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| Algorithm | constraint | kept when | gamma_c | C: nominal | C: worst | EpCost " f"{over}: nominal | "
+             "EpCost: worst | seeds at the nominal kernel | seeds on the worst kernel | the worst kernel (level: its "
+             "fields) |", "|" + "---|" * 11]  # fmt: skip
     js: dict = {}
     for algo, r in results.items():
         if r is None:
             continue
-        for j, (name, s) in enumerate(zip(names, constraint_stats(r[1]))):
-            n, lvl, d = s["seeds"], s["worst_level_index"], s["worst_direction"]
-            entry = js.setdefault(algo, {})[name] = {**s, "worst_level": float(levels[lvl])}
-            ep, gamma_c = ("?", "?"), None
+        for j, name in enumerate(names):
+            kind = kinds[j] if kinds is not None else verdict.Constraint("limit")
+            ep, gamma_c = None, None
             if algo in costs:
-                entry |= episode_cost_stats(costs[algo]["EpCost"], j, lvl, d)
-                entry |= {"gamma_c": float(costs[algo]["gamma_c"][j]), "horizon": costs[algo]["horizon"]}
-                ep, gamma_c = (f"{entry['ep_cost_nominal']:.3f}", f"{entry['ep_cost_worst']:.3f}"), entry["gamma_c"]
+                ep, gamma_c = np.asarray(costs[algo]["EpCost"])[..., j], float(costs[algo]["gamma_c"][j])
+            kind = dataclasses.replace(kind, gamma_c=gamma_c)
+            entry = js.setdefault(algo, {})[name] = verdict.judge(np.asarray(r[1])[..., j], ep, kind)
+            entry["worst_level"] = float(levels[entry["worst_level_index"]])
+            if algo in costs:
+                entry["horizon"] = costs[algo]["horizon"]
+            if algo in margins:
+                entry["margin"] = margins[algo]
+            lvl, d = entry["worst_level_index"], entry["worst_direction"]
             where = f"{float(levels[lvl]):g}: direction {d}"
             if test_xi is not None:
                 xi = np.asarray(test_xi)
                 entry["worst_kernel"] = describe(xi[lvl, d], xi[0, 0], xi_names)
                 entry["worst_xi"] = np.asarray(xi[lvl, d], np.float64).tolist()
                 where = f"{float(levels[lvl]):g}: {entry['worst_kernel']}"
-            lines.append(f"| {md_cell(algo)} | {md_cell(name)} | {discount_text(gamma_c)} | {s['nominal']:.3f} "
-                         f"({s['nominal_seeds_broken']}/{n}) | {s['worst']:.3f} ({s['worst_seeds_broken']}/{n}) | "
-                         f"{ep[0]} | {ep[1]} | {md_cell(where)} |")  # fmt: skip
-    text = ("\n## Is the constraint kept?\n\nPer algorithm and constraint: the mean constraint value C = "
-            "E[sum_t gamma_c^t c_t] (kept when <= 0; gamma_c its discount, 1: the undiscounted episode sum) at the "
-            "nominal kernel and on the test kernel where it is highest, and in brackets how many seeds break it "
-            "there (their mean over episodes > 0); the mean episode cost EpCost (the undiscounted sum of the cost "
-            "over the episode; of an indicator 'at most B/episode', the count of unsafe steps, to compare with B) "
-            "at both; the worst kernel as its distortion level and each uncertain field's change from the nominal "
-            "value.\n\n" + "\n".join(lines) + "\n")  # fmt: skip
+            epc = [f"{entry[k]:.3f}" if k in entry else "?" for k in ("ep_cost_nominal", "ep_cost_worst")]
+            gc = "?" if gamma_c is None else f"{gamma_c:.6g}"
+            lines.append(f"| {md_cell(algo)} | {md_cell(name)} | {kind.decides} | {gc} | {entry['nominal']:.3f} | "
+                         f"{entry['worst']:.3f} | {epc[0]} | {epc[1]} | {seeds_text(entry, 'nominal')} | "
+                         f"{seeds_text(entry, 'worst')} | {md_cell(where)} |")  # fmt: skip
+    text = ("\n## Is the constraint kept?\n\nPer algorithm and constraint, at the nominal kernel and on the test "
+            "kernel where it is worst: the mean C = E[sum_t gamma_c^t c_t] and the mean episode cost EpCost (the "
+            "undiscounted sum; of an indicator 'at most B/episode', the count of unsafe steps), and each seed's "
+            "verdict over its test episodes by the rule in 'kept when'. A budget of B unsafe steps per episode "
+            "(gamma_c 1) is kept when the mean EpCost <= B, Safety-Gymnasium's cost_limit: an episode that ends early "
+            "counts its unsafe steps against the whole B (C, which training reads, grants it B*T/H for its T steps); "
+            "any other constraint when C <= 0. Too close: the seed's mean lies within "
+            f"{verdict.Z:g} standard errors of the limit, so noise could flip it (never counted broken); beside it, "
+            "the test episodes that would decide it at the same spread. The worst kernel: its distortion level and "
+            "each uncertain field's change from the nominal value.\n\n" + "\n".join(lines) + "\n"
+            + margin_text(margins))  # fmt: skip
     return text, js
 
 

@@ -91,15 +91,27 @@ def speed_up(cache: str | None) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
+def resume_command(out: Path) -> str:
+    """The command that continues the run in ``out``, as this one was called (run.json holds
+    its options): ``rcmdp --resume --out DIR``."""
+    import shlex
+
+    called = program_name()
+    if called == "run.py":  # a script: run by Python
+        called = f"python {shlex.quote(sys.argv[0]) if sys.argv and sys.argv[0] else 'experiments/run.py'}"
+    return f"{called} --resume --out {shlex.quote(str(out))}"
+
+
 @contextlib.contextmanager
-def ctrl_c_exits(out: Path, release=lambda: None, saved: str = "finished algorithms are saved"):
-    """Ctrl-C (and SIGTERM, a scheduler's stop) prints one line (``saved``: what is kept),
+def ctrl_c_exits(out: Path, release=lambda: None, saved: str = "finished algorithms are saved", again: str = ""):
+    """Ctrl-C (and SIGTERM, a scheduler's stop) prints one line (``saved``: what is kept; ``again``:
+    the command that continues, default ``--resume --out OUT`` with the same options),
     releases the run folder's lock (``release``) and exits at once: 130 (143 for SIGTERM).
     A handler rather than ``except KeyboardInterrupt``: a library that catches the exception
     (or checks signals inside a long XLA call) cannot swallow it."""
 
     def interrupted(signum=signal.SIGINT, *_):
-        print(f"\ninterrupted: {saved}; continue with --resume --out {out}", file=sys.stderr)
+        print(f"\ninterrupted: {saved}; continue with {again or f'--resume --out {out}'}", file=sys.stderr)
         sys.stderr.flush()
         release()
         os._exit(128 + signum)  # now: don't wait for a background compile

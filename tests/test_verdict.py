@@ -1,0 +1,130 @@
+"""The verdict of a constraint (``rcmdp_jax.verdict``) on hand-made episodes: an indicator
+with a budget judged by its episode cost (early-ending episodes included), a continuous
+constraint judged by C, the three counts, and how many episodes would decide a close seed;
+and the report's constraint section against its own summary.json entries."""
+
+import math
+
+import numpy as np
+import pytest
+
+from rcmdp_jax import verdict
+from rcmdp_jax.study import report
+
+
+def mean_se(x):
+    x = np.asarray(x, np.float64)
+    return x.mean(), x.std(ddof=1) / math.sqrt(x.size)
+
+
+def test_a_budget_is_judged_by_ep_cost_with_early_ending_episodes_against_the_whole_budget():
+    budget, horizon = 5.0, 200
+    ep_cost = np.array([3.0, 4.0, 4.0, 5.0])  # unsafe steps per episode
+    length = np.array([100, 120, 100, 80])  # every episode ends early (the pole fell)
+    C = ep_cost - budget * length / horizon  # what training reads: each granted B*T/H
+    assert np.all(C > 0)  # by C every episode breaks it
+    kind = verdict.Constraint("budget", gamma_c=1.0, budget=budget)
+    assert kind.by_ep_cost and kind.decides == "EpCost <= 5"
+    x = verdict.episode_values(kind, C, ep_cost)
+    np.testing.assert_array_equal(x, [-2.0, -1.0, -1.0, 0.0])
+    v = verdict.seed_verdicts(x[None])
+    m, se = mean_se([-2.0, -1.0, -1.0, 0.0])
+    assert abs(m) > 2 * se and v.verdict == ("kept",)  # mean EpCost 4 <= 5
+    assert v.mean[0] == pytest.approx(m) and v.se[0] == pytest.approx(se)
+    # the same numbers read as C (a discounted budget, or a limit): broken
+    discounted = verdict.Constraint("budget", gamma_c=0.99, budget=budget)
+    assert discounted.decides == "C <= 0"
+    assert verdict.seed_verdicts(verdict.episode_values(discounted, C, ep_cost)[None]).verdict == ("broken",)
+    assert verdict.seed_verdicts(verdict.episode_values(verdict.Constraint("limit"), C, ep_cost)[None]).verdict == (
+        "broken",)
+    # a file without EpCost: C decides even for a budget
+    assert np.array_equal(verdict.episode_values(kind, C, None), C)
+
+
+def test_a_continuous_constraint_three_verdicts_and_the_episodes_that_decide():
+    x = np.array([
+        [-1.0, -1.2, -0.8, -1.1, -0.9],  # kept: mean -1, far below 0
+        [0.9, 1.1, 1.0, 1.2, 0.8],  # broken
+        [0.5, -0.3, 0.2, -0.1, 0.1],  # mean 0.08: within two standard errors of 0
+    ])  # fmt: skip
+    v = verdict.seed_verdicts(x)
+    by_hand = []
+    for row in x:
+        m, se = mean_se(row)
+        by_hand.append("too close to call" if abs(m) <= 2 * se else "kept" if m <= 0 else "broken")
+    assert list(v.verdict) == by_hand == ["kept", "broken", "too close to call"]
+    assert v.counts() == {"kept": 1, "broken": 1, "too close to call": 1}
+    assert v.needed[:2] == (None, None)
+    n = v.needed[2]
+    m, se = mean_se(x[2])
+    sd = se * math.sqrt(5)
+    assert 2 * sd / math.sqrt(n) < abs(m) <= 2 * sd / math.sqrt(n - 1)  # the fewest that decide it
+    assert v.most_needed() == n
+    assert verdict.counts_text(v.counts(), v.most_needed()) == f"1 kept, 1 broken, 1 too close ({n} episodes decide)"
+    assert verdict.overall(v.counts()) is False
+    assert verdict.overall(verdict.seed_verdicts(x[[0, 2]]).counts()) is None
+    assert verdict.overall(verdict.seed_verdicts(x[[0]]).counts()) is True
+
+
+def test_no_spread_or_one_episode_the_sign_decides():
+    v = verdict.seed_verdicts(np.array([[0.0, 0.0, 0.0], [0.5, 0.5, 0.5]]))
+    assert v.verdict == ("kept", "broken") and v.most_needed() is None
+    assert verdict.seed_verdicts(np.array([[0.3], [-0.3]])).verdict == ("broken", "kept")
+    close_at_zero = verdict.seed_verdicts(np.array([[1.0, -1.0]]))
+    assert close_at_zero.verdict == ("too close to call",) and close_at_zero.most_needed() is None
+    assert verdict.counts_text(close_at_zero.counts(), None).endswith("(a mean of exactly 0)")
+
+
+def test_the_kinds_of_an_environments_constraints():
+    from rcmdp_jax import envs
+
+    env, _ = envs.make("gymnax:CartPole-v1@costs=x>0.3:5,x>0.2,x:0.3")
+    budget, never, limit = verdict.kinds(env)
+    assert (budget.kind, budget.budget) == ("budget", 5.0)
+    assert (never.kind, never.budget) == ("budget", 0.0)  # 'FIELD>LIMIT': a budget of 0 unsafe steps
+    assert limit == verdict.Constraint("limit")
+    cartpole, _ = envs.make("cartpole")
+    assert verdict.kinds(cartpole) == [verdict.Constraint("limit")]
+
+
+def test_the_section_rows_say_what_summary_json_holds():
+    rng = np.random.default_rng(0)
+    S, L, D, E = 3, 3, 2, 6
+    ep = rng.integers(0, 9, size=(S, L, D, E, 1)).astype(np.float64)  # unsafe steps
+    length = rng.integers(50, 201, size=(S, L, D, E, 1))
+    C = ep - 5.0 * length / 200  # indicator, budget 5, H = 200, gamma_c = 1
+    ep[:, 2, 1] += 6.0  # the worst kernel by EpCost: level 2, direction 1
+    C[:, 2, 1] = ep[:, 2, 1] - 5.0 * length[:, 2, 1] / 200
+    C[:, 1, 0] += 20.0  # C's own highest kernel is another: the verdict follows EpCost's
+    costs = {"A": {"EpCost": ep, "gamma_c": np.array([1.0]), "horizon": 200}}
+    kinds = [verdict.Constraint("budget", budget=5.0)]
+    margins = {"A": {"cost_margin": 3.0, "constraint_rule": "lag", "rule": "r"}}
+    text, js = report.constraint_section({"A": (None, C)}, ("unsafe",), np.array([0.0, 0.5, 1.0]), costs=costs,
+                                         kinds=kinds, margins=margins)  # fmt: skip
+    e = js["A"]["unsafe"]
+    assert (e["worst_level_index"], e["worst_direction"]) == (2, 1)
+    assert e["kind"] == "budget" and e["budget"] == 5.0 and e["gamma_c"] == 1.0 and e["decides"] == "EpCost <= 5"
+    assert e["margin"]["cost_margin"] == 3.0 and "cost_margin = 3" in text
+    ep[:, 0] = ep[:, 0, :1]  # level 0's directions: one kernel, the same episodes (common random numbers)
+    C[:, 0] = C[:, 0, :1]
+    for where, pick in (("nominal", lambda a: a[:, 0, 0]), ("worst", lambda a: a[:, 2, 1])):
+        per_seed = pick(ep[..., 0]) - 5.0
+        want = []
+        for row in per_seed:
+            m, se = mean_se(row)
+            want.append("too close to call" if se > 0 and abs(m) <= 2 * se else "kept" if m <= 0 else "broken")
+        assert e[f"{where}_verdicts"] == want
+        assert e[f"{where}_counts"] == {k: want.count(k) for k in ("kept", "broken", "too close to call")}
+        assert e[f"{where}_seeds_broken"] == want.count("broken")
+        assert e[where] == pytest.approx(pick(C[..., 0]).mean())
+        assert e[f"ep_cost_{where}"] == pytest.approx(pick(ep[..., 0]).mean())
+    row = next(line for line in text.splitlines() if line.startswith("| A |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2:4] == ["EpCost <= 5", "1"]
+    assert [float(c) for c in cells[4:8]] == pytest.approx(
+        [e["nominal"], e["worst"], e["ep_cost_nominal"], e["ep_cost_worst"]], abs=5e-4)
+    nominal = verdict.seed_verdicts(ep[:, 0, 0, :, 0] - 5.0)
+    assert cells[8] == verdict.counts_text(nominal.counts(), nominal.most_needed())
+    assert e["nominal_kept"] == (False if "broken" in e["nominal_verdicts"] else
+                                 None if "too close to call" in e["nominal_verdicts"] else True)
+    assert cells[8].startswith(f"{e['nominal_counts']['kept']} kept, {e['nominal_counts']['broken']} broken")
