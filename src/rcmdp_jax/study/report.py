@@ -151,7 +151,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     test_xi = _test_kernels(folder, env_name, results)
     xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
     kinds = verdict.kinds(env) if env is not None and env.num_constraints == len(names) else None
-    margins = {a: margin_of(c) for a, c in (configs or {}).items() if c.constrained and a in kept}
+    margins = {a: margin_of(c, metrics.get(a)) for a, c in (configs or {}).items() if c.constrained and a in kept}
     kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs, kinds, margins)
     text = f"# {env_name}: robustness test\n\n{md}{legend(lambda_max)}{kept_text}"
     diverged = {a: t - u for a, (u, t) in seeds.items() if u < t}
@@ -268,21 +268,39 @@ def seeds_text(entry: dict, where: str) -> str:
     return verdict.counts_text(entry[f"{where}_counts"], entry[f"{where}_episodes_to_decide"])
 
 
-def margin_of(cfg) -> dict:
-    """The safety margin an algorithm trained with, and its rule, as JSON (``cfg``: its ``Config``)."""
-    m = float(cfg.hparams.cost_margin)
-    rule = (f"trained toward C <= -{m:g} (the dual phase reads C^ + cost_margin); kept is judged at the "
-            "limit itself" if m else "trained toward C <= 0 (no margin)")  # fmt: skip
-    return {"cost_margin": m, "constraint_rule": cfg.constraint, "rule": rule}
+def margin_of(cfg, metrics: dict | None = None) -> dict:
+    """The safety margin an algorithm trained with, and its rule, as JSON (``cfg``: its ``Config``;
+    ``metrics``: its training metrics, whose ``margin`` at the last iteration, the seeds' mean per
+    constraint, is the margin its dual read: ``derived``)."""
+    hp = cfg.hparams
+    m, z, n = float(hp.cost_margin), float(hp.margin_z), float(hp.margin_n)
+    out = {"cost_margin": m, "margin_z": z, "margin_n": n, "constraint_rule": cfg.constraint}
+    if z:
+        out["rule"] = (f"trained toward C_j <= -({m:g} + {z:g} sigma_j / sqrt({n:g})), sigma_j the per-episode spread "
+                       "of C_j in its dual's episodes; kept is judged at the limit itself")  # fmt: skip
+    else:
+        out["rule"] = (f"trained toward C <= -{m:g} (the dual phase reads C^ + cost_margin); kept is judged at the "
+                       "limit itself" if m else "trained toward C <= 0 (no margin)")  # fmt: skip
+    if metrics is not None and "margin" in metrics:
+        last = np.asarray(metrics["margin"], np.float64)[:, -1]
+        out["derived"] = np.nanmean(last.reshape(last.shape[0], -1), axis=0).tolist()
+    return out
 
 
 def margin_text(margins: dict) -> str:
     """One sentence per margin the algorithms trained with (``margins``: ``{algo: margin_of(...)}``)."""
     by: dict = {}
     for algo, m in margins.items():
-        by.setdefault(m["cost_margin"], []).append(algo)
-    said = [f"{', '.join(a)}: cost_margin = {m:g}, " + (f"trained toward C <= -{m:g} (the dual phase reads C^ + {m:g})"
-            if m else "no margin, trained toward C <= 0") for m, a in by.items()]  # fmt: skip
+        derived = ", ".join(f"{v:.3g}" for v in m.get("derived", ())) if m.get("margin_z") else ""
+        by.setdefault((m["cost_margin"], m.get("margin_z", 0.0), m.get("margin_n", 0.0), derived), []).append(algo)
+    said = []
+    for (m, z, n, derived), a in by.items():
+        if z:
+            said.append(f"{', '.join(a)}: the data margin {f'{m:g} + ' if m else ''}{z:g} sigma_j / sqrt({n:g}), "
+                        f"at the last iteration {derived} (per constraint)")  # fmt: skip
+        else:
+            said.append(f"{', '.join(a)}: cost_margin = {m:g}, " + (f"trained toward C <= -{m:g} (the dual phase reads "
+                        f"C^ + {m:g})" if m else "no margin, trained toward C <= 0"))  # fmt: skip
     return "\nThe safety margin each algorithm trained with (the verdict is at the limit, not at the margin): " + \
         "; ".join(said) + ".\n" if said else ""
 
@@ -319,6 +337,8 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
                 entry["horizon"] = costs[algo]["horizon"]
             if algo in margins:
                 entry["margin"] = margins[algo]
+                if "derived" in margins[algo] and j < len(margins[algo]["derived"]):
+                    entry["margin_derived"] = margins[algo]["derived"][j]
             lvl, d = entry["worst_level_index"], entry["worst_direction"]
             where = f"{float(levels[lvl]):g}: direction {d}"
             if test_xi is not None:
