@@ -3,6 +3,7 @@
     python experiments/heldout.py --out DIR --draw          # draw the settings (deterministic; saved)
     python experiments/heldout.py --out DIR                 # calibrate, budget, train, test (resumable)
     python experiments/heldout.py --out DIR --only 3,4      # some settings (1-based, the draw's order)
+    python experiments/heldout.py --out DIR --report        # the goal table of the settings trained so far
 
 Each stage of a setting writes its result into ``DIR/<n>/`` before the next starts, so a run
 that is stopped continues where it was (the runner's own ``--resume`` inside a stage).
@@ -150,11 +151,79 @@ def train(name: str, steps: int, where: Path) -> Path:
 
 
 def verdicts(C: np.ndarray) -> tuple[int, int, int]:
-    """``(kept, too close, broken)`` seeds from per-seed episodes ``C [seeds, episodes]``: broken when
-    the seed's mean is above 0 by more than two standard errors, kept when below by more."""
-    mean = C.mean(1)
-    se = C.std(1, ddof=1) / np.sqrt(C.shape[1])
-    return int((mean + 2 * se <= 0).sum()), int((np.abs(mean) < 2 * se).sum()), int((mean - 2 * se > 0).sum())
+    """``(kept, too close, broken)`` seeds from per-seed episodes ``C [seeds, episodes]``
+    (``rcmdp_jax.verdict.seed_verdicts``: too close within two standard errors of 0)."""
+    from rcmdp_jax import verdict
+
+    counts = verdict.seed_verdicts(C).counts()
+    return counts[verdict.KEPT], counts[verdict.CLOSE], counts[verdict.BROKEN]
+
+
+def worst_episodes(run: Path, env: str, algo: str) -> list[np.ndarray]:
+    """Per kept seed, the episodes' worst constraint value ``C`` on the seed's worst kernel, the
+    worse (by its mean) of the grid's and the gradient search's (``--worst-case costs``)."""
+    from rcmdp_jax.study.run_folder import RunFolder, kept_seeds, load_npz
+
+    folder = RunFolder(run)
+    z = load_npz(folder.algo_dir(env, algo) / "test_results.npz")
+    C = z["C"][kept_seeds(z)]  # [S, L, D, E, m]
+    found, _ = folder.load_worst_case(env, algo)
+    out = []
+    for s in range(C.shape[0]):
+        candidates = [C[s, lv, d, :, j] for lv in range(C.shape[1]) for d in range(C.shape[2]) for j in range(C.shape[4])]
+        for j in range(C.shape[4]):
+            if f"cost{j}" in found:
+                ep = np.asarray(found[f"cost{j}"]["episodes"])[s]  # [K, E, 1 + m]
+                candidates += [ep[k, :, 1 + j] for k in range(ep.shape[0])]
+        out.append(max(candidates, key=lambda x: float(np.mean(x))))
+    return out
+
+
+def nominal_episodes(run: Path, env: str, algo: str) -> np.ndarray:
+    """``[seeds, n_test]``: each kept seed's episodes at the nominal kernel (the worst constraint)."""
+    from rcmdp_jax.study.run_folder import RunFolder, kept_seeds, load_npz
+
+    z = load_npz(RunFolder(run).algo_dir(env, algo) / "test_results.npz")
+    C = z["C"][kept_seeds(z)][:, 0, 0]  # [S, E, m]
+    worst = np.argmax(C.mean(1), axis=1)
+    return C[np.arange(C.shape[0]), :, worst]
+
+
+def counted(per_seed: list[np.ndarray]) -> tuple[int, int, int]:
+    """``verdicts`` of seeds whose episode counts may differ (grid and search)."""
+    return tuple(int(sum(x)) for x in zip(*(verdicts(np.asarray(e)[None]) for e in per_seed)))
+
+
+def report(out: Path) -> str:
+    """The goal table (docs/heldout.md) of every setting of ``out`` that has trained, as Markdown."""
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from robustness_report import poi_vs_none, seed_table
+
+    settings = json.loads((out / "settings.json").read_text())
+    rows = ["| # | set | setting | budget | learner | plain: nominal kept / close / broken | default (search): worst "
+            "kept / close / broken | PoI default vs plain (worst C) | return cost | goal met |", "|" + "---|" * 10]
+    for s in settings:
+        where = out / str(s["index"])
+        if not (where / "trained").exists():
+            continue
+        cal, b = json.loads((where / "calibration.json").read_text()), json.loads((where / "budget.json").read_text())
+        name = env_name(s, cal["limit"])
+        env = json.loads((where / "run" / "run.json").read_text())["envs"][0]
+        for lr in LEARNERS:
+            plain, default = lr, f"{lr}+search"
+            nom = verdicts(nominal_episodes(where / "run", env, plain))
+            worst = counted(worst_episodes(where / "run", env, default))
+            table = {a: seed_table(where / "run", env, a) for a in (plain, default)}
+            poi = poi_vs_none(table, lr, ("none", "search"), lambda x, m: x if m == "none" else f"{x}+{m}")["search"]
+            v0, v1 = float(np.mean(table[plain]["V_nominal"])), float(np.mean(table[default]["V_nominal"]))
+            cost = 100.0 * (v0 - v1) / abs(v0) if v0 else float("nan")
+            allowed = lambda c: sum(c) - math.ceil(0.9 * sum(c))  # noqa: E731  (seeds that may break: 1 of 10)
+            met = worst[2] <= allowed(worst) and nom[2] <= allowed(nom) and poi[0] >= 0.5
+            budget = f"{b['steps']:,}" + ("" if b["converged"] else " (unconverged)")
+            rows.append(f"| {s['index']} | {s['set']} | `{name}` | {budget} | {lr} | {nom[0]} / {nom[1]} / {nom[2]} | "
+                        f"{worst[0]} / {worst[1]} / {worst[2]} | {poi[0]:.2f} [{poi[1]:.2f}, {poi[2]:.2f}] | "
+                        f"{cost:+.1f} % | {'yes' if met else '**no**'} |")  # fmt: skip
+    return "\n".join(rows) + "\n"
 
 
 def main(argv=None) -> None:
@@ -162,7 +231,11 @@ def main(argv=None) -> None:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--draw", action="store_true", help="draw the settings and stop")
     p.add_argument("--only", default=None, help="comma-separated setting numbers (default: held-out first, then dev)")
+    p.add_argument("--report", action="store_true", help="print the goal table of what --out holds")
     args = p.parse_args(argv)
+    if args.report:
+        print(report(args.out))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "settings.json"
     if not path.exists() or args.draw:
