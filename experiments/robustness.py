@@ -219,11 +219,22 @@ def evidence(out: Path) -> dict:
     return table
 
 
+HELDOUT = ("<!-- held-out: experiments/heldout.py --report writes this section -->", "<!-- /held-out -->")
+
+
+def kept_block(path: Path) -> str:
+    """The held-out benchmark's section of ``path`` (``HELDOUT``'s markers), kept when the rest is
+    written anew; "" when there is none."""
+    text = path.read_text() if path.exists() else ""
+    start, end = text.find(HELDOUT[0]), text.find(HELDOUT[1])
+    return "" if start < 0 or end < start else "\n" + text[start : end + len(HELDOUT[1])] + "\n"
+
+
 def write_report(out: Path, table: dict, meta: dict) -> None:
     from robustness_report import render  # experiments/robustness_report.py
 
     md, js = render(table, meta, LEARNERS, METHODS, algo_name, OUTSIDE, methods_of=methods_of, ranked=RANKED)
-    (ROOT / "docs" / "robustness.md").write_text(md)
+    (ROOT / "docs" / "robustness.md").write_text(md + kept_block(ROOT / "docs" / "robustness.md"))
     (ROOT / "docs" / "robustness.json").write_text(json.dumps(js, indent=1))
     print(f"wrote docs/robustness.md and docs/robustness.json from {out}")
 
