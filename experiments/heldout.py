@@ -123,14 +123,14 @@ def budget(name: str, where: Path) -> dict:
     done = where / "budget.json"
     if done.exists():
         return json.loads(done.read_text())
-    out = where / "budget"
-    rc = run([sys.executable, str(ROOT / "experiments" / "budget_rule.py"), "--out", str(out), "--settings", name,
-              "--max-steps", str(BUDGET_CAP)], where / "log.txt")  # fmt: skip
-    if rc != 0:
-        raise SystemExit(f"budget rule failed on {name}: {where / 'log.txt'}")
-    found = json.loads((out / "budgets.json").read_text())[name]
-    steps = found.get("converged") or UNCONVERGED_STEPS
-    result = {"steps": int(steps), "converged": found.get("converged") is not None, "table": found}
+    import budget_rule  # experiments/budget_rule.py (its --settings splits at commas, which a box has)
+
+    out = where / "budget" / "PPO-Lag"
+    budget_rule.train(name, out, BUDGET_CAP, SEEDS, "PPO-Lag")  # its output: this process's
+    curves, steps = budget_rule.curves(out, "PPO-Lag")
+    found, table = budget_rule.converged_budget(curves, steps, budget_rule.GRID)
+    result = {"steps": int(found or UNCONVERGED_STEPS), "converged": found is not None,
+              "table": {str(n): {k: [round(a, 4), round(b, 4)] for k, (a, b) in row.items()} for n, row in table.items()}}
     done.write_text(json.dumps(result, indent=1))
     return result
 
