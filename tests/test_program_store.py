@@ -1,0 +1,154 @@
+"""The program store (issue 63): a new process whose config differs only in a number loads the
+family's compiled programs instead of tracing them, and trains the numbers a fresh compile
+trains; a stale entry (other code, another structure) or a damaged file is never used and the
+line says why; the folder is bounded."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rcmdp_jax import preset
+from rcmdp_jax.family import structure
+from rcmdp_jax.study import program_store, runtime
+
+SCRIPT = Path(__file__).resolve().parent / "program_store_script.py"
+
+
+def run_script(store, out: Path, lr_scale: float):
+    env = {k: v for k, v in os.environ.items() if k != "RCMDP_JAX_PROGRAM_STORE"}
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(store), str(out), str(lr_scale)], capture_output=True,
+                          text=True, env=env, timeout=1200)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1]
+    return json.loads(result[len("RESULT ") :]), proc.stdout
+
+
+@pytest.mark.slow
+def test_a_new_process_with_another_learning_rate_loads_the_program_and_trains_as_a_fresh_compile(tmp_path):
+    store = tmp_path / "programs"
+    first, log = run_script(store, tmp_path / "first.npz", 1.0)
+    assert not first["loaded"] and first["built"] == 1 and first["counts"]["stored"] == 1
+    assert "no stored program: none stored for it yet" in log
+    again, log = run_script(store, tmp_path / "again.npz", 2.0)
+    assert again["loaded"] and again["built"] == 0 and again["counts"]["loaded"] == 1, again
+    assert re.search(r"family loaded compiled program \(\d+\.\d s\)", log), log
+    fresh, _ = run_script("off", tmp_path / "fresh.npz", 2.0)  # no store: traced and compiled
+    assert not fresh["loaded"] and fresh["built"] == 1 and fresh["note"] == ""
+    a, f, o = (np.load(tmp_path / f"{n}.npz") for n in ("again", "fresh", "first"))
+    assert sorted(a.files) == sorted(f.files)
+    for name in a.files:
+        np.testing.assert_array_equal(a[name], f[name], err_msg=name)
+    assert any(not np.array_equal(a[n], o[n]) for n in a.files)  # the learning rate reached the program
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.delenv("RCMDP_JAX_PROGRAM_STORE", raising=False)
+    program_store.configure(tmp_path / "programs")
+    yield tmp_path / "programs"
+    program_store.configure(None)
+
+
+def family_shape(**changes):
+    return structure([preset("cartpole", a, **changes) for a in ("PPO", "PPO-Lag")])
+
+
+class Tiny:
+    """A small program that calls LAPACK (QR, as the orthogonal init does), and how often it was built."""
+
+    def __init__(self):
+        self.built = 0
+
+    def __call__(self):
+        self.built += 1
+        return jax.jit(lambda x: jnp.linalg.qr(x)[0].sum() * 2).lower(jnp.ones((3, 3))).compile()
+
+
+def get(build, shape=None, shapes="keys (3, 2)", objects=()):
+    return program_store.load_or_build("vmap cartpole ppo", shape or family_shape(), shapes, build, objects)
+
+
+def test_a_stored_program_is_loaded_without_building_it(store):
+    build = Tiny()
+    program, note, loaded = get(build)
+    assert not loaded and note == "no stored program: none stored for it yet" and build.built == 1
+    again, note, loaded = get(build)
+    assert loaded and re.fullmatch(r"loaded compiled program \(\d+\.\d s\)", note) and build.built == 1
+    x = jnp.arange(9.0).reshape(3, 3)
+    assert float(again(x)) == float(program(x))
+
+
+def test_changed_code_falls_back_to_compiling_and_says_so(store, monkeypatch):
+    build = Tiny()
+    get(build)
+    monkeypatch.setattr(program_store, "package_code", lambda: "another version of the code")
+    _, note, loaded = get(build)
+    assert not loaded and build.built == 2 and note == "no stored program: the package's code changed"
+    assert len(list(store.glob("*.program"))) == 2  # the stale entry is left to the bound, never used
+
+
+def test_another_structure_falls_back_to_compiling_and_names_the_field(store):
+    build = Tiny()
+    get(build)
+    _, note, loaded = get(build, family_shape(n_envs=8))
+    assert not loaded and build.built == 2 and note == "no stored program: another structure (n_envs)"
+
+
+@pytest.mark.parametrize("damage", ["payload", "header"])
+def test_a_corrupted_file_is_said_removed_and_compiled_again(store, damage):
+    build = Tiny()
+    get(build)
+    (path,) = store.glob("*.program")
+    data = path.read_bytes()
+    path.write_bytes(data[:-100] + bytes(100) if damage == "payload" else b"not json\n" + data)
+    _, note, loaded = get(build)
+    assert not loaded and build.built == 2
+    assert note.startswith(f"the stored program {path.name} is damaged") and note.endswith("removed"), note
+    assert ("checksum" in note) == (damage == "payload")
+    _, _, loaded = get(build)  # stored again when compiled
+    assert loaded and build.built == 2
+
+
+def test_the_folder_keeps_the_most_recently_used_within_its_bounds(store, monkeypatch):
+    build = Tiny()
+    monkeypatch.setattr(program_store, "MAX_ENTRIES", 2)
+    for i, shapes in enumerate(("a", "b", "c")):
+        get(build, shapes=shapes)
+        for j, path in enumerate(sorted(store.glob("*.program"), key=os.path.getmtime)):
+            os.utime(path, (1000 + 10 * i + j, 1000 + 10 * i + j))  # a clock that always moves
+    assert len(list(store.glob("*.program"))) == 2
+    assert not get(build, shapes="a")[2] and get(build, shapes="c")[2]  # the oldest was dropped
+    one = max(p.stat().st_size for p in store.glob("*.program"))
+    monkeypatch.setattr(program_store, "MAX_BYTES", one + 1)
+    get(build, shapes="d")
+    assert [p.name for p in store.glob("*.program")] == [f"{program_store.key_of(_parts('d'))}.program"]
+
+
+def _parts(shapes):
+    return {"slot": "vmap cartpole ppo", "structure": program_store.describe(family_shape()), "shapes": shapes,
+            **program_store.context()}  # fmt: skip
+
+
+def test_compile_cache_off_keeps_nothing(store):
+    runtime.speed_up("off")
+    build = Tiny()
+    assert get(build)[1:] == ("", False) and get(build)[1:] == ("", False) and build.built == 2
+    assert not store.exists()
+
+
+def test_code_from_outside_the_package_is_not_stored(store):
+    class MyRule:  # a plug-in defined here, not in rcmdp_jax: its code is not in the key
+        pass
+
+    build = Tiny()
+    _, note, loaded = get(build, objects=[MyRule])
+    assert not loaded and note.startswith("not stored: built with code from outside the package (")
+    assert "MyRule of test_program_store" in note and not store.exists()
