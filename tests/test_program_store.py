@@ -152,3 +152,17 @@ def test_code_from_outside_the_package_is_not_stored(store):
     _, note, loaded = get(build, objects=[MyRule])
     assert not loaded and note.startswith("not stored: built with code from outside the package (")
     assert "MyRule of test_program_store" in note and not store.exists()
+
+
+def test_a_remembered_check_runs_once_per_environment_and_code(store, monkeypatch):
+    calls = []
+    check = lambda: calls.append(1) or ["a warning"]  # noqa: E731
+    assert program_store.remembered("cannot_bind", "cartpole", check) == ["a warning"]
+    assert program_store.remembered("cannot_bind", "cartpole", check) == ["a warning"] and len(calls) == 1
+    program_store.remembered("cannot_bind", "inventory", check)
+    monkeypatch.setattr(program_store, "package_code", lambda: "another version of the code")
+    program_store.remembered("cannot_bind", "cartpole", check)
+    assert len(calls) == 3
+    program_store.configure(None)
+    program_store.remembered("cannot_bind", "cartpole", check)
+    assert len(calls) == 4

@@ -211,12 +211,39 @@ def save(parts: dict, value, seen: dict) -> str:
     return ""
 
 
+def remembered(what: str, name: str, compute) -> Any:
+    """``compute()``'s value (JSON), kept beside the programs under ``what``, the built-in
+    environment ``name`` and ``context()``: a check that traces and runs a program (the
+    runner's ``cost_check.cannot_bind``) is run once per environment and version of the code."""
+    root = folder()
+    if root is None:
+        return compute()
+    path = root / f"{key_of({'what': what, 'name': name, **context()})}.json"
+    try:
+        value = json.loads(path.read_text())["value"]
+        os.utime(path)
+        return value
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    value = compute()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"what": what, "name": name, "value": value}))
+        os.replace(tmp, path)
+        evict(keep=path)
+    except OSError:
+        pass
+    return value
+
+
 def evict(keep: Path | None = None) -> list[Path]:
-    """Drop the least recently used files beyond ``MAX_ENTRIES`` or ``MAX_BYTES``; the dropped."""
+    """Drop the least recently used files (programs and ``remembered`` values) beyond
+    ``MAX_ENTRIES`` or ``MAX_BYTES``; the dropped."""
     root = folder()
     if root is None or not root.is_dir():
         return []
-    entries = sorted(root.glob(f"*{SUFFIX}"), key=_mtime)
+    entries = sorted([*root.glob(f"*{SUFFIX}"), *root.glob("*.json")], key=_mtime)
     sizes = {p: p.stat().st_size if p.exists() else 0 for p in entries}
     total, dropped = sum(sizes.values()), []
     for path in entries:
