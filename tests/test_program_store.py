@@ -166,3 +166,20 @@ def test_a_remembered_check_runs_once_per_environment_and_code(store, monkeypatc
     program_store.configure(None)
     program_store.remembered("cannot_bind", "cartpole", check)
     assert len(calls) == 4
+
+
+def test_a_stored_call_loads_its_program_per_shape_and_gives_the_same_numbers(store):
+    f = lambda params, key: jnp.linalg.qr(params["w"])[0].sum(0) + jax.random.normal(key, (3,))  # noqa: E731
+    args = ({"w": jnp.arange(9.0).reshape(3, 3)}, jax.random.PRNGKey(0))
+    first = program_store.Stored(jax.jit(f), "sweep cartpole", {"policy_hidden": (3,)})
+    out = first(*args)
+    assert not first.loaded and len(list(store.glob("*.program"))) == 1
+    again = program_store.Stored(jax.jit(f), "sweep cartpole", {"policy_hidden": (3,)})
+    np.testing.assert_array_equal(again(*args), out)
+    assert again.loaded
+    np.testing.assert_array_equal(again(*args), jax.jit(f)(*args))
+    again({"w": jnp.ones((3, 3))}, jax.random.PRNGKey(1))  # the same shapes: the same program
+    assert len(list(store.glob("*.program"))) == 1
+    other = program_store.Stored(jax.jit(f), "sweep cartpole", {"policy_hidden": (4,)})  # another policy
+    other(*args)
+    assert not other.loaded and len(list(store.glob("*.program"))) == 2

@@ -177,10 +177,23 @@ class Study:
 
         def build():
             sweep = make_eval(cfg, self.plan.n_test)
-            fn = sharded_blocks(sweep.from_keys, self.mesh) if self.mesh is not None else jax.jit(sweep.from_keys)
-            return fn, sweep
+            stored = self._stored("sweep", env, cfg, n_test=self.plan.n_test, mesh=self.mesh)
+            if self.mesh is not None:
+                return sharded_blocks(sweep.from_keys, self.mesh, stored), sweep
+            return stored(jax.jit(sweep.from_keys)), sweep
 
         return cached(("sweep", *policy_key(env, cfg), self.plan.n_test, self.mesh), build)
+
+    @staticmethod
+    def _stored(what: str, env: str, cfg, **more):
+        """A wrapper that keeps ``what``'s jitted program in the program store, keyed on what it
+        is built from (``policy_key``: the policy's shape and the environment)."""
+        from rcmdp_jax.study.program_store import Stored
+
+        names = ("env", "policy_hidden", "dropout", "dropout_rng", "init", "gamma")
+        built_from = dict(zip(names, policy_key(env, cfg)))
+        registered = [env] if isinstance(built_from["env"], tuple) else []
+        return lambda jitted: Stored(jitted, f"{what} {env}", {**built_from, **more}, registered)
 
     def test(self, env: str, algo: str, result):
         """The robustness test (one vmapped call per algorithm): ``(V, C, diverged seeds,
@@ -230,7 +243,8 @@ class Study:
 
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
         key = ("search", *policy_key(env, cfg), self.worst_case)
-        finder = cached(key, lambda: jax.jit(make_worst_case(cfg, objectives=self.worst_case)))
+        stored = self._stored("search", env, cfg, objectives=self.worst_case)
+        finder = cached(key, lambda: stored(jax.jit(make_worst_case(cfg, objectives=self.worst_case))))
         t0 = time.perf_counter()
         robust_env, params = made  # envs.make(env), once per environment
         starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))

@@ -36,6 +36,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rcmdp_jax.study import executables
 
 FORMAT = 1
@@ -111,7 +113,10 @@ def outside(objects) -> str | None:
 
 
 def describe(structure) -> dict:
-    """``family.structure``'s tuple as ``{field: repr}`` (a loop's: per algorithm, ``i.field``)."""
+    """``family.structure``'s tuple as ``{field: repr}`` (a loop's: per algorithm, ``i.field``);
+    a dict (another program's own description) as it is."""
+    if isinstance(structure, dict):
+        return {k: str(v) for k, v in structure.items()}
     if structure and isinstance(structure[0], tuple):  # the loop layout: one structure per algorithm
         return {f"{i}.{k}": v for i, s in enumerate(structure) for k, v in describe(s).items()}
     shared, methods, rules, n = structure
@@ -288,3 +293,31 @@ def load_or_build(slot: str, structure, shapes: str, build, objects=(), register
     with executables.capturing() as seen:
         value = build()
     return value, "; ".join(x for x in (why, save(parts, value, seen)) if x), False
+
+
+class Stored:
+    """``jitted`` (a ``jax.jit`` function) compiled per argument shapes, its program loaded from
+    the store or built (``jitted.lower(...).compile()``) and stored: the robustness test's and
+    the search's programs (``slot``, ``structure``, ``registered``: ``load_or_build``'s)."""
+
+    def __init__(self, jitted, slot: str, structure: dict, registered=()):
+        self.jitted, self.slot, self.structure, self.registered = jitted, slot, structure, registered
+        self.programs: dict = {}
+        self.loaded = False  # whether the last program came from the store
+
+    def __call__(self, *args):
+        import jax
+
+        def spec(x):
+            sharding = x.sharding if isinstance(x, jax.Array) and x.committed else None  # as jit places it
+            dtype = x.dtype if hasattr(x, "dtype") else np.result_type(x)
+            return jax.ShapeDtypeStruct(np.shape(x), dtype, sharding=sharding)
+
+        specs = jax.tree.map(spec, args)
+        leaves = [(s.shape, str(s.dtype), str(s.sharding)) for s in jax.tree.leaves(specs)]
+        shapes = f"{jax.tree.structure(specs)} {leaves}"
+        if shapes not in self.programs:
+            build = lambda: self.jitted.lower(*specs).compile()  # noqa: E731
+            program, _, self.loaded = load_or_build(self.slot, self.structure, shapes, build, (), self.registered)
+            self.programs[shapes] = program
+        return self.programs[shapes](*args)
