@@ -308,9 +308,12 @@ class Stored:
     def __call__(self, *args):
         import jax
 
+        if folder() is None:  # no store: jit's own path
+            return self.jitted(*args)
+
         def spec(x):
             sharding = x.sharding if isinstance(x, jax.Array) and x.committed else None  # as jit places it
-            dtype = x.dtype if hasattr(x, "dtype") else np.result_type(x)
+            dtype = jax.dtypes.canonicalize_dtype(x.dtype if hasattr(x, "dtype") else np.result_type(x))
             return jax.ShapeDtypeStruct(np.shape(x), dtype, sharding=sharding)
 
         specs = jax.tree.map(spec, args)
