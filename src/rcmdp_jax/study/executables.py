@@ -40,8 +40,11 @@ def _hook() -> None:
         executable, compile_time = original(cache_key, compile_options, backend, executable_devices)
         seen = getattr(_local, "seen", None)
         if executable is not None and seen is not None:
-            entry = cc.decompress_executable(cc._get_cache(backend).get(cache_key))
-            seen[id(executable)] = (executable, cc.extract_executable_and_time(entry)[0])
+            try:
+                entry = cc.decompress_executable(cc._get_cache(backend).get(cache_key))
+                seen[id(executable)] = (executable, cc.extract_executable_and_time(entry)[0])
+            except Exception:  # the entry went (evicted) or JAX moved: this executable is not stored
+                seen[id(executable)] = (executable, None)
         return executable, compile_time
 
     reading._rcmdp_hook = True
@@ -52,7 +55,11 @@ def _hook() -> None:
 def capturing():
     """While the block compiles, keep the bytes of every executable the cache reads (``dumps``
     needs them); yields the record for ``dumps``."""
-    _hook()
+    try:
+        _hook()
+    except (ImportError, AttributeError):  # JAX moved its cache's reader: nothing can be stored
+        yield None
+        return
     _local.seen = seen = {}
     try:
         yield seen
@@ -68,16 +75,22 @@ def _classes():
 
 def dumps(value, seen: dict) -> bytes:
     """``value`` (a ``jax.stages.Compiled``, or tuples and lists of them) as bytes; ``seen``:
-    ``capturing``'s record of the executables the cache read."""
+    ``capturing``'s record of the executables the cache read (None: it could not record)."""
     import jax
 
+    if seen is None:
+        raise ValueError("this JAX's persistent cache cannot be read back (executables._hook)")
     xc = _classes()
 
     class Pickler(pickle.Pickler):
         def persistent_id(self, obj):
             if isinstance(obj, xc.LoadedExecutable):
                 kept = seen.get(id(obj))
-                return ("exec", kept[1] if kept is not None and kept[0] is obj else obj.serialize())
+                if kept is None or kept[0] is not obj:
+                    return ("exec", obj.serialize())  # compiled here: whole
+                if kept[1] is None:
+                    raise ValueError("the persistent cache's bytes of a program could not be read back")
+                return ("exec", kept[1])
             if isinstance(obj, xc.Device):
                 return ("device", obj.id)
             if isinstance(obj, xc.Client):

@@ -189,7 +189,8 @@ def load(parts: dict) -> tuple[Any, str]:
     except Exception as err:  # a truncated, edited or foreign file: never used, removed
         counts["damaged"] += 1
         path.unlink(missing_ok=True)
-        return None, f"the stored program {path.name} is damaged ({type(err).__name__}: {err}); removed"
+        why = f"{type(err).__name__}: {err}"
+        return None, f"the stored program {path.name} is damaged or cannot be loaded ({why}); removed"
     os.utime(path)  # recently used: evicted last
     counts["loaded"] += 1
     return value, ""
