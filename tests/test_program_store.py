@@ -216,3 +216,34 @@ def test_a_program_read_from_the_persistent_cache_is_stored_whole(tmp_path):
     assert run("off") == ["False", "True", "0"]  # compiled, into JAX's cache only
     assert run(str(tmp_path / "programs")) == ["False", "True", "1"]  # read from JAX's cache, stored
     assert run(str(tmp_path / "programs")) == ["True", "True", "0"]  # loaded, runs, the same numbers
+
+
+@pytest.mark.slow
+def test_the_runner_loads_its_training_test_and_search_programs_and_writes_what_a_fresh_compile_writes(tmp_path):
+    """Three runs of the command (2 CPU devices): the first stores the programs, the second (another
+    learning rate) loads them, the third (the same learning rate, ``--compile-cache off``) compiles;
+    the second's and the third's training metrics, test results and worst cases are the same."""
+    env = {k: v for k, v in os.environ.items() if k != "RCMDP_JAX_PROGRAM_STORE"}
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
+    command = [sys.executable, "-m", "rcmdp_jax", "--env", "cartpole", "--algos", "PPO-Lag", "--seeds", "2",
+               "--steps", "128", "--set", "n_steps=16", "--set", "minibatch_size=16", "--n-test", "2",
+               "--plots", "off", "--worst-case", "all", "--devices", "2"]  # fmt: skip
+
+    def run(name, *more):
+        proc = subprocess.run([*command, "--out", str(tmp_path / name), *more], capture_output=True, text=True,
+                              env=env, timeout=1200)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        return proc.stdout
+
+    cache = ["--compile-cache", str(tmp_path / "cache")]
+    assert "no stored program: none stored for it yet" in run("first", *cache)
+    log = run("again", *cache, "--set", "lr=0.001")
+    assert re.search(r"PPO-Lag: loaded compiled program \(\d+\.\d s\)", log), log
+    run("fresh", "--compile-cache", "off", "--set", "lr=0.001")
+    stored = sorted(p.name for p in (tmp_path / "cache" / program_store.SUBFOLDER).iterdir())
+    assert len([p for p in stored if p.endswith(".program")]) == 3, stored  # training, test, search
+    for name in ("train_metrics.npz", "test_results.npz", "worst_case.npz"):
+        a, f = (np.load(tmp_path / run_ / "cartpole" / "PPO-Lag" / name) for run_ in ("again", "fresh"))
+        assert sorted(a.files) == sorted(f.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], f[key], err_msg=f"{name} {key}")
