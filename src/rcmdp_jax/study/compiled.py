@@ -74,7 +74,7 @@ class Prepared:
     (``family.structure``): its members' hyperparameters, ``Variant``s and budget are arguments
     (``tables``, ``total``), and a chunk is ``CHUNK_SLOTS`` iterations whatever the budget, so
     a family whose only changes are numbers or the budget runs a program compiled before (in
-    this process, or in JAX's persistent cache: the program is the same).
+    this process, or loaded untraced from the program store by a new one: ``program_store``).
 
     On a mesh, each device runs the program on its own lanes (``on_devices``), which
     are dealt out to the devices in turn (``order``). ``make_family``, ``on_devices``

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from rcmdp_jax.study.compiled import Prepared, cached, env_identity, fmt, policy_key, ticking, train_prepared
+from rcmdp_jax.study.program_store import policy_program
 from rcmdp_jax.study.report import write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, readable, write_text
 from rcmdp_jax.study.run_plan import Plan
@@ -177,23 +178,12 @@ class Study:
 
         def build():
             sweep = make_eval(cfg, self.plan.n_test)
-            stored = self._stored("sweep", env, cfg, n_test=self.plan.n_test, mesh=self.mesh)
+            stored = policy_program("sweep", env, policy_key(env, cfg), n_test=self.plan.n_test, mesh=self.mesh)
             if self.mesh is not None:
                 return sharded_blocks(sweep.from_keys, self.mesh, stored), sweep
             return stored(jax.jit(sweep.from_keys)), sweep
 
         return cached(("sweep", *policy_key(env, cfg), self.plan.n_test, self.mesh), build)
-
-    @staticmethod
-    def _stored(what: str, env: str, cfg, **more):
-        """A wrapper that keeps ``what``'s jitted program in the program store, keyed on what it
-        is built from (``policy_key``: the policy's shape and the environment)."""
-        from rcmdp_jax.study.program_store import Stored
-
-        names = ("env", "policy_hidden", "dropout", "dropout_rng", "init", "gamma")
-        built_from = dict(zip(names, policy_key(env, cfg)))
-        registered = [env] if isinstance(built_from["env"], tuple) else []
-        return lambda jitted: Stored(jitted, f"{what} {env}", {**built_from, **more}, registered)
 
     def test(self, env: str, algo: str, result):
         """The robustness test (one vmapped call per algorithm): ``(V, C, diverged seeds,
@@ -243,7 +233,7 @@ class Study:
 
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
         key = ("search", *policy_key(env, cfg), self.worst_case)
-        stored = self._stored("search", env, cfg, objectives=self.worst_case)
+        stored = policy_program("search", env, policy_key(env, cfg), objectives=self.worst_case)
         finder = cached(key, lambda: stored(jax.jit(make_worst_case(cfg, objectives=self.worst_case))))
         t0 = time.perf_counter()
         robust_env, params = made  # envs.make(env), once per environment

@@ -156,7 +156,8 @@ def miss_reason(parts: dict) -> str:
             fields = sorted(k for k in {**was["structure"], **parts["structure"]}
                             if was["structure"].get(k) != parts["structure"].get(k))  # fmt: skip
             return f"another structure ({', '.join(fields)})"
-        why = [_WHY.get(k, k) for k in parts if k != "structure" and was.get(k) != parts[k]]
+        why = [_WHY.get(k, "other shapes or devices") for k in parts if k != "structure" and was.get(k) != parts[k]]
+        why = list(dict.fromkeys(why))
         return "; ".join(why) or "another structure"
     return "none stored for it yet"
 
@@ -287,6 +288,8 @@ def load_or_build(slot: str, structure, shapes: str, build, objects=(), register
     if why := storable(objects, registered):
         return build(), why, False
     parts = {"slot": slot, "structure": describe(structure), "shapes": shapes, **context()}
+    if " at 0x" in json.dumps(parts):  # an object named by its address: no later process would match it
+        return build(), "not stored: its key names an object by its address", False
     t0 = time.perf_counter()
     value, why = load(parts)
     if value is not None:
@@ -325,3 +328,12 @@ class Stored:
             program, _, self.loaded = load_or_build(self.slot, self.structure, shapes, build, (), self.registered)
             self.programs[shapes] = program
         return self.programs[shapes](*args)
+
+
+def policy_program(what: str, env: str, built_from: tuple, **more):
+    """What wraps the jitted program ``what`` (``sweep``, ``search``) of a trained policy in a
+    ``Stored``: keyed on ``built_from`` (``compiled.policy_key``: the environment, the policy's
+    shape, the discount) and ``more``."""
+    names = ("env", "policy_hidden", "dropout", "dropout_rng", "init", "gamma")
+    registered = [env] if isinstance(built_from[0], tuple) else []  # envs.register's: by identity
+    return lambda jitted: Stored(jitted, f"{what} {env}", {**dict(zip(names, built_from)), **more}, registered)
