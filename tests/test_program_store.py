@@ -247,3 +247,16 @@ def test_the_runner_loads_its_training_test_and_search_programs_and_writes_what_
         assert sorted(a.files) == sorted(f.files)
         for key in a.files:
             np.testing.assert_array_equal(a[key], f[key], err_msg=f"{name} {key}")
+
+
+def test_a_folder_that_cannot_be_written_compiles_and_says_it_stored_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv("RCMDP_JAX_PROGRAM_STORE", raising=False)
+    (tmp_path / "a_file").write_text("")
+    program_store.configure(tmp_path / "a_file" / "programs")
+    try:
+        build = Tiny()
+        program, note, loaded = get(build)
+    finally:
+        program_store.configure(None)
+    assert not loaded and build.built == 1 and float(program(jnp.eye(3))) == float(build()(jnp.eye(3)))
+    assert note.startswith("no stored program: none stored for it yet; not stored (") and "Error" in note, note

@@ -26,6 +26,7 @@ folder's)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -203,15 +204,17 @@ def save(parts: dict, value, seen: dict) -> str:
     root = folder()
     if root is None:
         return ""
+    path = root / f"{key_of(parts)}{SUFFIX}"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         payload = executables.dumps(value, seen)
         head = {"format": FORMAT, "parts": parts, "sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload)}
         root.mkdir(parents=True, exist_ok=True)
-        path = root / f"{key_of(parts)}{SUFFIX}"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(json.dumps(head, sort_keys=True).encode() + b"\n" + payload)
         os.replace(tmp, path)
     except Exception as err:  # a full disk, a program XLA cannot serialize: compiled, not stored
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         return f"not stored ({type(err).__name__}: {err})"
     counts["stored"] += 1
     evict(keep=path)
