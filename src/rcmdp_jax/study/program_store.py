@@ -1,10 +1,11 @@
-"""Compiled programs kept on disk between processes (``load``, ``save``): a rerun whose only
-changes are traced numbers or the budget loads its training programs without tracing them.
+"""Compiled programs kept on disk between processes (``load_or_build``, ``Stored``): a rerun
+whose only changes are traced numbers or the budget loads its training programs, and its
+robustness test's and search's, without tracing them.
 
 JAX's persistent cache (``--compile-cache``) saves XLA's compile of a program, but finding its
 entry means tracing and lowering the whole program again (seconds to minutes for a family).
-Here the compiled executables themselves are serialized
-(``jax.experimental.serialize_executable``) under a key that is known *before* tracing: what the
+Here the compiled executables themselves are serialized (``executables``: as JAX's persistent
+cache writes them) under a key that is known *before* tracing: what the
 caller says shapes the program (``study.compiled.Prepared``: the family's structure, its
 arguments' shapes, the chunk, the device mesh) and what this module adds (``context``): a hash
 of the package's own source files (``rcmdp_jax`` and ``rcmdp_jax.envs``), the versions of JAX,
@@ -190,10 +191,12 @@ def load(parts: dict) -> tuple[Any, str]:
         value = executables.loads(payload)
     except Exception as err:  # a truncated, edited or foreign file: never used, removed
         counts["damaged"] += 1
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
         why = f"{type(err).__name__}: {err}"
         return None, f"the stored program {path.name} is damaged or cannot be loaded ({why}); removed"
-    os.utime(path)  # recently used: evicted last
+    with contextlib.suppress(OSError):
+        os.utime(path)  # recently used: evicted last
     counts["loaded"] += 1
     return value, ""
 
@@ -254,17 +257,25 @@ def evict(keep: Path | None = None) -> list[Path]:
     if root is None or not root.is_dir():
         return []
     entries = sorted([*root.glob(f"*{SUFFIX}"), *root.glob("*.json")], key=_mtime)
-    sizes = {p: p.stat().st_size if p.exists() else 0 for p in entries}
+    sizes = {p: _size(p) for p in entries}
     total, dropped = sum(sizes.values()), []
     for path in entries:
         if len(entries) - len(dropped) <= MAX_ENTRIES and total <= MAX_BYTES:
             break
         if path == keep:
             continue
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # another process's eviction, a read-only folder
+            path.unlink(missing_ok=True)
         total -= sizes[path]
         dropped.append(path)
     return dropped
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def storable(objects, registered=()) -> str:
