@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from rcmdp_jax.study.compiled import Prepared, cached, env_identity, fmt, policy_key, ticking, train_prepared
-from rcmdp_jax.study.program_store import policy_program
 from rcmdp_jax.study.report import write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, readable, write_text
 from rcmdp_jax.study.run_plan import Plan
@@ -175,6 +174,7 @@ class Study:
 
         from rcmdp_jax.evaluate import make_eval
         from rcmdp_jax.sharding import sharded_blocks
+        from rcmdp_jax.study.program_store import policy_program
 
         def build():
             sweep = make_eval(cfg, self.plan.n_test)
@@ -229,6 +229,7 @@ class Study:
         centre and the corners the grid found worst (level 1)."""
         import jax
 
+        from rcmdp_jax.study.program_store import policy_program
         from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
 
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
