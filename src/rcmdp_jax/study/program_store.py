@@ -33,6 +33,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -49,6 +50,10 @@ MAX_ENTRIES = 48
 MAX_BYTES = 1 << 30
 # libraries whose code a program is traced from (their versions are part of the key)
 LIBRARIES = ("jax", "jaxlib", "flax", "optax", "chex", "numpy", "gymnax", "brax", "mujoco", "mujoco-mjx")
+
+# JAX settings that change what a traced program computes (beside jax_enable_x64)
+JAX_CONFIG = ("jax_threefry_partitionable", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
+              "jax_numpy_dtype_promotion")  # fmt: skip
 
 _folder: list[Path | None] = [None]
 counts = {"loaded": 0, "stored": 0, "missed": 0, "damaged": 0}  # for tests and curious users
@@ -102,6 +107,8 @@ def context() -> dict:
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
         "threefry": cpu_prng.lowering(),
         "x64": str(jax.config.jax_enable_x64),
+        "jax_config": " ".join(f"{n}={getattr(jax.config, n, None)}" for n in JAX_CONFIG),
+        "python": sys.version.split()[0],
     }
 
 
@@ -141,7 +148,8 @@ def _header(path: Path) -> dict | None:
 # how a differing part is said (parts not named here: "other shapes or devices")
 _WHY = {"code": "the package's code changed", "libraries": "other library versions (JAX, flax, ...)",
         "backend": "another backend", "devices": "other devices", "XLA_FLAGS": "other XLA_FLAGS",
-        "threefry": "another threefry lowering", "x64": "another jax_enable_x64"}  # fmt: skip
+        "threefry": "another threefry lowering", "x64": "another jax_enable_x64",
+        "jax_config": "other JAX settings", "python": "another Python"}  # fmt: skip
 
 
 def miss_reason(parts: dict) -> str:
