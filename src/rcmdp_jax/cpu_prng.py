@@ -63,3 +63,16 @@ def apply_default() -> bool:
         use_rolled_threefry()
         return False
     return use_unrolled_threefry()
+
+
+def lowering() -> str:
+    """The CPU lowering of threefry compiled from now on: ``unrolled``, ``rolled`` or ``unknown``
+    (part of a stored program's key, ``study.program_store``)."""
+    try:
+        from jax._src.interpreters import mlir
+
+        t = _threefry_module()
+        rule = mlir._platform_specific_lowerings["cpu"][t.threefry2x32_p].rule
+    except (ImportError, AttributeError, KeyError):
+        return "unknown"
+    return {t._threefry2x32_lowering_rule: "unrolled", t._threefry2x32_cpu_lowering_rule: "rolled"}.get(rule, "unknown")

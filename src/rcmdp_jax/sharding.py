@@ -106,13 +106,14 @@ def split_cpu(n: int) -> bool:
     return True
 
 
-def sharded_blocks(fn: Callable, mesh: Mesh) -> Callable:
+def sharded_blocks(fn: Callable, mesh: Mesh, wrap: Callable = lambda jitted: jitted) -> Callable:
     """``fn`` maps a block of items (leading axis) to a block of results; run it on
     every device's share of the items (``jax.shard_map``, no collectives), padding
     and trimming the leading axis. Unlike ``sharded_vmap`` the per-device work is
-    whatever ``fn`` does with its block (e.g. a cache-friendly ``lax.map``)."""
+    whatever ``fn`` does with its block (e.g. a cache-friendly ``lax.map``). ``wrap``: what
+    calls the jitted program instead of itself (the runner's ``program_store.Stored``)."""
     spec = PartitionSpec(AXIS)
-    mapped = jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False))
+    mapped = wrap(jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)))
 
     def call(*args):
         n = leading_size(args)

@@ -394,10 +394,13 @@ def main(argv=None) -> int:
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
           f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
     if first and not args.eval_only and not args.resume:  # a cost no policy changes: said before training
+        from rcmdp_jax import envs
         from rcmdp_jax.cost_check import cannot_bind
+        from rcmdp_jax.study.program_store import remembered
 
-        for name in plan.envs:
-            for line in cannot_bind(name):
+        for name in plan.envs:  # a built-in environment's verdict is kept for the next run (program_store)
+            check = lambda name=name: cannot_bind(name)  # noqa: E731
+            for line in check() if envs.registered_spec(name) else remembered("cannot_bind", name, check):
                 print(f"rcmdp_jax: warning: {line}", flush=True)
     from rcmdp_jax.study.user_code import unsaved
 

@@ -74,7 +74,7 @@ class Prepared:
     (``family.structure``): its members' hyperparameters, ``Variant``s and budget are arguments
     (``tables``, ``total``), and a chunk is ``CHUNK_SLOTS`` iterations whatever the budget, so
     a family whose only changes are numbers or the budget runs a program compiled before (in
-    this process, or in JAX's persistent cache: the program is the same).
+    this process, or loaded untraced from the program store by a new one: ``program_store``).
 
     On a mesh, each device runs the program on its own lanes (``on_devices``), which
     are dealt out to the devices in turn (``order``). ``make_family``, ``on_devices``
@@ -87,6 +87,7 @@ class Prepared:
         self.n_iter = cfgs[0].num_iterations
         self.chunk = chunk_size(cfgs[0])
         self.total = np.int32(self.n_iter)  # the program's argument: slots from here on do nothing
+        self.loaded, self.store_note = False, ""  # from the program store (study/program_store.py), what it said
         if use_vmap:
             self._compile_vmapped()
         else:
@@ -205,7 +206,20 @@ class Prepared:
         shape = structure(self.cfgs) if layout == "vmap" else tuple(structure([c]) for c in self.cfgs)
         key = ("family", layout, shape, envs_, plugins(), self.keys.shape, str(self.keys.dtype), self.mesh,
                self.chunk)  # fmt: skip
-        return cached(key, build)
+        return cached(key, lambda: self._stored(layout, shape, envs_, build))
+
+    def _stored(self, layout: str, shape, envs_, build):
+        """``build()``, or the programs a process built before (``program_store``)."""
+        from rcmdp_jax.study import program_store
+
+        mesh = None if self.mesh is None else (self.mesh.axis_names, [d.id for d in self.mesh.devices.flat])
+        slot = f"{layout} {' '.join(dict.fromkeys(c.env for c in self.cfgs))} {self.cfgs[0].learner}"
+        shapes = f"keys {self.keys.shape} {self.keys.dtype}, chunk {self.chunk}, mesh {mesh}"
+        objects = [obj for registry in plugins() for _, obj in registry]
+        registered = [e[0] for e in envs_ if isinstance(e, tuple)]
+        value, self.store_note, self.loaded = program_store.load_or_build(slot, shape, shapes, build, objects,
+                                                                          registered)  # fmt: skip
+        return value
 
     def start(self, keys, members):
         """(main thread) The initial state of one batch and the members argument of the step."""
@@ -279,7 +293,9 @@ def train_prepared(prep: Prepared, label: str, log=None):
     from rcmdp_jax import TrainResult
 
     n_iter, chunk = prep.n_iter, prep.chunk
-    print(f"{label} compiled in {fmt(prep.compile_s)} ({n_iter} iterations, {chunk} per chunk)", flush=True)
+    how = prep.store_note if prep.loaded else f"compiled in {fmt(prep.compile_s)}"
+    note = f"; {prep.store_note}" if prep.store_note and not prep.loaded else ""
+    print(f"{label} {how} ({n_iter} iterations, {chunk} per chunk{note})", flush=True)
     results, t_train = [], time.perf_counter()
     total_chunks = -(-n_iter // chunk) * len(prep.batches)
     done, next_report = 0, 0.0

@@ -193,11 +193,14 @@ class Study:
 
         from rcmdp_jax.evaluate import make_eval
         from rcmdp_jax.sharding import sharded_blocks
+        from rcmdp_jax.study.program_store import policy_program
 
         def build():
             sweep = make_eval(cfg, self.plan.n_test)
-            fn = sharded_blocks(sweep.from_keys, self.mesh) if self.mesh is not None else jax.jit(sweep.from_keys)
-            return fn, sweep
+            stored = policy_program("sweep", env, policy_key(env, cfg), n_test=self.plan.n_test, mesh=self.mesh)
+            if self.mesh is not None:
+                return sharded_blocks(sweep.from_keys, self.mesh, stored), sweep
+            return stored(jax.jit(sweep.from_keys)), sweep
 
         return cached(("sweep", *policy_key(env, cfg), self.plan.n_test, self.mesh), build)
 
@@ -245,11 +248,13 @@ class Study:
         centre and the corners the grid found worst (level 1)."""
         import jax
 
+        from rcmdp_jax.study.program_store import policy_program
         from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
 
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
         key = ("search", *policy_key(env, cfg), self.worst_case)
-        finder = cached(key, lambda: jax.jit(make_worst_case(cfg, objectives=self.worst_case)))
+        stored = policy_program("search", env, policy_key(env, cfg), objectives=self.worst_case)
+        finder = cached(key, lambda: stored(jax.jit(make_worst_case(cfg, objectives=self.worst_case))))
         t0 = time.perf_counter()
         robust_env, params = made  # envs.make(env), once per environment
         starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))

@@ -78,17 +78,21 @@ def check_compile_cache(cache: str | None) -> None:
 def speed_up(cache: str | None) -> None:
     """Same random bits, faster CPU code (``rcmdp_jax.cpu_prng``); the persistent XLA
     compilation cache (``cache``: a folder, ``off``, or None for JAX's own setting, else
-    ``~/.cache/rcmdp_jax/xla``)."""
+    ``~/.cache/rcmdp_jax/xla``) and in it the compiled training programs
+    (``program_store``, its folder ``rcmdp_programs``)."""
     from rcmdp_jax import cpu_prng
+    from rcmdp_jax.study import program_store
 
     cpu_prng.apply_default()
     if cache == "off":
+        program_store.configure(None)
         return
     import jax
 
     if cache is not None or not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", cache or str(Path.home() / ".cache" / "rcmdp_jax" / "xla"))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    program_store.configure(Path(jax.config.jax_compilation_cache_dir) / program_store.SUBFOLDER)
 
 
 def resume_command(out: Path) -> str:

@@ -1,0 +1,361 @@
+"""Compiled programs kept on disk between processes (``load_or_build``, ``Stored``): a rerun
+whose only changes are traced numbers or the budget loads its training programs, and its
+robustness test's and search's, without tracing them.
+
+JAX's persistent cache (``--compile-cache``) saves XLA's compile of a program, but finding its
+entry means tracing and lowering the whole program again (seconds to minutes for a family).
+Here the compiled executables themselves are serialized (``executables``: as JAX's persistent
+cache writes them) under a key that is known *before* tracing: what the
+caller says shapes the program (``study.compiled.Prepared``: the family's structure, its
+arguments' shapes, the chunk, the device mesh) and what this module adds (``context``): a hash
+of the package's own source files (``rcmdp_jax`` and ``rcmdp_jax.envs``), the versions of JAX,
+jaxlib and the libraries a program is traced from (flax, gymnax, brax, ...), the backend, its
+devices, ``XLA_FLAGS`` and the CPU's threefry lowering. A program built with code from outside
+the package (a plug-in or an environment registered by a script) is not stored: its code is
+not in the hash.
+
+One file per program (``<key>.program``): a line of JSON (the key's parts, the payload's
+SHA-256 and size), then the pickled executables. An entry whose parts differ from the caller's
+is never used; a miss says why it compiles (``miss_reason``: the nearest stored entry of the
+same family slot and the parts that differ), a damaged file is said, removed and compiled
+again. The folder keeps at most ``MAX_ENTRIES`` files and ``MAX_BYTES`` bytes, the least
+recently used dropped first.
+
+Loading a file runs what it holds (pickle): the folder is trusted as the XLA cache beside
+it is: the user's own (``~/.cache/rcmdp_jax/xla/rcmdp_programs``, or the ``--compile-cache``
+folder's)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rcmdp_jax.study import executables
+
+FORMAT = 1
+SUFFIX = ".program"
+SUBFOLDER = "rcmdp_programs"  # inside the XLA cache folder (JAX's own files end in -cache)
+MAX_ENTRIES = 48
+MAX_BYTES = 1 << 30
+# libraries whose code a program is traced from (their versions are part of the key)
+LIBRARIES = ("jax", "jaxlib", "flax", "optax", "chex", "numpy", "gymnax", "brax", "mujoco", "mujoco-mjx")
+
+# JAX settings that change what a traced program computes (beside jax_enable_x64)
+JAX_CONFIG = ("jax_threefry_partitionable", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
+              "jax_numpy_dtype_promotion")  # fmt: skip
+
+_folder: list[Path | None] = [None]
+counts = {"loaded": 0, "stored": 0, "missed": 0, "damaged": 0}  # for tests and curious users
+
+
+def configure(folder: str | Path | None) -> None:
+    """Keep programs in ``folder`` (made when the first is stored), or nowhere (None).
+    ``RCMDP_JAX_PROGRAM_STORE=off`` in the environment keeps none whatever the folder."""
+    off = os.environ.get("RCMDP_JAX_PROGRAM_STORE", "").lower() == "off"
+    _folder[0] = None if folder is None or off else Path(folder)
+
+
+def folder() -> Path | None:
+    return _folder[0]
+
+
+@functools.cache
+def package_code() -> str:
+    """SHA-256 of the package's own source files (``rcmdp_jax``, ``rcmdp_jax.envs``)."""
+    import rcmdp_jax
+    import rcmdp_jax.envs
+
+    digest = hashlib.sha256()
+    for pkg in (rcmdp_jax, rcmdp_jax.envs):
+        root = Path(pkg.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+def context() -> dict:
+    """What a program depends on beside its caller's key: code, libraries, backend, devices."""
+    import jax
+
+    from rcmdp_jax import cpu_prng
+
+    devices = jax.devices()
+    backend = devices[0].client
+    return {
+        "code": package_code(),
+        "libraries": " ".join(f"{n}={_version(n)}" for n in LIBRARIES),
+        "backend": f"{backend.platform} {backend.platform_version}",
+        "devices": f"{len(devices)} x {devices[0].device_kind}",
+        "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+        "threefry": cpu_prng.lowering(),
+        "x64": str(jax.config.jax_enable_x64),
+        "jax_config": " ".join(f"{n}={getattr(jax.config, n, None)}" for n in JAX_CONFIG),
+        "python": sys.version.split()[0],
+    }
+
+
+def outside(objects) -> str | None:
+    """The first of ``objects`` (classes, functions, instances) defined outside the package, named; else None."""
+    for obj in objects:
+        module = getattr(obj, "__module__", None) or type(obj).__module__
+        if not (module == "rcmdp_jax" or module.startswith("rcmdp_jax.")):
+            return f"{getattr(obj, '__qualname__', type(obj).__qualname__)} of {module}"
+    return None
+
+
+def describe(structure) -> dict:
+    """``family.structure``'s tuple as ``{field: repr}`` (a loop's: per algorithm, ``i.field``);
+    a dict (another program's own description) as it is."""
+    if isinstance(structure, dict):
+        return {k: str(v) for k, v in structure.items()}
+    if structure and isinstance(structure[0], tuple):  # the loop layout: one structure per algorithm
+        return {f"{i}.{k}": v for i, s in enumerate(structure) for k, v in describe(s).items()}
+    shared, methods, rules, n = structure
+    out = {f.name: repr(getattr(shared, f.name)) for f in dataclasses.fields(shared)}
+    return {**out, "methods": repr(methods), "rules": repr(rules), "members": repr(n)}
+
+
+def key_of(parts: dict) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:40]
+
+
+def _header(path: Path) -> dict | None:
+    try:
+        with path.open("rb") as f:
+            return json.loads(f.readline())
+    except (OSError, ValueError):
+        return None
+
+
+# how a differing part is said (parts not named here: "other shapes or devices")
+_WHY = {"code": "the package's code changed", "libraries": "other library versions (JAX, flax, ...)",
+        "backend": "another backend", "devices": "other devices", "XLA_FLAGS": "other XLA_FLAGS",
+        "threefry": "another threefry lowering", "x64": "another jax_enable_x64",
+        "jax_config": "other JAX settings", "python": "another Python"}  # fmt: skip
+
+
+def miss_reason(parts: dict) -> str:
+    """Why no stored program fits ``parts``: the parts in which the most recent entry of
+    the same slot (``parts['slot']``) differs, or that none of the slot is stored."""
+    root = folder()
+    entries = sorted(root.glob(f"*{SUFFIX}"), key=_mtime, reverse=True) if root and root.is_dir() else []
+    for path in entries:
+        head = _header(path)
+        if not head or head.get("parts", {}).get("slot") != parts["slot"]:
+            continue
+        was = head["parts"]
+        if was.get("structure") != parts["structure"] and all(was.get(k) == parts[k] for k in _WHY):
+            fields = sorted(k for k in {**was["structure"], **parts["structure"]}
+                            if was["structure"].get(k) != parts["structure"].get(k))  # fmt: skip
+            return f"another structure ({', '.join(fields)})"
+        why = [_WHY.get(k, "other shapes or devices") for k in parts if k != "structure" and was.get(k) != parts[k]]
+        why = list(dict.fromkeys(why))
+        return "; ".join(why) or "another structure"
+    return "none stored for it yet"
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def load(parts: dict) -> tuple[Any, str]:
+    """``(the stored programs of parts, "")``, or ``(None, why not)``."""
+    root = folder()
+    if root is None:
+        return None, ""
+    path = root / f"{key_of(parts)}{SUFFIX}"
+    if not path.is_file():
+        counts["missed"] += 1
+        return None, f"no stored program: {miss_reason(parts)}"
+    try:
+        with path.open("rb") as f:
+            head = json.loads(f.readline())
+            payload = f.read()
+        if head.get("format") != FORMAT or head.get("parts") != parts:
+            raise ValueError("its key does not match")
+        if len(payload) != head["size"] or hashlib.sha256(payload).hexdigest() != head["sha256"]:
+            raise ValueError("its checksum does not match")
+        value = executables.loads(payload)
+    except Exception as err:  # a truncated, edited or foreign file: never used, removed
+        counts["damaged"] += 1
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+        why = f"{type(err).__name__}: {err}"
+        return None, f"the stored program {path.name} is damaged or cannot be loaded ({why}); removed"
+    with contextlib.suppress(OSError):
+        os.utime(path)  # recently used: evicted last
+    counts["loaded"] += 1
+    return value, ""
+
+
+def save(parts: dict, value, seen: dict) -> str:
+    """Store ``value``'s programs under ``parts`` (``seen``: ``executables.capturing``'s record);
+    "" or why not (said, never raised)."""
+    root = folder()
+    if root is None:
+        return ""
+    path = root / f"{key_of(parts)}{SUFFIX}"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        payload = executables.dumps(value, seen)
+        head = {"format": FORMAT, "parts": parts, "sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload)}
+        root.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(json.dumps(head, sort_keys=True).encode() + b"\n" + payload)
+        os.replace(tmp, path)
+    except Exception as err:  # a full disk, a program XLA cannot serialize: compiled, not stored
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return f"not stored ({type(err).__name__}: {err})"
+    counts["stored"] += 1
+    evict(keep=path)
+    return ""
+
+
+def remembered(what: str, name: str, compute) -> Any:
+    """``compute()``'s value (JSON), kept beside the programs under ``what``, the built-in
+    environment ``name`` and ``context()``: a check that traces and runs a program (the
+    runner's ``cost_check.cannot_bind``) is run once per environment and version of the code."""
+    root = folder()
+    if root is None:
+        return compute()
+    path = root / f"{key_of({'what': what, 'name': name, **context()})}.json"
+    try:
+        value = json.loads(path.read_text())["value"]
+        os.utime(path)
+        return value
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    value = compute()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"what": what, "name": name, "value": value}))
+        os.replace(tmp, path)
+        evict(keep=path)
+    except OSError:
+        pass
+    return value
+
+
+def evict(keep: Path | None = None) -> list[Path]:
+    """Drop the least recently used files (programs and ``remembered`` values) beyond
+    ``MAX_ENTRIES`` or ``MAX_BYTES``; the dropped."""
+    root = folder()
+    if root is None or not root.is_dir():
+        return []
+    entries = sorted([*root.glob(f"*{SUFFIX}"), *root.glob("*.json")], key=_mtime)
+    sizes = {p: _size(p) for p in entries}
+    total, dropped = sum(sizes.values()), []
+    for path in entries:
+        if len(entries) - len(dropped) <= MAX_ENTRIES and total <= MAX_BYTES:
+            break
+        if path == keep:
+            continue
+        with contextlib.suppress(OSError):  # another process's eviction, a read-only folder
+            path.unlink(missing_ok=True)
+        total -= sizes[path]
+        dropped.append(path)
+    return dropped
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def storable(objects, registered=()) -> str:
+    """"" when programs built with ``objects`` (the registered plug-ins) for environments of which
+    ``registered`` were registered in this process may be stored, else why not."""
+    import jax
+
+    if jax.process_count() > 1:
+        return "not stored: one of several processes"
+    if registered:
+        return f"not stored: environment {registered[0]!r} was registered in this process"
+    if (where := outside(objects)) is not None:
+        return f"not stored: built with code from outside the package ({where})"
+    return ""
+
+
+def load_or_build(slot: str, structure, shapes: str, build, objects=(), registered=()) -> tuple[Any, str, bool]:
+    """``build()``'s programs, or those stored under the same key (``slot``: which family, for
+    saying why a miss compiles; ``structure``: ``family.structure``'s; ``shapes``: the
+    arguments' shapes, the chunk and the mesh; ``objects``, ``registered``: ``storable``'s).
+    Returns ``(programs, what to say, loaded)``; a program built here is stored."""
+    if folder() is None:
+        return build(), "", False
+    if why := storable(objects, registered):
+        return build(), why, False
+    parts = {"slot": slot, "structure": describe(structure), "shapes": shapes, **context()}
+    if " at 0x" in json.dumps(parts):  # an object named by its address: no later process would match it
+        return build(), "not stored: its key names an object by its address", False
+    t0 = time.perf_counter()
+    value, why = load(parts)
+    if value is not None:
+        return value, f"loaded compiled program ({time.perf_counter() - t0:.1f} s)", True
+    with executables.capturing() as seen:
+        value = build()
+    return value, "; ".join(x for x in (why, save(parts, value, seen)) if x), False
+
+
+class Stored:
+    """``jitted`` (a ``jax.jit`` function) compiled per argument shapes, its program loaded from
+    the store or built (``jitted.lower(...).compile()``) and stored: the robustness test's and
+    the search's programs (``slot``, ``structure``, ``registered``: ``load_or_build``'s)."""
+
+    def __init__(self, jitted, slot: str, structure: dict, registered=()):
+        self.jitted, self.slot, self.structure, self.registered = jitted, slot, structure, registered
+        self.programs: dict = {}
+        self.loaded = False  # whether the last program came from the store
+
+    def __call__(self, *args):
+        import jax
+
+        if folder() is None:  # no store: jit's own path
+            return self.jitted(*args)
+
+        def spec(x):
+            sharding = x.sharding if isinstance(x, jax.Array) and x.committed else None  # as jit places it
+            dtype = jax.dtypes.canonicalize_dtype(x.dtype if hasattr(x, "dtype") else np.result_type(x))
+            return jax.ShapeDtypeStruct(np.shape(x), dtype, sharding=sharding)
+
+        specs = jax.tree.map(spec, args)
+        leaves = [(s.shape, str(s.dtype), str(s.sharding)) for s in jax.tree.leaves(specs)]
+        shapes = f"{jax.tree.structure(specs)} {leaves}"
+        if shapes not in self.programs:
+            build = lambda: self.jitted.lower(*specs).compile()  # noqa: E731
+            program, _, self.loaded = load_or_build(self.slot, self.structure, shapes, build, (), self.registered)
+            self.programs[shapes] = program
+        return self.programs[shapes](*args)
+
+
+def policy_program(what: str, env: str, built_from: tuple, **more):
+    """What wraps the jitted program ``what`` (``sweep``, ``search``) of a trained policy in a
+    ``Stored``: keyed on ``built_from`` (``compiled.policy_key``: the environment, the policy's
+    shape, the discount) and ``more``."""
+    names = ("env", "policy_hidden", "dropout", "dropout_rng", "init", "gamma")
+    registered = [env] if isinstance(built_from[0], tuple) else []  # envs.register's: by identity
+    return lambda jitted: Stored(jitted, f"{what} {env}", {**dict(zip(names, built_from)), **more}, registered)

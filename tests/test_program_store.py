@@ -1,0 +1,262 @@
+"""The program store (issue 63): a new process whose config differs only in a number loads the
+family's compiled programs instead of tracing them, and trains the numbers a fresh compile
+trains; a stale entry (other code, another structure) or a damaged file is never used and the
+line says why; the folder is bounded."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rcmdp_jax import preset
+from rcmdp_jax.family import structure
+from rcmdp_jax.study import program_store, runtime
+
+SCRIPT = Path(__file__).resolve().parent / "program_store_script.py"
+
+
+def run_script(store, out: Path, lr_scale: float):
+    env = {k: v for k, v in os.environ.items() if k != "RCMDP_JAX_PROGRAM_STORE"}
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(store), str(out), str(lr_scale)], capture_output=True,
+                          text=True, env=env, timeout=1200)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1]
+    return json.loads(result[len("RESULT ") :]), proc.stdout
+
+
+@pytest.mark.slow
+def test_a_new_process_with_another_learning_rate_loads_the_program_and_trains_as_a_fresh_compile(tmp_path):
+    store = tmp_path / "programs"
+    first, log = run_script(store, tmp_path / "first.npz", 1.0)
+    assert not first["loaded"] and first["built"] == 1 and first["counts"]["stored"] == 1
+    assert "no stored program: none stored for it yet" in log
+    again, log = run_script(store, tmp_path / "again.npz", 2.0)
+    assert again["loaded"] and again["built"] == 0 and again["counts"]["loaded"] == 1, again
+    assert re.search(r"family loaded compiled program \(\d+\.\d s\)", log), log
+    fresh, _ = run_script("off", tmp_path / "fresh.npz", 2.0)  # no store: traced and compiled
+    assert not fresh["loaded"] and fresh["built"] == 1 and fresh["note"] == ""
+    a, f, o = (np.load(tmp_path / f"{n}.npz") for n in ("again", "fresh", "first"))
+    assert sorted(a.files) == sorted(f.files)
+    for name in a.files:
+        np.testing.assert_array_equal(a[name], f[name], err_msg=name)
+    assert any(not np.array_equal(a[n], o[n]) for n in a.files)  # the learning rate reached the program
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.delenv("RCMDP_JAX_PROGRAM_STORE", raising=False)
+    program_store.configure(tmp_path / "programs")
+    yield tmp_path / "programs"
+    program_store.configure(None)
+
+
+def family_shape(**changes):
+    return structure([preset("cartpole", a, **changes) for a in ("PPO", "PPO-Lag")])
+
+
+class Tiny:
+    """A small program that calls LAPACK (QR, as the orthogonal init does), and how often it was built."""
+
+    def __init__(self):
+        self.built = 0
+
+    def __call__(self):
+        self.built += 1
+        return jax.jit(lambda x: jnp.linalg.qr(x)[0].sum() * 2).lower(jnp.ones((3, 3))).compile()
+
+
+def get(build, shape=None, shapes="keys (3, 2)", objects=()):
+    return program_store.load_or_build("vmap cartpole ppo", shape or family_shape(), shapes, build, objects)
+
+
+def test_a_stored_program_is_loaded_without_building_it(store):
+    build = Tiny()
+    program, note, loaded = get(build)
+    assert not loaded and note == "no stored program: none stored for it yet" and build.built == 1
+    again, note, loaded = get(build)
+    assert loaded and re.fullmatch(r"loaded compiled program \(\d+\.\d s\)", note) and build.built == 1
+    x = jnp.arange(9.0).reshape(3, 3)
+    assert float(again(x)) == float(program(x))
+
+
+def test_changed_code_falls_back_to_compiling_and_says_so(store, monkeypatch):
+    build = Tiny()
+    get(build)
+    monkeypatch.setattr(program_store, "package_code", lambda: "another version of the code")
+    _, note, loaded = get(build)
+    assert not loaded and build.built == 2 and note == "no stored program: the package's code changed"
+    assert len(list(store.glob("*.program"))) == 2  # the stale entry is left to the bound, never used
+
+
+def test_another_structure_falls_back_to_compiling_and_names_the_field(store):
+    build = Tiny()
+    get(build)
+    _, note, loaded = get(build, family_shape(n_envs=8))
+    assert not loaded and build.built == 2 and note == "no stored program: another structure (n_envs)"
+
+
+@pytest.mark.parametrize("damage", ["payload", "header"])
+def test_a_corrupted_file_is_said_removed_and_compiled_again(store, damage):
+    build = Tiny()
+    get(build)
+    (path,) = store.glob("*.program")
+    data = path.read_bytes()
+    path.write_bytes(data[:-100] + bytes(100) if damage == "payload" else b"not json\n" + data)
+    _, note, loaded = get(build)
+    assert not loaded and build.built == 2
+    assert note.startswith(f"the stored program {path.name} is damaged or cannot be loaded"), note
+    assert note.endswith("removed")
+    assert ("checksum" in note) == (damage == "payload")
+    _, _, loaded = get(build)  # stored again when compiled
+    assert loaded and build.built == 2
+
+
+def test_the_folder_keeps_the_most_recently_used_within_its_bounds(store, monkeypatch):
+    build = Tiny()
+    monkeypatch.setattr(program_store, "MAX_ENTRIES", 2)
+    for i, shapes in enumerate(("a", "b", "c")):
+        get(build, shapes=shapes)
+        for j, path in enumerate(sorted(store.glob("*.program"), key=os.path.getmtime)):
+            os.utime(path, (1000 + 10 * i + j, 1000 + 10 * i + j))  # a clock that always moves
+    assert len(list(store.glob("*.program"))) == 2
+    assert not get(build, shapes="a")[2] and get(build, shapes="c")[2]  # the oldest was dropped
+    one = max(p.stat().st_size for p in store.glob("*.program"))
+    monkeypatch.setattr(program_store, "MAX_BYTES", one + 1)
+    get(build, shapes="d")
+    assert [p.name for p in store.glob("*.program")] == [f"{program_store.key_of(_parts('d'))}.program"]
+
+
+def _parts(shapes):
+    return {"slot": "vmap cartpole ppo", "structure": program_store.describe(family_shape()), "shapes": shapes,
+            **program_store.context()}  # fmt: skip
+
+
+def test_compile_cache_off_keeps_nothing(store):
+    runtime.speed_up("off")
+    build = Tiny()
+    assert get(build)[1:] == ("", False) and get(build)[1:] == ("", False) and build.built == 2
+    assert not store.exists()
+
+
+def test_code_from_outside_the_package_is_not_stored(store):
+    class MyRule:  # a plug-in defined here, not in rcmdp_jax: its code is not in the key
+        pass
+
+    build = Tiny()
+    _, note, loaded = get(build, objects=[MyRule])
+    assert not loaded and note.startswith("not stored: built with code from outside the package (")
+    assert "MyRule of test_program_store" in note and not store.exists()
+
+
+def test_a_remembered_check_runs_once_per_environment_and_code(store, monkeypatch):
+    calls = []
+    check = lambda: calls.append(1) or ["a warning"]  # noqa: E731
+    assert program_store.remembered("cannot_bind", "cartpole", check) == ["a warning"]
+    assert program_store.remembered("cannot_bind", "cartpole", check) == ["a warning"] and len(calls) == 1
+    program_store.remembered("cannot_bind", "inventory", check)
+    monkeypatch.setattr(program_store, "package_code", lambda: "another version of the code")
+    program_store.remembered("cannot_bind", "cartpole", check)
+    assert len(calls) == 3
+    program_store.configure(None)
+    program_store.remembered("cannot_bind", "cartpole", check)
+    assert len(calls) == 4
+
+
+def test_a_stored_call_loads_its_program_per_shape_and_gives_the_same_numbers(store):
+    f = lambda params, key: jnp.linalg.qr(params["w"])[0].sum(0) + jax.random.normal(key, (3,))  # noqa: E731
+    args = ({"w": jnp.arange(9.0).reshape(3, 3)}, jax.random.PRNGKey(0))
+    first = program_store.Stored(jax.jit(f), "sweep cartpole", {"policy_hidden": (3,)})
+    out = first(*args)
+    assert not first.loaded and len(list(store.glob("*.program"))) == 1
+    again = program_store.Stored(jax.jit(f), "sweep cartpole", {"policy_hidden": (3,)})
+    np.testing.assert_array_equal(again(*args), out)
+    assert again.loaded
+    np.testing.assert_array_equal(again(*args), jax.jit(f)(*args))
+    again({"w": jnp.ones((3, 3))}, jax.random.PRNGKey(1))  # the same shapes: the same program
+    assert len(list(store.glob("*.program"))) == 1
+    other = program_store.Stored(jax.jit(f), "sweep cartpole", {"policy_hidden": (4,)})  # another policy
+    other(*args)
+    assert not other.loaded and len(list(store.glob("*.program"))) == 2
+
+
+CACHE_HIT = """
+import sys, jax, jax.numpy as jnp
+from rcmdp_jax.study import program_store
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+program_store.configure(sys.argv[2] if sys.argv[2] != "off" else None)
+f = lambda x, y: (jnp.tanh(jnp.concatenate([jnp.sin(x), jnp.cos(y)])).sum(), jnp.linalg.qr(jnp.outer(x, y))[0])
+args = (jnp.linspace(0.0, 1.0, 64), jnp.linspace(1.0, 2.0, 64))
+build = lambda: jax.jit(f).lower(*args).compile()
+program, note, loaded = program_store.load_or_build("slot", {"what": "f"}, "shapes", build)
+same = all(bool((a == b).all()) for a, b in zip(jax.tree.leaves(program(*args)), jax.tree.leaves(jax.jit(f)(*args))))
+print("RESULT", loaded, same, program_store.counts["stored"])
+"""
+
+
+@pytest.mark.slow
+def test_a_program_read_from_the_persistent_cache_is_stored_whole(tmp_path):
+    """An executable JAX read from its persistent cache serializes without its object code
+    (jaxlib 0.10.2): the store keeps the bytes the cache read, so a third process can run it."""
+    env = {k: v for k, v in os.environ.items() if k != "RCMDP_JAX_PROGRAM_STORE"}
+
+    def run(store):
+        proc = subprocess.run([sys.executable, "-c", CACHE_HIT, str(tmp_path / "xla"), store], capture_output=True,
+                              text=True, env=env, timeout=600)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return [line for line in proc.stdout.splitlines() if line.startswith("RESULT")][-1].split()[1:]
+
+    assert run("off") == ["False", "True", "0"]  # compiled, into JAX's cache only
+    assert run(str(tmp_path / "programs")) == ["False", "True", "1"]  # read from JAX's cache, stored
+    assert run(str(tmp_path / "programs")) == ["True", "True", "0"]  # loaded, runs, the same numbers
+
+
+@pytest.mark.slow
+def test_the_runner_loads_its_training_test_and_search_programs_and_writes_what_a_fresh_compile_writes(tmp_path):
+    """Three runs of the command (2 CPU devices): the first stores the programs, the second (another
+    learning rate) loads them, the third (the same learning rate, ``--compile-cache off``) compiles;
+    the second's and the third's training metrics, test results and worst cases are the same."""
+    env = {k: v for k, v in os.environ.items() if k != "RCMDP_JAX_PROGRAM_STORE"}
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
+    command = [sys.executable, "-m", "rcmdp_jax", "--env", "cartpole", "--algos", "PPO-Lag", "--seeds", "2",
+               "--steps", "128", "--set", "n_steps=16", "--set", "minibatch_size=16", "--n-test", "2",
+               "--plots", "off", "--worst-case", "all", "--devices", "2"]  # fmt: skip
+
+    def run(name, *more):
+        proc = subprocess.run([*command, "--out", str(tmp_path / name), *more], capture_output=True, text=True,
+                              env=env, timeout=1200)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        return proc.stdout
+
+    cache = ["--compile-cache", str(tmp_path / "cache")]
+    assert "no stored program: none stored for it yet" in run("first", *cache)
+    log = run("again", *cache, "--set", "lr=0.001")
+    assert re.search(r"PPO-Lag: loaded compiled program \(\d+\.\d s\)", log), log
+    run("fresh", "--compile-cache", "off", "--set", "lr=0.001")
+    stored = sorted(p.name for p in (tmp_path / "cache" / program_store.SUBFOLDER).iterdir())
+    assert len([p for p in stored if p.endswith(".program")]) == 3, stored  # training, test, search
+    for name in ("train_metrics.npz", "test_results.npz", "worst_case.npz"):
+        a, f = (np.load(tmp_path / run_ / "cartpole" / "PPO-Lag" / name) for run_ in ("again", "fresh"))
+        assert sorted(a.files) == sorted(f.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], f[key], err_msg=f"{name} {key}")
+
+
+def test_a_folder_that_cannot_be_written_compiles_and_says_it_stored_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv("RCMDP_JAX_PROGRAM_STORE", raising=False)
+    (tmp_path / "a_file").write_text("")
+    program_store.configure(tmp_path / "a_file" / "programs")
+    try:
+        build = Tiny()
+        program, note, loaded = get(build)
+    finally:
+        program_store.configure(None)
+    assert not loaded and build.built == 1 and float(program(jnp.eye(3))) == float(build()(jnp.eye(3)))
+    assert note.startswith("no stored program: none stored for it yet; not stored (") and "Error" in note, note
