@@ -109,8 +109,56 @@ def test_a_study_domain_at_another_limit_gets_the_safe_defaults_and_the_study_it
     args = argparse.Namespace(budget="short", steps=None)
     names = ["cartpole", "inventory@cost_threshold=0.13", "cartpole@velocity_limit=1", "gymnax:Pendulum-v1",
              "gymnax:MountainCar-v0@uncertain=force:0.2@costs=velocity:0.04"]  # fmt: skip
-    assert len(unmeasured_budget_notes(names, args)) == 2
-    notes = " ".join(unmeasured_budget_notes(names, args))
-    assert "cartpole@velocity_limit=1:" in notes and "gymnax:MountainCar-v0@" in notes
-    assert "note: cartpole:" not in notes and "inventory@" not in notes and "Pendulum-v1" not in notes
+    notes = unmeasured_budget_notes(names, args)
+    assert len(notes) == 3
+    assert "inventory@cost_threshold=0.13: the short budget is 400,000 policy steps" in notes[0]
+    assert "cartpole@velocity_limit=1:" in notes[1] and "may stop early there: give --steps N" in notes[1]
+    assert "gymnax:MountainCar-v0@" in notes[2] and "--budget auto trains" in notes[2]
+    assert not any(n.startswith(("note: cartpole:", "note: gymnax:Pendulum-v1")) for n in notes)
     assert unmeasured_budget_notes(names, argparse.Namespace(budget="auto", steps=None)) == []
+
+
+def test_the_search_reads_the_return_alone_without_constraints_and_names_each_constraint():
+    metrics = {"eval_return": np.ones((3, 4)), "eval_costs": np.zeros((3, 4, 2)), "policy_steps": np.ones((3, 4))}
+    assert set(auto_budget.curves_of(metrics)[0]) == {"return"}
+    assert set(auto_budget.curves_of(metrics, ("speed", "torque"))[0]) == {"return", "C[speed]", "C[torque]"}
+    from rcmdp_jax import preset
+
+    unconstrained = auto_budget.plain_config([preset("cartpole", "PPO-Robust")])
+    assert not unconstrained.robust and not unconstrained.constrained
+    lag = auto_budget.plain_config([preset("cartpole", "MDPO-Robust-Lag:geometric-batch")])
+    assert (lag.adversary, lag.constraint, lag.alpha_schedule) == ("none", "lagrangian", "fixed")
+    assert auto_budget.plain_config([preset("cartpole", "PPO-Robust-Lag"), preset("cartpole", "PPO-Lag")]).name == "PPO-Lag"
+    first = auto_budget.Found(auto_budget.GRID[0], 50_000, 100_000, {auto_budget.GRID[0]: {"return": (0.0, 0.0)}})
+    assert "plateau the learners may leave" in first.why()
+
+
+def test_resume_with_auto_takes_the_budgets_its_search_found_and_refuses_another_run(tmp_path, capsys):
+    from rcmdp_jax.study import cli
+    from rcmdp_jax.study.plan import build_plan
+    from rcmdp_jax.study.run_folder import RunFolder
+
+    argv = ["--env", "cartpole", "--algos", "PPO-Lag", "--seeds", "3", "--budget", "auto", "--steps", "60000"]
+    plan = build_plan(cli.anchor_paths(cli.parse_args(argv)))
+    folder = RunFolder(tmp_path / "run")
+    folder.root.mkdir()
+    with pytest.raises(cli.UsageError, match="was not trained with --budget auto"):
+        cli.searched_budgets(folder, plan)
+    record = {"cartpole": {"ppo": {"converged": 25_000, "reached": 51_200, "cap": 60_000}}}
+    (folder.root / "budget_auto.json").write_text(json.dumps(record))
+    assert cli.searched_budgets(folder, plan) == {"cartpole": 25_000}
+    record["cartpole"]["ppo"]["cap"] = 100_000  # searched with another --steps
+    (folder.root / "budget_auto.json").write_text(json.dumps(record))
+    with pytest.raises(cli.UsageError, match="searched up to 100,000"):
+        cli.searched_budgets(folder, plan)
+    record["cartpole"]["ppo"] |= {"cap": 60_000, "converged": None}  # none found: the cap
+    (folder.root / "budget_auto.json").write_text(json.dumps(record))
+    assert cli.searched_budgets(folder, plan) == {"cartpole": 60_000}
+
+
+def test_margin_z_is_bounded():
+    from rcmdp_jax import preset
+
+    for bad in (-1.0, 101.0, 3e38, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"margin_z must be in \[0, 100\]"):
+            preset("gymnax:Pendulum-v1", "PPO-Lag", margin_z=bad)

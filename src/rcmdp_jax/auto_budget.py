@@ -50,7 +50,11 @@ class Found:
                     f"its standard error at every doubling measured); the run trains at the cap, unconverged")  # fmt: skip
         row = self.table[self.converged]
         moved = ", ".join(f"{k} by {m:.3g} < SE {se:.3g}" for k, (m, se) in row.items())
-        return f"converged at {self.converged:,} policy steps: doubling it to {2 * self.converged:,} moved {moved}"
+        said = f"converged at {self.converged:,} policy steps: doubling it to {2 * self.converged:,} moved {moved}"
+        if self.converged == GRID[0]:  # the first budget: a flat start, which training may still leave
+            said += (" (the grid's first budget: a plateau the learners may leave, as on the study's Inventory and "
+                     "CartPole, docs/budgets.md; a higher --steps does not change where it stops)")  # fmt: skip
+        return said
 
 
 def stop_at(curves: dict[str, np.ndarray], steps: np.ndarray, grid=GRID) -> tuple[int | None, dict]:
@@ -60,13 +64,14 @@ def stop_at(curves: dict[str, np.ndarray], steps: np.ndarray, grid=GRID) -> tupl
     return converged_budget(curves, np.asarray(steps, float), grid)
 
 
-def curves_of(metrics: dict) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def curves_of(metrics: dict, cost_names=None) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The rule's curves from training metrics (leading axes seeds, iterations): the return and
-    each constraint's value at the nominal kernel, and the cumulative policy steps."""
+    each constraint's value ``C[name]`` at the nominal kernel (``cost_names`` None: none, an
+    unconstrained learner's), and the cumulative policy steps."""
     out = {"return": np.asarray(metrics["eval_return"], float)}
     costs = np.asarray(metrics["eval_costs"], float)
-    for j in range(costs.shape[-1]):
-        out[f"C[{j}]"] = costs[..., j]
+    for j, name in enumerate(cost_names or ()):
+        out[f"C[{name}]"] = costs[..., j]
     return out, np.asarray(metrics["policy_steps"], float)[0]
 
 
@@ -87,9 +92,11 @@ def search(config, keys, cap: int = DEFAULT_CAP, chunk: int | None = None, repor
     import jax
     import jax.numpy as jnp
 
+    from rcmdp_jax import envs
     from rcmdp_jax.train import make_train
 
     check(int(keys.shape[0]), cap)
+    names = envs.spec(config.env).cost_names if config.constrained else None  # no constraint: the return alone
     trainer = make_train(config.replace(total_timesteps=int(cap)))
     n_iter = trainer.num_iterations()
     chunk = chunk or max(1, min(n_iter, -(-GRID[0] // max(1, config.batch_size))))
@@ -105,7 +112,7 @@ def search(config, keys, cap: int = DEFAULT_CAP, chunk: int | None = None, repor
         done += keep
         joined = {k: np.concatenate([p[k] for p in parts], axis=1) for k in ("eval_return", "eval_costs",
                                                                               "policy_steps")}  # fmt: skip
-        curves, steps = curves_of(joined)
+        curves, steps = curves_of(joined, names)
         before = len(table)
         found, table = stop_at(curves, steps, GRID)
         if report is not None and len(table) > before:
@@ -113,14 +120,14 @@ def search(config, keys, cap: int = DEFAULT_CAP, chunk: int | None = None, repor
             verdict = "passes" if all(passes(m, se) for m, se in table[n].values()) else "moved"
             report(f"{int(steps[-1]):,} policy steps: budget {n:,} {verdict} "
                    f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
-    reached = int(curves_of(joined)[1][-1])
+    reached = int(steps[-1])
     return Found(found, reached, int(cap), table, time.perf_counter() - t0)
 
 
 def plain_config(cfgs):
     """The budget rule's learner for algorithms of one learner: its plain ``-Lag`` at the nominal
     kernel (a non-robust constrained one of ``cfgs`` as it is, else the first made so)."""
-    plain = [c for c in cfgs if not c.robust and c.constrained]
+    plain = [c for c in cfgs if not c.robust and c.constrained] or [c for c in cfgs if not c.robust]
     if plain:
         return plain[0]
     from rcmdp_jax.config import Config, fields_of
@@ -128,7 +135,8 @@ def plain_config(cfgs):
     c, base = cfgs[0], Config()
     plain = {f: getattr(base, f) for f in fields_of("choice")}  # no robust method, the fixed alpha, ...
     plain["constraint"] = "lagrangian" if c.constrained else c.constraint
-    return c.replace(**plain).replace(name=f"{c.learner.upper()}-Lag (budget rule)")
+    suffix = "-Lag" if c.constrained else ""
+    return c.replace(**plain).replace(name=f"{c.learner.upper()}{suffix} (budget rule)")
 
 
 def search_envs(configs: dict, keys, report=print) -> tuple[dict[str, int], dict]:

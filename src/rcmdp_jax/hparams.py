@@ -95,7 +95,7 @@ HPARAM_RULES = {
     "vf_coef": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0"),
     "ent_coef": (lambda x, xp: finite_f32(x, xp), "finite"),
     "cost_margin": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0 (in units of C)"),
-    "margin_z": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0 (standard errors of the test's mean C)"),
+    "margin_z": (lambda x, xp: (x >= 0) & (x <= 100), "in [0, 100] (standard errors of the test's mean C)"),
     "margin_n": (lambda x, xp: finite_f32(x, xp) & (x >= 1), "finite and >= 1 (test episodes per kernel)"),
 }
 

@@ -121,7 +121,8 @@ def _what_to_run(p) -> None:
                    "docs/method.md §3; quick: a first look); auto: the budget rule read while the plain -Lag learner "
                    "trains, up to --steps (default 1,600,000), then every algorithm at the budget it found "
                    "(docs/budgets.md)")
-    p.add_argument("--steps", type=int, default=None, help="policy steps per run (overrides --budget)")
+    p.add_argument("--steps", type=int, default=None, help="policy steps per run (overrides --budget; with --budget "
+                   "auto, the cap of its search)")
     p.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
     p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
     p.add_argument(
@@ -143,7 +144,8 @@ def _how_to_run(p) -> None:
         "adversary_candidates=8 (repeatable)",
     )
     p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default: the preset's; the "
-                   "study's domains docs/method.md §4, gymnax presets 20, Pendulum-v1 100)")
+                   "study's domains docs/method.md §4, gymnax presets 20, Pendulum-v1 100); outside the study it also "
+                   "sizes the data margin the constraints train with, 2 sigma_j / sqrt(N) (docs/method.md §2a.4)")
     p.add_argument("--worst-case", nargs="?", const="all", default=None, choices=("all", "costs"),
                    help="after the grid, search the uncertainty box for each seed's worst kernel by projected "
                         "gradient steps (rcmdp_jax.worst_case); adds a grid-vs-search table. 'all' (the default): "
@@ -314,7 +316,7 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
     if args.resume:
         saved = folder.open("--resume")
         if args.budget == AUTO:  # the budgets its search found, not the search's cap
-            plan = with_budgets(plan, {e: next(iter(cs.values())).total_timesteps for e, cs in saved.configs.items()})
+            plan = with_budgets(plan, searched_budgets(folder, plan))
         if differ := saved.differences(plan):
             raise UsageError(
                 f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use the same options"
@@ -327,6 +329,29 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
             f"output folder {folder.root} already exists; use --resume to continue it or choose another --out"
         )
     return plan, folder
+
+
+def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
+    """``--resume --budget auto``: the budgets the run's own search found (``budget_auto.json``), if
+    it searched as this command would (the same cap); else ``UsageError``."""
+    import json
+
+    path = folder.root / "budget_auto.json"
+    try:
+        record = json.loads(path.read_text())
+        found = {e: [(f["converged"], int(f["cap"])) for f in record[e].values()] for e in plan.envs}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"--resume --budget auto: {folder.root} was not trained with --budget auto (no readable "
+                         f"{path.name}); resume it with the options it was started with, or --resume --out "
+                         f"{folder.root} alone") from None  # fmt: skip
+    budgets = {}
+    for e, rows in found.items():
+        cap = next(iter(plan.configs[e].values())).total_timesteps
+        if any(c != cap for _, c in rows):
+            raise UsageError(f"--resume --budget auto: the run in {folder.root} searched up to {rows[0][1]:,} policy "
+                             f"steps on {e}, this command up to {cap:,} (--steps); use the same options")  # fmt: skip
+        budgets[e] = max(int(n or c) for n, c in rows)
+    return budgets
 
 
 def searched_plan(plan: Plan, folder: RunFolder) -> Plan:

@@ -134,16 +134,6 @@ def check_numbers(args) -> None:
         raise PlanError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join((*BUDGETS, AUTO))}")
     if args.seeds < 1:
         raise PlanError(f"--seeds must be a positive integer, got {args.seeds}")
-    if args.budget == AUTO:
-        from rcmdp_jax import auto_budget
-
-        if getattr(args, "distributed", False):
-            raise PlanError("--budget auto searches in one process: drop --distributed, or give --steps N")
-
-        try:
-            auto_budget.check(args.seeds, auto_budget.DEFAULT_CAP if args.steps is None else max(args.steps, 1))
-        except ValueError as err:
-            raise PlanError(str(err)) from None
     try:
         check_seed("--seed", args.seed)
     except ValueError as err:
@@ -152,6 +142,15 @@ def check_numbers(args) -> None:
         raise PlanError(f"--steps must be a positive integer, got {args.steps}")
     if args.n_test is not None and args.n_test < 1:
         raise PlanError(f"--n-test must be a positive integer, got {args.n_test}")
+    if args.budget == AUTO:
+        from rcmdp_jax import auto_budget
+
+        if getattr(args, "distributed", False):
+            raise PlanError("--budget auto searches in one process: drop --distributed, or give --steps N")
+        try:
+            auto_budget.check(args.seeds, auto_budget.DEFAULT_CAP if args.steps is None else args.steps)
+        except ValueError as err:
+            raise PlanError(str(err)) from None
     check_devices(args)
 
 
@@ -402,26 +401,32 @@ def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
 
 
 def unmeasured_budget_notes(envs_, args) -> list[str]:
-    """A line for each environment that trains at ``LearnerSpec``'s default budgets (a user's own,
-    an id without a preset): nobody measured where its learner converges."""
+    """A line for each environment that trains at a budget nobody measured (``LearnerSpec``'s
+    defaults: a user's own, an id without a preset; a study domain at a limit the rule was not run
+    at), and for a study domain at another limit that trains at the budget the rule measured there."""
     from rcmdp_jax import envs
     from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
 
     if args.budget == AUTO or args.steps is not None:
         return []
-    default = LearnerSpec().budgets
-    def unmeasured(e):
-        if e in envs.ENV_NAMES:  # the study's own budgets
-            return False
-        if limit := envs.split_limit(e):  # a study domain at another limit
-            return limit[0] not in RULE_BUDGETS
-        return envs.spec(e).learner.budgets == default
-
-    flagged = [e for e in envs_ if unmeasured(e)]
-    return [f"note: {e}: the {args.budget} budget ({envs.spec(e).learner.budgets.get(args.budget, default['short']):,} "
-            "policy steps) was not measured by the budget rule on this environment or limit, and may be unconverged; "
-            "--budget auto trains where the rule says the learner has converged (docs/budgets.md)"
-            for e in flagged]  # fmt: skip
+    default, notes = LearnerSpec().budgets, []
+    for e in envs_:
+        budgets = envs.spec(e).learner.budgets
+        steps = f"{budgets.get(args.budget, budgets['short']):,}"
+        limit = envs.split_limit(e)
+        if limit and limit[0] in RULE_BUDGETS:
+            notes.append(f"note: {e}: the {args.budget} budget is {steps} policy steps, the one the budget rule "
+                         f"measured on {limit[0]} at another limit than the study's (the study's own: --budget quick; "
+                         "docs/budgets.md)")  # fmt: skip
+        elif limit:
+            notes.append(f"note: {e}: the {args.budget} budget ({steps} policy steps) is the study's, not measured at "
+                         f"this limit; the study's domains start on plateaus the learners leave (docs/budgets.md), so "
+                         f"--budget auto may stop early there: give --steps N")  # fmt: skip
+        elif e not in envs.ENV_NAMES and budgets == default:
+            notes.append(f"note: {e}: the {args.budget} budget ({steps} policy steps) was not measured by the budget "
+                         "rule on this environment, and may be unconverged; --budget auto trains where the rule says "
+                         "the learner has converged (docs/budgets.md)")  # fmt: skip
+    return notes
 
 
 def will_run_of(cfg: Config) -> dict[str, int]:
@@ -436,7 +441,9 @@ AUTO = "auto"
 
 def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
     """``plan`` with every algorithm on environment ``env`` at ``budgets[env]`` policy steps."""
-    configs = {e: {a: c.replace(total_timesteps=int(budgets[e])) if e in budgets else c for a, c in cs.items()}
-               for e, cs in plan.configs.items()}  # fmt: skip
+    with warnings.catch_warnings():  # a budget whole batches round up: the search's lines say the budget
+        warnings.simplefilter("ignore", BudgetRounded)
+        configs = {e: {a: c.replace(total_timesteps=int(budgets[e])) if e in budgets else c for a, c in cs.items()}
+                   for e, cs in plan.configs.items()}  # fmt: skip
     will_run = {e: {a: will_run_of(c) for a, c in cs.items()} for e, cs in configs.items()}
     return dataclasses.replace(plan, configs=configs, will_run=will_run)
