@@ -289,12 +289,12 @@ def test_a_run_folder_written_before_the_episode_cost_reports_and_retests(traine
     checkpoint.save(ckpt, drop(tree))
     capsys.readouterr()
     assert console.report([str(out)]) == 0
-    assert "| MDPO-Lag | \\|x_dot\\|-0.15 | ? |" in capsys.readouterr().out
+    assert "| MDPO-Lag | \\|x_dot\\|-0.15 | C <= 0 | ? |" in capsys.readouterr().out
     assert cli.main(["--eval-only", str(out), *QUICK]) == 0
     again = dict(np.load(algo_dir / "test_results.npz"))
     np.testing.assert_array_equal(again["V"], test["V"])  # the same trained policy, restored
     np.testing.assert_array_equal(again["EpCost"], test["EpCost"])
-    assert "| MDPO-Lag | \\|x_dot\\|-0.15 | 0.99 |" in capsys.readouterr().out
+    assert "| MDPO-Lag | \\|x_dot\\|-0.15 | C <= 0 | 0.99 |" in capsys.readouterr().out
 
 
 def test_learners_cost_signals_discount_each_cost_by_its_gamma_c():
