@@ -123,12 +123,20 @@ def budget(name: str, where: Path) -> dict:
     done = where / "budget.json"
     if done.exists():
         return json.loads(done.read_text())
-    import budget_rule  # experiments/budget_rule.py (its --settings splits at commas, which a box has)
+    from launch import launch  # experiments/launch.py (budget_rule.py's --settings splits a box's commas)
+
+    from rcmdp_jax import envs
+    from rcmdp_jax.auto_budget import GRID, curves_of
+    from rcmdp_jax.convergence import converged_budget
 
     out = where / "budget" / "PPO-Lag"
-    budget_rule.train(name, out, BUDGET_CAP, SEEDS, "PPO-Lag")  # its output: this process's
-    curves, steps = budget_rule.curves(out, "PPO-Lag")
-    found, table = budget_rule.converged_budget(curves, steps, budget_rule.GRID)
+    if not (out / "done").exists():  # the rule's training: PPO-Lag, 10 seeds, up to the cap (as budget_rule.py)
+        launch(out, ["--env", name, "--algos", "PPO-Lag", "--seeds", str(SEEDS), "--steps", str(BUDGET_CAP),
+                     "--plots", "off", "--n-test", "10"], log=where / "log.txt")  # fmt: skip
+        (out / "done").write_text("")
+    env_dir = next(p for p in out.iterdir() if p.is_dir())
+    curves, steps = curves_of(dict(np.load(env_dir / "PPO-Lag" / "train_metrics.npz")), envs.spec(name).cost_names)
+    found, table = converged_budget(curves, steps, GRID)
     result = {"steps": int(found or UNCONVERGED_STEPS), "converged": found is not None,
               "table": {str(n): {k: [round(a, 4), round(b, 4)] for k, (a, b) in row.items()} for n, row in table.items()}}
     done.write_text(json.dumps(result, indent=1))
