@@ -1,10 +1,12 @@
 """docs/cli.md's safe-RL quick start, run as the page writes it (its commands read from the page),
-and the claims the page makes, which held over 10 seeds with room: PPO-Lag keeps the budget at the
-nominal kernel and PPO-Robust-Lag on every test kernel, PPO-Lag's worst kernel spending more; the
-verdict reads EpCost against the budget seed by seed (the counts checked against the test
-episodes by hand), C is EpCost less the budget's share of each episode's steps, ``rcmdp eval``
-and ``load_policy`` print the same lines, and the event files hold the tags the page reads back
-at the learner's environment steps. Trains 2 algorithms x 3 seeds for 200,000 steps (slow)."""
+and the claims the page makes, which held over 10 seeds with room (and with the test suite's XLA
+flags, which change the float arithmetic): both keep the budget at the nominal kernel in every
+seed, and PPO-Robust-Lag is broken in no seed on its worst test kernel (with the data margin,
+which of the two does better on the box the page does not claim); the verdict reads EpCost
+against the budget seed by seed (the counts checked against the test episodes by hand), C is
+EpCost less the budget's share of each episode's steps, ``rcmdp eval`` and ``load_policy`` print
+the same lines, and the event files hold the tags the page reads back at the learner's
+environment steps. Trains 2 algorithms x 3 seeds for 200,000 steps (slow)."""
 
 import re
 import shlex
@@ -51,7 +53,7 @@ def test_the_quick_start_as_the_page_writes_it(tmp_path, capsys):
     printed = capsys.readouterr().out
     rows = {r.split("|")[1].strip(): r for r in printed.splitlines() if r.startswith("| PPO-") and "EpCost <= 5" in r}
     assert set(rows) == {"PPO-Lag", "PPO-Robust-Lag"}, printed
-    worst, verdicts = {}, {}
+    verdicts = {}
     for algo, row in rows.items():
         z = np.load(out / ENV_DIR / algo / "test_results.npz")
         ep, C = z["EpCost"][..., 0].astype(np.float64), z["C"][..., 0].astype(np.float64)
@@ -68,11 +70,10 @@ def test_the_quick_start_as_the_page_writes_it(tmp_path, capsys):
             assert sum(counts) == 3
             verdicts[algo, at] = want
         assert float(cells[6]) == pytest.approx(ep[:, 0].mean(), abs=1e-3)
-        worst[algo] = per_kernel.max()
-    # the page's claims: PPO-Lag keeps it at the nominal kernel, PPO-Robust-Lag on every test kernel
-    assert verdicts["PPO-Lag", 8] == ["kept"] * 3
-    assert verdicts["PPO-Robust-Lag", 8] == verdicts["PPO-Robust-Lag", 9] == ["kept"] * 3
-    assert worst["PPO-Lag"] > worst["PPO-Robust-Lag"]
+    # the page's claims: both keep it at the nominal kernel in every seed; PPO-Robust-Lag is broken
+    # in no seed on its worst test kernel (PPO-Lag may be: one seed of 23 was)
+    assert verdicts["PPO-Lag", 8] == verdicts["PPO-Robust-Lag", 8] == ["kept"] * 3
+    assert "broken" not in verdicts["PPO-Robust-Lag", 9], verdicts["PPO-Robust-Lag", 9]
 
     eval_argv = doc_command("eval runs/safe")
     eval_argv[1] = str(out)
@@ -89,7 +90,7 @@ def test_the_quick_start_as_the_page_writes_it(tmp_path, capsys):
     name = NAME.replace("/", " per ")
     got = events(out / ENV_DIR / "PPO-Lag" / "tensorboard" / "seed_1")
     header = (out / ENV_DIR / "PPO-Lag" / "train_metrics.csv").read_text().splitlines()[0].split(",")
-    assert len(got) == len(header) - 2 + 1 == 28  # the CSV's 27 columns and the iteration
+    assert len(got) == len(header) - 2 + 1 == 29  # the CSV's 28 columns and the iteration
     for tag in (f"cost/{name}/eval_ep_cost", f"lambda/{name}", f"cost/{name}/ep_cost"):
         assert tag in got, sorted(got)
     assert sorted(got["iteration"]) == [1600 * (t + 1) for t in range(125)]  # 125 iterations of 1,600 steps
