@@ -201,14 +201,16 @@ def counted(per_seed: list[np.ndarray]) -> tuple[int, int, int]:
     return tuple(int(sum(x)) for x in zip(*(verdicts(np.asarray(e)[None]) for e in per_seed)))
 
 
-def report(out: Path) -> str:
-    """The goal table (docs/heldout.md) of every setting of ``out`` that has trained, as Markdown."""
+def report(out: Path, kept_rows=()) -> str:
+    """The goal table (docs/heldout.md) of every setting of ``out`` that has trained, as Markdown,
+    after ``kept_rows`` (rows of settings trained elsewhere, as written then)."""
     sys.path.insert(0, str(ROOT / "experiments"))
     from robustness_report import poi_vs_none, seed_table
 
     settings = json.loads((out / "settings.json").read_text())
     rows = ["| # | set | setting | budget | learner | plain: nominal kept / close / broken | default (search): worst "
-            "kept / close / broken | PoI default vs plain (worst C) | return cost | goal met |", "|" + "---|" * 10]
+            "kept / close / broken | PoI default vs plain (worst C) | return cost | goal met |", "|" + "---|" * 10,
+            *kept_rows]
     for s in settings:
         where = out / str(s["index"])
         if not (where / "trained").exists():
@@ -239,6 +241,14 @@ def write_section(out: Path) -> str:
     from robustness import HELDOUT
 
     settings = json.loads((out / "settings.json").read_text())
+    path = ROOT / "docs" / "robustness.md"
+    old = path.read_text() if path.exists() else ""
+    start, end = old.find(HELDOUT[0]), old.find(HELDOUT[1])
+    before = old[start:end] if 0 <= start < end else ""
+    trained = {s["index"] for s in settings if (out / str(s["index"]) / "trained").exists()}
+    # a setting trained in another folder (an earlier session's): its rows stay as they were written
+    kept = {i: [r for r in before.splitlines() if r.startswith(f"| {i} | ")] for i in range(1, len(settings) + 1)
+            if i not in trained and any(r.startswith(f"| {i} | ") and "trained and tested" in r for r in before.splitlines())}
     lines = [HELDOUT[0], "## Held-out settings", "",
              "The rule, written and committed before any result: [heldout.md](heldout.md); the draw: "
              "[heldout_settings.json](heldout_settings.json). `python experiments/heldout.py --out DIR` runs it "
@@ -252,15 +262,13 @@ def write_section(out: Path) -> str:
                  else "not started")  # fmt: skip
         limit = "—" if cal is None else ("dropped (not keepable with room)" if cal["limit"] is None else f"{cal['limit']:g}")
         budget = "—" if b is None else f"{b['steps']:,}" + ("" if b["converged"] else " (unconverged)")
-        lines.append(f"| {s['index']} | {s['set']} | `{env_name(s)}` | {limit} | {budget} | {stage} |")
+        row = f"| {s['index']} | {s['set']} | `{env_name(s)}` | {limit} | {budget} | {stage} |"
+        lines.append(kept[s["index"]][0] if s["index"] in kept else row)
     lines += ["", "The goal table (docs/heldout.md: plain `-Lag` keeps it at the nominal kernel and the default "
               "`-Robust-Lag` on its worst kernel, grid and search, each in at least 9 of 10 seeds, never broken by "
               "more than two standard errors; PoI of the default over plain on the worst-kernel C at least 0.5):", "",
-              report(out), HELDOUT[1]]  # fmt: skip
+              report(out, [r for rows in kept.values() for r in rows[1:]]), HELDOUT[1]]  # fmt: skip
     text = "\n".join(lines)
-    path = ROOT / "docs" / "robustness.md"
-    old = path.read_text()
-    start, end = old.find(HELDOUT[0]), old.find(HELDOUT[1])
     new = old[:start] + text + old[end + len(HELDOUT[1]) :] if 0 <= start < end else old.rstrip("\n") + "\n\n" + text + "\n"
     path.write_text(new)
     return text
