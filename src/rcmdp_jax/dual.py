@@ -92,18 +92,20 @@ def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropo
     gamma_c = cost_discounts(env, hp.gamma)
     values = batch_readings(cfg.dual_estimator, traj.costs, traj.terminated, traj.done, v, v_next, gamma_c,
                             hp.gae_lambda)  # fmt: skip
-    return values.reshape(-1, env.num_constraints), batch_episodes(traj.costs, traj.done, gamma_c)
+    to_go = values if cfg.dual_estimator == "cost_to_go" else None  # the same cost-to-go: computed once
+    return values.reshape(-1, env.num_constraints), batch_episodes(traj.costs, traj.done, gamma_c, to_go)
 
 
-def batch_episodes(costs, done, gamma_c) -> tuple[jax.Array, jax.Array]:
+def batch_episodes(costs, done, gamma_c, to_go=None) -> tuple[jax.Array, jax.Array]:
     """The values ``C`` of the whole episodes inside a batch of ``B`` envs that start fresh at its
     first step (``costs [T, B, m]``, ``done [T, B]``): ``(values [T * B, m], weights [T * B])``,
     the discounted cost-to-go at each episode's first step, weight 1 where that episode also
-    ends inside the batch, else 0 (an episode cut by the batch's end is not a whole one)."""
+    ends inside the batch, else 0 (an episode cut by the batch's end is not a whole one); ``to_go``:
+    the batch's discounted cost-to-go where the caller has it."""
     ends = done.astype(jnp.float32)
     starts = jnp.concatenate([jnp.ones_like(ends[:1]), ends[:-1]])
     ends_later = jnp.flip(jnp.cumsum(jnp.flip(ends, 0), 0), 0) > 0  # an end at this step or after
-    values = discounted_returns(costs, done, gamma_c)
+    values = discounted_returns(costs, done, gamma_c) if to_go is None else to_go
     return values.reshape(-1, costs.shape[-1]), (starts * ends_later).reshape(-1)
 
 

@@ -44,12 +44,12 @@ def margin_line(cfg, metrics: dict) -> str:
     """The margin each constraint's dual read at the run's last iteration (the seeds' mean), where it
     trains with one: the fixed ``cost_margin`` plus the data margin (``dual.margin_of``)."""
     from rcmdp_jax import envs
+    from rcmdp_jax.study.report import margin_of
 
-    margin = metrics.get("margin")
     hp = cfg.hparams
-    if margin is None or not cfg.constrained or (float(hp.margin_z) == 0 and float(hp.cost_margin) == 0):
+    if "margin" not in metrics or not cfg.constrained or (float(hp.margin_z) == 0 and float(hp.cost_margin) == 0):
         return ""
-    last = np.nanmean(np.asarray(margin, np.float64)[:, -1], axis=0).reshape(-1)
+    last = margin_of(cfg, metrics)["derived"]
     names = envs.spec(cfg.env).cost_names
     each = ", ".join(f"{names[j] if j < len(names) else j} {v:.4g}" for j, v in enumerate(last))
     how = f"{float(hp.margin_z):g} sigma_j / sqrt({float(hp.margin_n):g})"
