@@ -242,6 +242,29 @@ def test_robust_names_the_search_only_where_it_runs_as_measured():
     assert preset("noiseless-pendulum-default", "PPO-Robust-Lag").adversary == "search"
 
 
+def test_the_search_takes_the_pathwise_gradient_on_a_kernel_without_a_density():
+    """``search_estimator='auto'`` (the default): the score function where the kernel has noise,
+    the pathwise gradient on a deterministic one (brax's physics), so a named ``+search`` lane
+    trains there; ``score`` named by hand is still refused on it."""
+    import gymnax
+
+    from rcmdp_jax.adversary.search import estimator_of
+
+    inner, _ = gymnax.make("Pendulum-v1")
+    speed = lambda s, a, n, p: jnp.abs(n.theta_dot)[None] - 1.5  # noqa: E731
+    envs.register("noiseless-pendulum-auto", envs.robustify(inner, {"m": 0.2}, {"speed": speed}, noise=0.0))
+    envs.register("noisy-pendulum-auto", envs.robustify(inner, {"m": 0.2}, {"speed": speed}, noise=0.01))
+    small = dict(total_timesteps=64, n_envs=4, n_steps=16, minibatch_size=16, adversary_episodes=2, search_steps=1, search_restarts=0)
+    for name, expected in (("noiseless-pendulum-auto", "pathwise"), ("noisy-pendulum-auto", "score")):
+        cfg = preset(name, "PPO-Lag+search", **small)
+        assert cfg.option("search_estimator") == "auto"
+        assert estimator_of(envs.make(name)[0], cfg) == expected
+    result = jax.jit(make_train(preset("noiseless-pendulum-auto", "PPO-Lag+search", **small)))(jax.random.PRNGKey(0))
+    assert np.isfinite(np.asarray(result.state.env_params.xi)).all()
+    with pytest.raises(ValueError, match="score-function estimator needs noise"):
+        make_train(preset("noiseless-pendulum-auto", "PPO-Lag+search", search_estimator="score", **small))
+
+
 def test_a_family_checks_every_robust_members_estimator():
     """A family whose first member is not robust still refuses the score estimator on a
     kernel without noise (the check used to read the first member only)."""

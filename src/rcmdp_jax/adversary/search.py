@@ -27,17 +27,27 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax import box
-from rcmdp_jax.adversary.base import Adversary, candidate_values, require_env_per_objective
+from rcmdp_jax.adversary.base import Adversary, candidate_values, has_density, require_env_per_objective
 from rcmdp_jax.adversary.candidates import objective_scores
 from rcmdp_jax.plugin import check_count
 from rcmdp_jax.rollout import Policy
 from rcmdp_jax.worst_case import SearchConfig, search
 
 
+def estimator_of(env, cfg) -> str:
+    """The search's gradient estimator: ``search_estimator``, where ``auto`` (the default) is the
+    score function on a kernel with a density and the pathwise gradient on one without (brax's
+    deterministic physics), as the robustness test's search chooses."""
+    chosen = cfg.option("search_estimator")
+    if chosen != "auto":
+        return chosen
+    return "score" if has_density(env) else "pathwise"
+
+
 class GradientSearch(Adversary):
     name = "search"
     per_env = True
-    options = {"search_steps": 2, "search_eta": 0.25, "search_estimator": "score", "search_restarts": 4}
+    options = {"search_steps": 2, "search_eta": 0.25, "search_estimator": "auto", "search_restarts": 4}
     # a saved config (run.json) that does not name ``search_restarts`` was written before the
     # option existed, and searched without restarts: it reads so
     legacy_options = {"search_restarts": 0}
@@ -53,15 +63,15 @@ class GradientSearch(Adversary):
         eta = cfg.option("search_eta")
         if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not 0.0 < eta <= 1.0:
             raise ValueError(f"search_eta must be in (0, 1] (the first step, a fraction of the half-width), got {eta!r}")
-        if cfg.option("search_estimator") not in ("score", "pathwise"):
+        if cfg.option("search_estimator") not in ("auto", "score", "pathwise"):
             raise ValueError(f"search_estimator={cfg.option('search_estimator')!r} is not allowed; choose one of: "
-                             "score, pathwise")  # fmt: skip
+                             "auto (score where the kernel has a density, else pathwise), score, pathwise")  # fmt: skip
 
     @classmethod
     def check_env(cls, env, cfg) -> None:
         super().check_env(env, cfg)
         require_env_per_objective(env, cfg, "adversary='search' (a point for each, kept between iterations)")
-        env.check_estimator(env.default_params, cfg.option("search_estimator"))
+        env.check_estimator(env.default_params, estimator_of(env, cfg))
 
     @classmethod
     def separate(cls, cfg) -> bool:
@@ -100,7 +110,7 @@ class GradientSearch(Adversary):
         m = env.num_constraints
         episodes = cfg.option("adversary_episodes")
         sc = SearchConfig(steps=cfg.option("search_steps"), episodes=episodes, eval_episodes=episodes,
-                          eta0=float(cfg.option("search_eta")), estimator=cfg.option("search_estimator"))  # fmt: skip
+                          eta0=float(cfg.option("search_eta")), estimator=estimator_of(env, cfg))  # fmt: skip
         policy = Policy(ctx.actor, actor_params, dropout=cfg.act_dropout)
         names = ("return",) + tuple(f"cost{j}" for j in range(m))
         start, start_steps = env_xi[: 1 + m], jnp.float32(0.0)
