@@ -278,7 +278,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--draw", action="store_true", help="draw the settings and stop")
-    p.add_argument("--only", default=None, help="comma-separated setting numbers (default: held-out first, then dev)")
+    p.add_argument("--only", default=None, help="comma-separated setting numbers, run in the order given (default: held-out first, then dev)")
     p.add_argument("--report", action="store_true", help="print the goal table of what --out holds")
     args = p.parse_args(argv)
     if args.report:
@@ -297,7 +297,8 @@ def main(argv=None) -> None:
     settings = json.loads(path.read_text())
     order = [s for s in settings if s["set"] == "held-out"] + [s for s in settings if s["set"] == "development"]
     if args.only:
-        order = [s for s in order if str(s["index"]) in args.only.split(",")]
+        chosen = [int(i) for i in args.only.split(",")]  # in the order given
+        order = sorted((s for s in order if s["index"] in chosen), key=lambda s: chosen.index(s["index"]))
     for s in order:
         where = args.out / str(s["index"])
         t0 = time.time()
