@@ -196,6 +196,14 @@ def nominal_episodes(run: Path, env: str, algo: str) -> np.ndarray:
     return C[np.arange(C.shape[0]), :, worst]
 
 
+def default_method(env: str, learner: str) -> str:
+    """The method ``-Robust`` names for ``learner`` (``PPO-Lag``, ``MDPO-Lag``) on ``env``: the
+    search where the kernel has a density, worst-of-n on brax's (``presets.robust_default``)."""
+    from rcmdp_jax import presets
+
+    return presets.robust_default(env, learner.split("-")[0].lower())
+
+
 def counted(per_seed: list[np.ndarray]) -> tuple[int, int, int]:
     """``verdicts`` of seeds whose episode counts may differ (grid and search)."""
     return tuple(int(sum(x)) for x in zip(*(verdicts(np.asarray(e)[None]) for e in per_seed)))
@@ -208,7 +216,7 @@ def report(out: Path, kept_rows=()) -> str:
     from robustness_report import poi_vs_none, seed_table
 
     settings = json.loads((out / "settings.json").read_text())
-    rows = ["| # | set | setting | budget | learner | plain: nominal kept / close / broken | default (search): worst "
+    rows = ["| # | set | setting | budget | learner | plain: nominal kept / close / broken | default (`-Robust`'s method): worst "
             "kept / close / broken | PoI default vs plain (worst C) | return cost | goal met |", "|" + "---|" * 10,
             *kept_rows]
     for s in settings:
@@ -219,18 +227,19 @@ def report(out: Path, kept_rows=()) -> str:
         name = env_name(s, cal["limit"])
         env = json.loads((where / "run" / "run.json").read_text())["envs"][0]
         for lr in LEARNERS:
-            plain, default = lr, f"{lr}+search"
+            method = default_method(name, lr)
+            plain, default = lr, f"{lr}+{method}"
             nom = verdicts(nominal_episodes(where / "run", env, plain))
             worst = counted(worst_episodes(where / "run", env, default))
             table = {a: seed_table(where / "run", env, a) for a in (plain, default)}
-            poi = poi_vs_none(table, lr, ("none", "search"), lambda x, m: x if m == "none" else f"{x}+{m}")["search"]
+            poi = poi_vs_none(table, lr, ("none", method), lambda x, m: x if m == "none" else f"{x}+{m}")[method]
             v0, v1 = float(np.mean(table[plain]["V_nominal"])), float(np.mean(table[default]["V_nominal"]))
             cost = 100.0 * (v0 - v1) / abs(v0) if v0 else float("nan")
             allowed = lambda c: sum(c) - math.ceil(0.9 * sum(c))  # noqa: E731  (seeds that may break: 1 of 10)
             met = worst[2] <= allowed(worst) and nom[2] <= allowed(nom) and poi[0] >= 0.5
             budget = f"{b['steps']:,}" + ("" if b["converged"] else " (unconverged)")
             rows.append(f"| {s['index']} | {s['set']} | `{name}` | {budget} | {lr} | {nom[0]} / {nom[1]} / {nom[2]} | "
-                        f"{worst[0]} / {worst[1]} / {worst[2]} | {poi[0]:.2f} [{poi[1]:.2f}, {poi[2]:.2f}] | "
+                        f"{method}: {worst[0]} / {worst[1]} / {worst[2]} | {poi[0]:.2f} [{poi[1]:.2f}, {poi[2]:.2f}] | "
                         f"{cost:+.1f} % | {'yes' if met else '**no**'} |")  # fmt: skip
     return "\n".join(rows) + "\n"
 
