@@ -165,13 +165,9 @@ def lines(report: dict) -> list[str]:
 
 def plot(report: dict, path) -> None:
     """Least ``C`` (worst direction per level) against the distortion level, per constraint."""
-    import matplotlib
+    from rcmdp_jax.figures import fit, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from rcmdp_jax.study.plots import fit
-
+    plt = pyplot()
     rows = report["constraints"]
     fig, axes = plt.subplots(1, len(rows), figsize=(max(6.5, 5 * len(rows)), 4), squeeze=False)
     for ax, r in zip(axes[0], rows):
