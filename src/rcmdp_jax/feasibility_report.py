@@ -165,7 +165,7 @@ def lines(report: dict) -> list[str]:
 
 def plot(report: dict, path) -> None:
     """Least ``C`` (worst direction per level) against the distortion level, per constraint."""
-    from rcmdp_jax.figures import fit, pyplot
+    from rcmdp_jax.figures import pyplot, save
 
     plt = pyplot()
     rows = report["constraints"]
@@ -181,6 +181,4 @@ def plot(report: dict, path) -> None:
         ax.set_title(f"{r['constraint']}: {verdict} by one policy on the whole box", fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"{report['env']}: the least C found (an upper bound)", fontsize=10)
-    fit(fig)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)

@@ -1,5 +1,5 @@
 """A figure's layout (``fit``: every title, label and caption kept on the canvas) and
-matplotlib's ``pyplot`` on a backend that draws to files (``pyplot``): shared by the
+matplotlib's ``pyplot`` on a backend that draws to files (``pyplot``; ``save``): shared by the
 feasibility check's figure (``feasibility_report.plot``) and the study's report
 (``study.plots``). matplotlib is imported where used: an optional dependency."""
 
@@ -75,3 +75,10 @@ def fit(fig, rect=(0.0, 0.0, 1.0, 1.0), caption=None, tries: int = 8) -> None:
             changed = True
         if not changed:
             return
+
+
+def save(fig, path, caption=None) -> None:
+    """``fig`` laid out (``fit``), written to ``path`` at 110 dpi and closed."""
+    fit(fig, caption=caption)
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)

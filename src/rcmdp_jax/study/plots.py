@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax import stats
-from rcmdp_jax.figures import fit, pyplot
+from rcmdp_jax.figures import fit, pyplot, save
 
 LEARNER_COLOURS = {"mcpmd": "tab:green", "ppo": "tab:blue", "mdpo": "tab:red"}
 # (robust, constraint) -> (line style, marker)
@@ -113,10 +113,8 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
         ax.set_title(f"{env_name}: test {label}" + (" on each level's worst kernel" if i > 0 else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
-        fit(fig, caption=caption)
         path = out_dir / (TEST_RETURN if i == 0 else test_cost_figure(i))
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save(fig, path, caption)
         paths.append(path)
     return paths
 
@@ -220,9 +218,7 @@ def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
         ax.set_xlabel(f"IQM of {metric}")
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(f"{env_name}: IQM with 95% stratified-bootstrap intervals")
-    fit(fig)
-    fig.savefig(out_dir / INTERVALS, dpi=110)
-    plt.close(fig)
+    save(fig, out_dir / INTERVALS)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         _, taus, profiles = figures[metric]
@@ -233,6 +229,4 @@ def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=6)
     fig.suptitle(f"{env_name}: performance profiles over the test kernels")
-    fit(fig)
-    fig.savefig(out_dir / PROFILES, dpi=110)
-    plt.close(fig)
+    save(fig, out_dir / PROFILES)
