@@ -6,6 +6,7 @@ search (``worst_case_section``), and the rliable statistics (``aggregate_section
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -108,10 +109,11 @@ def cost_names(env_name: str, m: int) -> tuple[str, ...]:
     return tuple(names) if len(names) == m else tuple(f"C_{j + 1}" for j in range(m))
 
 
-def _has_matplotlib() -> bool:
+def installed(module: str) -> bool:
+    """Whether an optional package imports (matplotlib, rliable)."""
     try:
-        import matplotlib  # noqa: F401
-    except ImportError:
+        importlib.import_module(module)
+    except Exception:  # not installed, or its dependencies clash (e.g. rliable's arch with pandas 3)
         return False
     return True
 
@@ -179,7 +181,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
             "returns and costs are those of the clipped dynamics.\n\n" + state_bound_table(bounds, levels)
         )
     if kept and rliable_available():
-        figures = env_dir if plots and _has_matplotlib() else None
+        figures = env_dir if plots and installed("matplotlib") else None
         agg_text, agg_json = aggregate_section(kept, lambda_max, env_name, figures)
         text += agg_text
         write_text(env_dir / "aggregate.json", json.dumps(agg_json, indent=2))
@@ -202,7 +204,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     write_text(env_dir / "summary.json", json.dumps(summary, indent=2))
     if not plots:
         return md + kept_text
-    if not _has_matplotlib():
+    if not installed("matplotlib"):
         print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")
         return md + kept_text
     if kept:
@@ -247,11 +249,7 @@ REPS = 500
 
 
 def rliable_available() -> bool:
-    try:
-        import rliable.library  # noqa: F401
-    except Exception:  # not installed, or its dependencies clash (e.g. arch with pandas 3)
-        return False
-    return True
+    return installed("rliable.library")
 
 
 def score_matrices(results: dict, lambda_max: float, metric: str) -> dict[str, np.ndarray]:
