@@ -33,7 +33,7 @@ def test_sizes_beyond_memory_or_int32_are_refused_before_writing(tmp_path, capsy
 
 def test_the_memory_estimate_counts_every_buffer():
     from rcmdp_jax import preset
-    from rcmdp_jax.study.run_plan import kernel_count, lane_bytes, sweep_bytes
+    from rcmdp_jax.sizes import kernel_count, lane_bytes, sweep_bytes
 
     cfg = preset("cartpole", "MDPO-Robust-Lag")
     base = lane_bytes(cfg)

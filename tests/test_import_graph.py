@@ -98,3 +98,16 @@ def test_a_name_has_one_import_path_and_an_old_one_says_where_it_lives():
         rcmdp_jax.train.build_networks  # noqa: B018
     from rcmdp_jax.networks import build_networks  # noqa: F401
     from rcmdp_jax.study.user_code import load_spec  # noqa: F401
+
+
+def test_the_library_imports_nothing_of_the_shell_and_the_search_nothing_of_the_methods():
+    """The layers run one way: no module of the library (``rcmdp_jax`` outside ``study``, and
+    ``rcmdp_jax.envs``) imports the study's orchestration, lazily or not (``python -m
+    rcmdp_jax``, the ``rcmdp`` command's door, is no library module); the worst-case search,
+    which the robust methods build on, imports none of them."""
+    graph = import_graph()
+    library = [m for m in graph if not m.startswith("rcmdp_jax.study") and m != "rcmdp_jax.__main__"]
+    assert "rcmdp_jax.feasibility" in library and "rcmdp_jax.envs.domain" in library
+    up = {m: sorted(t for t in graph[m] if t.startswith("rcmdp_jax.study")) for m in library}
+    assert not {m: t for m, t in up.items() if t}, "library modules importing the study"
+    assert not [t for t in graph["rcmdp_jax.worst_case"] if t.startswith("rcmdp_jax.adversary")]

@@ -281,9 +281,9 @@ def test_a_toy_robust_method_trains_as_a_lane_beside_none(registered):
 
 
 def test_the_size_estimate_reads_a_methods_own_memory_and_fields(registered):
-    from rcmdp_jax.study import run_plan
+    from rcmdp_jax import sizes
 
     tiny = dict(total_timesteps=64 * 3, n_steps=16, minibatch_size=16, eval_episodes=2)
     toy, plain = preset("cartpole", "PPO-Lag+toy-upper", **tiny), preset("cartpole", "PPO-Lag", **tiny)
-    assert run_plan.lane_bytes(toy) - run_plan.lane_bytes(plain) == UpperCorner.BYTES
-    assert "toy_reach" in run_plan.size_fields([toy]) and "toy_reach" not in run_plan.size_fields([plain])
+    assert sizes.lane_bytes(toy) - sizes.lane_bytes(plain) == UpperCorner.BYTES
+    assert "toy_reach" in sizes.size_fields([toy]) and "toy_reach" not in sizes.size_fields([plain])

@@ -247,7 +247,7 @@ def test_a_registered_gymnax_spec_is_not_built_inside_the_size_estimate():
     """The size estimate counts a registered environment's kernels under ``jax.eval_shape``;
     the gymnax instance built there must not be kept (its arrays are tracers), or the
     study's programs later close over them (a run of ``--env NAME`` failed at its start)."""
-    from rcmdp_jax.study.run_plan import kernel_count
+    from rcmdp_jax.sizes import kernel_count
 
     envs.register("gymnax_cartpole_again", envs.spec("gymnax:CartPole-v1"))
     assert kernel_count("gymnax_cartpole_again") == kernel_count("gymnax:CartPole-v1")

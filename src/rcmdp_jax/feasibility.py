@@ -145,9 +145,9 @@ def train_config(name: str, j: int, cfg: FeasibilityConfig):
 
 
 def check_sizes(name: str, cfg: FeasibilityConfig) -> None:
-    """The runner's checks of a plan's sizes (``study.run_plan``: int32 counts, this machine's
-    memory) on each constraint's training and test, before anything is trained."""
-    from rcmdp_jax.study.run_plan import PlanError, check_counts, check_memory
+    """The runner's checks of a plan's sizes (``sizes``: int32 counts, this machine's memory)
+    on each constraint's training and test, before anything is trained."""
+    from rcmdp_jax.sizes import PlanError, check_counts, check_memory
 
     configs = {}
     for j in range(int(envs.make(name)[0].num_constraints)):
@@ -296,7 +296,7 @@ def search_worst(config, env, params, actors, C, j: int, search: SearchConfig, k
     then measured afresh on ``max(n_test, search.eval_episodes)`` episodes (``episodes``), so
     that more test episodes narrow the one-policy value, whichever of grid and search gives it."""
     best = int(np.argmin(C.reshape(C.shape[0], -1).max(1)))
-    from rcmdp_jax.adversary.base import has_density
+    from rcmdp_jax.kernel_gradients import has_density
 
     if search.estimator == "score" and not has_density(env):
         search = dataclasses.replace(search, estimator="pathwise")  # a kernel without a density (brax)

@@ -165,13 +165,9 @@ def lines(report: dict) -> list[str]:
 
 def plot(report: dict, path) -> None:
     """Least ``C`` (worst direction per level) against the distortion level, per constraint."""
-    import matplotlib
+    from rcmdp_jax.figures import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from rcmdp_jax.study.plots import fit
-
+    plt = pyplot()
     rows = report["constraints"]
     fig, axes = plt.subplots(1, len(rows), figsize=(max(6.5, 5 * len(rows)), 4), squeeze=False)
     for ax, r in zip(axes[0], rows):
@@ -185,6 +181,4 @@ def plot(report: dict, path) -> None:
         ax.set_title(f"{r['constraint']}: {verdict} by one policy on the whole box", fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"{report['env']}: the least C found (an upper bound)", fontsize=10)
-    fit(fig)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)

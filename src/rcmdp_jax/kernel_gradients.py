@@ -18,6 +18,15 @@ from rcmdp_jax.advantages import discounts, episode_returns_to_go
 from rcmdp_jax.rollout import Trajectory, fold_values, init_values, scan_episode, value_discounts
 
 
+def has_density(env) -> bool:
+    """Whether the kernel has a density (the score-function gradient exists)."""
+    try:
+        env.check_estimator(env.default_params, "score")
+    except ValueError:
+        return False
+    return True
+
+
 def episode_quantities(key, env, env_params, policy, gamma, horizon: int, truncate: int = 0):
     """One episode under ``env_params``: its discounted return and constraint values
     ``[1 + m]``, and its steps (a ``Trajectory``, leaves ``[H, ...]``) for the score

@@ -22,12 +22,13 @@ import jax.numpy as jnp
 from flax import struct
 
 from rcmdp_jax import adversary, constraints, envs, options, schedules
-from rcmdp_jax.adversary.base import Context, broadcast, has_density
+from rcmdp_jax.adversary.base import Context, broadcast
 from rcmdp_jax.adversary.lanes import Lanes
 from rcmdp_jax.config import Config
 from rcmdp_jax.dual import dual_phase
 from rcmdp_jax.evaluate import curve_point
 from rcmdp_jax.hparams import HParams, hparams_ok
+from rcmdp_jax.kernel_gradients import has_density
 from rcmdp_jax.learners import UPDATE_METRICS, make_learner
 from rcmdp_jax.networks import build_networks
 from rcmdp_jax.rollout import EpisodeAccumulator, init_accumulator

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax import box, stats
-from rcmdp_jax.kernel_gradients import episode_quantities, mean_quantities, score_gradient
+from rcmdp_jax.kernel_gradients import episode_quantities, has_density, mean_quantities, score_gradient
 from rcmdp_jax.rollout import Policy, reward_and_costs, value_discounts
 
 ESTIMATORS = ("score", "pathwise")
@@ -196,7 +196,6 @@ def make_worst_case(config, search: SearchConfig | None = None, env_params=None,
     """The ``WorstCase`` finder of ``config``'s deterministic policies (``objectives``:
     ``"all"`` or ``"costs"``, see ``objective_names``)."""
     from rcmdp_jax import envs
-    from rcmdp_jax.adversary.base import has_density
     from rcmdp_jax.networks import build_networks
 
     cfg = config.validate()

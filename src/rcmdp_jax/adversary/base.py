@@ -139,12 +139,3 @@ def lanes_where(adversaries, which, test) -> jax.Array:
     """Whether the lane's method (``which``, an index into ``adversaries``) passes ``test``."""
     flags = [which == i for i, a in enumerate(adversaries) if test(a)]
     return functools.reduce(jnp.logical_or, flags, jnp.bool_(False))
-
-
-def has_density(env) -> bool:
-    """Whether the kernel has a density (the score-function gradient exists)."""
-    try:
-        env.check_estimator(env.default_params, "score")
-    except ValueError:
-        return False
-    return True

@@ -27,8 +27,9 @@ import jax
 import jax.numpy as jnp
 
 from rcmdp_jax import box
-from rcmdp_jax.adversary.base import Adversary, candidate_values, has_density, require_env_per_objective
+from rcmdp_jax.adversary.base import Adversary, candidate_values, require_env_per_objective
 from rcmdp_jax.adversary.candidates import objective_scores
+from rcmdp_jax.kernel_gradients import has_density
 from rcmdp_jax.plugin import check_count
 from rcmdp_jax.rollout import Policy
 from rcmdp_jax.worst_case import SearchConfig, search

@@ -6,28 +6,23 @@ the library's ``rcmdp_jax.feasibility``."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as _dt
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-FEASIBILITY_PROG = "rcmdp feasibility"
+from rcmdp_jax.study.commands import Parser, refuse
+
+PROG = "rcmdp feasibility"
 PARTIAL = "feasibility.partial.json"  # the rows found so far, and the inputs they were found with
-
-
-class _FeasibilityParser(argparse.ArgumentParser):
-    def error(self, message):
-        raise ValueError(f"{message} (see --help)")
 
 
 def feasibility_args(argv):
     from rcmdp_jax.feasibility import LEARNERS
 
-    p = _FeasibilityParser(prog=FEASIBILITY_PROG, description="Whether each constraint can be kept on the whole uncertainty box: "
+    p = Parser(prog=PROG, description="Whether each constraint can be kept on the whole uncertainty box: "
                 "cost-minimising policies trained robust to the box, the least C found on every test kernel.")  # fmt: skip
     p.add_argument("--env", default="cartpole", help="as rcmdp's --env (one environment)")
     p.add_argument("--uncertain", default=None, metavar="FIELD=WIDTH,...", help="gymnax:ID: the box, as rcmdp's")
@@ -126,7 +121,7 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
     if not out.is_dir():
         raise ValueError(f"--resume: {out} holds no feasibility check; drop --resume to start one there")
     if not path.exists():
-        print(f"{FEASIBILITY_PROG}: note: --resume: {out} holds no constraint found before (interrupted before the "
+        print(f"{PROG}: note: --resume: {out} holds no constraint found before (interrupted before the "
               "first was done): it starts from the first", flush=True)  # fmt: skip
         return []  # interrupted before its first constraint: it starts again
     try:
@@ -192,23 +187,15 @@ class _Said:
         return self.said[0]
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def run(argv=None) -> int:
+def run(argv: list) -> int:
     """``rcmdp feasibility``'s work (``console.feasibility`` runs it with Ctrl-C said in one line)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = feasibility_args(argv)
         name, cfg, controller, out, done = _prepare(args)
         made = not out.exists()
         release = _open(out)
     except (ValueError, TypeError) as err:
-        print(f"{FEASIBILITY_PROG}: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(PROG, str(err))
     try:
         code = _run(name, cfg, controller, out, done, _inputs(name, cfg, args), release)
     finally:
@@ -221,6 +208,7 @@ def run(argv=None) -> int:
 def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) -> int:
     from rcmdp_jax.feasibility import check_feasibility
     from rcmdp_jax.feasibility_report import lines, plot
+    from rcmdp_jax.study.run_folder import write_text
     from rcmdp_jax.study.runtime import ctrl_c_exits, os_error
 
     t0 = time.perf_counter()
@@ -232,7 +220,7 @@ def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) ->
 
     def keep(j: int, row: dict) -> None:  # each constraint's row kept as it is found: --resume starts after it
         rows.append(json.loads(json.dumps(row)))  # as the file holds it: its digest is of that
-        _write(out / PARTIAL, json.dumps({"inputs": inputs, "rows": rows, "digest": _digest(inputs, rows)}))
+        write_text(out / PARTIAL, json.dumps({"inputs": inputs, "rows": rows, "digest": _digest(inputs, rows)}))
         said[0] = f"no feasibility.json; the constraints found are kept in {PARTIAL}"
         say(f"constraint {j + 1} done")
 
@@ -240,22 +228,18 @@ def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) ->
         with ctrl_c_exits(out, release, saved=_Said(said)):
             report = check_feasibility(name, cfg, controller, progress=say, done=tuple(done), on_row=keep)
     except (ValueError, TypeError, FloatingPointError) as err:
-        print(f"{FEASIBILITY_PROG}: error: {err}", file=sys.stderr)
-        return 2
+        return refuse(PROG, str(err))
     except OSError as err:
-        print(f"{FEASIBILITY_PROG}: error: {os_error(err, out)}; the constraints found are kept, continue with --resume --out "
-              f"{out}", file=sys.stderr)  # fmt: skip
-        return 2
+        return refuse(PROG, f"{os_error(err, out)}; the constraints found are kept, continue with --resume --out {out}")
     report["wall_s"] = round(time.perf_counter() - t0, 1)  # this call's (a resumed check: since the resume)
     try:
-        _write(out / "feasibility.json", json.dumps(report, indent=1))
+        write_text(out / "feasibility.json", json.dumps(report, indent=1))
         (out / PARTIAL).unlink(missing_ok=True)
         plot(report, out / "feasibility.png")
     except ImportError:
         say("matplotlib is not installed: no feasibility.png (pip install matplotlib)")
     except OSError as err:
-        print(f"{FEASIBILITY_PROG}: error: {os_error(err, out)}", file=sys.stderr)
-        return 2
+        return refuse(PROG, os_error(err, out))
     print("\n".join(lines(report)))
     print(f"results in {out / 'feasibility.json'}")
     return 0

@@ -21,7 +21,8 @@ from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.hparams import validate_hparams
 from rcmdp_jax.plugin import check_seed
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
-from rcmdp_jax.study.run_plan import Plan, PlanError, check_counts, check_memory
+from rcmdp_jax.sizes import check_counts, check_memory
+from rcmdp_jax.study.run_plan import Plan, PlanError
 from rcmdp_jax.study.user_code import check_folder_names
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take

@@ -5,13 +5,13 @@ shows the constrained algorithms only."""
 
 from __future__ import annotations
 
-import textwrap
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from rcmdp_jax import stats
+from rcmdp_jax.figures import fit, pyplot, save
 
 LEARNER_COLOURS = {"mcpmd": "tab:green", "ppo": "tab:blue", "mdpo": "tab:red"}
 # (robust, constraint) -> (line style, marker)
@@ -71,73 +71,6 @@ def constrained(algo: str) -> bool:
     return p is not None and p[1] != "none"
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _labels(fig) -> list:
-    """The texts a layout can push past the canvas, each with the axes whose width it keeps
-    to (an axes' titles, so that neighbours' titles do not meet) or None: the figure's title
-    and captions, each axes' titles and axis labels."""
-    out = [(t, None) for t in ([fig._suptitle] if fig._suptitle is not None else []) + list(fig.texts)]
-    for ax in fig.axes:
-        out += [(ax.title, ax), (ax._left_title, ax), (ax._right_title, ax), (ax.xaxis.label, None),
-                (ax.yaxis.label, None)]  # fmt: skip
-    return [(t, ax) for t, ax in out if t.get_visible() and t.get_text().strip()]
-
-
-def _rewrap(text: str, chars: int) -> str:
-    return "\n".join(textwrap.fill(line, max(chars, 8), break_on_hyphens=False) for line in text.split("\n"))
-
-
-def fit(fig, rect=(0.0, 0.0, 1.0, 1.0), caption=None, tries: int = 8) -> None:
-    """Lay ``fig`` out (``tight_layout`` within ``rect``) with every title, label and caption on
-    the canvas: one that reaches past an edge is wrapped to the room its centre leaves it, then
-    (too long a word) made smaller; ``caption`` (a ``fig.text`` at the bottom) gets the height
-    it needs below the axes."""
-    left, bottom, right, top = rect
-    own: dict = {}  # each wrapped text as it was given: wrapped again from there, its own line breaks kept
-    for _ in range(tries):
-        renderer = fig.canvas.get_renderer()
-        if caption is not None:
-            needed = caption.get_window_extent(renderer).y1 / fig.bbox.height + 0.02
-            bottom = max(rect[1], needed)
-        with warnings.catch_warnings():  # "not compatible with tight_layout": the next round wraps
-            warnings.simplefilter("ignore", UserWarning)
-            fig.tight_layout(rect=(left, bottom, right, top))
-        fig.canvas.draw()
-        renderer = fig.canvas.get_renderer()
-        W, H = fig.bbox.width, fig.bbox.height
-        changed = False
-        for t, ax in _labels(fig):
-            b = t.get_window_extent(renderer)
-            upright = abs(t.get_rotation() % 180 - 90) < 1
-            lo, hi, size = (b.y0, b.y1, H) if upright else (b.x0, b.x1, W)
-            wide = ax is not None and hi - lo > 1.1 * ax.get_window_extent(renderer).width
-            if lo >= 0 and hi <= size and not wide:
-                continue
-            anchor = "center" if upright else t.get_horizontalalignment()  # the end that stays where it is
-            centre = (lo + hi) / 2
-            room = {"left": size - max(lo, 0), "right": min(hi, size)}.get(anchor, 2 * min(centre, size - centre))
-            room = 0.96 * max(room, 0.1 * size)
-            if ax is not None:
-                room = min(room, 1.1 * ax.get_window_extent(renderer).width)
-            longest = max(len(line) for line in t.get_text().split("\n"))
-            chars = int(longest * room / (hi - lo))
-            if chars >= 8 and chars < longest:
-                t.set_text(_rewrap(own.setdefault(t, t.get_text()), chars))
-            else:
-                t.set_fontsize(t.get_fontsize() * 0.85)
-            changed = True
-        if not changed:
-            return
-
-
 WORST_CAPTION = ("solid: each level's worst test kernel (the highest mean C over seeds and episodes); faint: the "
                  "mean over the level's kernels.\nThe worst kernels as their fields: summary.md, \"Is the constraint "
                  "kept?\"")  # fmt: skip
@@ -150,7 +83,7 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
     level's kernels as a faint second line): where the constraint breaks, as the summary's
     "Is the constraint kept?" table says, not averaged away. ``worst_kernels``: per
     constraint ``j``, ``{algo: its worst kernel in words}``, named in the caption."""
-    plt = _pyplot()
+    plt = pyplot()
 
     m = next(iter(results.values()))[1].shape[-1]
     names = list(cost_names) if cost_names and len(cost_names) == m else [f"C_{j + 1}" for j in range(m)]
@@ -180,10 +113,8 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
         ax.set_title(f"{env_name}: test {label}" + (" on each level's worst kernel" if i > 0 else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
-        fit(fig, caption=caption)
         path = out_dir / (TEST_RETURN if i == 0 else test_cost_figure(i))
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save(fig, path, caption)
         paths.append(path)
     return paths
 
@@ -224,7 +155,7 @@ def worst_per_level(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str,
                   cost_names=None) -> Path:  # fmt: skip
     """Training curves (mean over seeds), saved as ``train_curves.png``: ``training_figure``."""
-    plt = _pyplot()
+    plt = pyplot()
     fig = training_figure(metrics, xi_c, kappa, env_name, cost_names)
     path = out_dir / TRAIN_CURVES
     fig.savefig(path, dpi=110)
@@ -235,7 +166,7 @@ def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndar
 def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str, cost_names=None):
     """Evaluation return, the first constraint's value, its multiplier lambda (constrained
     algorithms only) and the kernel's distortion, against policy steps."""
-    plt = _pyplot()
+    plt = pyplot()
 
     cost = (cost_names or ["C_1"])[0]
     look = styles(metrics)
@@ -271,11 +202,7 @@ def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name
 def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
     """The rliable figures of ``report.aggregate_section``: ``intervals.png`` (each
     algorithm's IQM with its interval) and ``profiles.png`` (performance profiles)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     metrics = list(figures)
     algos = list(next(iter(figures.values()))[0])
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 0.35 * len(algos) + 1.5), squeeze=False)
@@ -291,9 +218,7 @@ def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
         ax.set_xlabel(f"IQM of {metric}")
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(f"{env_name}: IQM with 95% stratified-bootstrap intervals")
-    fit(fig)
-    fig.savefig(out_dir / INTERVALS, dpi=110)
-    plt.close(fig)
+    save(fig, out_dir / INTERVALS)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         _, taus, profiles = figures[metric]
@@ -304,6 +229,4 @@ def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=6)
     fig.suptitle(f"{env_name}: performance profiles over the test kernels")
-    fit(fig)
-    fig.savefig(out_dir / PROFILES, dpi=110)
-    plt.close(fig)
+    save(fig, out_dir / PROFILES)

@@ -218,13 +218,12 @@ def check_seed(what: str, seed, hint: str = "") -> None:
 
 def check_episodes_memory(cfg, n: int) -> None:
     """Refuse ``n`` episodes on one kernel that would not fit in this machine's memory (the
-    runner's estimate of a robustness sweep, ``run_plan.sweep_bytes``), before anything is
+    runner's estimate of a robustness sweep, ``sizes.sweep_bytes``), before anything is
     allocated."""
-    from rcmdp_jax.study.run_plan import sweep_bytes
+    from rcmdp_jax.sizes import machine_bytes, sweep_bytes
 
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # not on a POSIX system: no check
+    total = machine_bytes()
+    if total is None:
         return
     need, one = sweep_bytes(cfg, n, 1, 1), sweep_bytes(cfg, 1, 1, 1)
     if need > 0.9 * total:

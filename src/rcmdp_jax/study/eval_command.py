@@ -1,0 +1,97 @@
+"""``rcmdp eval RUN --algo NAME --seed S --kernel 'FIELD=+20%,...'``: one trained policy of a
+run folder (``policy.load_policy``) on one kernel, its return and constraint values with
+standard errors over the episodes. Bad input is one line and exit 2, before anything
+compiles; nothing is written (``--json FILE`` writes the numbers, whole at the end); Ctrl-C
+(SIGTERM) at any moment is one line and exit 130 (143)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rcmdp_jax.study.commands import Parser, refuse, signals_exit
+
+PROG = "rcmdp eval"
+# load_policy's and evaluate's argument names, as this command's options
+OPTIONS = {"algorithm": "--algo", "seed must": "--episode-seed must", "seed": "--seed", "kernel": "--kernel",
+           "n_episodes": "--n-episodes", "env": "--env", "load_policy: ": ""}  # fmt: skip
+
+
+def as_options(message: str) -> str:
+    """A message of ``load_policy`` / ``evaluate`` in this command's terms (``--algo``)."""
+    for name, option in OPTIONS.items():
+        if message.startswith(name):
+            return option + message[len(name):]
+    return message
+
+
+def eval_args(argv):
+    p = Parser(prog=PROG, description="A trained policy of a run folder on one kernel named by its fields: the "
+               "deterministic policy's discounted return and constraint values, mean and standard error over "
+               "the episodes.")  # fmt: skip
+    p.add_argument("run", metavar="RUN_DIR", help="a run folder (rcmdp --out)")
+    p.add_argument("--algo", required=True, help="the algorithm, as run.json names it (e.g. MDPO-Lag)")
+    p.add_argument("--seed", type=int, required=True, help="which trained seed: 0 .. seeds-1")
+    p.add_argument("--kernel", default="nominal", metavar="FIELD=VALUE,...",
+                   help="the kernel: each named field at a change in percent from its nominal value (masspole=+50%%) "
+                        "or at an absolute value (m=11.0), the others nominal; the fields are the run's report's "
+                        "(cartpole: xi[0] .. xi[3]); default nominal")  # fmt: skip
+    p.add_argument("--n-episodes", type=int, default=None, help="episodes (default the run's test episodes per kernel)")
+    p.add_argument("--episode-seed", type=int, default=None,
+                   help="draw the episodes from PRNGKey(N) (default: the robustness test's key of this seed, so "
+                        "a grid kernel gives test_results.npz's episodes)")  # fmt: skip
+    p.add_argument("--env", default=None, help="the environment, when the run holds several")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE (JSON)")
+    return p.parse_args(argv)
+
+
+def run(argv: list) -> int:
+    """The command on its arguments (``console.evaluate``)."""
+    with signals_exit(PROG, "nothing was evaluated or written"):
+        return _evaluate(argv)
+
+
+def _evaluate(argv: list) -> int:
+    try:
+        args = eval_args(argv)
+        from rcmdp_jax.study.compiled import ticking
+        from rcmdp_jax.study.policy import load_policy
+
+        check_json_path(args.json)  # before anything is evaluated
+        with ticking(f"{PROG}:", f"reading {args.algo}'s checkpoint"):
+            policy = load_policy(Path(args.run).absolute(), args.algo, args.seed, args.env)
+        with ticking(f"{PROG}:", "compiling and running the episodes"):
+            result = policy.evaluate(args.kernel, args.n_episodes, args.episode_seed)
+    except (ValueError, TypeError) as err:  # RunFolderError is a ValueError
+        return refuse(PROG, as_options(str(err)))
+    print("\n".join(result.lines()))
+    if args.json is not None:
+        from rcmdp_jax.study.run_folder import write_text
+        from rcmdp_jax.study.runtime import os_error
+
+        try:
+            write_text(Path(args.json), json.dumps(result.to_dict(), indent=1, allow_nan=False))
+        except OSError as err:
+            return refuse(PROG, f"--json {os_error(err, args.json)}")
+    return 0
+
+
+def check_json_path(path: str | None) -> None:
+    """``--json FILE``: a file that can be written (its folder exists and is writable; not a
+    folder), else ``ValueError`` in one line."""
+    if path is None:
+        return
+    if not path.strip():
+        raise ValueError("--json is empty; name a file (or leave --json out)")
+    try:
+        target = Path(path)
+        if target.is_dir():
+            raise ValueError(f"--json {path} is a folder; name a file")
+        parent = target.absolute().parent
+        if not parent.is_dir():
+            raise ValueError(f"--json {path}: its folder {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+            raise ValueError(f"--json {path}: Permission denied (not writable by this user)")
+    except OSError as err:  # a name too long
+        raise ValueError(f"--json {path}: {err.strerror or err}") from None
