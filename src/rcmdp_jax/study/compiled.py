@@ -151,8 +151,8 @@ class Prepared:
             # init program (orthogonal init = LAPACK QR) also deadlocks XLA CPU on several devices
             t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), tables)
             init_args = (spec(batch_keys, False), spec(members, False), t_spec)
-            init = jax.jit(init_fn).lower(*init_args).compile()
-            state = jax.eval_shape(init_fn, *init_args)
+            lowered = jax.jit(init_fn).lower(*init_args)
+            init, state = lowered.compile(), lowered.out_info  # the state's shapes: init traced once
             if mesh is not None:
                 sharded = batch_sharding(mesh)
                 state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharded), state)
@@ -185,8 +185,9 @@ class Prepared:
             for f, t in zip(families, tables):
                 t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), t)
                 init_fn = lambda k, t, f=f: f.using(*t).init(k, 0)
-                inits.append(jax.jit(init_fn).lower(spec(keys[0], False), t_spec).compile())
-                state = jax.eval_shape(init_fn, spec(keys[0], False), t_spec)
+                lowered = jax.jit(init_fn).lower(spec(keys[0], False), t_spec)
+                inits.append(lowered.compile())
+                state = lowered.out_info
                 run = lambda s, start, t, total, f=f: f.using(*t).run(s, 0, start, chunk, total)
                 steps.append(jax.jit(run).lower(state, scalar, t_spec, scalar).compile())
             return inits, steps
