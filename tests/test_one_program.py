@@ -102,7 +102,6 @@ def test_a_shorter_budget_runs_the_same_program(first, keys):
     assert_same(trained, reference(configs(3), keys))
 
 
-
 def test_training_a_prepared_family_compiles_nothing_more(first, keys):
     """Once the family's programs are built, training runs them only: the chunks' metrics cut at
     the run's end, joined and split per member on the host (each of these as a JAX op was a small
