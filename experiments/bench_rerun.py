@@ -92,7 +92,8 @@ def timed(cmd: list[str], env: dict | None = None, log: Path | None = None) -> d
         seconds = json.loads(log.read_text())
         out["compile_s"] = round(sum(seconds.values()), 1)
         out["compile_share"] = round(out["compile_s"] / out["wall_s"], 3)
-        out.update({f"{k.split('_')[-2]}_s": round(v, 1) for k, v in seconds.items()})  # trace, module, compile
+        names = dict(zip(COMPILE_EVENTS, ("trace_s", "lower_s", "xla_s")))
+        out.update({names[k]: round(v, 1) for k, v in seconds.items()})
     if rc != 0:
         out["tail"] = lines[-5:]
     return out
