@@ -10,12 +10,21 @@ Each line the command prints is timed as it arrives. Per run: the seconds to its
 line that says the family's program is ready (``compiled in`` or ``loaded compiled program``),
 and to its first progress line (the end of the first training chunk: the first iteration's
 result is on the host), and the whole wall time. ``--python`` runs another checkout's
-interpreter (the code before a change), ``--steps`` a shorter budget."""
+interpreter (the code before a change), ``--steps`` a shorter budget.
+
+``--before CHECKOUT`` runs the code of another checkout (its ``src/rcmdp_jax`` and ``envs``, put
+first on the path) beside this one's, interleaved in one session (before's first run, after's,
+before's rerun, after's), so that both meet the same load: their ratios are the fair figure on
+a shared machine. ``--job main`` times the main job (``experiments/run.py --seeds 10 --vmap``,
+``--plots off``) instead of the quick start. Every run also sums JAX's compile events (tracing,
+lowering, XLA's compiles and persistent-cache reads: ``compile_s``) and their share of the wall.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,12 +33,45 @@ import time
 from pathlib import Path
 
 QUICK = ["--env", "gymnax:CartPole-v1", "--algos", "PPO-Lag,PPO-Robust-Lag", "--seeds", "3", "--plots", "off"]
+MAIN = ["--seeds", "10", "--vmap", "--plots", "off"]
+COMPILE_EVENTS = ("jaxpr_trace_duration", "jaxpr_to_mlir_module_duration", "backend_compile_duration")
 
 
-def timed(cmd: list[str]) -> dict:
-    """Run ``cmd``; the seconds at which its landmark lines arrived, and its wall time."""
+def command(log: str, argv: list[str]) -> int:
+    """The command (``rcmdp``) in this process, JAX's compile seconds summed into ``log`` at exit."""
+    import atexit
+
+    from rcmdp_jax.study.console import split_cpu, train
+
+    split_cpu()  # as the command does, before JAX starts
+    import jax.monitoring
+
+    total = dict.fromkeys(COMPILE_EVENTS, 0.0)
+
+    def add(event, seconds, **_):
+        if event.rsplit("/", 1)[1] in total:
+            total[event.rsplit("/", 1)[1]] += seconds
+
+    jax.monitoring.register_event_duration_secs_listener(add)
+    atexit.register(lambda: Path(log).write_text(json.dumps(total)))
+    return train(argv)
+
+
+def package_path(checkout: str, work: Path) -> str:
+    """A folder holding ``checkout``'s package (``rcmdp_jax`` and its ``envs``), for PYTHONPATH."""
+    pkg = work / "pkg" / "rcmdp_jax"
+    pkg.mkdir(parents=True)
+    for item in (Path(checkout) / "src" / "rcmdp_jax").iterdir():
+        (pkg / item.name).symlink_to(item.resolve())
+    (pkg / "envs").symlink_to((Path(checkout) / "envs").resolve())
+    return str(pkg.parent)
+
+
+def timed(cmd: list[str], env: dict | None = None, log: Path | None = None) -> dict:
+    """Run ``cmd``; the seconds at which its landmark lines arrived, and its wall time (``log``:
+    where ``command`` writes the compile seconds)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
     marks, lines = {}, []
     for line in proc.stdout:
         t = time.perf_counter() - t0
@@ -46,30 +88,48 @@ def timed(cmd: list[str]) -> dict:
     out.update({k: round(v, 2) if isinstance(v, float) else v for k, v in marks.items()})
     if "first_line" in marks and "first_chunk" in marks:
         out["first_line_to_first_chunk_s"] = round(marks["first_chunk"] - marks["first_line"], 2)
+    if log is not None and log.exists():
+        seconds = json.loads(log.read_text())
+        out["compile_s"] = round(sum(seconds.values()), 1)
+        out["compile_share"] = round(out["compile_s"] / out["wall_s"], 3)
+        names = dict(zip(COMPILE_EVENTS, ("trace_s", "lower_s", "xla_s")))
+        out.update({names[k]: round(v, 1) for k, v in seconds.items()})
     if rc != 0:
         out["tail"] = lines[-5:]
     return out
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--command"]:  # one run (``timed`` starts it): the command, compile seconds logged
+        return command(sys.argv[2], sys.argv[3:])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--python", default=sys.executable, help="the interpreter whose rcmdp_jax runs (default: this one)")
     p.add_argument("--label", default="after")
+    p.add_argument("--before", default=None, help="another checkout, run interleaved with this one (label 'before')")
+    p.add_argument("--job", choices=("quick", "main"), default="quick")
     p.add_argument("--lr", default="0.0006", help="the rerun's --set lr=")
     p.add_argument("--steps", default=None, help="a shorter budget (default: the preset's)")
     p.add_argument("--json", default=None, help="append the figures to this file")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_rerun_"))
-    base = [args.python, "-m", "rcmdp_jax", *QUICK, "--compile-cache", str(work / "cache")]
-    base += ["--steps", args.steps] if args.steps else []
+    codes = {args.label: None}
+    if args.before:
+        codes = {"before": package_path(args.before, work / "before"), args.label: None}
+    job = QUICK if args.job == "quick" else MAIN
     runs = {}
     for name, extra in (("first", []), ("rerun_lr", ["--set", f"lr={args.lr}"])):
-        runs[name] = timed(base + ["--out", str(work / name), *extra])
-        print(args.label, name, json.dumps(runs[name]), flush=True)
+        for label, path in codes.items():
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH")) if p))
+            cmd = [args.python, __file__, "--command", str(work / f"{label}-{name}.json"), *job]
+            cmd += ["--compile-cache", str(work / f"cache-{label}"), "--out", str(work / label / name), *extra]
+            cmd += ["--steps", args.steps] if args.steps else []
+            runs[f"{label} {name}"] = timed(cmd, env, work / f"{label}-{name}.json")
+            print(label, name, json.dumps(runs[f"{label} {name}"]), flush=True)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from launch import describe, machine
 
-    record = {"label": args.label, "machine": describe(machine()), "command": base[3:], "runs": runs}
+    record = {"job": args.job, "machine": describe(machine()), "command": job, "before": args.before, "runs": runs,
+              "load_average": os.getloadavg()}  # fmt: skip
     if args.json:
         with open(args.json, "a") as f:
             f.write(json.dumps(record) + "\n")

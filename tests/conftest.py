@@ -66,7 +66,7 @@ os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 # same bits as the runner's straight-line one (``test_cpu_prng.py``) in a smaller program, ~10 %
 # less compile time; the portability smoke test trains with the runner's lowering
 os.environ.setdefault("RCMDP_JAX_ROLLED_THREEFRY", "1")
-# no compiled programs kept between the session's runs (study/program_store.py): a test that patches the
+# no compiled programs kept between the session's runs (rcmdp_jax/program_store.py): a test that patches the
 # library and trains must trace; test_program_store.py turns it on where it checks it
 os.environ.setdefault("RCMDP_JAX_PROGRAM_STORE", "off")
 

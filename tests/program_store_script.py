@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 
 from rcmdp_jax import family, preset  # noqa: E402
 from rcmdp_jax.sharding import local_mesh  # noqa: E402
-from rcmdp_jax.study import program_store  # noqa: E402
+from rcmdp_jax import program_store  # noqa: E402
 from rcmdp_jax.study.compiled import Prepared, train_prepared  # noqa: E402
 
 store, out, lr_scale = sys.argv[1], sys.argv[2], float(sys.argv[3])

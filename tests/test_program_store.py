@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rcmdp_jax import preset
+from rcmdp_jax import preset, program_store
 from rcmdp_jax.family import structure
-from rcmdp_jax.study import program_store, runtime
+from rcmdp_jax.study import runtime
 
 SCRIPT = Path(__file__).resolve().parent / "program_store_script.py"
 
@@ -188,7 +188,7 @@ def test_a_stored_call_loads_its_program_per_shape_and_gives_the_same_numbers(st
 
 CACHE_HIT = """
 import sys, jax, jax.numpy as jnp
-from rcmdp_jax.study import program_store
+from rcmdp_jax import program_store
 jax.config.update("jax_compilation_cache_dir", sys.argv[1])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 program_store.configure(sys.argv[2] if sys.argv[2] != "off" else None)

@@ -65,5 +65,7 @@ def test_padding_and_trimming_are_invisible():
     assert padded["a"].shape == (8,) and float(padded["a"][-1]) == 5.0
     back = unshard(padded, 6)
     np.testing.assert_array_equal(back["a"], tree["a"])
+    host = pad_leading({"a": np.arange(6.0)}, 4)["a"]  # a host array padded on the host
+    assert isinstance(host, np.ndarray) and host.tolist() == [0, 1, 2, 3, 4, 5, 5, 5]
     assert process_block(10) == slice(0, 10)  # one process takes every seed
     assert jax.process_count() == 1

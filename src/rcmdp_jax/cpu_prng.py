@@ -67,7 +67,7 @@ def apply_default() -> bool:
 
 def lowering() -> str:
     """The CPU lowering of threefry compiled from now on: ``unrolled``, ``rolled`` or ``unknown``
-    (part of a stored program's key, ``study.program_store``)."""
+    (part of a stored program's key, ``program_store``)."""
     try:
         from jax._src.interpreters import mlir
 

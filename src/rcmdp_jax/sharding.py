@@ -49,7 +49,9 @@ def pad_leading(tree: Any, multiple: int) -> Any:
     extra = (-n) % multiple
     if extra == 0:
         return tree
-    return jax.tree.map(lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], extra, axis=0)]), tree)
+    # host arrays padded on the host: no small compiled program per leaf shape
+    xp = lambda x: np if isinstance(x, np.ndarray) else jnp  # noqa: E731
+    return jax.tree.map(lambda x: xp(x).concatenate([x, xp(x).repeat(x[-1:], extra, axis=0)]), tree)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

@@ -210,11 +210,16 @@ def until(slot, total):
     program, so the slots past it are a real branch, not computed and discarded."""
 
     def bounded(s, it):
-        shapes = jax.eval_shape(lambda s: slot(s, it)[1], s)
+        traced = []  # the slot's metrics as ``cond`` traced its first branch: the slot is traced once
+
+        def run(s):
+            traced.append(out := slot(s, it))
+            return out
 
         def nothing(s):
+            shapes = traced[-1][1] if traced else jax.eval_shape(lambda s: slot(s, it)[1], s)
             return s, jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), shapes) | idle_metrics(s)
 
-        return jax.lax.cond(it < total, lambda s: slot(s, it), nothing, s)
+        return jax.lax.cond(it < total, run, nothing, s)
 
     return bounded

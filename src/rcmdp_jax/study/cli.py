@@ -421,7 +421,7 @@ def main(argv=None) -> int:
     if first and not args.eval_only and not args.resume:  # a cost no policy changes: said before training
         from rcmdp_jax import envs
         from rcmdp_jax.cost_check import cannot_bind
-        from rcmdp_jax.study.program_store import remembered
+        from rcmdp_jax.program_store import remembered
 
         for name in plan.envs:  # a built-in environment's verdict is kept for the next run (program_store)
             check = lambda name=name: cannot_bind(name)  # noqa: E731

@@ -87,11 +87,8 @@ class Prepared:
         self.n_iter = cfgs[0].num_iterations
         self.chunk = chunk_size(cfgs[0])
         self.total = np.int32(self.n_iter)  # the program's argument: slots from here on do nothing
-        self.loaded, self.store_note = False, ""  # from the program store (study/program_store.py), what it said
-        if use_vmap:
-            self._compile_vmapped()
-        else:
-            self._compile_loop()
+        self.loaded, self.store_note = False, ""  # from the program store (rcmdp_jax/program_store.py), what it said
+        (self._compile_vmapped if use_vmap else self._compile_loop)()
         self.compile_s = time.perf_counter() - t0
 
     def _spec(self, x, sharded: bool, padded: bool = True):
@@ -132,13 +129,14 @@ class Prepared:
         """All members x seeds in one vmapped program (sharded over the mesh if any)."""
         import jax
 
+        from rcmdp_jax.family import tables as family_tables
         from rcmdp_jax.sharding import batch_sharding
 
         cfgs, keys, mesh, chunk, spec = self.cfgs, self.keys, self.mesh, self.chunk, self._spec
         members = np.repeat(np.arange(len(cfgs), dtype=np.int32), keys.shape[0])
         batch_keys = np.tile(keys, (len(cfgs), 1))
         self.batches = [(batch_keys, members)]
-        tables = self._tables(cfgs)
+        tables = family_tables(cfgs)  # the members' hyperparameters and Variants: the programs' argument
 
         def build():
             # sharded: every leaf (state, metrics, keys, members) is split on its leading axis
@@ -151,8 +149,8 @@ class Prepared:
             # init program (orthogonal init = LAPACK QR) also deadlocks XLA CPU on several devices
             t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), tables)
             init_args = (spec(batch_keys, False), spec(members, False), t_spec)
-            init = jax.jit(init_fn).lower(*init_args).compile()
-            state = jax.eval_shape(init_fn, *init_args)
+            lowered = jax.jit(init_fn).lower(*init_args)
+            init, state = lowered.compile(), lowered.out_info  # the state's shapes: init traced once
             if mesh is not None:
                 sharded = batch_sharding(mesh)
                 state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharded), state)
@@ -164,19 +162,15 @@ class Prepared:
         self.init = lambda k, m: init(k, m, tables)
         self.step = lambda state, m, start: step(state, m, start, tables, self.total)
 
-    def _tables(self, cfgs) -> tuple:
-        """The members' hyperparameters and ``Variant``s, the programs' argument (``family.tables``)."""
-        from rcmdp_jax.family import tables
-
-        return tables(cfgs)
-
     def _compile_loop(self) -> None:
         """A Python loop over algorithms and seeds; the step is compiled per algorithm."""
         import jax
 
+        from rcmdp_jax.family import tables as family_tables
+
         keys, chunk, spec = self.keys, self.chunk, self._spec
         self.batches = [(keys[i], m) for m in range(len(self.cfgs)) for i in range(keys.shape[0])]
-        tables = [self._tables([c]) for c in self.cfgs]  # each algorithm a family of one
+        tables = [family_tables([c]) for c in self.cfgs]  # each algorithm a family of one
 
         def build():
             families = [self.make_family([c]) for c in self.cfgs]
@@ -185,8 +179,9 @@ class Prepared:
             for f, t in zip(families, tables):
                 t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), t)
                 init_fn = lambda k, t, f=f: f.using(*t).init(k, 0)
-                inits.append(jax.jit(init_fn).lower(spec(keys[0], False), t_spec).compile())
-                state = jax.eval_shape(init_fn, spec(keys[0], False), t_spec)
+                lowered = jax.jit(init_fn).lower(spec(keys[0], False), t_spec)
+                inits.append(lowered.compile())
+                state = lowered.out_info
                 run = lambda s, start, t, total, f=f: f.using(*t).run(s, 0, start, chunk, total)
                 steps.append(jax.jit(run).lower(state, scalar, t_spec, scalar).compile())
             return inits, steps
@@ -210,7 +205,7 @@ class Prepared:
 
     def _stored(self, layout: str, shape, envs_, build):
         """``build()``, or the programs a process built before (``program_store``)."""
-        from rcmdp_jax.study import program_store
+        from rcmdp_jax import program_store
 
         mesh = None if self.mesh is None else (self.mesh.axis_names, [d.id for d in self.mesh.devices.flat])
         slot = f"{layout} {' '.join(dict.fromkeys(c.env for c in self.cfgs))} {self.cfgs[0].learner}"
@@ -259,10 +254,17 @@ def by_member(prep: Prepared, tree) -> list:
     from rcmdp_jax.sharding import unshard
 
     n_seeds, n_members = prep.keys.shape[0], len(prep.cfgs)
+    tree = jax.tree.map(host, tree)
     if prep.mesh is not None:  # back from the devices' order (Prepared.order), then trimmed
         back = np.argsort(prep.order)
         tree = unshard(jax.tree.map(lambda x: x[back], tree), n_seeds * n_members)
     return [jax.tree.map(lambda x, i=i: x[i * n_seeds : (i + 1) * n_seeds], tree) for i in range(n_members)]
+
+
+def host(x):
+    """``x`` in host memory (NumPy) when this process holds all of it: the reordering, slicing and
+    joining of the results then run no small compiled programs (one per leaf shape, 0.1-0.3 s each)."""
+    return np.asarray(x) if getattr(x, "is_fully_addressable", True) else x
 
 
 def log_chunk(prep: Prepared, log, metrics, start: int, batch: int) -> None:
@@ -304,9 +306,10 @@ def train_prepared(prep: Prepared, label: str, log=None):
         state, members = prep.start(keys, members)
         chunks = []
         for start in range(0, n_iter, chunk):
-            state, metrics = prep.step(state, members, jnp.int32(start))
+            state, metrics = prep.step(state, members, np.int32(start))
+            metrics = jax.tree.map(host, metrics)
             if start + chunk > n_iter:  # the last chunk's slots past the run's end did nothing
-                metrics = jax.tree.map(lambda x: jax.lax.slice_in_dim(x, 0, n_iter - start, axis=axis), metrics)
+                metrics = jax.tree.map(lambda x: x[(slice(None),) * axis + (slice(n_iter - start),)], metrics)
             chunks.append(metrics)
             log_chunk(prep, log, metrics, start, batch)
             done += 1
@@ -317,31 +320,28 @@ def train_prepared(prep: Prepared, label: str, log=None):
                 eta = elapsed / frac - elapsed
                 print(f"{label} {100 * frac:5.1f}%  elapsed {fmt(elapsed)}  ETA {fmt(eta)}", flush=True)
                 next_report = frac + 0.2
-        metrics = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=axis), *chunks)
+        metrics = jax.tree.map(
+            lambda *xs: (np if isinstance(xs[0], np.ndarray) else jnp).concatenate(xs, axis), *chunks
+        )
         results.append(TrainResult(state=state, metrics=metrics))
     n_seeds, n_members = prep.keys.shape[0], len(prep.cfgs)
     if prep.use_vmap:
         per_member = by_member(prep, results[0])
     else:
-        per_member = [
-            jax.tree.map(lambda *xs: jnp.stack(xs), *results[i * n_seeds : (i + 1) * n_seeds]) for i in range(n_members)
-        ]
+        per_member = [jax.tree.map(lambda *xs: np.stack([host(x) for x in xs]), *results[i * n_seeds : (i + 1) * n_seeds])
+                      for i in range(n_members)]  # fmt: skip
     jax.block_until_ready(per_member)
     return per_member, time.perf_counter() - t_train
 
 
 # --- compiled programs kept for the life of the process ---
-# A second study in the same process with the same configurations, shapes and devices
-# (a notebook that runs the command's ``main`` again, a ``--resume`` after a failure, the
-# test suite) takes the compiled family, sweep, search and checkpoint layout from here
-# instead of tracing, lowering and compiling them again (JAX's persistent cache saves
-# only the last of the three). A key holds everything the program is built from: the
-# configurations (frozen dataclasses; for a family its structure, ``family.structure``, as its
-# numbers and budget are the program's arguments), the shapes, the devices, each environment's
-# identity (``envs.register`` may give a name another environment) and, for a family, the
-# registered learners, constraint rules, alpha schedules and robust methods (its program
-# switches over them). Registered objects count by identity: one changed in place between two
-# studies (a class attribute edited) is not seen; register a new one, or call ``clear()``.
+# A second study in the same process (a notebook running ``main`` again, a ``--resume``, the test
+# suite) takes the compiled family, sweep, search and checkpoint layout from here instead of
+# tracing, lowering and compiling them again. A key holds everything a program is built from: the
+# configurations (for a family its structure, ``family.structure``), the shapes, the devices,
+# each environment's identity (``envs.register`` may give a name another environment) and, for a
+# family, the registered learners, constraint rules, alpha schedules and robust methods (its
+# program switches over them), by identity: one changed in place is not seen (call ``clear()``).
 
 MAX_PROGRAMS = 32  # the oldest are dropped beyond this (a compiled family is a few MB)
 

@@ -192,8 +192,8 @@ class Study:
         import jax
 
         from rcmdp_jax.evaluate import make_eval
+        from rcmdp_jax.program_store import policy_program
         from rcmdp_jax.sharding import sharded_blocks
-        from rcmdp_jax.study.program_store import policy_program
 
         def build():
             sweep = make_eval(cfg, self.plan.n_test)
@@ -248,7 +248,7 @@ class Study:
         centre and the corners the grid found worst (level 1)."""
         import jax
 
-        from rcmdp_jax.study.program_store import policy_program
+        from rcmdp_jax.program_store import policy_program
         from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
 
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])

@@ -80,8 +80,7 @@ def speed_up(cache: str | None) -> None:
     compilation cache (``cache``: a folder, ``off``, or None for JAX's own setting, else
     ``~/.cache/rcmdp_jax/xla``) and in it the compiled training programs
     (``program_store``, its folder ``rcmdp_programs``)."""
-    from rcmdp_jax import cpu_prng
-    from rcmdp_jax.study import program_store
+    from rcmdp_jax import cpu_prng, program_store
 
     cpu_prng.apply_default()
     if cache == "off":

@@ -1,4 +1,5 @@
-"""Compiled JAX programs to bytes and back (``dumps``, ``loads``), for ``program_store``.
+"""Compiled JAX programs to bytes and back (``dumps``, ``loads``), for ``program_store``: a
+program serialized in one process runs in another without being traced or compiled again.
 
 ``jax.experimental.serialize_executable`` as of JAX 0.10 does not round-trip on the CPU:
 measured on jaxlib 0.10.2, a program serialized with it and loaded in a new process failed

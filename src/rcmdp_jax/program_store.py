@@ -1,28 +1,26 @@
-"""Compiled programs kept on disk between processes (``load_or_build``, ``Stored``): a rerun
-whose only changes are traced numbers or the budget loads its training programs, and its
-robustness test's and search's, without tracing them.
+"""Compiled programs kept on disk between processes (``load_or_build``, ``Stored``): a process
+whose programs differ from an earlier one's only in their arguments (traced numbers, a budget)
+loads them without tracing. The study's runner keeps its training, robustness-test and search
+programs here; a script of its own can keep any jitted function's (``Stored(jax.jit(fn), ...)``
+after ``configure(folder)``).
 
-JAX's persistent cache (``--compile-cache``) saves XLA's compile of a program, but finding its
-entry means tracing and lowering the whole program again (seconds to minutes for a family).
-Here the compiled executables themselves are serialized (``executables``: as JAX's persistent
-cache writes them) under a key that is known *before* tracing: what the
-caller says shapes the program (``study.compiled.Prepared``: the family's structure, its
-arguments' shapes, the chunk, the device mesh) and what this module adds (``context``): a hash
-of the package's own source files (``rcmdp_jax`` and ``rcmdp_jax.envs``), the versions of JAX,
-jaxlib and the libraries a program is traced from (flax, gymnax, brax, ...), the backend, its
-devices, ``XLA_FLAGS`` and the CPU's threefry lowering. A program built with code from outside
-the package (a plug-in or an environment registered by a script) is not stored: its code is
-not in the hash.
+JAX's persistent cache saves XLA's compile of a program, but finding its entry means tracing and
+lowering the whole program again (seconds to minutes for a family). Here the compiled
+executables themselves are serialized (``executables``) under a key known *before* tracing:
+what the caller says shapes the program (``slot``, ``structure``, ``shapes``: for a family, its
+structure, its arguments' shapes, the chunk, the mesh) and ``context()``: a hash of the package's
+own source files (``rcmdp_jax`` and ``rcmdp_jax.envs``), the versions of JAX, jaxlib and the
+libraries a program is traced from, the backend, its devices, ``XLA_FLAGS``, the CPU's threefry
+lowering and JAX's settings that change arithmetic. A program built with code from outside the
+package (a plug-in or an environment registered by a script) is not stored: its code is not in
+the hash.
 
-One file per program (``<key>.program``): a line of JSON (the key's parts, the payload's
-SHA-256 and size), then the pickled executables. An entry whose parts differ from the caller's
-is never used; a miss says why it compiles (``miss_reason``: the nearest stored entry of the
-same family slot and the parts that differ), a damaged file is said, removed and compiled
-again. The folder keeps at most ``MAX_ENTRIES`` files and ``MAX_BYTES`` bytes, the least
-recently used dropped first.
-
-Loading a file runs what it holds (pickle): the folder is trusted as the XLA cache beside
-it is: the user's own (``~/.cache/rcmdp_jax/xla/rcmdp_programs``, or the ``--compile-cache``
+One file per program (``<key>.program``): a line of JSON (the key's parts, the payload's SHA-256
+and size), then the pickled executables. An entry whose parts differ from the caller's is never
+used; a miss says why it compiles (``miss_reason``), a damaged file is said, removed and compiled
+again. The folder keeps at most ``MAX_ENTRIES`` files and ``MAX_BYTES`` bytes, the least recently
+used dropped first. Loading a file runs what it holds (pickle): the folder is trusted as the XLA
+cache beside it is (``~/.cache/rcmdp_jax/xla/rcmdp_programs``, or the ``--compile-cache``
 folder's)."""
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from rcmdp_jax.study import executables
+from rcmdp_jax import executables
 
 FORMAT = 1
 SUFFIX = ".program"
@@ -50,10 +48,14 @@ MAX_ENTRIES = 48
 MAX_BYTES = 1 << 30
 # libraries whose code a program is traced from (their versions are part of the key)
 LIBRARIES = ("jax", "jaxlib", "flax", "optax", "chex", "numpy", "gymnax", "brax", "mujoco", "mujoco-mjx")
-
 # JAX settings that change what a traced program computes (beside jax_enable_x64)
 JAX_CONFIG = ("jax_threefry_partitionable", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
               "jax_numpy_dtype_promotion")  # fmt: skip
+# how a differing part of the key is said (parts not named here: "other shapes or devices")
+WHY = {"code": "the package's code changed", "libraries": "other library versions (JAX, flax, ...)",
+       "backend": "another backend", "devices": "other devices", "XLA_FLAGS": "other XLA_FLAGS",
+       "threefry": "another threefry lowering", "x64": "another jax_enable_x64",
+       "jax_config": "other JAX settings", "python": "another Python"}  # fmt: skip
 
 _folder: list[Path | None] = [None]
 counts = {"loaded": 0, "stored": 0, "missed": 0, "damaged": 0}  # for tests and curious users
@@ -99,26 +101,12 @@ def context() -> dict:
 
     devices = jax.devices()
     backend = devices[0].client
-    return {
-        "code": package_code(),
-        "libraries": " ".join(f"{n}={_version(n)}" for n in LIBRARIES),
-        "backend": f"{backend.platform} {backend.platform_version}",
-        "devices": f"{len(devices)} x {devices[0].device_kind}",
-        "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
-        "threefry": cpu_prng.lowering(),
-        "x64": str(jax.config.jax_enable_x64),
-        "jax_config": " ".join(f"{n}={getattr(jax.config, n, None)}" for n in JAX_CONFIG),
-        "python": sys.version.split()[0],
-    }
-
-
-def outside(objects) -> str | None:
-    """The first of ``objects`` (classes, functions, instances) defined outside the package, named; else None."""
-    for obj in objects:
-        module = getattr(obj, "__module__", None) or type(obj).__module__
-        if not (module == "rcmdp_jax" or module.startswith("rcmdp_jax.")):
-            return f"{getattr(obj, '__qualname__', type(obj).__qualname__)} of {module}"
-    return None
+    return {"code": package_code(), "libraries": " ".join(f"{n}={_version(n)}" for n in LIBRARIES),
+            "backend": f"{backend.platform} {backend.platform_version}",
+            "devices": f"{len(devices)} x {devices[0].device_kind}", "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+            "threefry": cpu_prng.lowering(), "x64": str(jax.config.jax_enable_x64),
+            "jax_config": " ".join(f"{n}={getattr(jax.config, n, None)}" for n in JAX_CONFIG),
+            "python": sys.version.split()[0]}  # fmt: skip
 
 
 def describe(structure) -> dict:
@@ -137,61 +125,51 @@ def key_of(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:40]
 
 
-def _header(path: Path) -> dict | None:
+def _stat(path: Path, field: str) -> float:
     try:
-        with path.open("rb") as f:
-            return json.loads(f.readline())
-    except (OSError, ValueError):
-        return None
+        return getattr(path.stat(), field)
+    except OSError:
+        return 0
 
 
-# how a differing part is said (parts not named here: "other shapes or devices")
-_WHY = {"code": "the package's code changed", "libraries": "other library versions (JAX, flax, ...)",
-        "backend": "another backend", "devices": "other devices", "XLA_FLAGS": "other XLA_FLAGS",
-        "threefry": "another threefry lowering", "x64": "another jax_enable_x64",
-        "jax_config": "other JAX settings", "python": "another Python"}  # fmt: skip
+def _entries(*patterns: str) -> list[Path]:
+    """The folder's files matching ``patterns``, least recently used first."""
+    root = folder()
+    paths = [p for pat in patterns for p in root.glob(pat)] if root and root.is_dir() else []
+    return sorted(paths, key=lambda p: _stat(p, "st_mtime"))
 
 
 def miss_reason(parts: dict) -> str:
     """Why no stored program fits ``parts``: the parts in which the most recent entry of
     the same slot (``parts['slot']``) differs, or that none of the slot is stored."""
-    root = folder()
-    entries = sorted(root.glob(f"*{SUFFIX}"), key=_mtime, reverse=True) if root and root.is_dir() else []
-    for path in entries:
-        head = _header(path)
-        if not head or head.get("parts", {}).get("slot") != parts["slot"]:
+    for path in reversed(_entries(f"*{SUFFIX}")):
+        try:
+            with path.open("rb") as f:
+                was = json.loads(f.readline())["parts"]
+        except (OSError, ValueError, KeyError, TypeError):
             continue
-        was = head["parts"]
-        if was.get("structure") != parts["structure"] and all(was.get(k) == parts[k] for k in _WHY):
-            fields = sorted(k for k in {**was["structure"], **parts["structure"]}
-                            if was["structure"].get(k) != parts["structure"].get(k))  # fmt: skip
-            return f"another structure ({', '.join(fields)})"
-        why = [_WHY.get(k, "other shapes or devices") for k in parts if k != "structure" and was.get(k) != parts[k]]
-        why = list(dict.fromkeys(why))
+        if was.get("slot") != parts["slot"]:
+            continue
+        if was.get("structure") != parts["structure"] and all(was.get(k) == parts[k] for k in WHY):
+            old, new = was["structure"], parts["structure"]
+            return f"another structure ({', '.join(sorted(k for k in {**old, **new} if old.get(k) != new.get(k)))})"
+        why = dict.fromkeys(WHY.get(k, "other shapes or devices") for k in parts
+                            if k != "structure" and was.get(k) != parts[k])  # fmt: skip
         return "; ".join(why) or "another structure"
     return "none stored for it yet"
 
 
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
 def load(parts: dict) -> tuple[Any, str]:
     """``(the stored programs of parts, "")``, or ``(None, why not)``."""
-    root = folder()
-    if root is None:
+    if folder() is None:
         return None, ""
-    path = root / f"{key_of(parts)}{SUFFIX}"
+    path = folder() / f"{key_of(parts)}{SUFFIX}"
     if not path.is_file():
         counts["missed"] += 1
         return None, f"no stored program: {miss_reason(parts)}"
     try:
         with path.open("rb") as f:
-            head = json.loads(f.readline())
-            payload = f.read()
+            head, payload = json.loads(f.readline()), f.read()
         if head.get("format") != FORMAT or head.get("parts") != parts:
             raise ValueError("its key does not match")
         if len(payload) != head["size"] or hashlib.sha256(payload).hexdigest() != head["sha256"]:
@@ -209,26 +187,31 @@ def load(parts: dict) -> tuple[Any, str]:
     return value, ""
 
 
-def save(parts: dict, value, seen: dict) -> str:
-    """Store ``value``'s programs under ``parts`` (``seen``: ``executables.capturing``'s record);
-    "" or why not (said, never raised)."""
-    root = folder()
-    if root is None:
-        return ""
-    path = root / f"{key_of(parts)}{SUFFIX}"
+def _write(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` whole or not at all (a temporary file renamed), then the bound kept."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    evict(keep=path)
+
+
+def save(parts: dict, value, seen: dict) -> str:
+    """Store ``value``'s programs under ``parts`` (``seen``: ``executables.capturing``'s record); "" or why
+    not (said, never raised)."""
+    if folder() is None:
+        return ""
     try:
         payload = executables.dumps(value, seen)
         head = {"format": FORMAT, "parts": parts, "sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload)}
-        root.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(json.dumps(head, sort_keys=True).encode() + b"\n" + payload)
-        os.replace(tmp, path)
+        _write(folder() / f"{key_of(parts)}{SUFFIX}", json.dumps(head, sort_keys=True).encode() + b"\n" + payload)
     except Exception as err:  # a full disk, a program XLA cannot serialize: compiled, not stored
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
         return f"not stored ({type(err).__name__}: {err})"
     counts["stored"] += 1
-    evict(keep=path)
     return ""
 
 
@@ -236,10 +219,9 @@ def remembered(what: str, name: str, compute) -> Any:
     """``compute()``'s value (JSON), kept beside the programs under ``what``, the built-in
     environment ``name`` and ``context()``: a check that traces and runs a program (the
     runner's ``cost_check.cannot_bind``) is run once per environment and version of the code."""
-    root = folder()
-    if root is None:
+    if folder() is None:
         return compute()
-    path = root / f"{key_of({'what': what, 'name': name, **context()})}.json"
+    path = folder() / f"{key_of({'what': what, 'name': name, **context()})}.json"
     try:
         value = json.loads(path.read_text())["value"]
         os.utime(path)
@@ -247,25 +229,16 @@ def remembered(what: str, name: str, compute) -> Any:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     value = compute()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"what": what, "name": name, "value": value}))
-        os.replace(tmp, path)
-        evict(keep=path)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        _write(path, json.dumps({"what": what, "name": name, "value": value}).encode())
     return value
 
 
 def evict(keep: Path | None = None) -> list[Path]:
     """Drop the least recently used files (programs and ``remembered`` values) beyond
     ``MAX_ENTRIES`` or ``MAX_BYTES``; the dropped."""
-    root = folder()
-    if root is None or not root.is_dir():
-        return []
-    entries = sorted([*root.glob(f"*{SUFFIX}"), *root.glob("*.json")], key=_mtime)
-    sizes = {p: _size(p) for p in entries}
+    entries = _entries(f"*{SUFFIX}", "*.json")
+    sizes = {p: _stat(p, "st_size") for p in entries}
     total, dropped = sum(sizes.values()), []
     for path in entries:
         if len(entries) - len(dropped) <= MAX_ENTRIES and total <= MAX_BYTES:
@@ -279,32 +252,29 @@ def evict(keep: Path | None = None) -> list[Path]:
     return dropped
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
 def storable(objects, registered=()) -> str:
-    """"" when programs built with ``objects`` (the registered plug-ins) for environments of which
-    ``registered`` were registered in this process may be stored, else why not."""
+    """Why programs built with ``objects`` (the plug-ins they run: classes, functions, instances)
+    for environments of which ``registered`` were registered in this process may not be stored;
+    "" when they may."""
     import jax
 
     if jax.process_count() > 1:
         return "not stored: one of several processes"
     if registered:
         return f"not stored: environment {registered[0]!r} was registered in this process"
-    if (where := outside(objects)) is not None:
-        return f"not stored: built with code from outside the package ({where})"
+    for obj in objects:
+        module = getattr(obj, "__module__", None) or type(obj).__module__
+        if not (module == "rcmdp_jax" or module.startswith("rcmdp_jax.")):
+            where = f"{getattr(obj, '__qualname__', type(obj).__qualname__)} of {module}"
+            return f"not stored: built with code from outside the package ({where})"
     return ""
 
 
 def load_or_build(slot: str, structure, shapes: str, build, objects=(), registered=()) -> tuple[Any, str, bool]:
-    """``build()``'s programs, or those stored under the same key (``slot``: which family, for
-    saying why a miss compiles; ``structure``: ``family.structure``'s; ``shapes``: the
-    arguments' shapes, the chunk and the mesh; ``objects``, ``registered``: ``storable``'s).
-    Returns ``(programs, what to say, loaded)``; a program built here is stored."""
+    """``build()``'s programs, or those stored under the same key (``slot``: which program, for
+    saying why a miss compiles; ``structure``: ``describe``'s; ``shapes``: the arguments' shapes,
+    the chunk and the mesh; ``objects``, ``registered``: ``storable``'s). Returns ``(programs,
+    what to say, loaded)``; a program built here is stored."""
     if folder() is None:
         return build(), "", False
     if why := storable(objects, registered):
@@ -323,8 +293,8 @@ def load_or_build(slot: str, structure, shapes: str, build, objects=(), register
 
 class Stored:
     """``jitted`` (a ``jax.jit`` function) compiled per argument shapes, its program loaded from
-    the store or built (``jitted.lower(...).compile()``) and stored: the robustness test's and
-    the search's programs (``slot``, ``structure``, ``registered``: ``load_or_build``'s)."""
+    the store or built (``jitted.lower(...).compile()``) and stored (``slot``, ``structure``,
+    ``registered``: ``load_or_build``'s); without a store, ``jitted`` itself."""
 
     def __init__(self, jitted, slot: str, structure: dict, registered=()):
         self.jitted, self.slot, self.structure, self.registered = jitted, slot, structure, registered
@@ -354,8 +324,8 @@ class Stored:
 
 def policy_program(what: str, env: str, built_from: tuple, **more):
     """What wraps the jitted program ``what`` (``sweep``, ``search``) of a trained policy in a
-    ``Stored``: keyed on ``built_from`` (``compiled.policy_key``: the environment, the policy's
-    shape, the discount) and ``more``."""
+    ``Stored``: keyed on ``built_from`` (the environment, the policy's shape, the discount: the
+    runner's ``compiled.policy_key``) and ``more``."""
     names = ("env", "policy_hidden", "dropout", "dropout_rng", "init", "gamma")
     registered = [env] if isinstance(built_from[0], tuple) else []  # envs.register's: by identity
     return lambda jitted: Stored(jitted, f"{what} {env}", {**dict(zip(names, built_from)), **more}, registered)
