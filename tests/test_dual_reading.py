@@ -225,7 +225,8 @@ def test_the_one_env_learner_reads_the_guarded_kernel_on_a_study_domain_at_anoth
         key = jax.random.PRNGKey(11 + seed)
         found, env_xi, read_at = moved(key, start, actor_params, jnp.array([0.3]))
         k_guard = jax.random.fold_in(key, 1)
-        c_found, c_nominal = float(cost(k_guard, found.xi, actor_params)), float(cost(k_guard, params.xi_c, actor_params))
+        c_found = float(cost(k_guard, found.xi, actor_params))
+        c_nominal = float(cost(k_guard, params.xi_c, actor_params))
         want = found.xi if c_found >= c_nominal else params.xi_c
         np.testing.assert_allclose(read_at.xi, want, rtol=1e-6)
         np.testing.assert_allclose(env_xi[0], found.xi, rtol=1e-6)  # the one env trains on the kernel found
