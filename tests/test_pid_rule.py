@@ -51,6 +51,20 @@ def test_pid_multiplier_against_a_hand_computation():
     assert float(state.own["pid"]["integral"][0]) >= 0.0
 
 
+def test_pid_derivative_answers_a_rising_cost_only():
+    """A cost that rises, then falls, with the multiplier well inside (0, lam_clip) throughout (no
+    projection hides a term): the derivative term adds on the rise and nothing on the fall."""
+    c_hats = [1.0, 2.0, 1.0, 0.5, 0.8]
+    gains = {"pid.kp": 0.0, "pid.ki": 1.0, "pid.kd": 5.0, "pid.p_ema": 0.0, "pid.d_ema": 0.0}
+    hp = HParams(eta_lam=0.01, lam_clip=100.0).with_numbers(**gains)
+    lams, _ = run_rule("pid", c_hats, hp, 10, lam_init=5.0)  # s = 0.1
+    want = pid_reference(c_hats, 0.1, 0.0, 1.0, 5.0, 0.0, 0.0, 5.0, 100.0)
+    np.testing.assert_allclose(lams, want, rtol=1e-5)
+    assert 0.0 < min(want) and max(want) < 100.0
+    integral = 5.0 + 0.1 * np.cumsum(c_hats)
+    np.testing.assert_allclose(want, integral + 5.0 * 0.1 * np.array([0.0, 1.0, 0.0, 0.0, 0.3]), rtol=1e-9)
+
+
 def test_pid_with_the_integral_term_alone_is_the_plain_rule():
     hp = HParams(eta_lam=0.02, lam_clip=50.0).with_numbers(**{"pid.kp": 0.0, "pid.kd": 0.0})
     c_hats = [0.3, 0.1, -0.2, 0.4]  # lam stays inside (0, clip): no projection differs

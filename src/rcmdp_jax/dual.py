@@ -10,7 +10,8 @@ per time step, and each ascent step uses one shuffled minibatch's mean of them:
 "step_cost" the per-step costs, "cost_to_go" the discounted cost-to-go ``G_t`` inside the
 batch (cut at its end), "gae" the critic's GAE cost returns (bootstrapped at the cut).
 Each constraint's values are discounted by its own ``gamma_c`` where the environment gives
-one (``rollout.cost_discounts``; 1: the episode cost less the budget).
+one (``rollout.cost_discounts``; 1: the episode cost less the budget), read once for every
+estimator (``dual_estimates``).
 
 Every rule reads one reading (``reading``): ``C^`` and the per-step estimates with the margin
 added once, ``cost_margin`` (fixed, in units of C) plus the data margin ``margin_z sigma_j /
@@ -26,7 +27,7 @@ import jax.numpy as jnp
 
 from rcmdp_jax import constraints
 from rcmdp_jax.advantages import discounted_returns, gae
-from rcmdp_jax.rollout import collect_rollout, cost_discounts, init_accumulator, per_env_params, run_episodes
+from rcmdp_jax.rollout import collect_rollout, init_accumulator, per_env_params, run_episodes, value_discounts
 
 DUAL_ESTIMATORS = ("start_value", "step_cost", "cost_to_go", "gae")
 # the weight of the past in the spread's running moments (``track_spread``): about the last ten
@@ -68,9 +69,10 @@ def minibatch_means(key: jax.Array, values: jax.Array, n_epochs: int, minibatch:
     return jax.vmap(epoch)(jax.random.split(key, n_epochs)).reshape(n_epochs * per_epoch, values.shape[1])
 
 
-def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropout: bool, env_xi=None):
+def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropout: bool, gamma_c, env_xi=None):
     """The multiplier batch's per-time-step readings of the constraint values (``cfg.
-    dual_estimator``), ``[dual_batch, m]``, and its whole episodes' values (``batch_episodes``):
+    dual_estimator``), ``[dual_batch, m]``, and its whole episodes' values (``batch_episodes``),
+    each constraint's discounted by its ``gamma_c`` (scalar or ``(m,)``):
     ``n_dual_episodes`` auto-resetting envs from fresh starts, ``dual_batch / n_dual_episodes``
     steps each (docs/method.md §2a.4: 4 x 100); given ``env_xi`` (``[B, ...]``), env ``i`` runs
     kernel ``env_xi[i mod B]``."""
@@ -89,7 +91,6 @@ def multiplier_batch(key, env, env_params, actor, critic, params, cfg, hp, dropo
     if cfg.dual_estimator == "gae":  # the critic's cost heads
         v = critic.apply(params["critic"], traj.obs)[..., 1:]
         v_next = critic.apply(params["critic"], traj.next_obs)[..., 1:]
-    gamma_c = cost_discounts(env, hp.gamma)
     values = batch_readings(cfg.dual_estimator, traj.costs, traj.terminated, traj.done, v, v_next, gamma_c,
                             hp.gae_lambda)  # fmt: skip
     to_go = values if cfg.dual_estimator == "cost_to_go" else None  # the same cost-to-go: computed once
@@ -138,14 +139,19 @@ def dual_estimates(key, env, env_params, actor, critic, params, cfg, hp, env_xi=
     whole batch (m,), one estimate per step [K_max, m] or None (every step reads C^),
     environment steps spent, (the whole episodes' values [N, m], their weights [N]))``.
     ``env_xi``: the rollout envs' kernels, which the multiplier batch's envs take in turn
-    (methods with per-env kernels)."""
+    (methods with per-env kernels). Each constraint's own discount ``gamma_c`` is read here
+    only (``rollout.value_discounts``: ``gamma`` for V, then each ``gamma_c``; a scalar where the
+    environment has none of its own) and serves every estimator."""
     dropout = cfg.act_dropout or cfg.dual_dropout
+    discounts = value_discounts(env, hp.gamma)
+    gamma_c = discounts if jnp.ndim(discounts) == 0 else discounts[1:]
     if cfg.dual_estimator == "start_value":
-        _, c_eps, n_dual = run_episodes(key, env, env_params, actor, params["actor"], cfg.n_dual_episodes, hp.gamma,
+        _, c_eps, n_dual = run_episodes(key, env, env_params, actor, params["actor"], cfg.n_dual_episodes, discounts,
                                         cfg.dual_deterministic, dropout)  # fmt: skip
         return c_eps.mean(0), None, n_dual, (c_eps, jnp.ones(c_eps.shape[:1], jnp.float32))
     k_batch, k_shuffle = jax.random.split(key)
-    values, episodes = multiplier_batch(k_batch, env, env_params, actor, critic, params, cfg, hp, dropout, env_xi)
+    values, episodes = multiplier_batch(k_batch, env, env_params, actor, critic, params, cfg, hp, dropout, gamma_c,
+                                        env_xi)  # fmt: skip
     estimates = minibatch_means(k_shuffle, values, cfg.dual_epochs, cfg.dual_minibatch)
     return values.mean(0), estimates, jnp.float32(cfg.dual_batch), episodes
 

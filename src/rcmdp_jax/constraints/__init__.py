@@ -4,7 +4,11 @@ here by name:
 
 * ``none``: unconstrained, ``lam~ = 0``;
 * ``lagrangian``: ``lam~ = lam``, projected ascent on ``lam``;
-* ``augmented``: ``lam~ = lam + eta_lam * C^``, the augmented step.
+* ``augmented``: ``lam~ = lam + eta_lam * C^``, the augmented step;
+* ``pid``: the PID Lagrangian, once per iteration on the batch's ``C^``.
+
+Every rule reads the one reading of the dual phase (``dual.reading``): ``C^`` and the per-step
+estimates, the margin in both, each constraint's values discounted by its own ``gamma_c``.
 
 A rule is chosen per lane of a family program: its code (``code``, the position in the
 registry) is a traced array (``step.Variant.constraint``) and ``switch`` runs the lane's

@@ -94,7 +94,8 @@ class Rule(Plugin):
         """``n_steps`` ascent steps (``K = dual_epochs x ceil(dual_batch / dual_minibatch)``,
         may be traced), each with the batch estimate ``c_hat`` or, given ``estimates``
         (``[K_max, m]``), step ``i`` with its minibatch's ``estimates[i]``; ``c_hat`` is
-        stored for the next ``lam~``."""
+        stored for the next ``lam~``. Both are the dual phase's one reading (``dual.reading``:
+        the margin already in them); a rule that overrides ``update`` reads the same."""
 
         def one(lam, e):
             return self.step(lam, c_hat if e is None else e, hp)

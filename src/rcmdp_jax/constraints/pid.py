@@ -4,7 +4,7 @@ alone: ``lam`` lags the constraint, so the learner overshoots the limit, then un
 ends about half its seeds just above it. The PID rule adds a proportional term, which answers a
 violation at once, and a derivative term, which answers a rising cost before it breaks the limit:
 
-    e_k    = C^_k                                   (the violation the rule reads, + cost_margin)
+    e_k    = C^_k                                   (the reading, the margin in it: dual.reading)
     I_k    = clip(I_{k-1} + ki * s * e_k, 0, lam_clip)
     P_k    = EMA_p(e)_k                             (EMA with factor p_ema; 0: e_k itself)
     D_k    = max(0, EMA_d(e)_k - EMA_d(e)_{k-1})     (0 at the first iteration)
