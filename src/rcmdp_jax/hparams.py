@@ -3,8 +3,8 @@ checked on concrete values (``validate_hparams``) and on traced ones (``hparams_
 
 Besides the fields every program reads, ``HParams`` carries the plug-ins' own traced numbers
 (``plugin.Number``, named ``"NAME.number"``, e.g. ``"pid.kp"``): a config holds those it sets
-(``plugin_names``/``plugin_values``), and a program's inputs hold every registered one
-(``with_all_numbers``), so that they are arguments of the compiled program like the fields."""
+(``plugin_names``/``plugin_values``), and a program's inputs hold those its plug-ins read
+(``for_program``), so that they are arguments of the compiled program like the fields."""
 
 from __future__ import annotations
 
@@ -41,6 +41,10 @@ class HParams:
     # per kernel the verdict reads (the run's n_test); margin_z 0: no data margin (the study's)
     margin_z: float = 0.0
     margin_n: float = 100.0
+    # the optimiser (``learners.make_optimizer``): Adam's eps (SB3's; torch's 1e-8 for MCPMD) and
+    # the global gradient-norm clip (SB3's 0.5; inf: none)
+    adam_eps: float = 1e-5
+    max_grad_norm: float = 0.5
     # the plug-ins' traced numbers (``plugin.Number``): names static, values traced
     plugin_names: tuple = struct.field(pytree_node=False, default=())
     plugin_values: tuple = ()
@@ -63,11 +67,30 @@ class HParams:
         merged = dict(sorted({**self.numbers(), **values}.items()))
         return self.replace(plugin_names=tuple(merged), plugin_values=tuple(merged.values()))
 
+    def for_program(self, names) -> HParams:
+        """A copy holding exactly the plug-in numbers ``names`` (those a program's plug-ins read:
+        ``options.numbers_read``), each at this HParams' value or its default: one tree shape for
+        every lane of the program, and nothing of a plug-in the program does not run."""
+        names = tuple(sorted(names))
+        return self.replace(plugin_names=names, plugin_values=tuple(self.number(n) for n in names))
+
     def with_all_numbers(self) -> HParams:
         """A copy with every registered plug-in number, those it does not set at their defaults:
         the one tree shape every program of the process takes (``train.resolve_hparams``)."""
         full = {k: float(n.default) for k, n in declared_numbers().items()}
         return self.with_numbers(**{**full, **self.numbers()})
+
+
+# The values of a number that a program is built for, not given as an argument: ``max_grad_norm``
+# inf (an optimiser without the clip: MCPMD's). A config at one and one off it are not one program
+# (``family.family_key``); either way the number itself is an argument of the program.
+BUILT_FOR = {"max_grad_norm": math.inf}
+
+
+def built_for(hp: HParams) -> HParams:
+    """``HParams()`` with the numbers of ``hp`` that are at a value of ``BUILT_FOR``: what of
+    ``hp`` a program is built from (its part of ``family.family_key``)."""
+    return HParams(**{f: v for f, v in BUILT_FOR.items() if getattr(hp, f) == v})
 
 
 def finite_f32(x, xp):  # and representable in float32, the dtype training uses
@@ -97,6 +120,8 @@ HPARAM_RULES = {
     "cost_margin": (lambda x, xp: finite_f32(x, xp) & (x >= 0), "finite and >= 0 (in units of C)"),
     "margin_z": (lambda x, xp: (x >= 0) & (x <= 100), "in [0, 100] (standard errors of the test's mean C)"),
     "margin_n": (lambda x, xp: finite_f32(x, xp) & (x >= 1), "finite and >= 1 (test episodes per kernel)"),
+    "adam_eps": (lambda x, xp: finite_f32(x, xp) & (x.astype(xp.float32) > 0), "finite and > 0 in float32"),
+    "max_grad_norm": (lambda x, xp: x > 0, "> 0 (inf: no clip)"),
 }
 
 

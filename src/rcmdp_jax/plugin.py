@@ -32,6 +32,7 @@ class Number(NamedTuple):
     high: float = math.inf
     what: str = ""
     open_low: bool = False
+    formerly: str = ""  # the option it was before it was traced: an older run.json's name for it
 
     def words(self) -> str:
         """The allowed range in words, e.g. "finite and >= 0"."""
