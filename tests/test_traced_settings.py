@@ -15,6 +15,7 @@ from tiny_configs import CLI_BATCH, QUICK, sets, tiny
 from rcmdp_jax import constraints, make_family, preset
 from rcmdp_jax.config import config_from_dict, config_to_dict
 from rcmdp_jax.family import group, plugins, structure
+from rcmdp_jax.plugin import Number
 from rcmdp_jax.study import cli, compiled
 from rcmdp_jax.study.run_plan import config_problem
 
@@ -93,10 +94,28 @@ def test_bad_values_are_refused_naming_the_setting(change, words):
 
 
 class _Unused(constraints.Rule):
-    """A rule no run here trains (a ``--plugins`` file's)."""
+    """A rule no run here trains (a ``--plugins`` file's), with a traced number of its own."""
+
+    numbers = {"gain": Number(1.0, 0.0)}
 
     def step(self, lam, c_hat, hp):
-        return lam
+        return lam + hp.number(f"{self.name}.gain") * c_hat
+
+
+def test_a_registered_rule_no_lane_trains_is_no_part_of_the_program():
+    """The program of a family switches over its lanes' rules and carries their numbers only: the
+    same program text with another rule (and its number) registered."""
+    cfgs = [tiny("cartpole", a, iterations=1) for a in ("MDPO", "MDPO-Lag")]
+    text = lambda: jax.jit(jax.vmap(make_family(cfgs))).lower(jax.random.split(jax.random.PRNGKey(0), 2),
+                                                              np.arange(2)).as_text()  # fmt: skip
+    before = text()
+    constraints.register("unused-rule", _Unused)
+    try:
+        assert text() == before, "registering a rule no lane trains changed the program"
+        lag = cfgs[1].replace(constraint="unused-rule")
+        assert make_family([cfgs[0], lag]).variants.constraint.names == ("none", "unused-rule")
+    finally:
+        constraints.unregister("unused-rule")
 
 
 def test_a_program_built_with_a_plugin_loaded_is_reused_without_it():
