@@ -125,9 +125,7 @@ def validate_hparams(hp: HParams) -> None:
         raise ValueError("HParams' plug-in numbers must be set with HParams.with_numbers(**{'NAME.number': value})")
     if unknown := [n for n in names if n not in known]:
         raise ValueError(f"no plug-in declares the number(s) {unknown}; declared: {', '.join(known) or 'none'}")
-    checks = [(f, NUMBERS[f], getattr(hp, f)) for f in HPARAM_FIELDS]
-    checks += [(n, known[n], v) for n, v in zip(names, values)]
-    for field, declared, v in checks:
+    for field, declared, v in _declared(hp):
         if isinstance(v, (bool, str, list, tuple, dict)) or v is None:
             raise ValueError(f"{field} must be a number, got {v!r}")
         if np.iscomplexobj(v):
@@ -146,11 +144,15 @@ def hparams_ok(hp: HParams):
     import jax.numpy as jnp
 
     ok = jnp.bool_(True)
-    for field in HPARAM_FIELDS:
-        ok = ok & jnp.all(NUMBERS[field].ok(jnp.asarray(getattr(hp, field), jnp.float32), jnp))
-    known = declared_numbers()
-    for name, v in zip(hp.plugin_names, hp.plugin_values):
-        ok = ok & jnp.all(known[name].ok(jnp.asarray(v, jnp.float32), jnp))
+    for _, declared, v in _declared(hp):
+        ok = ok & jnp.all(declared.ok(jnp.asarray(v, jnp.float32), jnp))
     return ok
+
+
+def _declared(hp: HParams) -> list:
+    """``(name, its Number, value)`` of every number ``hp`` holds: its fields, then the plug-ins'."""
+    known = declared_numbers()
+    return [(f, NUMBERS[f], getattr(hp, f)) for f in HPARAM_FIELDS] + [
+        (n, known[n], v) for n, v in zip(hp.plugin_names, hp.plugin_values)]  # fmt: skip
 
 

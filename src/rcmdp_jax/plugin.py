@@ -48,13 +48,13 @@ class Number(NamedTuple):
         return words + (f" ({self.inf})" if self.inf else "")
 
     def ok(self, x, xp):
-        """Whether ``x`` (an array; ``xp`` NumPy or jax.numpy) is in range, element-wise (in float32,
-        the dtype training uses)."""
-        v = x.astype(xp.float32)
-        low = (v > self.low) if self.open_low else (v >= self.low)
+        """Whether ``x`` (an array; ``xp`` NumPy or jax.numpy) is in range, element-wise (its low
+        end in float32, the dtype training uses, where ``x`` is finite there)."""
         from rcmdp_jax.hparams import finite_f32
 
+        above = lambda y: (y > self.low) if self.open_low else (y >= self.low)
         finite = finite_f32(x, xp)
+        low = xp.where(finite, above(xp.where(finite, x, 0.0).astype(xp.float32)), above(x))
         return (finite | (x == xp.inf) if self.inf else finite) & low & (x <= self.high)
 
 
