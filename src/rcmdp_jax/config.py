@@ -221,7 +221,9 @@ class Config:
         unknown = set(changes) - hp_fields - cfg_fields - plugin_options - set(numbers)
         if unknown:
             allowed = sorted((cfg_fields - {"hparams", "options"}) | hp_fields | plugin_options | set(declared))
-            raise ValueError(f"unknown config field(s) {sorted(unknown)}; allowed fields: {', '.join(allowed)}")
+            moved = {x.formerly: n for n, x in declared.items() if x.formerly and x.formerly in unknown}
+            now = "".join(f" ({old} is the traced number {new} now)" for old, new in moved.items())
+            raise ValueError(f"unknown config field(s) {sorted(unknown)}{now}; allowed fields: {', '.join(allowed)}")
         own = {k: options.plain(v) for k, v in changes.items() if k in plugin_options}
         cfg_changes = {k: options.plain(v) for k, v in changes.items() if k in cfg_fields}
         if own:
