@@ -15,7 +15,7 @@ import math
 from flax import struct
 
 from rcmdp_jax.options import declared_numbers
-from rcmdp_jax.plugin import Number
+from rcmdp_jax.plugin import Number, finite_f32  # noqa: F401 (finite_f32: the environments' checks read it here)
 
 
 def number(default: float, low: float = -math.inf, high: float = math.inf, what: str = "", **more):
@@ -41,8 +41,9 @@ class HParams:
     clip_eps: float = number(0.2, 0.0, what="PPO's clip", open_low=True)
     gae_lambda: float = number(0.95, 0.0, 1.0, what="GAE's lambda")
     gamma: float = number(0.99, 0.0, 1.0, what="the discount")
-    target_kl: float = number(math.inf, 0.0, what="PPO's early stop at 1.5 target_kl", open_low=True,
-                              inf="inf disables early stopping")
+    target_kl: float = number(
+        math.inf, 0.0, what="PPO's early stop at 1.5 target_kl", open_low=True, inf="inf disables early stopping"
+    )
     vf_coef: float = number(0.5, 0.0, what="the critic loss's weight")
     ent_coef: float = number(0.0, what="the entropy bonus's weight")
     # the safety margin: every constraint rule steers towards C <= -cost_margin, not C <= 0
@@ -56,8 +57,7 @@ class HParams:
     # the optimiser (``learners.make_optimizer``): Adam's eps (SB3's; torch's 1e-8 for MCPMD) and
     # the global gradient-norm clip (SB3's 0.5; inf: none, an optimiser built without it: ``BUILT_FOR``)
     adam_eps: float = number(1e-5, 0.0, what="Adam's eps", open_low=True)
-    max_grad_norm: float = number(0.5, 0.0, what="the global gradient-norm clip", open_low=True,
-                                  inf="inf: no clip")
+    max_grad_norm: float = number(0.5, 0.0, what="the global gradient-norm clip", open_low=True, inf="inf: no clip")
     # the plug-ins' traced numbers (``plugin.Number``): names static, values traced
     plugin_names: tuple = struct.field(pytree_node=False, default=())
     plugin_values: tuple = ()
@@ -103,11 +103,7 @@ BUILT_FOR = {"max_grad_norm": math.inf}
 def built_for(hp: HParams) -> HParams:
     """``HParams()`` with the numbers of ``hp`` that are at a value of ``BUILT_FOR``: what of
     ``hp`` a program is built from (its part of ``family.family_key``)."""
-    return HParams(**{f: v for f, v in BUILT_FOR.items() if getattr(hp, f) == v})
-
-
-def finite_f32(x, xp):  # and representable in float32, the dtype training uses
-    return xp.isfinite(x) & (xp.abs(x) <= 3.4028235e38)
+    return HParams(**{f: v for f, v in BUILT_FOR.items() if getattr(hp, f, None) == v})
 
 
 # every field's declaration (``number``), in order
@@ -154,5 +150,3 @@ def _declared(hp: HParams) -> list:
     known = declared_numbers()
     return [(f, NUMBERS[f], getattr(hp, f)) for f in HPARAM_FIELDS] + [
         (n, known[n], v) for n, v in zip(hp.plugin_names, hp.plugin_values)]  # fmt: skip
-
-

@@ -19,6 +19,10 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # names go in ALGO+METHOD name
 INT32_MAX = 2**31 - 1  # the train step's counters are int32
 
 
+def finite_f32(x, xp):  # and representable in float32, the dtype training uses
+    return xp.isfinite(x) & (xp.abs(x) <= 3.4028235e38)
+
+
 class Number(NamedTuple):
     """A traced number, declared once: ``HParams``' own fields (``hparams.number``) and the ones a
     plug-in declares (``Plugin.numbers``) alike. Its ``default``, the range it allows (``low``/
@@ -50,8 +54,6 @@ class Number(NamedTuple):
     def ok(self, x, xp):
         """Whether ``x`` (an array; ``xp`` NumPy or jax.numpy) is in range, element-wise (its low
         end in float32, the dtype training uses, where ``x`` is finite there)."""
-        from rcmdp_jax.hparams import finite_f32
-
         above = lambda y: (y > self.low) if self.open_low else (y >= self.low)
         finite = finite_f32(x, xp)
         low = xp.where(finite, above(xp.where(finite, x, 0.0).astype(xp.float32)), above(x))
