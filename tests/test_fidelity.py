@@ -188,7 +188,7 @@ def _singular_values(w):
 
 def test_sb3_initialisation_and_optimizer():
     cfg = preset("cartpole", "PPO-Lag")
-    assert (cfg.init, cfg.adam_eps, cfg.max_grad_norm) == ("orthogonal", 1e-5, 0.5)
+    assert (cfg.init, cfg.hparams.adam_eps, cfg.hparams.max_grad_norm) == ("orthogonal", 1e-5, 0.5)
     env, _ = envs.make("cartpole")
     actor, critic = build_networks(cfg, env)
     a = actor.init(jax.random.PRNGKey(1), jnp.zeros((4,)))["params"]["MLP_0"]
@@ -200,7 +200,7 @@ def test_sb3_initialisation_and_optimizer():
     assert all(np.all(np.asarray(layer["bias"]) == 0) for layer in (*a.values(), *c.values()))
     # MCPMD: PyTorch's nn.Linear default, weights and biases uniform in +-1/sqrt(fan_in)
     mc = preset("cartpole", "MCPMD")
-    assert (mc.init, mc.adam_eps, mc.max_grad_norm, mc.act_dropout) == ("torch", 1e-8, math.inf, True)
+    assert (mc.init, mc.hparams.adam_eps, mc.hparams.max_grad_norm, mc.act_dropout) == ("torch", 1e-8, math.inf, True)
     p = build_networks(mc, env)[0].init(jax.random.PRNGKey(1), jnp.zeros((4,)))["params"]["MLP_0"]
     for layer, fan_in in (("Dense_0", 4), ("Dense_1", 128)):
         for leaf in p[layer].values():
@@ -211,10 +211,11 @@ def test_sb3_initialisation_and_optimizer():
     # the optimizer clips the global gradient norm at 0.5 before the step, and Adam has eps 1e-5
     params = {"w": jnp.ones((4,))}
     grads = {"w": jnp.full((4,), 5.0)}  # global norm 10
-    sgd = make_optimizer(preset("inventory3d", "MDPO").replace(max_grad_norm=0.5), 1.0)
+    sgd_cfg = preset("inventory3d", "MDPO").replace(max_grad_norm=0.5, lr=1.0)
+    sgd = make_optimizer(sgd_cfg, sgd_cfg.hparams)
     upd, _ = sgd.update(grads, sgd.init(params), params)
     np.testing.assert_allclose(optax.tree.norm(upd), 0.5, rtol=1e-5)
-    adam_state = make_optimizer(cfg, 3e-4).init(params)
+    adam_state = make_optimizer(cfg, cfg.hparams).init(params)
     assert float(adam_state[1].hyperparams["eps"]) == pytest.approx(1e-5)
 
 

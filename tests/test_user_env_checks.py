@@ -77,7 +77,7 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, capsys, monkeypat
 
 @pytest.mark.parametrize("learner,message", [
     ({"lr": 1e-3}, "learner['lr'] is a hyperparameter"),
-    ({"hp": {"lr": 1e-3, "eta_x": 1.0}}, "unknown hyperparameter learner['hp']['eta_x']; allowed: alpha"),
+    ({"hp": {"lr": 1e-3, "eta_x": 1.0}}, "unknown hyperparameter learner['hp']['eta_x']; allowed: adam_eps, alpha"),
     ({"ppo_epoch": 3}, "unknown learner key 'ppo_epoch'; allowed: adversary, budgets, critic_hidden"),
     ({"hp": {"ppo_epochs": 3}}, "learner['hp']['ppo_epochs'] is not a hyperparameter: write learner={'plugins': "
                                 "{'ppo': {'epochs': ...}}}"),

@@ -119,9 +119,7 @@ class Config:
     # ---- optimiser: the policy and critic update
     minibatch_size: int = structure(32)
     epochs: int = structure(5)
-    optimizer: Optimizer = structure("adam")
-    adam_eps: float = structure(1e-5)  # SB3's Adam eps (torch's default 1e-8 for MCPMD)
-    max_grad_norm: float = structure(0.5)  # global gradient-norm clip (SB3); inf = none
+    optimizer: Optimizer = structure("adam")  # its eps and gradient clip are numbers (``HParams``)
     normalize_advantages: bool = structure(True)
     # PPO's early stop: the KL of the dropout-on loss pass ("sb3") or of a dropout-off pass
     kl_check: KlCheck = structure("sb3")
@@ -223,7 +221,9 @@ class Config:
         unknown = set(changes) - hp_fields - cfg_fields - plugin_options - set(numbers)
         if unknown:
             allowed = sorted((cfg_fields - {"hparams", "options"}) | hp_fields | plugin_options | set(declared))
-            raise ValueError(f"unknown config field(s) {sorted(unknown)}; allowed fields: {', '.join(allowed)}")
+            moved = {x.formerly: n for n, x in declared.items() if x.formerly and x.formerly in unknown}
+            now = "".join(f" ({old} is the traced number {new} now)" for old, new in moved.items())
+            raise ValueError(f"unknown config field(s) {sorted(unknown)}{now}; allowed fields: {', '.join(allowed)}")
         own = {k: options.plain(v) for k, v in changes.items() if k in plugin_options}
         cfg_changes = {k: options.plain(v) for k, v in changes.items() if k in cfg_fields}
         if own:
@@ -245,12 +245,6 @@ class Config:
         for f in _OF_TYPE["bool"]:
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
-        for f in ("adam_eps", "max_grad_norm"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or math.isnan(v):
-                raise ValueError(f"{f} must be a number > 0 (max_grad_norm may be inf), got {v!r}")
-        if math.isinf(self.adam_eps):
-            raise ValueError(f"adam_eps must be finite, got {self.adam_eps!r}")
         for f in _OF_TYPE["int"]:  # every count and size
             check_count(f, getattr(self, f))
         if self.batch_size > INT32_MAX:

@@ -27,9 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax import adversary
+from rcmdp_jax import adversary, constraints, learners, options, schedules
 from rcmdp_jax.config import MEMBER_FIELDS, Config, fields_of
-from rcmdp_jax.hparams import HParams
+from rcmdp_jax.hparams import HParams, built_for
+from rcmdp_jax.plugin import options_of
 from rcmdp_jax.step import Step, Variant
 from rcmdp_jax.train import Program, resolve_hparams
 
@@ -38,20 +39,36 @@ _DEFAULT = Config()
 
 def family_key(cfg: Config) -> Config:
     """The part of ``cfg`` a family shares: every field but those its members may differ in
-    (``config.MEMBER_FIELDS``: the choices, numbers and name), these at their defaults."""
-    return dataclasses.replace(cfg, **{f: getattr(_DEFAULT, f) for f in MEMBER_FIELDS})
+    (``config.MEMBER_FIELDS``: the choices, numbers and name), these at their defaults (the numbers
+    at a value the program is built for kept: ``hparams.BUILT_FOR``)."""
+    shared = dataclasses.replace(cfg, **{f: getattr(_DEFAULT, f) for f in MEMBER_FIELDS})
+    return dataclasses.replace(shared, hparams=built_for(cfg.hparams))
 
 
 def structure(configs) -> tuple:
     """What the program of a family of ``configs`` is built from, and so the key of its compiled
-    program: the shared config without its budget (``total_timesteps``), the robust methods and
-    constraint rules it switches over, and its number of members. The members' hyperparameters,
+    program: the shared config without its budget (``total_timesteps``) and without the options no
+    plug-in of it reads, the robust methods and constraint rules it switches over, and its number of
+    members. The members' hyperparameters,
     ``Variant``s and budget (``tables``, the run's iterations) are arguments of the program: a
     run whose only change is a learning rate or a budget runs the compiled program again."""
     configs = tuple(configs)
+    read = {o for c in configs for cls in options.used(c) for o in options_of(cls)}  # the options its plug-ins read
     shared = dataclasses.replace(family_key(configs[0]), **{f: getattr(_DEFAULT, f) for f in fields_of("budget")})
-    rules = tuple(dict.fromkeys(c.constraint for c in configs))
-    return shared, adversary.family_methods(configs), rules, len(configs)
+    shared = dataclasses.replace(shared, options=tuple(p for p in shared.options if p[0] in read))
+    return shared, adversary.family_methods(configs), rules_of(configs), len(configs)
+
+
+def plugins(configs) -> tuple:
+    """The plug-ins a family's program is built from, themselves, ``(name, object)`` pairs by kind: its
+    learner, the constraint rules and robust methods its lanes train, and every alpha schedule (the
+    program switches over the registry's). One registered but not used is no part of the program:
+    a ``--plugins`` file changes only the programs that use it (the study's key of a compiled program)."""
+    configs = tuple(configs)
+    return (((configs[0].learner, learners.get(configs[0].learner)),),
+            tuple((n, constraints.REGISTRY.get(n, "constraint")) for n in rules_of(configs)),
+            tuple((m, adversary.method_class(m)) for m in adversary.family_methods(configs)),
+            schedules.items())  # fmt: skip
 
 
 def tables(configs, methods: tuple[str, ...] | None = None) -> tuple[HParams, Variant]:
@@ -59,8 +76,16 @@ def tables(configs, methods: tuple[str, ...] | None = None) -> tuple[HParams, Va
     NumPy arrays: the arguments a family's program takes (``Family.using``)."""
     configs = tuple(configs)
     methods = adversary.family_methods(configs) if methods is None else methods
+    rules = rules_of(configs)
+    numbers = frozenset().union(*map(options.numbers_read, configs))  # the numbers of the plug-ins it runs
     stack = lambda trees: jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)
-    return stack([resolve_hparams(c, None) for c in configs]), stack([Variant.of(c, methods) for c in configs])
+    return (stack([resolve_hparams(c, None, numbers) for c in configs]),
+            stack([Variant.of(c, methods, rules) for c in configs]))  # fmt: skip
+
+
+def rules_of(configs) -> tuple[str, ...]:
+    """The constraint rules a family of ``configs`` switches over: its members', in order."""
+    return tuple(dict.fromkeys(c.constraint for c in configs))
 
 
 def group(configs: dict[str, Config]) -> list[list[str]]:
@@ -124,6 +149,6 @@ def make_family(configs: list[Config]) -> Family:
             f"got {len(keys)} different structures (use rcmdp_jax.family.group)"
         )
     methods = adversary.family_methods(configs)
-    step = Step(configs[0], methods, tuple(dict.fromkeys(c.constraint for c in configs)))
+    step = Step(configs[0], methods, rules_of(configs))
     hparams, variants = jax.tree.map(jnp.asarray, tables(configs, methods))
     return Family(configs=configs, env=step.env, step=step, hparams=hparams, variants=variants)

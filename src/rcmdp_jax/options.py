@@ -87,9 +87,16 @@ def explicit(cfg) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted({**values, **dict(cfg.options)}.items()))
 
 
+# settings that were config fields and are traced numbers now (``HParams``): an older dict's flat keys
+NOW_NUMBERS = ("adam_eps", "max_grad_norm")
+
+
 def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
-    """A config dict with the keys that are not ``fields`` but plug-ins' options (an older
-    version's flat fields, e.g. ``adversary_candidates``) moved into its ``options`` pairs."""
+    """A config dict of an older version read as today's: its keys that are not ``fields`` but
+    plug-ins' options (flat fields then, e.g. ``adversary_candidates``) moved into its ``options``
+    pairs, and its settings that are traced numbers now (``NOW_NUMBERS``; a plug-in's option
+    then, ``Number.formerly``, e.g. ``search_eta``) into its ``hparams``."""
+    d = _numbers_lifted(d, fields)
     known = declared()
     flat, pairs = [k for k in d if k not in fields and k in known], d.get("options", [])
     if not flat or not isinstance(pairs, list) or not all(
@@ -98,6 +105,21 @@ def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
         return d  # nothing to move, or options refused as they are
     out = {k: v for k, v in d.items() if k not in flat}
     out["options"] = [[k, v] for k, v in {**{k: d[k] for k in flat}, **dict(pairs)}.items()]
+    return out
+
+
+def _numbers_lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
+    now = {n: n for n in NOW_NUMBERS} | {x.formerly: n for n, x in declared_numbers().items() if x.formerly}
+    pairs, hp = d.get("options", []), d.get("hparams", {})
+    if not isinstance(pairs, list) or not isinstance(hp, dict):
+        return d  # refused as they are
+    flat = {k: v for k, v in d.items() if k not in fields and k in now}
+    flat |= {p[0]: p[1] for p in pairs if isinstance(p, list) and len(p) == 2 and p[0] in now}
+    if not flat:
+        return d
+    out = {k: v for k, v in d.items() if k not in flat}
+    out["options"] = [p for p in pairs if not (isinstance(p, list) and len(p) == 2 and p[0] in now)]
+    out["hparams"] = {**{now[k]: v for k, v in flat.items()}, **hp}
     return out
 
 

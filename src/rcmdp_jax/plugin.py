@@ -19,30 +19,45 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # names go in ALGO+METHOD name
 INT32_MAX = 2**31 - 1  # the train step's counters are int32
 
 
+def finite_f32(x, xp):  # and representable in float32, the dtype training uses
+    return xp.isfinite(x) & (xp.abs(x) <= 3.4028235e38)
+
+
 class Number(NamedTuple):
-    """A traced number a plug-in declares (``Plugin.numbers``): its ``default``, the range it
-    allows (``low``/``high``, each end included unless ``open_low``; ``high`` may be inf only when
-    ``infinite`` says it may be) and a word on what it is (``what``). A config sets it as
-    ``"NAME.number"`` (the plug-in's registered name, a dot, the number's), e.g. ``--set
-    pid.kp=5``; it enters the compiled program as an argument (``HParams.number``), so a sweep of
-    it is lanes of one program and a changed value compiles nothing new."""
+    """A traced number, declared once: ``HParams``' own fields (``hparams.number``) and the ones a
+    plug-in declares (``Plugin.numbers``) alike. Its ``default``, the range it allows (``low``/
+    ``high``, each end included unless ``open_low``; +inf allowed only where ``inf`` says what it
+    means, e.g. "inf: no clip") and a word on what it is (``what``); one check (``ok``) and one
+    wording (``words``) for all. A plug-in's is set as ``"NAME.number"`` (the plug-in's registered
+    name, a dot, the number's), e.g. ``--set pid.kp=5``. It enters the compiled program as an
+    argument (``HParams.number``), so a sweep of it is lanes of one program and a changed value
+    compiles nothing new."""
 
     default: float
     low: float = -math.inf
     high: float = math.inf
     what: str = ""
     open_low: bool = False
+    formerly: str = ""  # the setting it was before it was traced: an older run.json's name for it
+    inf: str = ""  # what +inf means, where it is allowed ("" : finite only)
 
     def words(self) -> str:
-        """The allowed range in words, e.g. "finite and >= 0"."""
+        """The allowed range in words, e.g. "finite and >= 0", "> 0 (inf: no clip)"."""
+        if math.isfinite(self.low) and math.isfinite(self.high):
+            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]"
         lo = "" if self.low == -math.inf else (f"> {self.low:g}" if self.open_low else f">= {self.low:g}")
+        lo += " in float32" if self.open_low and self.low == 0 else ""  # a tiny number is 0 there
         hi = "" if self.high == math.inf else f"<= {self.high:g}"
-        return "finite" + "".join(f" and {w}" for w in (lo, hi) if w)
+        words = " and ".join(w for w in ("" if self.inf else "finite", lo, hi) if w)
+        return words + (f" ({self.inf})" if self.inf else "")
 
     def ok(self, x, xp):
-        """Whether ``x`` (an array; ``xp`` NumPy or jax.numpy) is in range, element-wise."""
-        low = (x > self.low) if self.open_low else (x >= self.low)
-        return xp.isfinite(x) & (xp.abs(x) <= 3.4028235e38) & low & (x <= self.high)
+        """Whether ``x`` (an array; ``xp`` NumPy or jax.numpy) is in range, element-wise (its low
+        end in float32, the dtype training uses, where ``x`` is finite there)."""
+        above = lambda y: (y > self.low) if self.open_low else (y >= self.low)
+        finite = finite_f32(x, xp)
+        low = xp.where(finite, above(xp.where(finite, x, 0.0).astype(xp.float32)), above(x))
+        return (finite | (x == xp.inf) if self.inf else finite) & low & (x <= self.high)
 
 
 class Plugin:

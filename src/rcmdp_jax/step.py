@@ -54,22 +54,22 @@ class TrainState:
 @struct.dataclass
 class Variant:
     """What may differ between the algorithms of one family, as arrays: the constraint rule
-    (``constraints.code``), the robust method (an index into the family's ``methods``,
+    (``constraints.Choice``: its index among the family's rules), the robust method (an index into the family's ``methods``,
     ``rcmdp_jax.adversary``), the alpha schedule (``schedules.Schedule`` codes, and the run's
     iterations its ``K`` counts from) and the policy step budget (``Config.total_timesteps``,
     float32: what an episodic learner's slots spend). Arguments of a program, not constants
     of it: one program serves every budget."""
 
-    constraint: jax.Array
+    constraint: constraints.Choice
     adversary: jax.Array
     schedule: schedules.Schedule
     budget: jax.Array
 
     @classmethod
-    def of(cls, cfg: Config, methods: tuple[str, ...] | None = None) -> Variant:
+    def of(cls, cfg: Config, methods: tuple[str, ...] | None = None, rules: tuple[str, ...] | None = None) -> Variant:
         methods = adversary.family_methods([cfg]) if methods is None else methods
         return cls(
-            constraint=jnp.int32(constraints.code(cfg.constraint)),
+            constraint=constraints.Choice.of(cfg.constraint, rules or (cfg.constraint,)),
             adversary=jnp.int32(methods.index(adversary.method_of(cfg))),
             schedule=schedules.Schedule.of(cfg.alpha_schedule, cfg.alpha_tick, cfg.num_iterations),
             budget=jnp.float32(cfg.total_timesteps),
@@ -133,7 +133,7 @@ class Step:
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_env, cfg.n_envs), env_params)
         return TrainState(
             params=params,
-            opt_state=self.learner.optimizer(hp.lr).init(params),
+            opt_state=self.learner.optimizer(hp).init(params),
             dual=constraints.init_dual(env.num_constraints, hp.lam_init, self.rules, hp),
             env_params=env_params,
             env_xi=env_xi,

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from rcmdp_jax import options
 from rcmdp_jax.config import Config
 from rcmdp_jax.hparams import HParams, validate_hparams
 from rcmdp_jax.rollout import check_key
@@ -27,13 +28,15 @@ class TrainResult:
     metrics: dict  # per-iteration metrics, leading axis = iteration
 
 
-def resolve_hparams(cfg: Config, hparams: HParams | None) -> HParams:
+def resolve_hparams(cfg: Config, hparams: HParams | None, numbers=None) -> HParams:
+    """The program's hyperparameters: ``hparams`` (None: ``cfg``'s) checked, as float32, holding the
+    plug-in numbers ``numbers`` (None: those ``cfg``'s plug-ins read; a family: its members')."""
     hp = cfg.hparams if hparams is None else hparams
     if not isinstance(hp, HParams):
         raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(hp).__name__}")
     validate_hparams(hp)  # concrete values only; traced ones are checked where they are made
-    # every registered plug-in number, as an argument of the program (one tree shape for all)
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hp.with_all_numbers())
+    numbers = options.numbers_read(cfg) if numbers is None else numbers
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hp.for_program(numbers))
 
 
 class Program:

@@ -5,7 +5,7 @@ Each iteration, for the reward and for each constraint separately (the RCMDP's s
 cases, as ``worst-of-n``'s and ``corners``' "separate"), ``search_steps`` projected gradient steps
 of the search continue from where that objective's search stood: the lowest return ``V``, each
 constraint's highest ``C_j``, measured on ``adversary_episodes`` episodes of the current
-(sampling) policy with common random numbers, starting at ``search_eta`` of the half-width and
+(sampling) policy with common random numbers, starting at ``search.eta`` of the half-width and
 keeping the best point seen. Rollout env ``b`` trains on objective ``b mod (1 + m)``'s point
 (those points are the search's state between iterations, so it needs ``n_envs >= 1 + m``), the
 learner weights each env's advantages to its own objective (``candidates.objective_weights``)
@@ -30,7 +30,7 @@ from rcmdp_jax import box
 from rcmdp_jax.adversary.base import Adversary, candidate_values, require_env_per_objective
 from rcmdp_jax.adversary.candidates import objective_scores
 from rcmdp_jax.kernel_gradients import has_density
-from rcmdp_jax.plugin import check_count
+from rcmdp_jax.plugin import Number, check_count
 from rcmdp_jax.rollout import Policy
 from rcmdp_jax.worst_case import SearchConfig, search
 
@@ -48,7 +48,11 @@ def estimator_of(env, cfg) -> str:
 class GradientSearch(Adversary):
     name = "search"
     per_env = True
-    options = {"search_steps": 2, "search_eta": 0.25, "search_estimator": "auto", "search_restarts": 4}
+    options = {"search_steps": 2, "search_estimator": "auto", "search_restarts": 4}
+    # the first step, a fraction of the half-width: traced (``--set search.eta=0.5``; an option
+    # ``search_eta`` before, as older run.json files hold it)
+    numbers = {"eta": Number(0.25, 0.0, 1.0, "the first step, a fraction of the half-width", open_low=True,
+                             formerly="search_eta")}
     # a saved config (run.json) that does not name ``search_restarts`` was written before the
     # option existed, and searched without restarts: it reads so
     legacy_options = {"search_restarts": 0}
@@ -61,9 +65,6 @@ class GradientSearch(Adversary):
         r = cfg.option("search_restarts")
         if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 256:
             raise ValueError(f"search_restarts must be an int in [0, 256] (corners tried each iteration), got {r!r}")
-        eta = cfg.option("search_eta")
-        if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not 0.0 < eta <= 1.0:
-            raise ValueError(f"search_eta must be in (0, 1] (the first step, a fraction of the half-width), got {eta!r}")
         if cfg.option("search_estimator") not in ("auto", "score", "pathwise"):
             raise ValueError(f"search_estimator={cfg.option('search_estimator')!r} is not allowed; choose one of: "
                              "auto (score where the kernel has a density, else pathwise), score, pathwise")  # fmt: skip
@@ -111,7 +112,7 @@ class GradientSearch(Adversary):
         m = env.num_constraints
         episodes = cfg.option("adversary_episodes")
         sc = SearchConfig(steps=cfg.option("search_steps"), episodes=episodes, eval_episodes=episodes,
-                          eta0=float(cfg.option("search_eta")), estimator=estimator_of(env, cfg))  # fmt: skip
+                          eta0=hp.number(f"{self.name}.eta"), estimator=estimator_of(env, cfg))  # fmt: skip
         policy = Policy(ctx.actor, actor_params, dropout=cfg.act_dropout)
         names = ("return",) + tuple(f"cost{j}" for j in range(m))
         start, start_steps = env_xi[: 1 + m], jnp.float32(0.0)

@@ -10,9 +10,9 @@ here by name:
 Every rule reads the one reading of the dual phase (``dual.reading``): ``C^`` and the per-step
 estimates, the margin in both, each constraint's values discounted by its own ``gamma_c``.
 
-A rule is chosen per lane of a family program: its code (``code``, the position in the
-registry) is a traced array (``step.Variant.constraint``) and ``switch`` runs the lane's
-rule, its branches taken from the registry. ``register(name, cls)`` adds a rule (a plug-in,
+A rule is chosen per lane of a family program: its index among the program's rules (``Choice``)
+is a traced array (``step.Variant.constraint``) and ``switch`` runs the lane's rule, its branches
+the program's rules only (a rule registered but not trained is no part of the program). ``register(name, cls)`` adds a rule (a plug-in,
 ``rcmdp_jax.plugin``); the ``Config.constraint`` choices are the registry's names.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 
 import jax
+from flax import struct
 
 from rcmdp_jax.constraints.augmented import Augmented
 from rcmdp_jax.constraints.base import DualState, Rule, ascent, init_dual, lagrangian_cost, lagrangian_reward
@@ -58,10 +59,31 @@ def code(name: str) -> int:
     return names().index(name)
 
 
-def switch(which: jax.Array, fn, *args, cfg=None):
-    """``fn(rule, *args)`` of the rule whose code is ``which`` (may be traced: ``lax.switch``
-    over every registered rule, each reading its options from ``cfg``)."""
-    return jax.lax.switch(which, [functools.partial(fn, r) for r in rules(cfg)], *args)
+@struct.dataclass
+class Choice:
+    """A lane's rule among the rules a program switches over (``names``, static: a family's
+    members' rules, ``family.rules_of``): its ``index`` there, a traced array
+    (``step.Variant.constraint``), so that a program holds only the rules its lanes train."""
+
+    index: jax.Array
+    names: tuple = struct.field(pytree_node=False, default=())
+
+    @classmethod
+    def of(cls, name: str, names: tuple[str, ...]) -> Choice:
+        get(name)
+        return cls(index=jax.numpy.int32(names.index(name)), names=tuple(names))
+
+
+def _branches(which) -> tuple[jax.Array, tuple[str, ...]]:
+    """``(index, rule names)`` of ``which``: a ``Choice``, or a code into the whole registry."""
+    return (which.index, which.names) if isinstance(which, Choice) else (which, names())
+
+
+def switch(which, fn, *args, cfg=None):
+    """``fn(rule, *args)`` of the rule ``which`` chooses (a ``Choice``, or a code into the registry;
+    may be traced: ``lax.switch`` over its rules, each reading its options from ``cfg``)."""
+    index, among = _branches(which)
+    return jax.lax.switch(index, [functools.partial(fn, get(n, cfg)) for n in among], *args)
 
 
 def keeps_state(rule: Rule) -> bool:
@@ -89,15 +111,16 @@ def update(which: jax.Array, dual: DualState, c_hat, hp, n_steps, estimates=None
     return switch(which, one, dual, cfg=cfg)
 
 
-def has_dual(which: jax.Array) -> jax.Array:
-    """Whether the rule of code ``which`` (may be traced) runs a dual phase."""
+def has_dual(which) -> jax.Array:
+    """Whether the rule ``which`` chooses (``switch``'s; may be traced) runs a dual phase."""
     import jax.numpy as jnp
 
-    return jnp.asarray([REGISTRY.get(n, "constraint").dual for n in names()])[which]
+    index, among = _branches(which)
+    return jnp.asarray([REGISTRY.get(n, "constraint").dual for n in among])[index]
 
 
 __all__ = [
-    "CONSTRAINT_NAMES", "PID", "REGISTRY", "DualState", "Rule", "ascent", "code", "get", "has_dual", "items",
+    "CONSTRAINT_NAMES", "PID", "REGISTRY", "Choice", "DualState", "Rule", "ascent", "code", "get", "has_dual", "items",
     "init_dual", "keeps_state", "lagrangian_cost", "lagrangian_reward",
     "multiplier", "names", "register", "rules", "switch", "unregister", "update",
 ]  # fmt: skip

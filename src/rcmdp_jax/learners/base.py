@@ -21,16 +21,18 @@ from rcmdp_jax.plugin import Plugin
 UPDATE_METRICS = ("policy_loss", "critic_loss", "n_updates", "policy_epochs", "approx_kl", "alpha")
 
 
-def make_optimizer(cfg, lr) -> optax.GradientTransformation:
-    """Adam (eps ``cfg.adam_eps``) or SGD at learning rate ``lr`` (may be traced), after
-    a global gradient-norm clip at ``cfg.max_grad_norm`` (none when infinite)."""
+def make_optimizer(cfg, hp) -> optax.GradientTransformation:
+    """Adam (eps ``hp.adam_eps``) or SGD at learning rate ``hp.lr``, after a global gradient-norm
+    clip at ``hp.max_grad_norm``: numbers of ``hp`` (``HParams``), which may be traced, so a changed
+    eps or clip is an argument of the program, not a new one. A config whose clip is infinite
+    (``cfg.hparams``) builds an optimiser without it (MCPMD's)."""
     if cfg.optimizer == "adam":
-        base = optax.inject_hyperparams(optax.adam)(learning_rate=lr, eps=cfg.adam_eps)
+        base = optax.inject_hyperparams(optax.adam)(learning_rate=hp.lr, eps=hp.adam_eps)
     else:
-        base = optax.inject_hyperparams(optax.sgd)(learning_rate=lr)
-    if math.isinf(cfg.max_grad_norm):
+        base = optax.inject_hyperparams(optax.sgd)(learning_rate=hp.lr)
+    if cfg.hparams.max_grad_norm == math.inf:  # built without the clip (``hparams.BUILT_FOR``)
         return base
-    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), base)
+    return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), base)  # a lane at inf: no clip either
 
 
 BATCH_ENVS = 4  # the rollout envs of a preset's batch (PPO, MDPO), on every domain (docs/method.md §3)
@@ -67,9 +69,9 @@ class Learner(Plugin):
         return {**fields, "n_envs": BATCH_ENVS, "n_steps": 400, "minibatch_size": 32, "epochs": 5, "dual_epochs": 5,
                 "dual_epochs_from_policy": False}  # fmt: skip
 
-    def optimizer(self, lr) -> optax.GradientTransformation:
-        """The optimizer at learning rate ``lr`` (may be traced)."""
-        return make_optimizer(self.cfg, lr)
+    def optimizer(self, hp) -> optax.GradientTransformation:
+        """The optimizer at ``hp``'s learning rate, eps and clip (may be traced)."""
+        return make_optimizer(self.cfg, hp)
 
     def init_state(self, params, hp):
         """The learner's own state before the first iteration (a pytree of arrays; ``params``

@@ -157,7 +157,7 @@ class BatchLearner(Learner):
         total = epochs * n_mb
         old_actor_params = params["actor"]
         grad_fn = jax.value_and_grad(self.loss, has_aux=True)
-        tx = self.optimizer(hp.lr)
+        tx = self.optimizer(hp)
         k_perm, k_drop = jax.random.split(key)
         perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(k_perm, epochs))
         per_epoch = schedule.per_epoch()

@@ -111,7 +111,7 @@ class MCPMD(Learner):
 
         pl, grads = jax.value_and_grad(loss)(params["actor"])
         grads = {"actor": grads, "critic": jax.tree.map(jnp.zeros_like, params["critic"])}
-        updates, opt_state = self.optimizer(hp.lr).update(grads, opt_state, params)
+        updates, opt_state = self.optimizer(hp).update(grads, opt_state, params)
         deterministic_lp = lambda p: jax.vmap(lambda o, a: actor.apply(p, o).log_prob(a))(episode.obs, episode.action)
         old_lp = deterministic_lp(params["actor"])
         params = optax.apply_updates(params, updates)

@@ -195,22 +195,23 @@ class Prepared:
         from; a subclass (a benchmark's variant) builds its own each time."""
         if type(self) is not Prepared:
             return build()
-        from rcmdp_jax.family import structure
+        from rcmdp_jax.family import plugins, structure
 
         envs_ = tuple(env_identity(c.env) for c in self.cfgs)
         shape = structure(self.cfgs) if layout == "vmap" else tuple(structure([c]) for c in self.cfgs)
-        key = ("family", layout, shape, envs_, plugins(), self.keys.shape, str(self.keys.dtype), self.mesh,
+        used = plugins(self.cfgs)  # the plug-ins its lanes run, not every registered one
+        key = ("family", layout, shape, envs_, used, self.keys.shape, str(self.keys.dtype), self.mesh,
                self.chunk)  # fmt: skip
-        return cached(key, lambda: self._stored(layout, shape, envs_, build))
+        return cached(key, lambda: self._stored(layout, shape, envs_, used, build))
 
-    def _stored(self, layout: str, shape, envs_, build):
+    def _stored(self, layout: str, shape, envs_, used, build):
         """``build()``, or the programs a process built before (``program_store``)."""
         from rcmdp_jax import program_store
 
         mesh = None if self.mesh is None else (self.mesh.axis_names, [d.id for d in self.mesh.devices.flat])
         slot = f"{layout} {' '.join(dict.fromkeys(c.env for c in self.cfgs))} {self.cfgs[0].learner}"
         shapes = f"keys {self.keys.shape} {self.keys.dtype}, chunk {self.chunk}, mesh {mesh}"
-        objects = [obj for registry in plugins() for _, obj in registry]
+        objects = [obj for kind in used for _, obj in kind]
         registered = [e[0] for e in envs_ if isinstance(e, tuple)]
         value, self.store_note, self.loaded = program_store.load_or_build(slot, shape, shapes, build, objects,
                                                                           registered)  # fmt: skip
@@ -340,8 +341,8 @@ def train_prepared(prep: Prepared, label: str, log=None):
 # tracing, lowering and compiling them again. A key holds everything a program is built from: the
 # configurations (for a family its structure, ``family.structure``), the shapes, the devices,
 # each environment's identity (``envs.register`` may give a name another environment) and, for a
-# family, the registered learners, constraint rules, alpha schedules and robust methods (its
-# program switches over them), by identity: one changed in place is not seen (call ``clear()``).
+# family, the plug-ins its lanes run (``family.plugins``), by identity: one changed in place is
+# not seen (call ``clear()``).
 
 MAX_PROGRAMS = 32  # the oldest are dropped beyond this (a compiled family is a few MB)
 
@@ -367,14 +368,6 @@ def policy_key(env: str, cfg) -> tuple:
     """What a program that runs ``cfg``'s trained policy is built from (the sweep, the
     search): the environment, the actor and the discount, not the training."""
     return env_identity(env), cfg.policy_hidden, cfg.dropout, cfg.dropout_rng, cfg.init, cfg.hparams.gamma
-
-
-def plugins() -> tuple:
-    """The registered learners, constraint rules, alpha schedules and robust methods, themselves (a key
-    that holds them keeps them alive, so no identity is reused)."""
-    from rcmdp_jax import adversary, constraints, learners, schedules
-
-    return tuple(r.items() for r in (learners, constraints, schedules, adversary))
 
 
 def cached(key: tuple, build: Callable[[], Any]) -> Any:

@@ -1,0 +1,149 @@
+"""The optimiser's eps and gradient clip and the search's first step are traced numbers (issue
+64): lanes of one program may differ in them, a changed value builds no new program, a saved
+run.json that held them as config fields or options still reads, and a program carries only the
+plug-ins its lanes run, so one built with a ``--plugins`` file loaded is the one a run without it
+takes."""
+
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+from tiny_configs import CLI_BATCH, QUICK, sets, tiny
+
+from rcmdp_jax import constraints, make_family, preset
+from rcmdp_jax.config import config_from_dict, config_to_dict
+from rcmdp_jax.family import group, plugins, structure
+from rcmdp_jax.plugin import Number
+from rcmdp_jax.study import cli, compiled
+from rcmdp_jax.study.run_plan import config_problem
+
+
+def _params(result, lane):
+    return [np.asarray(x[lane]) for x in jax.tree.leaves(result.state.params)]
+
+
+def _lanes(configs):
+    """Train ``configs`` as one family (they must be one: ``group``), every member one lane."""
+    names = {str(i): c for i, c in enumerate(configs)}
+    assert len(group(names)) == 1, "the configs are not one program"
+    fam = make_family(configs)
+    return jax.jit(jax.vmap(fam, in_axes=(None, 0)))(jax.random.PRNGKey(0), np.arange(len(configs)))
+
+
+@pytest.mark.parametrize("field, value", [("adam_eps", 1e-2), ("max_grad_norm", 1e-3)])
+def test_the_optimisers_numbers_are_lanes_of_one_program(field, value):
+    base = tiny("cartpole", "MDPO-Lag", iterations=2)
+    changed = base.replace(**{field: value})
+    assert getattr(changed.hparams, field) == value and structure([base]) == structure([changed])
+    out = _lanes([base, changed, base])
+    same, other = _params(out, 2), _params(out, 1)
+    assert all(np.array_equal(a, b) for a, b in zip(_params(out, 0), same))  # lane 2 is lane 0 again
+    assert any(not np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in zip(_params(out, 0), other)), field
+
+
+def test_an_infinite_clip_is_its_own_program_and_clips_nothing():
+    """MCPMD's optimiser has no clip (inf): built so, not as a lane of the clipped program; a
+    lane of the clipped program at inf trains what the unclipped one does."""
+    clipped = tiny("cartpole", "MDPO-Lag", iterations=2)
+    free = clipped.replace(max_grad_norm=math.inf)
+    assert structure([clipped]) != structure([free])
+    huge = clipped.replace(max_grad_norm=3.0e38)  # a clip no gradient reaches: the clipped program
+    a, b = _lanes([free]), _lanes([huge])
+    for x, y in zip(_params(a, 0), _params(b, 0)):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7)
+
+
+def test_the_searchs_first_step_is_a_lane_of_one_program():
+    sizes = dict(adversary="search", search_steps=2, search_restarts=0, adversary_episodes=2)
+    base = tiny("inventory", "MDPO-Robust-Lag", iterations=2, **sizes)
+    wide = base.replace(**{"search.eta": 1.0})
+    assert wide.hparams.number("search.eta") == 1.0 and base.hparams.number("search.eta") == 0.25
+    out = _lanes([base, wide])
+    xi = np.asarray(out.metrics["xi"])
+    assert not np.allclose(xi[0], xi[1]), "the first step did not enter the search"
+
+
+def test_a_saved_config_with_the_numbers_as_fields_and_options_reads():
+    """An older run.json: ``adam_eps`` and ``max_grad_norm`` config fields, ``search_eta`` an option."""
+    cfg = preset("inventory", "MDPO-Robust-Lag+search")
+    d = json.loads(json.dumps(config_to_dict(cfg)))
+    for f in ("adam_eps", "max_grad_norm"):
+        del d["hparams"][f]
+    d |= {"adam_eps": 1e-6, "max_grad_norm": 2.0}
+    d["options"].append(["search_eta", 0.5])
+    assert config_problem("inventory", "MDPO-Robust-Lag+search", d) == ""
+    old = config_from_dict(d)
+    assert (old.hparams.adam_eps, old.hparams.max_grad_norm, old.hparams.number("search.eta")) == (1e-6, 2.0, 0.5)
+    assert old == cfg.replace(adam_eps=1e-6, max_grad_norm=2.0, **{"search.eta": 0.5})
+    assert config_from_dict(json.loads(json.dumps(config_to_dict(old)))) == old  # and today's form reads back
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"adam_eps": 0.0}, "adam_eps must be finite and > 0"),
+    ({"adam_eps": math.inf}, "adam_eps must be finite and > 0"),
+    ({"max_grad_norm": -1.0}, "max_grad_norm must be > 0 in float32 (inf: no clip)"),
+    ({"search.eta": 1.5}, "search.eta must be in (0, 1]"),
+    ({"search_eta": 0.5}, "['search_eta'] (search_eta is the traced number search.eta now)"),  # named
+])  # fmt: skip
+def test_bad_values_are_refused_naming_the_setting(change, words):
+    with pytest.raises(ValueError) as err:
+        preset("inventory", "MDPO-Robust-Lag+search", **change)
+    assert words in str(err.value), str(err.value)
+
+
+class _Unused(constraints.Rule):
+    """A rule no run here trains (a ``--plugins`` file's), with a traced number of its own."""
+
+    numbers = {"gain": Number(1.0, 0.0)}
+
+    def step(self, lam, c_hat, hp):
+        return lam + hp.number(f"{self.name}.gain") * c_hat
+
+
+def test_a_registered_rule_no_lane_trains_is_no_part_of_the_program():
+    """The program of a family switches over its lanes' rules and carries their numbers only: the
+    same program text with another rule (and its number) registered."""
+    cfgs = [tiny("cartpole", a, iterations=1) for a in ("MDPO", "MDPO-Lag")]
+    text = lambda: jax.jit(jax.vmap(make_family(cfgs))).lower(jax.random.split(jax.random.PRNGKey(0), 2),
+                                                              np.arange(2)).as_text()  # fmt: skip
+    before = text()
+    constraints.register("unused-rule", _Unused)
+    try:
+        assert text() == before, "registering a rule no lane trains changed the program"
+        lag = cfgs[1].replace(constraint="unused-rule")
+        assert make_family([cfgs[0], lag]).variants.constraint.names == ("none", "unused-rule")
+    finally:
+        constraints.unregister("unused-rule")
+
+
+def test_a_program_built_with_a_plugin_loaded_is_reused_without_it():
+    cfgs = [tiny("cartpole", a, iterations=2) for a in ("MDPO", "MDPO-Lag")]
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(1), 2))
+    constraints.register("unused-rule", _Unused)
+    try:
+        with_plugin = plugins(cfgs)
+        assert all("unused-rule" != n for kind in with_plugin for n, _ in kind)
+        compiled.Prepared(cfgs, keys, True)  # built (or taken from the process's programs)
+        built = compiled.counts["built"]
+    finally:
+        constraints.unregister("unused-rule")
+    assert plugins(cfgs) == with_plugin
+    compiled.Prepared(cfgs, keys, True)
+    assert compiled.counts["built"] == built, "the run without the plug-in built its program again"
+
+
+def test_a_changed_adam_eps_on_the_command_line_builds_no_new_program(tmp_path):
+    """issue 64's check: ``rcmdp --env cartpole --algos MDPO-Lag --set adam_eps=1e-6`` after a run
+    without it builds no program (the training family, its test and search all taken as built)."""
+    args = ["--env", "cartpole", "--algos", "MDPO-Lag", *CLI_BATCH, *QUICK]
+    assert cli.main([*args, "--out", str(tmp_path / "a")]) == 0
+    built = compiled.counts["built"]
+    assert cli.main([*args, *sets({"adam_eps": 1e-6}), "--out", str(tmp_path / "b")]) == 0
+    assert compiled.counts["built"] == built, "a new adam_eps built a new program"
+    saved = json.loads((tmp_path / "b" / "run.json").read_text())
+    assert saved["configs"]["cartpole"]["MDPO-Lag"]["hparams"]["adam_eps"] == 1e-6
+    a = np.load(tmp_path / "a" / "cartpole" / "MDPO-Lag" / "train_metrics.npz")
+    b = np.load(tmp_path / "b" / "cartpole" / "MDPO-Lag" / "train_metrics.npz")
+    assert not np.array_equal(a["policy_loss"], b["policy_loss"], equal_nan=True), "adam_eps did not enter"
