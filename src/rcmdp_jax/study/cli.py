@@ -29,6 +29,7 @@ from rcmdp_jax.study.plan import (
 from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
+from rcmdp_jax.study.training_log import event_files
 
 
 class UsageError(Exception):
@@ -205,27 +206,6 @@ def anchor_paths(args):
         if (value := getattr(args, name)) is not None and value.strip():
             setattr(args, name, str(args.cwd / value))
     return args
-
-
-def event_files(choice: str) -> tuple[bool, str]:
-    """``--tensorboard``: whether the run writes event files, and the note that says why
-    not (once, at the start) where ``auto`` finds no tensorboardX."""
-    from rcmdp_jax.study.orchestrate import INSTALL, tensorboard_available
-
-    if choice == "off":
-        return False, ""
-    why = "is not installed"
-    if tensorboard_available():
-        try:  # installed is not enough: one that fails on import would fail after the run started
-            from tensorboardX import SummaryWriter  # noqa: F401
-        except Exception as err:
-            why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
-        else:
-            return True, ""
-    if choice == "on":
-        raise UsageError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
-    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
-                   "the training metrics are in each algorithm's train_metrics.csv")  # fmt: skip
 
 
 def new_plan(args) -> Plan | None:
