@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import json
 import sys
 from pathlib import Path
 
+import jax
+
+from rcmdp_jax import envs
 from rcmdp_jax.envs import ENV_NAMES
-from rcmdp_jax.study import runtime
+from rcmdp_jax.study import runtime, user_code
 from rcmdp_jax.study.plan import (
     AUTO,
     build_plan,
@@ -26,7 +30,7 @@ from rcmdp_jax.study.plan import (
     unused_options,
     with_budgets,
 )
-from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_folder import RunFolder, write_text
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
 from rcmdp_jax.study.training_log import event_files
@@ -264,8 +268,6 @@ def built_plan(args) -> Plan:
 def load_plugins(args) -> None:
     """``--plugins`` imported before anything reads the registries; with ``--resume`` the run
     folder's own first (its run.json's ``plugins``), so the command need not name them again."""
-    from rcmdp_jax.study import user_code
-
     if args.resume and args.out and (Path(args.out) / "run.json").is_file():
         RunFolder(args.out).restore_plugins("--resume")
     try:
@@ -314,8 +316,6 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
 def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
     """``--resume --budget auto``: the budgets the run's own search found (``budget_auto.json``), if
     it searched as this command would (the same cap); else ``UsageError``."""
-    import json
-
     path = folder.root / "budget_auto.json"
     try:
         record = json.loads(path.read_text())
@@ -337,12 +337,7 @@ def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
 def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
     """``--budget auto``: the plan at the budgets the rule found (``auto_budget.search_envs``), its run
     folder created with them and what decided them (``budget_auto.json``)."""
-    import json
-
-    import jax
-
     from rcmdp_jax.auto_budget import search_envs
-    from rcmdp_jax.study.run_folder import write_text
 
     keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)  # the run's own seeds (the Study's)
     budgets, found = search_envs(plan.configs, keys, report=lambda line: print(line, flush=True))
@@ -361,9 +356,7 @@ def main(argv=None) -> int:
     split_note = ""
     try:
         args = anchor_paths(parse_args(sys.argv[1:] if argv is None else argv))
-        from rcmdp_jax.study.runtime import split_in_process
-
-        split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
+        split_note = runtime.split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
         plan, folder = plan_and_folder(args, plan, first)
@@ -393,13 +386,10 @@ def main(argv=None) -> int:
     n_runs = len(plan.envs) * len(plan.algos)
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     if args.distributed:
-        import jax
-
         where += f"; process {jax.process_index()} of {jax.process_count()}"
     print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
           f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
     if first and not args.eval_only and not args.resume:  # a cost no policy changes: said before training
-        from rcmdp_jax import envs
         from rcmdp_jax.cost_check import cannot_bind
         from rcmdp_jax.study.program_store import remembered
 
@@ -407,9 +397,7 @@ def main(argv=None) -> int:
             check = lambda name=name: cannot_bind(name)  # noqa: E731
             for line in check() if envs.registered_spec(name) else remembered("cannot_bind", name, check):
                 print(f"rcmdp_jax: warning: {line}", flush=True)
-    from rcmdp_jax.study.user_code import unsaved
-
-    for name in unsaved(plan.envs, plan.env_sources):
+    for name in user_code.unsaved(plan.envs, plan.env_sources):
         print(f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "
               "cannot rebuild it (re-read the folder from a script that registers it: "
               "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)", flush=True)  # fmt: skip

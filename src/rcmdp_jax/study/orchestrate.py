@@ -10,14 +10,20 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import jax
 import numpy as np
 
+from rcmdp_jax import envs
+from rcmdp_jax.divergence import BLOW_UP, diverged_seeds, nonfinite_episodes
+from rcmdp_jax.rollout import cost_discounts
+from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
 from rcmdp_jax.study.compiled import Prepared, cached, env_identity, fmt, policy_key, ticking, train_prepared
-from rcmdp_jax.study.report import write_env_report
+from rcmdp_jax.study.report import margin_of, write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, readable
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name
 from rcmdp_jax.study.training_log import CSV_NAME, TrainingLog
+from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
 
 
 def dual_blow_up(result, cfg) -> np.ndarray:
@@ -25,8 +31,6 @@ def dual_blow_up(result, cfg) -> np.ndarray:
     ``divergence.BLOW_UP`` on an iteration that ran. Divergence the clip at ``lam_clip``
     hides in ``lam`` (``eta_lam=1e30`` on a -Lag algorithm: ``lam`` jumps between 0 and
     the clip), so it is flagged as ``lam`` beyond ``BLOW_UP`` is."""
-    from rcmdp_jax.divergence import BLOW_UP
-
     c_hat = np.abs(np.asarray(result.metrics["c_hat"], np.float64))
     n, t = c_hat.shape[:2]
     step = c_hat.reshape(n, t, -1).max(-1) * abs(float(cfg.hparams.eta_lam))
@@ -37,9 +41,6 @@ def dual_blow_up(result, cfg) -> np.ndarray:
 def margin_line(cfg, metrics: dict) -> str:
     """The margin each constraint's dual read at the run's last iteration (the seeds' mean), where it
     trains with one: the fixed ``cost_margin`` plus the data margin (``dual.margin_of``)."""
-    from rcmdp_jax import envs
-    from rcmdp_jax.study.report import margin_of
-
     hp = cfg.hparams
     if "margin" not in metrics or not cfg.constrained or (float(hp.margin_z) == 0 and float(hp.cost_margin) == 0):
         return ""
@@ -63,10 +64,7 @@ class Outcome:
 class Study:
     def __init__(self, plan: Plan, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
                  worst_case: str | None = None, plots: bool = True, tensorboard: bool = False):  # fmt: skip
-        import jax
-
         from rcmdp_jax import family
-        from rcmdp_jax.sharding import process_block
 
         self.plan, self.folder, self.resume, self.eval_only = plan, folder, resume, eval_only
         self.mesh, self.worst_case, self.plots = mesh, worst_case, plots  # plots: the report's figures
@@ -106,10 +104,7 @@ class Study:
 
     def train(self, env: str, group: list[str], missing: list[str]) -> dict:
         """Train a family whose members ``missing`` lack a checkpoint; save those."""
-        import jax
-
         from rcmdp_jax import checkpoint
-        from rcmdp_jax.sharding import gather_blocks
 
         label = self._label(env, group)
         idx = self.todo.index((env, tuple(group)))
@@ -150,8 +145,6 @@ class Study:
     def restore(self, env: str, algo: str):
         """A finished algorithm's trained state from its checkpoint, or None (already
         tested before, no checkpoint, or a damaged one: each said and recorded)."""
-        import jax
-
         from rcmdp_jax import checkpoint, make_train
 
         label, ckpt = self._label(env, [algo]), self.folder.ckpt_dir(env, algo)
@@ -183,10 +176,7 @@ class Study:
 
     def _sweep(self, env: str, cfg):
         """The compiled robustness sweep of ``cfg``'s policy shape (shared by algorithms)."""
-        import jax
-
         from rcmdp_jax.evaluate import make_eval
-        from rcmdp_jax.sharding import sharded_blocks
         from rcmdp_jax.study.program_store import policy_program
 
         def build():
@@ -201,11 +191,6 @@ class Study:
     def test(self, env: str, algo: str, result):
         """The robustness test (one vmapped call per algorithm): ``(V, C, diverged seeds,
         levels, the test kernels' xi)``, or None when every seed diverged."""
-        import jax
-
-        from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
-        from rcmdp_jax.sharding import gather_blocks
-
         label, plan = self._label(env, [algo]), self.plan
         sweep_fn, sweep = self._sweep(env, self.cfgs[env][algo])
         t0 = time.perf_counter()
@@ -217,8 +202,6 @@ class Study:
         bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
         test_xi = np.asarray(sweep.kernels.xi)
         if self.writer:
-            from rcmdp_jax.rollout import cost_discounts
-
             # what C is: each constraint's discount and the episodes' length, beside the episode costs
             gamma_c = np.asarray(cost_discounts(sweep.env, sweep.gamma), np.float64)
             epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length),
@@ -240,10 +223,7 @@ class Study:
     def search(self, env: str, algo: str, result, made, V, C, bad, levels, test_xi) -> None:
         """``--worst-case``: each seed's worst kernel by projected gradient steps, from the
         centre and the corners the grid found worst (level 1)."""
-        import jax
-
         from rcmdp_jax.study.program_store import policy_program
-        from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
 
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
         key = ("search", *policy_key(env, cfg), self.worst_case)
@@ -276,8 +256,6 @@ class Study:
 
     def environment(self, env: str) -> str | None:
         """Every family of ``env``: train or restore, test, search; then its report."""
-        from rcmdp_jax import envs
-
         made = envs.make(env)
         if self.writer:
             self.folder.env_dir(env).mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rcmdp_jax import envs
 from rcmdp_jax.divergence import nonfinite_episodes
+from rcmdp_jax.study import user_code
 from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_problem
 
 
@@ -81,8 +83,6 @@ def save_npz(path: Path, **arrays) -> None:
 
 def restore_envs(plan: dict, flag: str) -> None:
     """A user environment of the plan registered again in this process (``user_code.restore_envs``)."""
-    from rcmdp_jax.study import user_code
-
     try:
         user_code.restore_envs(plan)
     except ValueError as err:
@@ -91,8 +91,6 @@ def restore_envs(plan: dict, flag: str) -> None:
 
 def restore_plugins(plan: dict, flag: str) -> None:
     """The plan's plug-in files and modules imported in this process (``user_code.restore_plugins``)."""
-    from rcmdp_jax.study import user_code
-
     try:
         user_code.restore_plugins(plan)
     except ValueError as err:
@@ -102,15 +100,11 @@ def restore_plugins(plan: dict, flag: str) -> None:
 def _named_dir(parent: Path, name: str) -> Path:
     """The folder of an environment or algorithm: its name in letters, digits, ``-``,
     ``_`` and ``.`` (``user_code.folder_name``; run.json keeps the full name)."""
-    from rcmdp_jax.study.user_code import folder_name
-
-    return parent / folder_name(name)
+    return parent / user_code.folder_name(name)
 
 
 def _saved_problems(d: Path, plan: Plan, env: str):
     """What in ``d`` (an algorithm's folder) contradicts ``plan``, ``{where}`` for its name."""
-    from rcmdp_jax import envs
-
     saved = {}
     for name in ("train_metrics.npz", "test_results.npz"):
         try:
