@@ -13,11 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import numpy as np
 
-from rcmdp_jax import envs
+from rcmdp_jax import checkpoint, envs, family, make_train
 from rcmdp_jax.divergence import BLOW_UP, diverged_seeds, nonfinite_episodes
+from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
 from rcmdp_jax.study.compiled import Prepared, cached, env_identity, fmt, policy_key, ticking, train_prepared
+from rcmdp_jax.study.program_store import policy_program
 from rcmdp_jax.study.report import margin_of, write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, readable
 from rcmdp_jax.study.run_plan import Plan
@@ -64,8 +66,6 @@ class Outcome:
 class Study:
     def __init__(self, plan: Plan, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
                  worst_case: str | None = None, plots: bool = True, tensorboard: bool = False):  # fmt: skip
-        from rcmdp_jax import family
-
         self.plan, self.folder, self.resume, self.eval_only = plan, folder, resume, eval_only
         self.mesh, self.worst_case, self.plots = mesh, worst_case, plots  # plots: the report's figures
         self.tensorboard = tensorboard  # event files beside train_metrics.csv (TrainingLog, below)
@@ -86,8 +86,6 @@ class Study:
         self.pending: dict = {}
 
     def _has_ckpt(self, env: str, algo: str) -> bool:
-        from rcmdp_jax import checkpoint
-
         return checkpoint.exists(self.folder.ckpt_dir(env, algo))
 
     def _label(self, env: str, algos) -> str:
@@ -104,8 +102,6 @@ class Study:
 
     def train(self, env: str, group: list[str], missing: list[str]) -> dict:
         """Train a family whose members ``missing`` lack a checkpoint; save those."""
-        from rcmdp_jax import checkpoint
-
         label = self._label(env, group)
         idx = self.todo.index((env, tuple(group)))
         self.prepare(idx)
@@ -145,8 +141,6 @@ class Study:
     def restore(self, env: str, algo: str):
         """A finished algorithm's trained state from its checkpoint, or None (already
         tested before, no checkpoint, or a damaged one: each said and recorded)."""
-        from rcmdp_jax import checkpoint, make_train
-
         label, ckpt = self._label(env, [algo]), self.folder.ckpt_dir(env, algo)
         if not checkpoint.exists(ckpt):
             print(f"{label} no checkpoint in {self.folder.algo_dir(env, algo)}; skipped", flush=True)
@@ -176,9 +170,6 @@ class Study:
 
     def _sweep(self, env: str, cfg):
         """The compiled robustness sweep of ``cfg``'s policy shape (shared by algorithms)."""
-        from rcmdp_jax.evaluate import make_eval
-        from rcmdp_jax.study.program_store import policy_program
-
         def build():
             sweep = make_eval(cfg, self.plan.n_test)
             stored = policy_program("sweep", env, policy_key(env, cfg), n_test=self.plan.n_test, mesh=self.mesh)
@@ -223,8 +214,6 @@ class Study:
     def search(self, env: str, algo: str, result, made, V, C, bad, levels, test_xi) -> None:
         """``--worst-case``: each seed's worst kernel by projected gradient steps, from the
         centre and the corners the grid found worst (level 1)."""
-        from rcmdp_jax.study.program_store import policy_program
-
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
         key = ("search", *policy_key(env, cfg), self.worst_case)
         stored = policy_program("search", env, policy_key(env, cfg), objectives=self.worst_case)

@@ -25,7 +25,7 @@ from rcmdp_jax.plugin import check_seed, option_owners, options_of
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_plan import Plan, PlanError, check_counts, check_memory
+from rcmdp_jax.study.run_plan import Plan, PlanError, check_counts, check_memory, will_run_of
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
@@ -402,12 +402,6 @@ def unmeasured_budget_notes(envs_, args) -> list[str]:
                          "rule on this environment, and may be unconverged; --budget auto trains where the rule says "
                          "the learner has converged (docs/budgets.md)")  # fmt: skip
     return notes
-
-
-def will_run_of(cfg: Config) -> dict[str, int]:
-    """What will run, recorded in run.json: MCPMD stops once its episodes have spent the budget."""
-    steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
-    return {"iterations": cfg.num_iterations, "policy_steps": steps}
 
 
 # --- --budget auto: the budget rule while training (rcmdp_jax.auto_budget) ---

@@ -81,26 +81,15 @@ def save_npz(path: Path, **arrays) -> None:
     write_atomic(path, lambda f: np.savez_compressed(f, **arrays))
 
 
-def restore_envs(plan: dict, flag: str) -> None:
-    """A user environment of the plan registered again in this process (``user_code.restore_envs``)."""
+def restore_user_code(plan: dict, flag: str, envs_too: bool = True) -> None:
+    """The plan's plug-in files and modules imported in this process, then (``envs_too``) its
+    user environments registered again (``user_code``); ``RunFolderError`` in one line."""
     try:
-        user_code.restore_envs(plan)
+        user_code.restore_plugins(plan)  # the plug-ins first: the algorithms' names and configs need them
+        if envs_too:  # a user environment before the checks: they know it by name then
+            user_code.restore_envs(plan)
     except ValueError as err:
         raise RunFolderError(f"{flag}: {err}") from None
-
-
-def restore_plugins(plan: dict, flag: str) -> None:
-    """The plan's plug-in files and modules imported in this process (``user_code.restore_plugins``)."""
-    try:
-        user_code.restore_plugins(plan)
-    except ValueError as err:
-        raise RunFolderError(f"{flag}: {err}") from None
-
-
-def _named_dir(parent: Path, name: str) -> Path:
-    """The folder of an environment or algorithm: its name in letters, digits, ``-``,
-    ``_`` and ``.`` (``user_code.folder_name``; run.json keeps the full name)."""
-    return parent / user_code.folder_name(name)
 
 
 def _saved_problems(d: Path, plan: Plan, env: str):
@@ -161,11 +150,13 @@ class RunFolder:
         self.root = Path(root)
 
     # ---------------------------------------------------------------- paths
+    # an environment's and an algorithm's folder: the name in letters, digits, ``-``, ``_`` and
+    # ``.`` (``user_code.folder_name``; run.json keeps the full name)
     def env_dir(self, env: str) -> Path:
-        return _named_dir(self.root, env)
+        return self.root / user_code.folder_name(env)
 
     def algo_dir(self, env: str, algo: str) -> Path:
-        return _named_dir(self.env_dir(env), algo)
+        return self.env_dir(env) / user_code.folder_name(algo)
 
     def ckpt_dir(self, env: str, algo: str) -> Path:
         return self.algo_dir(env, algo) / "checkpoint"
@@ -193,8 +184,7 @@ class RunFolder:
         missing = [k for k in REQUIRED_KEYS if k not in plan] if isinstance(plan, dict) else list(REQUIRED_KEYS)
         if missing:
             raise RunFolderError(f"{flag}: {path} is not a run.json of this runner (missing {', '.join(missing)})")
-        restore_plugins(plan, flag)  # the plug-ins first: the algorithms' names and configs need them
-        restore_envs(plan, flag)  # a user environment first: the checks below know it by name then
+        restore_user_code(plan, flag)
         if problem := plan_problem(plan):
             raise RunFolderError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
         return Plan.from_dict(plan)
@@ -207,7 +197,7 @@ class RunFolder:
         except (OSError, ValueError):
             return
         if isinstance(plan, dict):
-            restore_plugins(plan, flag)
+            restore_user_code(plan, flag, envs_too=False)
 
     def check_seeds(self, plan: Plan, flag: str, results: bool = True) -> None:
         """What ``run.json`` says must be what its saved files were made with: the seed
@@ -268,7 +258,6 @@ class RunFolder:
 
     def lock(self):
         """Take the folder's lock; the function that releases it (``take``)."""
-
         return take(self.root)
 
     def create(self, plan: Plan) -> None:
@@ -297,17 +286,8 @@ class RunFolder:
         """``test_results.npz``; ``kept``: the episode costs ``EpCost`` (as ``C``), and what ``C``
         is, each constraint's discount ``gamma_c`` and the episode length ``horizon``."""
         d = self.algo_dir(env, algo)
-        save_npz(
-            d / "test_results.npz",
-            V=V,
-            C=C,
-            bound=bound,
-            diverged=diverged,
-            levels=levels,
-            test_xi=test_xi,
-            seed=np.int64(seed),
-            **kept,
-        )
+        save_npz(d / "test_results.npz", V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi,
+                 seed=np.int64(seed), **kept)  # fmt: skip
         write_text(d / "diverged.json", json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
 
     def save_worst_case(self, env: str, algo: str, found: dict) -> None:

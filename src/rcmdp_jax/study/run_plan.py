@@ -220,6 +220,12 @@ def config_problem(env: str, algo: str, d) -> str:
     return ""
 
 
+def will_run_of(cfg: Config) -> dict[str, int]:
+    """What will run, recorded in run.json: MCPMD stops once its episodes have spent the budget."""
+    steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
+    return {"iterations": cfg.num_iterations, "policy_steps": steps}
+
+
 def will_run_problem(plan: dict) -> str:
     """``will_run`` (absent in older run folders) must say what the configs run: the
     numbers ``plan.build_plan`` derives from each."""
@@ -228,9 +234,7 @@ def will_run_problem(plan: dict) -> str:
         return ""
     for e in plan["envs"]:
         for a in plan["algos"]:
-            cfg = config_from_dict(plug_ins.lifted(plan["configs"][e][a], set(_FIELDS) | {"hparams"}))
-            steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
-            want = {"iterations": cfg.num_iterations, "policy_steps": steps}
+            want = will_run_of(config_from_dict(plug_ins.lifted(plan["configs"][e][a], set(_FIELDS) | {"hparams"})))
             per_env = will_run.get(e) if isinstance(will_run, dict) else None
             got = per_env.get(a) if isinstance(per_env, dict) else None
             if got != want:
