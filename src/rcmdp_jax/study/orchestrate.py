@@ -268,13 +268,9 @@ class Study:
         return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa,
                                 plots=self.plots, env=robust_env, configs=self.cfgs[env])  # fmt: skip
 
-    def check_checkpoints(self) -> None:
-        """Every finished checkpoint must hold arrays of the shapes its run.json config
-        trains (one trace a family; ``RunFolder.check_checkpoints``)."""
-        self.folder.check_checkpoints(self.plan, self.all_keys, self.groups)
-
     def run(self) -> int:
-        self.check_checkpoints()
+        # every finished checkpoint must hold arrays of the shapes its run.json config trains
+        self.folder.check_checkpoints(self.plan, self.all_keys, self.groups)
         self.prepare(0)
         t_start = time.perf_counter()
         tables = {}
