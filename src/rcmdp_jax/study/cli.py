@@ -16,18 +16,14 @@ from pathlib import Path
 
 import jax
 
-from rcmdp_jax import envs
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.study import runtime, user_code
+from rcmdp_jax.study.notes import before_training
 from rcmdp_jax.study.plan import (
     AUTO,
     build_plan,
     check_before_processes,
     check_devices,
-    margin_notes,
-    parse_sets,
-    robust_notes,
-    unused_options,
     with_budgets,
 )
 from rcmdp_jax.study.run_folder import RunFolder, write_text
@@ -376,31 +372,8 @@ def main(argv=None) -> int:
             print(f"{program_name()}: interrupted during --budget auto's search; nothing was written", file=sys.stderr)
             return 130
         release = folder.lock()
-    if split_note:
-        print(split_note, flush=True)
-    every = [c for cfgs in plan.configs.values() for c in cfgs.values()]
-    for note in unused_options(parse_sets(args.sets), every) + margin_notes(every) + robust_notes(every):
-        print(note, flush=True)  # a note beside the run's own lines: stderr holds only what went wrong
-    if args.event_note and not args.eval_only:
-        print(args.event_note, flush=True)
-    n_runs = len(plan.envs) * len(plan.algos)
-    where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
-    if args.distributed:
-        where += f"; process {jax.process_index()} of {jax.process_count()}"
-    print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
-          f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
-    if first and not args.eval_only and not args.resume:  # a cost no policy changes: said before training
-        from rcmdp_jax.cost_check import cannot_bind
-        from rcmdp_jax.study.program_store import remembered
-
-        for name in plan.envs:  # a built-in environment's verdict is kept for the next run (program_store)
-            check = lambda name=name: cannot_bind(name)  # noqa: E731
-            for line in check() if envs.registered_spec(name) else remembered("cannot_bind", name, check):
-                print(f"rcmdp_jax: warning: {line}", flush=True)
-    for name in user_code.unsaved(plan.envs, plan.env_sources):
-        print(f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "
-              "cannot rebuild it (re-read the folder from a script that registers it: "
-              "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)", flush=True)  # fmt: skip
+    for line in before_training(args, plan, folder, mesh, first, split_note):
+        print(line, flush=True)  # beside the run's own lines: stderr holds only what went wrong
     try:
         with runtime.ctrl_c_exits(folder.root, release, again=runtime.resume_command(folder.root)):
             study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",

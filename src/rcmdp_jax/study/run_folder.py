@@ -37,24 +37,22 @@ class DamagedFile(ValueError):
     """A result file of the run folder that cannot be read (truncated, overwritten)."""
 
 
-def readable(path: Path) -> bool:
-    try:
-        with np.load(path) as z:
-            for name in z.files:
-                z[name]
-    except Exception:  # missing, truncated or not an npz
-        return False
-    return True
-
-
 def load_npz(path: Path) -> dict:
     """All arrays of ``path``, or ``DamagedFile`` naming it."""
     try:
         with np.load(path) as z:
             return {name: z[name] for name in z.files}
-    except Exception as err:
+    except Exception as err:  # missing, truncated or not an npz
         raise DamagedFile(f"{path} cannot be read ({type(err).__name__}); run.py --resume re-creates it from the "
                           "checkpoint") from None  # fmt: skip
+
+
+def readable(path: Path) -> bool:
+    try:
+        load_npz(path)
+    except DamagedFile:
+        return False
+    return True
 
 
 def write_atomic(path: Path, write) -> None:
@@ -115,10 +113,8 @@ def _saved_problems(d: Path, plan: Plan, env: str):
     if test is not None and "V" in test and test["V"].ndim == 4:
         n_test = plan.n_test or envs.spec(env).n_test
         if test["V"].shape[3] != n_test:
-            yield (
-                f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with "
-                f"{test['V'].shape[3]}"
-            )
+            episodes = test["V"].shape[3]
+            yield f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with {episodes}"
     if test is not None and (problem := results_shape_problem(test, plan.seeds)):
         yield RESULTS + problem
 
@@ -199,11 +195,16 @@ class RunFolder:
         if isinstance(plan, dict):
             restore_user_code(plan, flag, envs_too=False)
 
-    def check_seeds(self, plan: Plan, flag: str, results: bool = True) -> None:
-        """What ``run.json`` says must be what its saved files were made with: the seed
-        count of the training metrics, the base seed (``timing.json``, ``test_results.npz``)
-        and the test episodes per kernel (an edited run.json would otherwise fail after a
-        restore, set a good checkpoint aside, or overwrite results with other numbers)."""
+    def open(self, flag: str, results: bool = True) -> Plan:
+        """The one check of a run folder before a command uses it (``--resume``, ``--eval-only``,
+        ``rcmdp report``, ``rcmdp eval``, ``load_policy``): ``run.json`` read and checked
+        (``read_plan``), then every saved file against it: the seed count of the training
+        metrics, the base seed (``timing.json``, ``test_results.npz``), the test episodes per
+        kernel and, with ``results``, the results' shapes (an edited run.json would otherwise fail
+        after a restore, set a good checkpoint aside, or overwrite results with other numbers).
+        The checkpoints' shapes against the configs: ``check_checkpoints``. Its plan, or a
+        one-line ``RunFolderError``."""
+        plan = self.read_plan(flag)
         for env in plan.envs:
             for algo in plan.algos:
                 for problem in _saved_problems(self.algo_dir(env, algo), plan, env):
@@ -214,16 +215,6 @@ class RunFolder:
                         raise RunFolderError(f"{flag}: {problem[len(RESULTS):].format(where=where)}: it is damaged or "
                                              f"another run's; run.py --eval-only {self.root} re-creates it from the "
                                              "checkpoint")  # fmt: skip
-
-    def open(self, flag: str, results: bool = True) -> Plan:
-        """The one check of a run folder before a command uses it (``--resume``, ``--eval-only``,
-        ``rcmdp report``, ``rcmdp eval``, ``load_policy``): ``run.json`` read and checked
-        (``read_plan``), then every saved file against it (``check_seeds``: the seeds, the
-        base seed, the test episodes and, with ``results``, the results' shapes). The
-        checkpoints' shapes against the configs: ``check_checkpoints``. Its plan, or a
-        one-line ``RunFolderError``."""
-        plan = self.read_plan(flag)
-        self.check_seeds(plan, flag, results)
         return plan
 
     def check_checkpoints(self, plan: Plan, keys, groups: dict | None = None, flag: str = "") -> None:

@@ -77,13 +77,8 @@ class Plan:
                "vmap": self.vmap, "n_test": self.n_test, "worst_case": self.worst_case, "devices": self.devices,
                "configs": {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()},
                "will_run": self.will_run}  # fmt: skip
-        if self.env_sources:
-            out["env_sources"] = self.env_sources
-        if self.env_descriptions:
-            out["env_descriptions"] = self.env_descriptions
-        if self.plugins:
-            out["plugins"] = list(self.plugins)
-        return out
+        optional = {"env_sources": self.env_sources, "env_descriptions": self.env_descriptions, "plugins": list(self.plugins)}
+        return out | {k: v for k, v in optional.items() if v}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)

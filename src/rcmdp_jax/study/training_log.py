@@ -178,7 +178,8 @@ class TrainingLog:
         """``algo`` trained: its CSV written whole from ``metrics`` (what ``train_metrics.npz``
         holds), the event files completed (the iterations no chunk wrote: a run of several
         processes writes them all here) and closed."""
-        write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, csv_lines(metrics, self._cols(algo, metrics), header=True))
+        text = csv_lines(metrics, self._cols(algo, metrics), header=True)
+        write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, text)
         for s in range(next(iter(metrics.values())).shape[0]):
             done = self.written.get((algo, s), 0)
             rest = {k: np.asarray(v)[s : s + 1, done:] for k, v in metrics.items()}
