@@ -17,13 +17,14 @@ from pathlib import Path
 import jax
 
 from rcmdp_jax.envs import ENV_NAMES
-from rcmdp_jax.study import runtime, user_code
-from rcmdp_jax.study.notes import before_training
+from rcmdp_jax.study import runtime
+from rcmdp_jax.study.notes import say_before_training
 from rcmdp_jax.study.plan import (
     AUTO,
     build_plan,
     check_before_processes,
     check_devices,
+    load_plugins,
     with_budgets,
 )
 from rcmdp_jax.study.run_folder import RunFolder, write_text
@@ -261,17 +262,6 @@ def built_plan(args) -> Plan:
     return plan if saved is None else dataclasses.replace(plan, configs=saved.configs, will_run=saved.will_run)
 
 
-def load_plugins(args) -> None:
-    """``--plugins`` imported before anything reads the registries; with ``--resume`` the run
-    folder's own first (its run.json's ``plugins``), so the command need not name them again."""
-    if args.resume and args.out and (Path(args.out) / "run.json").is_file():
-        RunFolder(args.out).restore_plugins("--resume")
-    try:
-        user_code.load_plugin_specs(args.plugins)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-
-
 def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFolder]:
     """The plan this command runs and its run folder: a saved one (``--eval-only``,
     ``--resume``, checked against this command) or a new one (not written yet)."""
@@ -372,8 +362,7 @@ def main(argv=None) -> int:
             print(f"{program_name()}: interrupted during --budget auto's search; nothing was written", file=sys.stderr)
             return 130
         release = folder.lock()
-    for line in before_training(args, plan, folder, mesh, first, split_note):
-        print(line, flush=True)  # beside the run's own lines: stderr holds only what went wrong
+    say_before_training(args, plan, folder, mesh, first, split_note)
     try:
         with runtime.ctrl_c_exits(folder.root, release, again=runtime.resume_command(folder.root)):
             study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",

@@ -9,11 +9,9 @@ import jax
 
 from rcmdp_jax import envs, options
 from rcmdp_jax.plugin import option_owners, options_of
-from rcmdp_jax.study import user_code
-from rcmdp_jax.study.plan import parse_sets
 
 
-def unused_options(overrides: dict, configs) -> list[str]:
+def unused_options(overrides, configs) -> list[str]:
     """A note for each plug-in option of ``--set`` that no algorithm of the run uses
     (``--set adversary_candidates=8`` without worst-of-n): recorded, as every ``--set`` is
     (a ``--resume`` gives the same), but said, not silent (once the run folder is settled:
@@ -66,12 +64,18 @@ def robust_notes(configs) -> list[str]:
                     "in more seeds than plain -Lag there: docs/robustness_findings.md)" for env, names in guarded.items()]
 
 
-def before_training(args, plan, folder, mesh, first: bool, split_note: str):
-    """The lines, one at a time (each printed as it comes: the check of the costs takes a while)."""
+def say_before_training(args, plan, folder, mesh, first: bool, split_note: str) -> None:
+    """Print the lines, each as it comes (the check of the costs takes a while)."""
+    for line in _before_training(args, plan, folder, mesh, first, split_note):
+        print(line, flush=True)  # beside the run's own lines: stderr holds only what went wrong
+
+
+def _before_training(args, plan, folder, mesh, first: bool, split_note: str):
     if split_note:
         yield split_note
     every = [c for cfgs in plan.configs.values() for c in cfgs.values()]
-    yield from unused_options(parse_sets(args.sets), every) + margin_notes(every) + robust_notes(every)
+    given = [s.split("=", 1)[0].strip() for s in args.sets]  # checked by the plan (``plan.parse_sets``)
+    yield from unused_options(given, every) + margin_notes(every) + robust_notes(every)
     if args.event_note and not args.eval_only:
         yield args.event_note
     n_runs = len(plan.envs) * len(plan.algos)
@@ -88,7 +92,14 @@ def before_training(args, plan, folder, mesh, first: bool, split_note: str):
             check = lambda name=name: cannot_bind(name)  # noqa: E731
             for line in check() if envs.registered_spec(name) else remembered("cannot_bind", name, check):
                 yield f"rcmdp_jax: warning: {line}"
-    for name in user_code.unsaved(plan.envs, plan.env_sources):
+    for name in unsaved(plan.envs, plan.env_sources):
         yield (f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "
                "cannot rebuild it (re-read the folder from a script that registers it: "
                "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)")  # fmt: skip
+
+
+def unsaved(names, saved: dict) -> list[str]:
+    """The names among ``names`` that ``envs.register`` made in this process and that a
+    fresh process cannot rebuild: ``saved`` (a plan's ``env_sources``) has no file or
+    module for them."""
+    return [n for n in names if n in envs.registered() and n not in saved]

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import warnings
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -25,7 +26,7 @@ from rcmdp_jax.plugin import check_seed
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_plan import Plan, PlanError, check_counts, check_memory, will_run_of
+from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, check_counts, check_memory, will_run_of
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
@@ -363,3 +364,21 @@ def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
                    for e, cs in plan.configs.items()}  # fmt: skip
     will_run = {e: {a: will_run_of(c) for a, c in cs.items()} for e, cs in configs.items()}
     return dataclasses.replace(plan, configs=configs, will_run=will_run)
+
+
+def load_plugins(args) -> None:
+    """``--plugins`` imported before anything reads the registries; with ``--resume`` the run
+    folder's own first (its run.json's ``plugins``), so the command need not name them again."""
+    try:
+        saved = json.loads((Path(args.out) / "run.json").read_text()) if args.resume and args.out else None
+    except (OSError, ValueError):  # a run.json that cannot be read is said when the plan is read
+        saved = None
+    if isinstance(saved, dict):
+        try:
+            user_code.restore_plugins(saved)
+        except ValueError as err:
+            raise RunFolderError(f"--resume: {err}") from None
+    try:
+        user_code.load_plugin_specs(args.plugins)
+    except ValueError as err:
+        raise PlanError(str(err)) from None

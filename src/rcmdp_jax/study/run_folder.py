@@ -79,13 +79,12 @@ def save_npz(path: Path, **arrays) -> None:
     write_atomic(path, lambda f: np.savez_compressed(f, **arrays))
 
 
-def restore_user_code(plan: dict, flag: str, envs_too: bool = True) -> None:
-    """The plan's plug-in files and modules imported in this process, then (``envs_too``) its
-    user environments registered again (``user_code``); ``RunFolderError`` in one line."""
+def restore_user_code(plan: dict, flag: str) -> None:
+    """The plan's plug-in files and modules imported in this process, then its user
+    environments registered again (``user_code``); ``RunFolderError`` in one line."""
     try:
         user_code.restore_plugins(plan)  # the plug-ins first: the algorithms' names and configs need them
-        if envs_too:  # a user environment before the checks: they know it by name then
-            user_code.restore_envs(plan)
+        user_code.restore_envs(plan)  # a user environment before the checks: they know it by name then
     except ValueError as err:
         raise RunFolderError(f"{flag}: {err}") from None
 
@@ -184,16 +183,6 @@ class RunFolder:
         if problem := plan_problem(plan):
             raise RunFolderError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
         return Plan.from_dict(plan)
-
-    def restore_plugins(self, flag: str) -> None:
-        """``run.json``'s plug-ins imported (``--resume`` before it reads the command's
-        algorithms); a run.json that cannot be read is said by ``read_plan`` later."""
-        try:
-            plan = json.loads((self.root / "run.json").read_text())
-        except (OSError, ValueError):
-            return
-        if isinstance(plan, dict):
-            restore_user_code(plan, flag, envs_too=False)
 
     def open(self, flag: str, results: bool = True) -> Plan:
         """The one check of a run folder before a command uses it (``--resume``, ``--eval-only``,

@@ -230,13 +230,6 @@ def description(name: str) -> dict:
     return out
 
 
-def unsaved(names, saved: dict) -> list[str]:
-    """The names among ``names`` that ``envs.register`` made in this process and that a
-    fresh process cannot rebuild: ``saved`` (a plan's ``env_sources``) has no file or
-    module for them."""
-    return [n for n in names if n in envs.registered() and n not in saved]
-
-
 def check_folder_names(names) -> None:
     """``ValueError`` if two names would share a run folder (``folder_name``)."""
     seen: dict[str, str] = {}
