@@ -19,7 +19,8 @@ import shutil
 
 import numpy as np
 
-from rcmdp_jax.study.report import cost_names
+from rcmdp_jax import envs
+from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.study.run_folder import RunFolder, write_text
 from rcmdp_jax.study.run_plan import PlanError
 
@@ -128,13 +129,15 @@ class TrainingLog:
             shutil.rmtree(d / TB_DIR, ignore_errors=True)
 
     def _cols(self, algo: str, metrics: dict):
-        from rcmdp_jax.kernel_text import kernel_names
-
         if algo not in self.cols:
             xi, lam = metrics.get("xi"), metrics.get("lam")
             names = kernel_names(self.env, np.shape(xi)[2:]) if xi is not None and np.ndim(xi) > 2 else ()
-            costs = cost_names(self.env, np.shape(lam)[-1]) if lam is not None and np.ndim(lam) > 2 else ()
-            self.cols[algo] = columns(metrics, names, costs)
+            try:  # the constraints by their spec's names where it names each (else ``columns`` numbers them)
+                costs = tuple(envs.spec(self.env).cost_names)
+            except (ValueError, TypeError):
+                costs = ()
+            lam_ok = lam is not None and np.ndim(lam) > 2 and len(costs) == np.shape(lam)[-1]
+            self.cols[algo] = columns(metrics, names, costs if lam_ok else ())
         return self.cols[algo]
 
     def chunk(self, member: int, metrics: dict, first_iteration: int, seeds=None) -> None:
