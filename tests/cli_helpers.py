@@ -55,13 +55,13 @@ def read_csv(path):
 
 def column_values(metrics, column, env="cartpole"):
     """The npz values of a ``train_metrics.csv`` column of a run on ``env`` (the log's
-    ``orchestrate.columns``: its metric and the entry of its trailing axes, flattened),
+    ``training_log.columns``: its metric and the entry of its trailing axes, flattened),
     ``[seeds, iterations]``."""
-    from rcmdp_jax.study import orchestrate
+    from rcmdp_jax.study import training_log
     from rcmdp_jax.study.report import cost_names
 
     xi, lam = np.shape(metrics["xi"]), np.shape(metrics.get("lam", np.zeros((1, 1))))
-    cols = orchestrate.columns(metrics, kernel_names(env, xi[2:]), cost_names(env, lam[-1]) if len(lam) > 2 else ())
+    cols = training_log.columns(metrics, kernel_names(env, xi[2:]), cost_names(env, lam[-1]) if len(lam) > 2 else ())
     name, j = next((m, j) for c, m, j in cols if c == column)
     values = np.asarray(metrics[name])
     return values if j is None else values.reshape(values.shape[:2] + (-1,))[..., j]

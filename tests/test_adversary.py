@@ -316,7 +316,7 @@ def test_the_plan_counts_the_robust_methods_buffers(tmp_path, capsys):
 
 
 def test_the_run_names_the_method_a_robust_name_trains_under():
-    from rcmdp_jax.study.plan import robust_notes
+    from rcmdp_jax.study.notes import robust_notes
 
     configs = [preset("gymnax:Pendulum-v1", a) for a in ("PPO-Lag", "PPO-Robust-Lag", "MDPO-Robust", "PPO-Lag+dr")]
     configs.append(preset("cartpole", "MDPO-Robust-Lag"))

@@ -105,7 +105,7 @@ def _plan(argv):
 
 
 def test_an_option_no_algorithm_uses_is_said():
-    from rcmdp_jax.study.plan import unused_options
+    from rcmdp_jax.study.notes import unused_options
 
     def notes(algos):
         plan = _plan(["--algos", algos, "--set", "adversary_candidates=8", "--set", "lr=1e-3", *TINY])
@@ -117,7 +117,7 @@ def test_an_option_no_algorithm_uses_is_said():
 
 
 def test_a_number_of_a_plug_in_the_algorithm_does_not_train_with_is_said():
-    from rcmdp_jax.study.plan import unused_options
+    from rcmdp_jax.study.notes import unused_options
 
     def notes(algos, sets=()):
         argv = ["--algos", algos, *[a for kv in sets for a in ("--set", kv)], *TINY]

@@ -25,7 +25,7 @@ from tiny_configs import HOSTILE_TINY as TINY
 
 from rcmdp_jax import load_policy
 from rcmdp_jax.study import cli, console
-from rcmdp_jax.study.run_plan import RunFolderError
+from rcmdp_jax.study.run_plan import PlanError, RunFolderError
 
 ALGO = "MDPO-Lag"  # the one algorithm of ``trained``
 TOY = Path(__file__).resolve().parent / "feasibility_toy.py"
@@ -350,13 +350,13 @@ def _budget_quick_note(tmp_path, capsys, **_) -> str:
 def _broken_tensorboardx(monkeypatch, **_) -> str:
     import types
 
-    from rcmdp_jax.study import orchestrate
+    from rcmdp_jax.study import training_log
 
-    monkeypatch.setattr(orchestrate, "tensorboard_available", lambda: True)
+    monkeypatch.setattr(training_log, "tensorboard_available", lambda: True)
     monkeypatch.setitem(sys.modules, "tensorboardX", types.ModuleType("tensorboardX"))  # no SummaryWriter in it
-    with pytest.raises(cli.UsageError) as err:
-        cli.event_files("on")
-    return f"{err.value} | {cli.event_files('auto')[1]}"
+    with pytest.raises(PlanError) as err:
+        training_log.event_files("on")
+    return f"{err.value} | {training_log.event_files('auto')[1]}"
 
 
 def _report_as(name: str, missing: bool):

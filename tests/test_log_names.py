@@ -1,4 +1,4 @@
-"""The training log's names (``orchestrate.TrainingLog``): the CSV header and the TensorBoard
+"""The training log's names (``training_log.TrainingLog``): the CSV header and the TensorBoard
 tags by what each value is — the constraint by its name, the kernel by its fields —, the
 events' step the learner's environment steps and the iteration a scalar beside it; on
 hand-made metrics (nothing trains here)."""
@@ -6,7 +6,7 @@ hand-made metrics (nothing trains here)."""
 import numpy as np
 from cli_helpers import events
 
-from rcmdp_jax.study import orchestrate
+from rcmdp_jax.study import training_log
 from rcmdp_jax.study.run_folder import RunFolder
 
 
@@ -26,7 +26,7 @@ def _metrics():
 def test_the_log_names_each_value_and_steps_in_environment_steps(tmp_path):
     env = "gymnax:CartPole-v1@costs=x>0.3:5,x>0.2"
     metrics = _metrics()
-    log = orchestrate.TrainingLog(RunFolder(tmp_path), env, ["PPO-Lag"], tensorboard=True)
+    log = training_log.TrainingLog(RunFolder(tmp_path), env, ["PPO-Lag"], tensorboard=True)
     log.chunk(0, {k: v[:, :2] for k, v in metrics.items()}, 0)
     log.chunk(0, {k: v[:, 2:] for k, v in metrics.items()}, 2)
     log.finish("PPO-Lag", metrics)

@@ -183,7 +183,7 @@ def test_an_older_checkpoint_without_rule_state_restores(tmp_path):
 
 def test_the_margin_a_run_trains_with_is_said():
     from rcmdp_jax import preset
-    from rcmdp_jax.study.plan import margin_notes
+    from rcmdp_jax.study.notes import margin_notes
 
     pend = [preset("gymnax:Pendulum-v1", a) for a in ("PPO-Lag@cost_margin=3", "PPO-Lag+dr@margin_z=0")]
     fixed, data = margin_notes(pend)  # a fixed margin, and the data margin (a lane set back to none: not named)

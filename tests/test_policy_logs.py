@@ -17,7 +17,7 @@ from cli_helpers import _copy, _load, _one_line, _snapshot, assert_csv_is_npz, c
 
 from rcmdp_jax import load_policy
 from rcmdp_jax.kernel_text import parse
-from rcmdp_jax.study import cli, compiled, console, orchestrate
+from rcmdp_jax.study import cli, compiled, console, training_log
 
 XI = ("xi[0]", "xi[1]", "xi[2]", "xi[3]")  # a kernel's entries by index (the parser's own checks)
 NAMES = ("cart position", "cart velocity", "pole angle", "pole angular velocity")  # cartpole's, as its report names them
@@ -245,17 +245,17 @@ def test_the_event_files_hold_the_scalars(full_run):
 
 
 def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(orchestrate, "tensorboard_available", lambda: False)
-    assert cli.event_files("off") == (False, "")
-    on, note = cli.event_files("auto")
+    monkeypatch.setattr(training_log, "tensorboard_available", lambda: False)
+    assert training_log.event_files("off") == (False, "")
+    on, note = training_log.event_files("auto")
     assert not on and "tensorboardX is not installed" in note and "rcmdp_jax[tensorboard]" in note
     assert "train_metrics.csv" in note and "\n" not in note
     out = tmp_path / "never"
     assert cli.main(["--algos", "MDPO-Lag", "--tensorboard", "on", "--out", str(out)]) == 2
     _one_line(capsys, "--tensorboard on: tensorboardX is not installed")
     assert not out.exists()
-    monkeypatch.setattr(orchestrate, "tensorboard_available", lambda: True)
-    assert cli.event_files("auto") == (True, "") == cli.event_files("on")
+    monkeypatch.setattr(training_log, "tensorboard_available", lambda: True)
+    assert training_log.event_files("auto") == (True, "") == training_log.event_files("on")
 
 
 def test_a_line_while_a_program_compiles(capsys):
@@ -276,10 +276,10 @@ def test_a_kernel_of_several_axes_gets_a_column_per_entry():
     (a 4-D metric used to stop the run in the log's writer)."""
     rng = np.random.default_rng(0)
     metrics = {"lam": rng.normal(size=(2, 5)), "xi": rng.normal(size=(2, 5, 3, 2)), "eval_costs": rng.normal(size=(2, 5, 3))}
-    cols = orchestrate.columns(metrics, ())
+    cols = training_log.columns(metrics, ())
     assert [c for c, _, _ in cols] == [*(f"cost/{j}/eval_C" for j in range(3)), *(f"kernel/{j}" for j in range(6)),
                                        "lambda"]  # fmt: skip
-    values = orchestrate.table(metrics, cols)
+    values = training_log.table(metrics, cols)
     assert values.shape == (2, 5, 10)
     np.testing.assert_array_equal(values[1, 3, 3:9], metrics["xi"][1, 3].ravel())  # xi[i, j] at column 3 + 2i + j
     np.testing.assert_array_equal(values[..., :3], metrics["eval_costs"])

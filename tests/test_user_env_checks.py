@@ -185,7 +185,7 @@ def test_the_cpu_split_from_a_script_or_one_line_why_not():
 
 def test_a_run_of_a_name_only_its_script_registered_says_that_a_shell_cannot_reopen_it(tmp_path, monkeypatch, capsys):
     from rcmdp_jax.study import orchestrate
-    from rcmdp_jax.study.user_code import unsaved
+    from rcmdp_jax.study.notes import unsaved
 
     class Trained:  # the study itself is not this test's: the note comes before it
         def __init__(self, *args):

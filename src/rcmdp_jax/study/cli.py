@@ -10,25 +10,27 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import json
 import sys
 from pathlib import Path
 
+import jax
+
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.study import runtime
+from rcmdp_jax.study.notes import say_before_training
 from rcmdp_jax.study.plan import (
     AUTO,
     build_plan,
     check_before_processes,
     check_devices,
-    margin_notes,
-    parse_sets,
-    robust_notes,
-    unused_options,
+    load_plugins,
     with_budgets,
 )
-from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_folder import RunFolder, write_text
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
+from rcmdp_jax.study.training_log import event_files
 
 
 class UsageError(Exception):
@@ -207,27 +209,6 @@ def anchor_paths(args):
     return args
 
 
-def event_files(choice: str) -> tuple[bool, str]:
-    """``--tensorboard``: whether the run writes event files, and the note that says why
-    not (once, at the start) where ``auto`` finds no tensorboardX."""
-    from rcmdp_jax.study.orchestrate import INSTALL, tensorboard_available
-
-    if choice == "off":
-        return False, ""
-    why = "is not installed"
-    if tensorboard_available():
-        try:  # installed is not enough: one that fails on import would fail after the run started
-            from tensorboardX import SummaryWriter  # noqa: F401
-        except Exception as err:
-            why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
-        else:
-            return True, ""
-    if choice == "on":
-        raise UsageError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
-    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
-                   "the training metrics are in each algorithm's train_metrics.csv")  # fmt: skip
-
-
 def new_plan(args) -> Plan | None:
     """Every input of a training command checked and its plan built (nothing started
     yet, not even the other processes of ``--distributed``); None for ``--eval-only``."""
@@ -281,19 +262,6 @@ def built_plan(args) -> Plan:
     return plan if saved is None else dataclasses.replace(plan, configs=saved.configs, will_run=saved.will_run)
 
 
-def load_plugins(args) -> None:
-    """``--plugins`` imported before anything reads the registries; with ``--resume`` the run
-    folder's own first (its run.json's ``plugins``), so the command need not name them again."""
-    from rcmdp_jax.study import user_code
-
-    if args.resume and args.out and (Path(args.out) / "run.json").is_file():
-        RunFolder(args.out).restore_plugins("--resume")
-    try:
-        user_code.load_plugin_specs(args.plugins)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-
-
 def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFolder]:
     """The plan this command runs and its run folder: a saved one (``--eval-only``,
     ``--resume``, checked against this command) or a new one (not written yet)."""
@@ -334,8 +302,6 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
 def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
     """``--resume --budget auto``: the budgets the run's own search found (``budget_auto.json``), if
     it searched as this command would (the same cap); else ``UsageError``."""
-    import json
-
     path = folder.root / "budget_auto.json"
     try:
         record = json.loads(path.read_text())
@@ -357,12 +323,7 @@ def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
 def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
     """``--budget auto``: the plan at the budgets the rule found (``auto_budget.search_envs``), its run
     folder created with them and what decided them (``budget_auto.json``)."""
-    import json
-
-    import jax
-
     from rcmdp_jax.auto_budget import search_envs
-    from rcmdp_jax.study.run_folder import write_text
 
     keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)  # the run's own seeds (the Study's)
     budgets, found = search_envs(plan.configs, keys, report=lambda line: print(line, flush=True))
@@ -381,9 +342,7 @@ def main(argv=None) -> int:
     split_note = ""
     try:
         args = anchor_paths(parse_args(sys.argv[1:] if argv is None else argv))
-        from rcmdp_jax.study.runtime import split_in_process
-
-        split_note = split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
+        split_note = runtime.split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
         plan, folder = plan_and_folder(args, plan, first)
@@ -403,36 +362,7 @@ def main(argv=None) -> int:
             print(f"{program_name()}: interrupted during --budget auto's search; nothing was written", file=sys.stderr)
             return 130
         release = folder.lock()
-    if split_note:
-        print(split_note, flush=True)
-    every = [c for cfgs in plan.configs.values() for c in cfgs.values()]
-    for note in unused_options(parse_sets(args.sets), every) + margin_notes(every) + robust_notes(every):
-        print(note, flush=True)  # a note beside the run's own lines: stderr holds only what went wrong
-    if args.event_note and not args.eval_only:
-        print(args.event_note, flush=True)
-    n_runs = len(plan.envs) * len(plan.algos)
-    where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
-    if args.distributed:
-        import jax
-
-        where += f"; process {jax.process_index()} of {jax.process_count()}"
-    print(f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
-          f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}", flush=True)  # fmt: skip
-    if first and not args.eval_only and not args.resume:  # a cost no policy changes: said before training
-        from rcmdp_jax import envs
-        from rcmdp_jax.cost_check import cannot_bind
-        from rcmdp_jax.program_store import remembered
-
-        for name in plan.envs:  # a built-in environment's verdict is kept for the next run (program_store)
-            check = lambda name=name: cannot_bind(name)  # noqa: E731
-            for line in check() if envs.registered_spec(name) else remembered("cannot_bind", name, check):
-                print(f"rcmdp_jax: warning: {line}", flush=True)
-    from rcmdp_jax.study.user_code import unsaved
-
-    for name in unsaved(plan.envs, plan.env_sources):
-        print(f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "
-              "cannot rebuild it (re-read the folder from a script that registers it: "
-              "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)", flush=True)  # fmt: skip
+    say_before_training(args, plan, folder, mesh, first, split_note)
     try:
         with runtime.ctrl_c_exits(folder.root, release, again=runtime.resume_command(folder.root)):
             study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",

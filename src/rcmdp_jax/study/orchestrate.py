@@ -1,29 +1,31 @@
 """The study as named steps: for each environment and family, train (or restore) every
 algorithm, test it on the robustness grid, optionally search the box for its worst
 kernel, then write the environment's report. ``Study(plan, folder, ...).run()`` returns
-the exit status.
-
-And the training log it writes after each training chunk (``TrainingLog``): per
-environment and algorithm, ``train_metrics.csv`` and TensorBoard event files (tensorboardX,
-when installed); its columns: the section's comment below."""
+the exit status; after each training chunk it writes the training log (``training_log``)."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import jax
 import numpy as np
 
+from rcmdp_jax import checkpoint, envs, family, make_train
+from rcmdp_jax.divergence import BLOW_UP, diverged_seeds, nonfinite_episodes
+from rcmdp_jax.evaluate import make_eval
+from rcmdp_jax.rollout import cost_discounts
+from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
 from rcmdp_jax.study.compiled import Prepared, cached, env_identity, fmt, policy_key, ticking, train_prepared
-from rcmdp_jax.study.report import cost_names, write_env_report
-from rcmdp_jax.study.run_folder import RunFolder, readable, write_text
+from rcmdp_jax.program_store import policy_program
+from rcmdp_jax.study.report import margin_of, write_env_report
+from rcmdp_jax.study.run_folder import RunFolder, load_npz, readable
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name
+from rcmdp_jax.study.training_log import CSV_NAME, TrainingLog
+from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
 
 
 def dual_blow_up(result, cfg) -> np.ndarray:
@@ -31,8 +33,6 @@ def dual_blow_up(result, cfg) -> np.ndarray:
     ``divergence.BLOW_UP`` on an iteration that ran. Divergence the clip at ``lam_clip``
     hides in ``lam`` (``eta_lam=1e30`` on a -Lag algorithm: ``lam`` jumps between 0 and
     the clip), so it is flagged as ``lam`` beyond ``BLOW_UP`` is."""
-    from rcmdp_jax.divergence import BLOW_UP
-
     c_hat = np.abs(np.asarray(result.metrics["c_hat"], np.float64))
     n, t = c_hat.shape[:2]
     step = c_hat.reshape(n, t, -1).max(-1) * abs(float(cfg.hparams.eta_lam))
@@ -43,9 +43,6 @@ def dual_blow_up(result, cfg) -> np.ndarray:
 def margin_line(cfg, metrics: dict) -> str:
     """The margin each constraint's dual read at the run's last iteration (the seeds' mean), where it
     trains with one: the fixed ``cost_margin`` plus the data margin (``dual.margin_of``)."""
-    from rcmdp_jax import envs
-    from rcmdp_jax.study.report import margin_of
-
     hp = cfg.hparams
     if "margin" not in metrics or not cfg.constrained or (float(hp.margin_z) == 0 and float(hp.cost_margin) == 0):
         return ""
@@ -69,11 +66,6 @@ class Outcome:
 class Study:
     def __init__(self, plan: Plan, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
                  worst_case: str | None = None, plots: bool = True, tensorboard: bool = False):  # fmt: skip
-        import jax
-
-        from rcmdp_jax import family
-        from rcmdp_jax.sharding import process_block
-
         self.plan, self.folder, self.resume, self.eval_only = plan, folder, resume, eval_only
         self.mesh, self.worst_case, self.plots = mesh, worst_case, plots  # plots: the report's figures
         self.tensorboard = tensorboard  # event files beside train_metrics.csv (TrainingLog, below)
@@ -94,8 +86,6 @@ class Study:
         self.pending: dict = {}
 
     def _has_ckpt(self, env: str, algo: str) -> bool:
-        from rcmdp_jax import checkpoint
-
         return checkpoint.exists(self.folder.ckpt_dir(env, algo))
 
     def _label(self, env: str, algos) -> str:
@@ -112,11 +102,6 @@ class Study:
 
     def train(self, env: str, group: list[str], missing: list[str]) -> dict:
         """Train a family whose members ``missing`` lack a checkpoint; save those."""
-        import jax
-
-        from rcmdp_jax import checkpoint
-        from rcmdp_jax.sharding import gather_blocks
-
         label = self._label(env, group)
         idx = self.todo.index((env, tuple(group)))
         self.prepare(idx)
@@ -156,10 +141,6 @@ class Study:
     def restore(self, env: str, algo: str):
         """A finished algorithm's trained state from its checkpoint, or None (already
         tested before, no checkpoint, or a damaged one: each said and recorded)."""
-        import jax
-
-        from rcmdp_jax import checkpoint, make_train
-
         label, ckpt = self._label(env, [algo]), self.folder.ckpt_dir(env, algo)
         if not checkpoint.exists(ckpt):
             print(f"{label} no checkpoint in {self.folder.algo_dir(env, algo)}; skipped", flush=True)
@@ -189,12 +170,6 @@ class Study:
 
     def _sweep(self, env: str, cfg):
         """The compiled robustness sweep of ``cfg``'s policy shape (shared by algorithms)."""
-        import jax
-
-        from rcmdp_jax.evaluate import make_eval
-        from rcmdp_jax.program_store import policy_program
-        from rcmdp_jax.sharding import sharded_blocks
-
         def build():
             sweep = make_eval(cfg, self.plan.n_test)
             stored = policy_program("sweep", env, policy_key(env, cfg), n_test=self.plan.n_test, mesh=self.mesh)
@@ -207,11 +182,6 @@ class Study:
     def test(self, env: str, algo: str, result):
         """The robustness test (one vmapped call per algorithm): ``(V, C, diverged seeds,
         levels, the test kernels' xi)``, or None when every seed diverged."""
-        import jax
-
-        from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
-        from rcmdp_jax.sharding import gather_blocks
-
         label, plan = self._label(env, [algo]), self.plan
         sweep_fn, sweep = self._sweep(env, self.cfgs[env][algo])
         t0 = time.perf_counter()
@@ -223,8 +193,6 @@ class Study:
         bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
         test_xi = np.asarray(sweep.kernels.xi)
         if self.writer:
-            from rcmdp_jax.rollout import cost_discounts
-
             # what C is: each constraint's discount and the episodes' length, beside the episode costs
             gamma_c = np.asarray(cost_discounts(sweep.env, sweep.gamma), np.float64)
             epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length),
@@ -246,11 +214,6 @@ class Study:
     def search(self, env: str, algo: str, result, made, V, C, bad, levels, test_xi) -> None:
         """``--worst-case``: each seed's worst kernel by projected gradient steps, from the
         centre and the corners the grid found worst (level 1)."""
-        import jax
-
-        from rcmdp_jax.program_store import policy_program
-        from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
-
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
         key = ("search", *policy_key(env, cfg), self.worst_case)
         stored = policy_program("search", env, policy_key(env, cfg), objectives=self.worst_case)
@@ -276,16 +239,12 @@ class Study:
     def csv_of_older_run(self, env: str, algo: str) -> None:
         """A run folder of a version that wrote no ``train_metrics.csv`` gets it from its
         ``train_metrics.npz`` (``--resume``, ``--eval-only``); event files are written in training only."""
-        from rcmdp_jax.study.run_folder import load_npz
-
         d = self.folder.algo_dir(env, algo)
         if self.writer and not (d / CSV_NAME).exists() and readable(d / "train_metrics.npz"):
             TrainingLog(self.folder, env, [algo], False, algos=[]).finish(algo, load_npz(d / "train_metrics.npz"))
 
     def environment(self, env: str) -> str | None:
         """Every family of ``env``: train or restore, test, search; then its report."""
-        from rcmdp_jax import envs
-
         made = envs.make(env)
         if self.writer:
             self.folder.env_dir(env).mkdir(parents=True, exist_ok=True)
@@ -309,13 +268,9 @@ class Study:
         return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa,
                                 plots=self.plots, env=robust_env, configs=self.cfgs[env])  # fmt: skip
 
-    def check_checkpoints(self) -> None:
-        """Every finished checkpoint must hold arrays of the shapes its run.json config
-        trains (one trace a family; ``RunFolder.check_checkpoints``)."""
-        self.folder.check_checkpoints(self.plan, self.all_keys, self.groups)
-
     def run(self) -> int:
-        self.check_checkpoints()
+        # every finished checkpoint must hold arrays of the shapes its run.json config trains
+        self.folder.check_checkpoints(self.plan, self.all_keys, self.groups)
         self.prepare(0)
         t_start = time.perf_counter()
         tables = {}
@@ -344,184 +299,3 @@ class Study:
                   + ", ".join(f"{k} {n}/{t}" for k, (n, t) in o.diverged.items()), flush=True)  # fmt: skip
             return 4 if any(n == t for n, t in o.diverged.values()) else 3
         return 0
-
-
-# --- the training log (``TrainingLog``) ---
-# The training metrics as files a person reads while a run trains: per environment and
-# algorithm, ``train_metrics.csv`` (one row per seed and iteration; always) and TensorBoard
-# event files (``tensorboard/seed_S/``, written with tensorboardX when it is installed),
-# both written after each training chunk. ``train_metrics.npz`` stays the record the report
-# reads; when an algorithm's training ends, its CSV is written again whole from the
-# metrics the npz gets, so that the two hold the same numbers.
-#
-# Columns (docs/cli.md, "Training metrics"): ``iteration`` (0-based), ``seed`` (0 ..
-# seeds-1), then every metric of ``train_metrics.npz`` in its order, named by what it is
-# (``NAMES``): ``return/eval``, a per-constraint one by the constraint's name
-# (``cost/|x_dot|-0.15/ep_cost``, ``lambda/|x_dot|-0.15``; a ``/`` in the name written `` per ``),
-# the kernel as ``kernel/FIELD`` (the run report's field names; ``kernel/I`` where the
-# environment names none); each value with 9 significant digits, so a float32 reads back
-# exactly. The event files hold the same names as scalar tags, one event per seed and
-# iteration that ran, its step the environment steps of the learner so far (``policy_steps``,
-# the x-axis of SB3's, OmniSafe's and Safety-Gymnasium's curves) and the iteration a scalar of
-# its own (``iteration``); NaN, the training curve between its points, left out.
-
-# each metric's name in the log: ``{c}`` a constraint's name, ``{f}`` a kernel field's
-NAMES = {
-    "episode_return": "return/episode", "episode_disc_return": "return/episode_discounted",
-    "eval_return": "return/eval", "episodes_completed": "rollout/episodes_completed",
-    "episode_costs": "cost/{c}/episode_C", "episode_ep_cost": "cost/{c}/ep_cost",
-    "eval_costs": "cost/{c}/eval_C", "eval_ep_cost": "cost/{c}/eval_ep_cost", "c_hat": "cost/{c}/c_hat",
-    "margin": "cost/{c}/margin", "lam": "lambda/{c}", "lam_tilde": "lambda_used/{c}", "dual_updates": "dual/updates",
-    "policy_steps": "steps/policy", "dual_steps": "steps/dual", "ltma_steps": "steps/robust_method",
-    "policy_loss": "update/policy_loss", "critic_loss": "update/critic_loss", "approx_kl": "update/approx_kl",
-    "alpha": "update/alpha", "n_updates": "update/n_updates", "policy_epochs": "update/policy_epochs",
-    "xi": "kernel/{f}", "active": "run/active", "valid_input": "run/valid_input",
-}  # fmt: skip
-STEP_METRIC = "policy_steps"  # the event files' step
-
-CSV_NAME = "train_metrics.csv"
-TB_DIR = "tensorboard"
-INSTALL = "pip install 'rcmdp_jax[tensorboard]'"
-
-
-def tensorboard_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("tensorboardX") is not None
-
-
-def columns(metrics: dict, field_names, cost_names=()) -> list[tuple[str, str, int | None]]:
-    """``(column, metric, entry)`` for each value of an iteration (``entry``: the index into a
-    metric's last axis, None for a number): the column named by ``NAMES`` with the constraints'
-    ``cost_names`` and the kernel's ``field_names`` (their index where a name is missing; a
-    metric ``NAMES`` lacks keeps its own name, ``NAME/J``)."""
-    out = []
-    for name, x in metrics.items():
-        x = flat(np.asarray(x))
-        pattern = NAMES.get(name, name + "/{c}")
-        if x.ndim == 2:  # [seeds, iterations]
-            out.append((pattern.replace("/{c}", "").replace("/{f}", ""), name, None))
-            continue
-        given = field_names if name == "xi" else cost_names
-        labels = [str(lb) for lb in given] if len(given) == x.shape[-1] else [str(j) for j in range(x.shape[-1])]
-        labels = [str(i) if lb.startswith(("xi[", "C_")) else lb.replace("/", " per ") for i, lb in enumerate(labels)]
-        out += [(pattern.format(c=labels[j], f=labels[j]), name, j) for j in range(x.shape[-1])]
-    return sorted(out, key=lambda col: col[0].split("/")[0])  # by section (cost, lambda, return, ...), stable
-
-
-def flat(x: np.ndarray) -> np.ndarray:
-    """A metric ``[seeds, iterations, ...]`` with its trailing axes as one (a kernel of several
-    axes, Inventory 3-D's ``xi [3, 2]``, gives a column per entry, in C order)."""
-    return x if x.ndim <= 3 else x.reshape(x.shape[:2] + (-1,))
-
-
-def table(metrics: dict, cols) -> np.ndarray:
-    """The values of ``cols`` as one array ``[seeds, iterations, columns]`` (float64: every
-    float32 metric exactly)."""
-    arrays = {name: flat(np.asarray(x)) for name, x in metrics.items()}
-    return np.stack([arrays[name] if j is None else arrays[name][..., j] for _, name, j in cols], -1).astype(np.float64)
-
-
-def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header: bool = False) -> str:
-    """CSV text of ``metrics`` (leaves ``[seeds, iterations, ...]``), a row per seed and
-    iteration, seed-major; each value with 9 significant digits (a float32 exactly)."""
-    values = table(metrics, cols)
-    n_seeds, n_iter = values.shape[:2]
-    seeds = np.arange(n_seeds) if seeds is None else np.asarray(seeds)
-    index = np.stack(np.meshgrid(seeds, first_iteration + np.arange(n_iter), indexing="ij"), -1)[..., ::-1]
-    buf = io.StringIO()
-    if header:
-        csv.writer(buf, lineterminator="\n").writerow(["iteration", "seed", *(c for c, _, _ in cols)])
-    rows = np.concatenate([index.reshape(-1, 2), values.reshape(-1, len(cols))], 1)
-    np.savetxt(buf, rows, fmt=["%d", "%d"] + ["%.9g"] * len(cols), delimiter=",")
-    return buf.getvalue()
-
-
-class TrainingLog:
-    """The CSV and event files of the members ``algos`` of a family of ``env`` (in the
-    family's order; ``group``: those this run saves, default all) while they train
-    (``chunk``), and their final CSV (``finish``). ``tensorboard``: write event files."""
-
-    def __init__(self, folder: RunFolder, env: str, group, tensorboard: bool, algos=None):
-        from rcmdp_jax.kernel_text import kernel_names
-
-        self.folder, self.env, self.tensorboard = folder, env, tensorboard
-        self.group, self.algos = list(group), list(group if algos is None else algos)
-        self.kernel_names = lambda shape: kernel_names(env, shape)
-        self.cost_names = lambda m: cost_names(env, m)
-        self.cols: dict = {}
-        self.writers: dict = {}
-        self.written: dict = {}  # {(algo, seed): iterations in the event files}
-        for algo in self.algos:  # trained again from the start: the files of an earlier try go
-            d = folder.algo_dir(env, algo)
-            (d / CSV_NAME).unlink(missing_ok=True)
-            shutil.rmtree(d / TB_DIR, ignore_errors=True)
-
-    def _cols(self, algo: str, metrics: dict):
-        if algo not in self.cols:
-            xi = metrics.get("xi")
-            names = self.kernel_names(np.shape(xi)[2:]) if xi is not None and np.ndim(xi) > 2 else ()
-            lam = metrics.get("lam")
-            costs = self.cost_names(np.shape(lam)[-1]) if lam is not None and np.ndim(lam) > 2 else ()
-            self.cols[algo] = columns(metrics, names, costs)
-        return self.cols[algo]
-
-    def chunk(self, member: int, metrics: dict, first_iteration: int, seeds=None) -> None:
-        """Iterations ``first_iteration ..`` of member ``member``'s seeds ``seeds`` (default
-        all): ``metrics`` leaves ``[seeds, iterations, ...]`` (host arrays)."""
-        algo = self.group[member]
-        if algo not in self.algos:
-            return
-        cols = self._cols(algo, metrics)
-        path = self.folder.algo_dir(self.env, algo) / CSV_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = csv_lines(metrics, cols, first_iteration, seeds, header=not path.exists())
-        with open(path, "a", newline="") as f:
-            f.write(text)
-        self._events(algo, metrics, first_iteration, seeds)
-
-    def _events(self, algo: str, metrics: dict, first_iteration: int, seeds=None) -> None:
-        """One event per seed and iteration holding every column's scalar (NaN left out)."""
-        if not self.tensorboard:
-            return
-        from tensorboardX import SummaryWriter
-        from tensorboardX.proto.summary_pb2 import Summary
-
-        cols = self._cols(algo, metrics)
-        values = table(metrics, cols)
-        n_iter = values.shape[1]
-        ran = np.asarray(metrics.get("active", np.ones(values.shape[:2]))).reshape(values.shape[:2]) > 0
-        steps = np.asarray(metrics[STEP_METRIC]).reshape(values.shape[:2]) if STEP_METRIC in metrics else None
-        for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
-            if (algo, s) not in self.writers:
-                logdir = self.folder.algo_dir(self.env, algo) / TB_DIR / f"seed_{s}"
-                self.writers[algo, s] = SummaryWriter(str(logdir), flush_secs=3600)
-            w = self.writers[algo, s]._get_file_writer()
-            for t in np.flatnonzero(ran[s_i]).tolist():
-                it = first_iteration + t
-                tags = [Summary.Value(tag="iteration", simple_value=it)]
-                tags += [Summary.Value(tag=c, simple_value=x) for (c, _, _), x in zip(cols, values[s_i, t].tolist())
-                         if x == x]  # fmt: skip
-                w.add_summary(Summary(value=tags), it if steps is None else int(steps[s_i, t]))
-            w.flush()
-            self.written[algo, s] = first_iteration + n_iter
-
-    def finish(self, algo: str, metrics: dict) -> None:
-        """``algo`` trained: its CSV written whole from ``metrics`` (what ``train_metrics.npz``
-        holds), the event files completed (the iterations a chunk did not write: a run of
-        several processes writes them all here) and closed."""
-        text = csv_lines(metrics, self._cols(algo, metrics), header=True)
-        write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, text)
-        n_seeds = next(iter(metrics.values())).shape[0]
-        for s in range(n_seeds):
-            done = self.written.get((algo, s), 0)
-            rest = {k: np.asarray(v)[s : s + 1, done:] for k, v in metrics.items()}
-            if next(iter(rest.values())).shape[1]:
-                self._events(algo, rest, done, [s])
-            if (w := self.writers.pop((algo, s), None)) is not None:
-                w.close()
-
-    def close(self) -> None:
-        for w in self.writers.values():
-            w.close()
-        self.writers.clear()

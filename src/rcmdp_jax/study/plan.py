@@ -12,18 +12,22 @@ import json
 import os
 import sys
 import warnings
+from pathlib import Path
 
+import jax
 import numpy as np
 
+from rcmdp_jax import adversary, envs, options
 from rcmdp_jax.config import BudgetRounded, Config, chosen_by, config_from_dict, config_to_dict
 from rcmdp_jax.envs import ENV_NAMES
-from rcmdp_jax.envs.domain import BUDGETS
+from rcmdp_jax.envs.domain import BUDGETS, RULE_BUDGETS, LearnerSpec
 from rcmdp_jax.hparams import validate_hparams
 from rcmdp_jax.plugin import check_seed
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
+from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.sizes import check_counts, check_memory
-from rcmdp_jax.study.run_plan import Plan, PlanError
-from rcmdp_jax.study.user_code import check_folder_names
+from rcmdp_jax.study import user_code
+from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, will_run_of
 
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
@@ -54,9 +58,6 @@ def parse_sets(sets) -> dict:
 
 def plan_envs(args) -> list[str]:
     """The environments of ``--env`` (with a gymnax preset's ``--uncertain``/``--costs``)."""
-    from rcmdp_jax import envs
-    from rcmdp_jax.study import user_code
-
     if user_code.is_source(args.env):
         return [load_user_env(args)]
     envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
@@ -160,8 +161,6 @@ def check_devices(args) -> None:
     if args.devices not in ("all", "auto") and not (args.devices.isdigit() and int(args.devices) >= 1):
         raise PlanError(f"--devices must be 'auto', 'all' or a positive integer, got {args.devices!r}")
     if args.devices.isdigit() and not args.distributed:
-        from rcmdp_jax.sharding import available_cores
-
         limit = max(available_cores(), 1)
         if int(args.devices) > limit and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
             raise PlanError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
@@ -184,8 +183,6 @@ def check_before_processes(args) -> None:
 def check_distinct(configs: dict) -> None:
     """Two names of ``--algos`` for one configuration (``MDPO-Lag@lr=1e-3`` and
     ``MDPO-Lag@lr=0.001``) would train the same lanes twice."""
-    from rcmdp_jax import options
-
     seen: dict = {}
     for algo, cfg in configs.items():  # a plug-in number none of its plug-ins reads changes nothing it trains
         unread = set(cfg.hparams.plugin_names) - options.numbers_read(cfg)
@@ -199,8 +196,6 @@ def check_distinct(configs: dict) -> None:
 
 def own_budget_note(env: str, budget: str) -> str:
     """A note where ``env`` has no budget of that name (``quick`` runs the short one there)."""
-    from rcmdp_jax import envs
-
     budgets = envs.spec(env).learner.budgets
     if budget in budgets:
         return ""
@@ -224,10 +219,6 @@ def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
     """Each plug-in of ``cfg`` refuses an environment it cannot run (``options.check_env``:
     LTMA's score gradient on brax's deterministic physics, corners beyond 8 parameters) now,
     not when the family compiles; a gymnax environment is built abstractly."""
-    import jax
-
-    from rcmdp_jax import adversary, envs, options
-
     def check():
         options.check_env(cfg, envs.make(env)[0], adversary.family_methods([cfg]))
         return 0
@@ -238,70 +229,12 @@ def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
         raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
 
 
-def unused_options(overrides: dict, configs) -> list[str]:
-    """A note for each plug-in option of ``--set`` that no algorithm of the run uses
-    (``--set adversary_candidates=8`` without worst-of-n): recorded, as every ``--set`` is
-    (a ``--resume`` gives the same), but said, not silent (once the run folder is settled:
-    a refusal stays one line)."""
-    from rcmdp_jax import options
-    from rcmdp_jax.plugin import option_owners, options_of
-
-    owners, used = option_owners(), {o for c in configs for cls in options.used(c) for o in options_of(cls)}
-    notes = [f"note: --set {k}: no algorithm of this run uses it (an option of {owners[k][0]}); it has no effect"
-             for k in overrides if k in owners and k not in used]  # fmt: skip
-    reads = {id(c): options.numbers_read(c) for c in configs}
-    numbers = options.declared_numbers()
-    notes += [f"note: --set {k}: no algorithm of this run trains with {k.split('.')[0]}; it has no effect"
-              for k in overrides if k in numbers and not any(k in r for r in reads.values())]  # fmt: skip
-    notes += [f"note: {c.name}: {k}: {c.name} does not train with {k.split('.')[0]}; it has no effect"
-              for c in configs for k in c.hparams.plugin_names
-              if k not in overrides and k not in reads[id(c)]]  # fmt: skip
-    return list(dict.fromkeys(notes))
-
-
-def margin_notes(configs) -> list[str]:
-    """The safety margin each algorithm trains with, where it is not 0 (a preset's, or a
-    ``--set cost_margin``): its dual keeps ``C <= -margin``, not ``C <= 0``."""
-    by, data = {}, {}
-    for c in configs:
-        if float(c.hparams.cost_margin) != 0.0:
-            by.setdefault(float(c.hparams.cost_margin), []).append(c.name)
-        if float(c.hparams.margin_z) != 0.0 and c.constrained:
-            data.setdefault((float(c.hparams.margin_z), float(c.hparams.margin_n)), []).append(c.name)
-    notes = [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{m:g} (cost_margin, a safety margin below the limit; "
-             "--set cost_margin=0 trains to the limit itself)" for m, names in by.items()]
-    return notes + [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{z:g} sigma_j / sqrt({n:g}) on each constraint "
-                    f"j, sigma_j the spread of C its own dual episodes show (the data margin, margin_z={z:g}, margin_n="
-                    f"{n:g}: the test's episodes per kernel; --set margin_z=0 trains to the limit itself)"
-                    for (z, n), names in data.items()]  # fmt: skip
-
-
-def robust_notes(configs) -> list[str]:
-    """The robust method a ``-Robust`` (or ``RMCPMD``) name trains under, per environment: the
-    environment's default (``presets.robust_default``), which a name does not show."""
-    by = {}
-    for c in configs:
-        if c.robust and "+" not in c.name:
-            by.setdefault((c.env, c.adversary), []).append(c.name)
-    notes = [f"rcmdp_jax: on {env}, {', '.join(names)} train(s) under the robust method {method!r} (-Robust's there; "
-             "ALGO+METHOD names another)" for (env, method), names in by.items()]
-    from rcmdp_jax import envs
-
-    guarded = {}  # a study domain at another limit: LTMA's safe reading, not the study's
-    for c in configs:
-        if c.adversary == "ltma" and envs.split_limit(c.env) and c.option("ltma_dual_reading") == "guarded":
-            guarded.setdefault(c.env, []).append(c.name)
-    return notes + [f"rcmdp_jax: on {env} (not the study's limit), {', '.join(names)} read C^ on LTMA's guarded kernel "
-                    "(the study's reading, --set ltma_dual_reading=found, broke the constraint at the nominal kernel "
-                    "in more seeds than plain -Lag there: docs/robustness_findings.md)" for env, names in guarded.items()]
-
-
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
     envs_, algos = plan_envs(args), plan_algos(args)
     algos = keep_constrained(args, envs_, algos)
     try:
-        check_folder_names(algos)
+        user_code.check_folder_names(algos)
     except ValueError as err:
         raise PlanError(f"--algos: {err}") from None
     check_numbers(args)
@@ -357,20 +290,16 @@ def build_plan(args) -> Plan:
                      f"CPU that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)")  # fmt: skip
     for note in notes:  # after every check: a refusal is one line
         print(note, file=sys.stderr)
-    from rcmdp_jax.study.user_code import descriptions, loaded_plugins, sources
-
     return Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
                 n_test=args.n_test, worst_case=args.worst_case, devices=args.devices, configs=configs,
-                will_run=will_run, env_sources=sources(envs_), env_descriptions=descriptions(envs_),
-                plugins=tuple(loaded_plugins()))  # fmt: skip
+                will_run=will_run, env_sources=user_code.sources(envs_), env_descriptions=user_code.descriptions(envs_),
+                plugins=tuple(user_code.loaded_plugins()))  # fmt: skip
 
 
 # --- environments outside the study ---
 def load_user_env(args) -> str:
     """``--env PACKAGE.MODULE:NAME`` / ``FILE.py:NAME``: the user's environment, loaded and
     registered (its source goes into run.json)."""
-    from rcmdp_jax.study import user_code
-
     if any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise")):
         raise PlanError(f"--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID); "
                          f"{args.env} brings its own box, costs and noise")  # fmt: skip
@@ -384,9 +313,6 @@ def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
     """An environment without constraint costs (a gymnax id named without --costs) runs
     the unconstrained algorithms only: ``--algos all`` is cut to them, a named
     constrained algorithm is refused."""
-    from rcmdp_jax import envs
-    from rcmdp_jax.presets import parse_algorithm, split_variant
-
     bare = [e for e in envs_ if e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e)]
     if not bare:
         return algos
@@ -405,9 +331,6 @@ def unmeasured_budget_notes(envs_, args) -> list[str]:
     """A line for each environment that trains at a budget nobody measured (``LearnerSpec``'s
     defaults: a user's own, an id without a preset; a study domain at a limit the rule was not run
     at), and for a study domain at another limit that trains at the budget the rule measured there."""
-    from rcmdp_jax import envs
-    from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
-
     if args.budget == AUTO or args.steps is not None:
         return []
     default, notes = LearnerSpec().budgets, []
@@ -430,12 +353,6 @@ def unmeasured_budget_notes(envs_, args) -> list[str]:
     return notes
 
 
-def will_run_of(cfg: Config) -> dict[str, int]:
-    """What will run, recorded in run.json: MCPMD stops once its episodes have spent the budget."""
-    steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
-    return {"iterations": cfg.num_iterations, "policy_steps": steps}
-
-
 # --- --budget auto: the budget rule while training (rcmdp_jax.auto_budget) ---
 AUTO = "auto"
 
@@ -448,3 +365,21 @@ def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
                    for e, cs in plan.configs.items()}  # fmt: skip
     will_run = {e: {a: will_run_of(c) for a, c in cs.items()} for e, cs in configs.items()}
     return dataclasses.replace(plan, configs=configs, will_run=will_run)
+
+
+def load_plugins(args) -> None:
+    """``--plugins`` imported before anything reads the registries; with ``--resume`` the run
+    folder's own first (its run.json's ``plugins``), so the command need not name them again."""
+    try:
+        saved = json.loads((Path(args.out) / "run.json").read_text()) if args.resume and args.out else None
+    except (OSError, ValueError):  # a run.json that cannot be read is said when the plan is read
+        saved = None
+    if isinstance(saved, dict):
+        try:
+            user_code.restore_plugins(saved)
+        except ValueError as err:
+            raise RunFolderError(f"--resume: {err}") from None
+    try:
+        user_code.load_plugin_specs(args.plugins)
+    except ValueError as err:
+        raise PlanError(str(err)) from None

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rcmdp_jax import envs
 from rcmdp_jax.divergence import nonfinite_episodes
+from rcmdp_jax.study import user_code
 from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_problem
 
 
@@ -35,24 +37,22 @@ class DamagedFile(ValueError):
     """A result file of the run folder that cannot be read (truncated, overwritten)."""
 
 
-def readable(path: Path) -> bool:
-    try:
-        with np.load(path) as z:
-            for name in z.files:
-                z[name]
-    except Exception:  # missing, truncated or not an npz
-        return False
-    return True
-
-
 def load_npz(path: Path) -> dict:
     """All arrays of ``path``, or ``DamagedFile`` naming it."""
     try:
         with np.load(path) as z:
             return {name: z[name] for name in z.files}
-    except Exception as err:
+    except Exception as err:  # missing, truncated or not an npz
         raise DamagedFile(f"{path} cannot be read ({type(err).__name__}); run.py --resume re-creates it from the "
                           "checkpoint") from None  # fmt: skip
+
+
+def readable(path: Path) -> bool:
+    try:
+        load_npz(path)
+    except DamagedFile:
+        return False
+    return True
 
 
 def write_atomic(path: Path, write) -> None:
@@ -79,38 +79,18 @@ def save_npz(path: Path, **arrays) -> None:
     write_atomic(path, lambda f: np.savez_compressed(f, **arrays))
 
 
-def restore_envs(plan: dict, flag: str) -> None:
-    """A user environment of the plan registered again in this process (``user_code.restore_envs``)."""
-    from rcmdp_jax.study import user_code
-
+def restore_user_code(plan: dict, flag: str) -> None:
+    """The plan's plug-in files and modules imported in this process, then its user
+    environments registered again (``user_code``); ``RunFolderError`` in one line."""
     try:
-        user_code.restore_envs(plan)
+        user_code.restore_plugins(plan)  # the plug-ins first: the algorithms' names and configs need them
+        user_code.restore_envs(plan)  # a user environment before the checks: they know it by name then
     except ValueError as err:
         raise RunFolderError(f"{flag}: {err}") from None
-
-
-def restore_plugins(plan: dict, flag: str) -> None:
-    """The plan's plug-in files and modules imported in this process (``user_code.restore_plugins``)."""
-    from rcmdp_jax.study import user_code
-
-    try:
-        user_code.restore_plugins(plan)
-    except ValueError as err:
-        raise RunFolderError(f"{flag}: {err}") from None
-
-
-def _named_dir(parent: Path, name: str) -> Path:
-    """The folder of an environment or algorithm: its name in letters, digits, ``-``,
-    ``_`` and ``.`` (``user_code.folder_name``; run.json keeps the full name)."""
-    from rcmdp_jax.study.user_code import folder_name
-
-    return parent / folder_name(name)
 
 
 def _saved_problems(d: Path, plan: Plan, env: str):
     """What in ``d`` (an algorithm's folder) contradicts ``plan``, ``{where}`` for its name."""
-    from rcmdp_jax import envs
-
     saved = {}
     for name in ("train_metrics.npz", "test_results.npz"):
         try:
@@ -132,10 +112,8 @@ def _saved_problems(d: Path, plan: Plan, env: str):
     if test is not None and "V" in test and test["V"].ndim == 4:
         n_test = plan.n_test or envs.spec(env).n_test
         if test["V"].shape[3] != n_test:
-            yield (
-                f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with "
-                f"{test['V'].shape[3]}"
-            )
+            episodes = test["V"].shape[3]
+            yield f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with {episodes}"
     if test is not None and (problem := results_shape_problem(test, plan.seeds)):
         yield RESULTS + problem
 
@@ -167,11 +145,13 @@ class RunFolder:
         self.root = Path(root)
 
     # ---------------------------------------------------------------- paths
+    # an environment's and an algorithm's folder: the name in letters, digits, ``-``, ``_`` and
+    # ``.`` (``user_code.folder_name``; run.json keeps the full name)
     def env_dir(self, env: str) -> Path:
-        return _named_dir(self.root, env)
+        return self.root / user_code.folder_name(env)
 
     def algo_dir(self, env: str, algo: str) -> Path:
-        return _named_dir(self.env_dir(env), algo)
+        return self.env_dir(env) / user_code.folder_name(algo)
 
     def ckpt_dir(self, env: str, algo: str) -> Path:
         return self.algo_dir(env, algo) / "checkpoint"
@@ -199,27 +179,21 @@ class RunFolder:
         missing = [k for k in REQUIRED_KEYS if k not in plan] if isinstance(plan, dict) else list(REQUIRED_KEYS)
         if missing:
             raise RunFolderError(f"{flag}: {path} is not a run.json of this runner (missing {', '.join(missing)})")
-        restore_plugins(plan, flag)  # the plug-ins first: the algorithms' names and configs need them
-        restore_envs(plan, flag)  # a user environment first: the checks below know it by name then
+        restore_user_code(plan, flag)
         if problem := plan_problem(plan):
             raise RunFolderError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
         return Plan.from_dict(plan)
 
-    def restore_plugins(self, flag: str) -> None:
-        """``run.json``'s plug-ins imported (``--resume`` before it reads the command's
-        algorithms); a run.json that cannot be read is said by ``read_plan`` later."""
-        try:
-            plan = json.loads((self.root / "run.json").read_text())
-        except (OSError, ValueError):
-            return
-        if isinstance(plan, dict):
-            restore_plugins(plan, flag)
-
-    def check_seeds(self, plan: Plan, flag: str, results: bool = True) -> None:
-        """What ``run.json`` says must be what its saved files were made with: the seed
-        count of the training metrics, the base seed (``timing.json``, ``test_results.npz``)
-        and the test episodes per kernel (an edited run.json would otherwise fail after a
-        restore, set a good checkpoint aside, or overwrite results with other numbers)."""
+    def open(self, flag: str, results: bool = True) -> Plan:
+        """The one check of a run folder before a command uses it (``--resume``, ``--eval-only``,
+        ``rcmdp report``, ``rcmdp eval``, ``load_policy``): ``run.json`` read and checked
+        (``read_plan``), then every saved file against it: the seed count of the training
+        metrics, the base seed (``timing.json``, ``test_results.npz``), the test episodes per
+        kernel and, with ``results``, the results' shapes (an edited run.json would otherwise fail
+        after a restore, set a good checkpoint aside, or overwrite results with other numbers).
+        The checkpoints' shapes against the configs: ``check_checkpoints``. Its plan, or a
+        one-line ``RunFolderError``."""
+        plan = self.read_plan(flag)
         for env in plan.envs:
             for algo in plan.algos:
                 for problem in _saved_problems(self.algo_dir(env, algo), plan, env):
@@ -230,16 +204,6 @@ class RunFolder:
                         raise RunFolderError(f"{flag}: {problem[len(RESULTS):].format(where=where)}: it is damaged or "
                                              f"another run's; run.py --eval-only {self.root} re-creates it from the "
                                              "checkpoint")  # fmt: skip
-
-    def open(self, flag: str, results: bool = True) -> Plan:
-        """The one check of a run folder before a command uses it (``--resume``, ``--eval-only``,
-        ``rcmdp report``, ``rcmdp eval``, ``load_policy``): ``run.json`` read and checked
-        (``read_plan``), then every saved file against it (``check_seeds``: the seeds, the
-        base seed, the test episodes and, with ``results``, the results' shapes). The
-        checkpoints' shapes against the configs: ``check_checkpoints``. Its plan, or a
-        one-line ``RunFolderError``."""
-        plan = self.read_plan(flag)
-        self.check_seeds(plan, flag, results)
         return plan
 
     def check_checkpoints(self, plan: Plan, keys, groups: dict | None = None, flag: str = "") -> None:
@@ -274,7 +238,6 @@ class RunFolder:
 
     def lock(self):
         """Take the folder's lock; the function that releases it (``take``)."""
-
         return take(self.root)
 
     def create(self, plan: Plan) -> None:
@@ -303,17 +266,8 @@ class RunFolder:
         """``test_results.npz``; ``kept``: the episode costs ``EpCost`` (as ``C``), and what ``C``
         is, each constraint's discount ``gamma_c`` and the episode length ``horizon``."""
         d = self.algo_dir(env, algo)
-        save_npz(
-            d / "test_results.npz",
-            V=V,
-            C=C,
-            bound=bound,
-            diverged=diverged,
-            levels=levels,
-            test_xi=test_xi,
-            seed=np.int64(seed),
-            **kept,
-        )
+        save_npz(d / "test_results.npz", V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi,
+                 seed=np.int64(seed), **kept)  # fmt: skip
         write_text(d / "diverged.json", json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
 
     def save_worst_case(self, env: str, algo: str, found: dict) -> None:

@@ -68,13 +68,8 @@ class Plan:
                "vmap": self.vmap, "n_test": self.n_test, "worst_case": self.worst_case, "devices": self.devices,
                "configs": {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()},
                "will_run": self.will_run}  # fmt: skip
-        if self.env_sources:
-            out["env_sources"] = self.env_sources
-        if self.env_descriptions:
-            out["env_descriptions"] = self.env_descriptions
-        if self.plugins:
-            out["plugins"] = list(self.plugins)
-        return out
+        optional = {"env_sources": self.env_sources, "env_descriptions": self.env_descriptions, "plugins": list(self.plugins)}
+        return out | {k: v for k, v in optional.items() if v}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -211,6 +206,12 @@ def config_problem(env: str, algo: str, d) -> str:
     return ""
 
 
+def will_run_of(cfg: Config) -> dict[str, int]:
+    """What will run, recorded in run.json: MCPMD stops once its episodes have spent the budget."""
+    steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
+    return {"iterations": cfg.num_iterations, "policy_steps": steps}
+
+
 def will_run_problem(plan: dict) -> str:
     """``will_run`` (absent in older run folders) must say what the configs run: the
     numbers ``plan.build_plan`` derives from each."""
@@ -219,9 +220,7 @@ def will_run_problem(plan: dict) -> str:
         return ""
     for e in plan["envs"]:
         for a in plan["algos"]:
-            cfg = config_from_dict(plug_ins.lifted(plan["configs"][e][a], set(_FIELDS) | {"hparams"}))
-            steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
-            want = {"iterations": cfg.num_iterations, "policy_steps": steps}
+            want = will_run_of(config_from_dict(plug_ins.lifted(plan["configs"][e][a], set(_FIELDS) | {"hparams"})))
             per_env = will_run.get(e) if isinstance(will_run, dict) else None
             got = per_env.get(a) if isinstance(per_env, dict) else None
             if got != want:

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import sys
 import threading
 from pathlib import Path
 
+import jax
+
+from rcmdp_jax import sharding
 from rcmdp_jax.study.run_plan import PlanError
 
 
@@ -32,12 +36,8 @@ def start_processes(args) -> bool:
         raise PlanError("--coordinator, --num-processes and --process-id need --distributed")
     if not args.distributed:
         return True
-    import jax
-
-    from rcmdp_jax.sharding import init_distributed
-
     try:
-        init_distributed(args.coordinator, args.num_processes, args.process_id)
+        sharding.init_distributed(args.coordinator, args.num_processes, args.process_id)
     except (ValueError, RuntimeError) as err:
         raise PlanError(f"--distributed: {err}") from None
     return jax.process_index() == 0
@@ -47,10 +47,8 @@ def mesh_of(args):
     """The device mesh the seeds are sharded over, or None for one device."""
     if not (args.distributed or args.devices != "1"):
         return None
-    from rcmdp_jax.sharding import setup_devices
-
     try:
-        mesh = setup_devices(args.devices, args.distributed)
+        mesh = sharding.setup_devices(args.devices, args.distributed)
     except ValueError as err:
         raise PlanError(f"--devices: {err}") from None
     return None if mesh.size == 1 and not args.distributed else mesh  # one device: nothing to split
@@ -86,8 +84,6 @@ def speed_up(cache: str | None) -> None:
     if cache == "off":
         program_store.configure(None)
         return
-    import jax
-
     if cache is not None or not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", cache or str(Path.home() / ".cache" / "rcmdp_jax" / "xla"))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
@@ -97,8 +93,6 @@ def speed_up(cache: str | None) -> None:
 def resume_command(out: Path) -> str:
     """The command that continues the run in ``out``, as this one was called (run.json holds
     its options): ``rcmdp --resume --out DIR``."""
-    import shlex
-
     called = program_name()
     if called == "run.py":  # a script: run by Python
         called = f"python {shlex.quote(sys.argv[0]) if sys.argv and sys.argv[0] else 'experiments/run.py'}"
@@ -140,17 +134,11 @@ def split_in_process(devices: str, seeds: int) -> str:
     device per core (``--devices auto``) unless JAX already started; then, once per
     process, the one line that says why the seeds run on fewer devices and how to get
     them all ("" when there is nothing to say)."""
-    import os
-
-    from rcmdp_jax import sharding
-
     cores = sharding.available_cores()
     if devices != "auto" or cores < 2 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return ""
     if sharding.split_cpu(cores) or _SAID:
         return ""
-    import jax
-
     have = jax.local_device_count()
     if jax.default_backend() != "cpu" or have >= cores or seeds < 2:
         return ""

@@ -26,12 +26,18 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 from rcmdp_jax import envs
+from rcmdp_jax.plugin import REGISTRIES
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -201,11 +207,6 @@ def _json_leaf(leaf):
     """An array as JSON: floats (of any width, bfloat16 too) as numbers, NaN and the
     infinities as strings (NaN != NaN, and strict JSON has neither); other kinds
     (complex, ...) as their text."""
-    import math
-
-    import jax.numpy as jnp
-    import numpy as np
-
     leaf = np.asarray(leaf)
     if jnp.issubdtype(leaf.dtype, jnp.floating):
         as_json = np.vectorize(lambda x: x if math.isfinite(x) else str(x), otypes=[object])
@@ -221,21 +222,12 @@ def description(name: str) -> dict:
     that trained the run: its spec's numbers and cost names, and every leaf of its default
     parameters (the box ``xi_c`` / ``kappa``, the noise, the inner environment's
     parameters). Not its code: an edited step, cost or termination is not seen."""
-    import jax
-
     spec = envs.spec(name)
     out = {k: getattr(spec, k) for k in ("gamma", "lambda_max", "episode_length", "min_episode_length", "n_test")}
     out["cost_names"] = list(spec.cost_names)
     for path, leaf in jax.tree_util.tree_flatten_with_path(envs.make(name)[1])[0]:
         out["params" + jax.tree_util.keystr(path)] = _json_leaf(leaf)
     return out
-
-
-def unsaved(names, saved: dict) -> list[str]:
-    """The names among ``names`` that ``envs.register`` made in this process and that a
-    fresh process cannot rebuild: ``saved`` (a plan's ``env_sources``) has no file or
-    module for them."""
-    return [n for n in names if n in envs.registered() and n not in saved]
 
 
 def check_folder_names(names) -> None:
@@ -282,7 +274,6 @@ def plugin_record(spec: str) -> dict:
 def _registered() -> set[tuple[str, str]]:
     """Every plug-in of every kind: ``(kind, name)``."""
     from rcmdp_jax import adversary, constraints, envs, learners  # noqa: F401  (every kind's registry made)
-    from rcmdp_jax.plugin import REGISTRIES
 
     return {(r.kind, n) for r in REGISTRIES for n in r.names()} | {("environment", n) for n in envs.registered()}
 

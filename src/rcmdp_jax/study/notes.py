@@ -1,0 +1,105 @@
+"""What a run says before it trains, once its plan and run folder are settled (stdout, beside
+the run's own lines: a refusal before them stays one line): the options no algorithm uses, the
+margin and robust method each algorithm trains with, what runs where, a constraint no policy
+changes, and an environment a fresh process cannot rebuild."""
+
+from __future__ import annotations
+
+import jax
+
+from rcmdp_jax import envs, options
+from rcmdp_jax.plugin import option_owners, options_of
+
+
+def unused_options(overrides, configs) -> list[str]:
+    """A note for each plug-in option of ``--set`` that no algorithm of the run uses
+    (``--set adversary_candidates=8`` without worst-of-n): recorded, as every ``--set`` is
+    (a ``--resume`` gives the same), but said, not silent (once the run folder is settled:
+    a refusal stays one line)."""
+    owners, used = option_owners(), {o for c in configs for cls in options.used(c) for o in options_of(cls)}
+    notes = [f"note: --set {k}: no algorithm of this run uses it (an option of {owners[k][0]}); it has no effect"
+             for k in overrides if k in owners and k not in used]  # fmt: skip
+    reads = {id(c): options.numbers_read(c) for c in configs}
+    numbers = options.declared_numbers()
+    notes += [f"note: --set {k}: no algorithm of this run trains with {k.split('.')[0]}; it has no effect"
+              for k in overrides if k in numbers and not any(k in r for r in reads.values())]  # fmt: skip
+    notes += [f"note: {c.name}: {k}: {c.name} does not train with {k.split('.')[0]}; it has no effect"
+              for c in configs for k in c.hparams.plugin_names
+              if k not in overrides and k not in reads[id(c)]]  # fmt: skip
+    return list(dict.fromkeys(notes))
+
+
+def margin_notes(configs) -> list[str]:
+    """The safety margin each algorithm trains with, where it is not 0 (a preset's, or a
+    ``--set cost_margin``): its dual keeps ``C <= -margin``, not ``C <= 0``."""
+    by, data = {}, {}
+    for c in configs:
+        if float(c.hparams.cost_margin) != 0.0:
+            by.setdefault(float(c.hparams.cost_margin), []).append(c.name)
+        if float(c.hparams.margin_z) != 0.0 and c.constrained:
+            data.setdefault((float(c.hparams.margin_z), float(c.hparams.margin_n)), []).append(c.name)
+    notes = [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{m:g} (cost_margin, a safety margin below the limit; "
+             "--set cost_margin=0 trains to the limit itself)" for m, names in by.items()]
+    return notes + [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{z:g} sigma_j / sqrt({n:g}) on each constraint "
+                    f"j, sigma_j the spread of C its own dual episodes show (the data margin, margin_z={z:g}, margin_n="
+                    f"{n:g}: the test's episodes per kernel; --set margin_z=0 trains to the limit itself)"
+                    for (z, n), names in data.items()]  # fmt: skip
+
+
+def robust_notes(configs) -> list[str]:
+    """The robust method a ``-Robust`` (or ``RMCPMD``) name trains under, per environment: the
+    environment's default (``presets.robust_default``), which a name does not show."""
+    by = {}
+    for c in configs:
+        if c.robust and "+" not in c.name:
+            by.setdefault((c.env, c.adversary), []).append(c.name)
+    notes = [f"rcmdp_jax: on {env}, {', '.join(names)} train(s) under the robust method {method!r} (-Robust's there; "
+             "ALGO+METHOD names another)" for (env, method), names in by.items()]
+    guarded = {}  # a study domain at another limit: LTMA's safe reading, not the study's
+    for c in configs:
+        if c.adversary == "ltma" and envs.split_limit(c.env) and c.option("ltma_dual_reading") == "guarded":
+            guarded.setdefault(c.env, []).append(c.name)
+    return notes + [f"rcmdp_jax: on {env} (not the study's limit), {', '.join(names)} read C^ on LTMA's guarded kernel "
+                    "(the study's reading, --set ltma_dual_reading=found, broke the constraint at the nominal kernel "
+                    "in more seeds than plain -Lag there: docs/robustness_findings.md)" for env, names in guarded.items()]
+
+
+def say_before_training(args, plan, folder, mesh, first: bool, split_note: str) -> None:
+    """Print the lines, each as it comes (the check of the costs takes a while)."""
+    for line in _before_training(args, plan, folder, mesh, first, split_note):
+        print(line, flush=True)  # beside the run's own lines: stderr holds only what went wrong
+
+
+def _before_training(args, plan, folder, mesh, first: bool, split_note: str):
+    if split_note:
+        yield split_note
+    every = [c for cfgs in plan.configs.values() for c in cfgs.values()]
+    given = [s.split("=", 1)[0].strip() for s in args.sets]  # checked by the plan (``plan.parse_sets``)
+    yield from unused_options(given, every) + margin_notes(every) + robust_notes(every)
+    if args.event_note and not args.eval_only:
+        yield args.event_note
+    n_runs = len(plan.envs) * len(plan.algos)
+    where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
+    if args.distributed:
+        where += f"; process {jax.process_index()} of {jax.process_count()}"
+    yield (f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
+           f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}")  # fmt: skip
+    if first and not args.eval_only and not args.resume:  # a cost no policy changes: said before training
+        from rcmdp_jax.cost_check import cannot_bind
+        from rcmdp_jax.program_store import remembered
+
+        for name in plan.envs:  # a built-in environment's verdict is kept for the next run (program_store)
+            check = lambda name=name: cannot_bind(name)  # noqa: E731
+            for line in check() if envs.registered_spec(name) else remembered("cannot_bind", name, check):
+                yield f"rcmdp_jax: warning: {line}"
+    for name in unsaved(plan.envs, plan.env_sources):
+        yield (f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "
+               "cannot rebuild it (re-read the folder from a script that registers it: "
+               "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)")  # fmt: skip
+
+
+def unsaved(names, saved: dict) -> list[str]:
+    """The names among ``names`` that ``envs.register`` made in this process and that a
+    fresh process cannot rebuild: ``saved`` (a plan's ``env_sources``) has no file or
+    module for them."""
+    return [n for n in names if n in envs.registered() and n not in saved]

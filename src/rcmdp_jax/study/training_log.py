@@ -1,0 +1,197 @@
+"""The training log, files a person reads while a run trains: per environment and algorithm,
+``train_metrics.csv`` (one row per seed and iteration; always) and TensorBoard event files
+(``tensorboard/seed_S/``, with tensorboardX when it is installed), written after each training
+chunk. ``train_metrics.npz`` stays the record the report reads; when an algorithm's training
+ends, its CSV is written again whole from the npz's metrics, so the two hold the same numbers.
+
+Columns (docs/cli.md, "Training metrics"): ``iteration`` (0-based), ``seed``, then every metric
+of ``train_metrics.npz`` in its order, named by ``NAMES`` (a constraint by its name, a ``/`` in it
+written `` per ``; the kernel as ``kernel/FIELD``; an index where there is no name), each value
+with 9 significant digits, so a float32 reads back exactly. The event files hold the same names
+as scalar tags, one event per seed and iteration that ran, its step the learner's environment
+steps (``policy_steps``) and the iteration a scalar of its own; NaN left out."""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+
+import numpy as np
+
+from rcmdp_jax import envs
+from rcmdp_jax.kernel_text import kernel_names
+from rcmdp_jax.study.run_folder import RunFolder, write_text
+from rcmdp_jax.study.run_plan import PlanError
+
+# each metric's name in the log: ``{c}`` a constraint's name, ``{f}`` a kernel field's
+NAMES = {
+    "episode_return": "return/episode", "episode_disc_return": "return/episode_discounted",
+    "eval_return": "return/eval", "episodes_completed": "rollout/episodes_completed",
+    "episode_costs": "cost/{c}/episode_C", "episode_ep_cost": "cost/{c}/ep_cost",
+    "eval_costs": "cost/{c}/eval_C", "eval_ep_cost": "cost/{c}/eval_ep_cost", "c_hat": "cost/{c}/c_hat",
+    "margin": "cost/{c}/margin", "lam": "lambda/{c}", "lam_tilde": "lambda_used/{c}", "dual_updates": "dual/updates",
+    "policy_steps": "steps/policy", "dual_steps": "steps/dual", "ltma_steps": "steps/robust_method",
+    "policy_loss": "update/policy_loss", "critic_loss": "update/critic_loss", "approx_kl": "update/approx_kl",
+    "alpha": "update/alpha", "n_updates": "update/n_updates", "policy_epochs": "update/policy_epochs",
+    "xi": "kernel/{f}", "active": "run/active", "valid_input": "run/valid_input",
+}  # fmt: skip
+STEP_METRIC = "policy_steps"  # the event files' step
+CSV_NAME = "train_metrics.csv"
+TB_DIR = "tensorboard"
+INSTALL = "pip install 'rcmdp_jax[tensorboard]'"
+
+
+def tensorboard_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorboardX") is not None
+
+
+def event_files(choice: str) -> tuple[bool, str]:
+    """``--tensorboard``: whether the run writes event files, and the note that says why not
+    (once, at the start) where ``auto`` finds no tensorboardX; ``PlanError`` for ``on`` there."""
+    if choice == "off":
+        return False, ""
+    why = "is not installed"
+    if tensorboard_available():
+        try:  # installed is not enough: one that fails on import would fail after the run started
+            from tensorboardX import SummaryWriter  # noqa: F401
+        except Exception as err:
+            why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
+        else:
+            return True, ""
+    if choice == "on":
+        raise PlanError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
+    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
+                   "the training metrics are in each algorithm's train_metrics.csv")  # fmt: skip
+
+
+def flat(x: np.ndarray) -> np.ndarray:
+    """A metric ``[seeds, iterations, ...]`` with its trailing axes as one (Inventory 3-D's
+    ``xi [3, 2]`` gives a column per entry, in C order)."""
+    return x if x.ndim <= 3 else x.reshape(x.shape[:2] + (-1,))
+
+
+def columns(metrics: dict, field_names, cost_names=()) -> list[tuple[str, str, int | None]]:
+    """``(column, metric, entry)`` for each value of an iteration (``entry``: the index into a
+    metric's last axis, None for a number), named by ``NAMES`` with the constraints' ``cost_names``
+    and the kernel's ``field_names`` (a metric ``NAMES`` lacks keeps its own name, ``NAME/J``)."""
+    out = []
+    for name, x in metrics.items():
+        x = flat(np.asarray(x))
+        pattern = NAMES.get(name, name + "/{c}")
+        if x.ndim == 2:  # [seeds, iterations]
+            out.append((pattern.replace("/{c}", "").replace("/{f}", ""), name, None))
+            continue
+        given = field_names if name == "xi" else cost_names
+        labels = [str(lb) for lb in given] if len(given) == x.shape[-1] else [str(j) for j in range(x.shape[-1])]
+        labels = [str(i) if lb.startswith(("xi[", "C_")) else lb.replace("/", " per ") for i, lb in enumerate(labels)]
+        out += [(pattern.format(c=labels[j], f=labels[j]), name, j) for j in range(x.shape[-1])]
+    return sorted(out, key=lambda col: col[0].split("/")[0])  # by section (cost, lambda, return, ...), stable
+
+
+def table(metrics: dict, cols) -> np.ndarray:
+    """The values of ``cols`` as one array ``[seeds, iterations, columns]`` (float64: every
+    float32 metric exactly)."""
+    arrays = {name: flat(np.asarray(x)) for name, x in metrics.items()}
+    return np.stack([arrays[name] if j is None else arrays[name][..., j] for _, name, j in cols], -1).astype(np.float64)
+
+
+def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header: bool = False) -> str:
+    """CSV text of ``metrics``, a row per seed and iteration, seed-major."""
+    values = table(metrics, cols)
+    n_seeds, n_iter = values.shape[:2]
+    seeds = np.arange(n_seeds) if seeds is None else np.asarray(seeds)
+    index = np.stack(np.meshgrid(seeds, first_iteration + np.arange(n_iter), indexing="ij"), -1)[..., ::-1]
+    buf = io.StringIO()
+    if header:
+        csv.writer(buf, lineterminator="\n").writerow(["iteration", "seed", *(c for c, _, _ in cols)])
+    rows = np.concatenate([index.reshape(-1, 2), values.reshape(-1, len(cols))], 1)
+    np.savetxt(buf, rows, fmt=["%d", "%d"] + ["%.9g"] * len(cols), delimiter=",")
+    return buf.getvalue()
+
+
+class TrainingLog:
+    """The CSV and event files of the members ``algos`` of a family ``group`` of ``env`` (default
+    all) while they train (``chunk``), and their final CSV (``finish``). ``tensorboard``: write
+    event files."""
+
+    def __init__(self, folder: RunFolder, env: str, group, tensorboard: bool, algos=None):
+        self.folder, self.env, self.tensorboard = folder, env, tensorboard
+        self.group, self.algos = list(group), list(group if algos is None else algos)
+        self.cols: dict = {}
+        self.writers: dict = {}
+        self.written: dict = {}  # {(algo, seed): iterations in the event files}
+        for algo in self.algos:  # trained again from the start: the files of an earlier try go
+            d = folder.algo_dir(env, algo)
+            (d / CSV_NAME).unlink(missing_ok=True)
+            shutil.rmtree(d / TB_DIR, ignore_errors=True)
+
+    def _cols(self, algo: str, metrics: dict):
+        if algo not in self.cols:
+            xi, lam = metrics.get("xi"), metrics.get("lam")
+            names = kernel_names(self.env, np.shape(xi)[2:]) if xi is not None and np.ndim(xi) > 2 else ()
+            try:  # the constraints by their spec's names where it names each (else ``columns`` numbers them)
+                costs = tuple(envs.spec(self.env).cost_names)
+            except (ValueError, TypeError):
+                costs = ()
+            lam_ok = lam is not None and np.ndim(lam) > 2 and len(costs) == np.shape(lam)[-1]
+            self.cols[algo] = columns(metrics, names, costs if lam_ok else ())
+        return self.cols[algo]
+
+    def chunk(self, member: int, metrics: dict, first_iteration: int, seeds=None) -> None:
+        """Iterations ``first_iteration ..`` of member ``member``'s seeds ``seeds`` (default
+        all): ``metrics`` leaves ``[seeds, iterations, ...]`` (host arrays)."""
+        algo = self.group[member]
+        if algo not in self.algos:
+            return
+        path = self.folder.algo_dir(self.env, algo) / CSV_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", newline="") as f:
+            f.write(csv_lines(metrics, self._cols(algo, metrics), first_iteration, seeds, header=not path.exists()))
+        self._events(algo, metrics, first_iteration, seeds)
+
+    def _events(self, algo: str, metrics: dict, first_iteration: int, seeds=None) -> None:
+        """One event per seed and iteration holding every column's scalar (NaN left out)."""
+        if not self.tensorboard:
+            return
+        from tensorboardX import SummaryWriter
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        cols = self._cols(algo, metrics)
+        values = table(metrics, cols)
+        ran = np.asarray(metrics.get("active", np.ones(values.shape[:2]))).reshape(values.shape[:2]) > 0
+        steps = np.asarray(metrics[STEP_METRIC]).reshape(values.shape[:2]) if STEP_METRIC in metrics else None
+        for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
+            if (algo, s) not in self.writers:
+                logdir = self.folder.algo_dir(self.env, algo) / TB_DIR / f"seed_{s}"
+                self.writers[algo, s] = SummaryWriter(str(logdir), flush_secs=3600)
+            w = self.writers[algo, s]._get_file_writer()
+            for t in np.flatnonzero(ran[s_i]).tolist():
+                it = first_iteration + t
+                tags = [Summary.Value(tag="iteration", simple_value=it)]
+                tags += [Summary.Value(tag=c, simple_value=x) for (c, _, _), x in zip(cols, values[s_i, t].tolist())
+                         if x == x]  # fmt: skip
+                w.add_summary(Summary(value=tags), it if steps is None else int(steps[s_i, t]))
+            w.flush()
+            self.written[algo, s] = first_iteration + values.shape[1]
+
+    def finish(self, algo: str, metrics: dict) -> None:
+        """``algo`` trained: its CSV written whole from ``metrics`` (what ``train_metrics.npz``
+        holds), the event files completed (the iterations no chunk wrote: a run of several
+        processes writes them all here) and closed."""
+        text = csv_lines(metrics, self._cols(algo, metrics), header=True)
+        write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, text)
+        for s in range(next(iter(metrics.values())).shape[0]):
+            done = self.written.get((algo, s), 0)
+            rest = {k: np.asarray(v)[s : s + 1, done:] for k, v in metrics.items()}
+            if next(iter(rest.values())).shape[1]:
+                self._events(algo, rest, done, [s])
+            if (w := self.writers.pop((algo, s), None)) is not None:
+                w.close()
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+        self.writers.clear()
