@@ -1,5 +1,5 @@
 """One compiled program, many runs (issue 53 item 4): a family's hyperparameters, variants and
-budget are arguments of the study's compiled program (``study.compiled.Prepared``), so a run
+budget are arguments of the study's compiled program (``rcmdp_jax.chunked.Prepared``), so a run
 whose only change is the learning rate or the budget compiles nothing, and trains what a
 program built for it alone trains (``make_family`` with its numbers as constants, the reference)."""
 
@@ -9,9 +9,9 @@ import jax
 import numpy as np
 import pytest
 
+from rcmdp_jax import chunked as compiled
 from rcmdp_jax import make_family, preset
-from rcmdp_jax.study import compiled
-from rcmdp_jax.study.compiled import Prepared, train_prepared
+from rcmdp_jax.chunked import Prepared, train_prepared
 
 ALGOS = ("MDPO", "MDPO-Lag")
 
