@@ -164,6 +164,7 @@ class Study:
 
     def _sweep(self, env: str, cfg):
         """The compiled robustness sweep of ``cfg``'s policy shape (shared by algorithms)."""
+
         def build():
             sweep = make_eval(cfg, self.plan.n_test)
             stored = policy_program("sweep", env, policy_key(env, cfg), n_test=self.plan.n_test, mesh=self.mesh)
@@ -189,8 +190,8 @@ class Study:
         if self.writer:
             # what C is: each constraint's discount and the episodes' length, beside the episode costs
             gamma_c = np.asarray(cost_discounts(sweep.env, sweep.gamma), np.float64)
-            epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length),
-                          gamma_c=np.broadcast_to(gamma_c, (sweep.env.num_constraints,)))
+            gamma_c = np.broadcast_to(gamma_c, (sweep.env.num_constraints,))
+            epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length), gamma_c=gamma_c)
             self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed, **epcost)
         if bad.any():
             self.outcome.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
@@ -222,8 +223,7 @@ class Study:
             self.folder.save_worst_case(env, algo, found)
         kept = jax.tree.map(lambda x: x[~bad], found)
         cmp = compare_with_grid(V[~bad], C[~bad], kept, robust_env.lambda_max, test_xi)
-        metric = "Return" if "Return" in cmp else "C0"  # --worst-case costs: the first constraint's
-        d = cmp[metric]
+        d = cmp["Return" if "Return" in cmp else "C0"]  # --worst-case costs: the first constraint's
         beyond = d["beyond"]
         what = "lowest return" if d["lower_is_worse"] else "highest C"
         print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed {d['grid'].mean():.2f} on the "
