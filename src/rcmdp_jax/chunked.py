@@ -203,8 +203,9 @@ def host(x):
 def train_prepared(prep: Prepared, label: str | None = None, on_chunk=None):
     """Train all members and seeds chunk by chunk. After each, per member, ``on_chunk(member, metrics,
     start, seeds)``: its metrics (leaves ``[seeds, iterations, ...]`` in host memory, no rows past
-    the run's end), the first iteration, the seeds (None: all); a true return stops there. Only
-    where this process holds every lane (one process). ``label``: the progress printed (None: none).
+    the run's end), the first iteration, the seeds (None: all); a true return stops there (the
+    members and seeds begun are returned). Only where this process holds every lane (one process).
+    ``label``: the progress printed (None: none).
 
     Returns ``([TrainResult per member, leading axis = seed], train seconds)``."""
     import jax
@@ -256,7 +257,7 @@ def train_prepared(prep: Prepared, label: str | None = None, on_chunk=None):
     else:
         n = prep.keys.shape[0]
         stack = lambda *xs: np.stack([host(x) for x in xs])
-        per_member = [jax.tree.map(stack, *results[i * n : (i + 1) * n]) for i in range(len(prep.cfgs))]
+        per_member = [jax.tree.map(stack, *results[i * n : (i + 1) * n]) for i in range(-(-len(results) // n))]
     jax.block_until_ready(per_member)
     return per_member, time.perf_counter() - t_train
 
