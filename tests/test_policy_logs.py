@@ -151,7 +151,7 @@ def test_bad_input_of_load_policy_is_one_line(full_run, tmp_path):
         load_policy(tmp_path, "MDPO-Lag", 0)
     policy = load_policy(full_run, "MDPO-Lag", 0)
     for kw, message in [({"n_episodes": 0}, "n_episodes must be a positive whole number"),
-                        ({"n_episodes": 2.5}, "n_episodes must be"), ({"seed": -3}, r"seed must be a whole number in \[0, 2\*\*32\)"),
+                        ({"n_episodes": 2.5}, "n_episodes must be"), ({"seed": -3}, r"seed must be an integer in \[0, 2\*\*32\)"),
                         ({"kernel": 3}, "kernel must be a string")]:  # fmt: skip
         with pytest.raises(ValueError, match=message):
             policy.evaluate(**kw)
