@@ -173,14 +173,17 @@ class LoadedPolicy:
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
         stats = {k: mean_se(v) for k, v in episodes.items()}  # a value with a constraint axis: per constraint
         metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in stats.items() if m.ndim == 0}
+        per_cost = {k: (m, s) for k, (m, s) in stats.items() if m.ndim == 1}
         names = cost_names(self.env_name, self.env.num_constraints)
-        constraints = {c: {k: (float(m[j]), float(s[j])) for k, (m, s) in stats.items() if m.ndim == 1}
-                       for j, c in enumerate(names)}  # fmt: skip
+        constraints = {
+            c: {k: (float(m[j]), float(s[j])) for k, (m, s) in per_cost.items()} for j, c in enumerate(names)
+        }
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
         said = describe(xi, xi_c, self.field_names)
-        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, int(n), metrics, constraints,
-                          episodes)  # fmt: skip
+        return Evaluation(
+            self.env_name, self.algorithm, self.seed, said, xi, in_box, int(n), metrics, constraints, episodes
+        )
 
 
 def _choice(what: str, value, allowed) -> None:
