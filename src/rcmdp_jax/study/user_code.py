@@ -1,10 +1,7 @@
-"""The code a user brings on the command line: an environment (``--env MODULE:NAME`` /
-``FILE.py:NAME``, registered as ``pkg.mod:NAME`` / ``FILE.py:NAME``) and plug-in files
-(``--plugins FILE.py|MODULE``, which register when imported). ``run.json`` records where each
-came from (``env_sources``; ``plugins`` with the SHA-256 of its source and what it registered)
-and describes each environment (``env_descriptions``), so ``--resume``, ``--eval-only`` and the
-report load them again in a fresh process (``restore_envs``, ``restore_plugins``) and refuse
-code that is not the one the run was trained with. Also the run folder's names."""
+"""The code a user brings on the command line, ``--env MODULE:NAME`` / ``FILE.py:NAME`` and
+``--plugins FILE.py|MODULE``: loaded, recorded in ``run.json`` (``env_sources``,
+``env_descriptions``, ``plugins`` with each source's SHA-256), and loaded again in a fresh
+process (``restore_envs``, ``restore_plugins``), which refuses code the run was not trained with."""
 
 from __future__ import annotations
 
@@ -65,9 +62,14 @@ def _where(record: dict) -> str:
     return record.get("file") or record.get("module")
 
 
+def _one_line(said: str, err: BaseException) -> ValueError:
+    """``said`` and an error of the user's code (any, ``sys.exit`` too) in one line."""
+    msg = str(err).strip()
+    return ValueError(f"{said}{type(err).__name__}: {msg.splitlines()[0] if msg else ''}")
+
+
 def _import(record: dict, failed: str):
-    """The module of ``record``, or ``ValueError`` ``failed`` and the error in one line (the
-    user's code may raise anything, ``sys.exit`` too)."""
+    """The module of ``record``, or ``_one_line(failed, ...)``."""
     try:
         if "module" in record:
             if record.get("path") and record["path"] not in sys.path:
@@ -84,12 +86,11 @@ def _import(record: dict, failed: str):
         spec.loader.exec_module(module)
         return module
     except (Exception, SystemExit) as err:
-        msg = str(err).strip()
-        raise ValueError(f"{failed}{type(err).__name__}: {msg.splitlines()[0] if msg else ''}") from None
+        raise _one_line(failed, err) from None
 
 
 def _attr(record: dict):
-    """What ``record``'s module holds as its ``attr``; ``ValueError`` in one line."""
+    """The ``attr`` of ``record``'s module; ``ValueError`` in one line."""
     where = f"{_where(record)}:{record['attr']}"
     module = _import(record, f"cannot load {where}: ")
     if not hasattr(module, record["attr"]):
@@ -125,9 +126,8 @@ def load_env(record: dict, name: str) -> str:
                              "envs.robustify(...)), an envs.DomainSpec, a dict {'env': ..., 'learner': {...}, "
                              "'n_test': N}, or a function returning one")  # fmt: skip
         envs.register(name, obj)
-    except (Exception, SystemExit) as err:  # the user's code: said in one line
-        msg = str(err).strip()
-        raise ValueError(f"cannot load {where}: {type(err).__name__}: {msg.splitlines()[0] if msg else ''}") from None
+    except (Exception, SystemExit) as err:
+        raise _one_line(f"cannot load {where}: ", err) from None
     _RECORDS[name] = record
     return name
 
