@@ -1,11 +1,7 @@
-"""A trained policy read back from a run folder (``load_policy(RUN, algorithm, seed)``): its
-config, actor parameters and environment, a jit-able ``act(obs, key=None)`` and
-``evaluate(kernel=...)``, the deterministic policy's return and constraint values on one kernel
-named by its fields (``"masspole=+50%"``), with standard errors over the episodes (``rcmdp
-eval`` from the command line). The checkpoint is restored as ``--eval-only`` restores it, so
-every run folder that still resumes loads; with ``seed=None`` and the run's ``n_test``
-episodes, ``evaluate`` at a grid kernel gives the numbers of ``test_results.npz`` (up to
-float32 rounding: the same episodes, summed in another order)."""
+"""A trained policy read back from a run folder (``load_policy(RUN, algorithm, seed)``, restored
+as ``--eval-only`` restores it): a jit-able ``act(obs, key=None)`` and ``evaluate(kernel=...)``,
+the deterministic policy's return and constraint values on one kernel named by its fields, mean
+± standard error over the episodes (``rcmdp eval`` from the command line)."""
 
 from __future__ import annotations
 
