@@ -141,8 +141,8 @@ def test_report_under_sigint_and_sigterm_exits_130_143_and_keeps_the_old_files(t
 @pytest.mark.parametrize("extra, words", [
     (["--kernel", "cart velocity=1e39"], ["--kernel", "beyond float32"]),
     (["--n-episodes", "100000000"], ["--n-episodes=100,000,000 needs about", "GiB of this machine's 4.0 GiB"]),
-    (["--episode-seed", str(2**70)], ["--episode-seed must be a whole number in [0, 2**32)"]),
-    (["--episode-seed", "-1"], ["--episode-seed must be a whole number in [0, 2**32)"]),
+    (["--episode-seed", str(2**70)], ["--episode-seed must be an integer in [0, 2**32)"]),
+    (["--episode-seed", "-1"], ["--episode-seed must be an integer in [0, 2**32)"]),
     (["--json", "/proc/x/r.json"], ["--json /proc/x/r.json: its folder /proc/x does not exist"]),
     (["--json", ""], ["--json is empty"]),
 ])  # fmt: skip
@@ -181,7 +181,7 @@ def test_act_checks_its_input_in_one_error(trained):
         with pytest.raises(error) as err:
             policy.act(bad)
         assert words in str(err.value) and "\n" not in str(err.value), err.value
-    with pytest.raises(TypeError, match="key must be None"):
+    with pytest.raises(TypeError, match="key must be a JAX random key"):
         policy.act(jnp.zeros(4), key="k")
     ref = policy.act(jnp.zeros(4, jnp.float32))
     assert policy.act([0.0, 0.0, 0.0, 0.0]) == ref  # a list of numbers is one observation

@@ -134,7 +134,10 @@ def test_a_relative_kernel_and_one_outside_the_box(full_run):
     V = ev.episodes["V"].astype(np.float64)
     assert ev.metrics["return"] == pytest.approx((V.mean(), V.std(ddof=1) / 2))
     assert set(ev.constraints) == {"|x_dot|-0.15"} and "C" in ev.constraints["|x_dot|-0.15"]
-    assert policy.evaluate(n_episodes=1).in_box  # the nominal kernel
+    one = policy.evaluate(n_episodes=1)
+    assert one.in_box  # the nominal kernel
+    # one episode: its standard error is 0, as stats.mean_se says of one value, and a number in the JSON
+    assert one.metrics["return"] == (float(one.episodes["V"][0]), 0.0) and one.to_dict()["metrics"]["return"]["se"] == 0
 
 
 def test_bad_input_of_load_policy_is_one_line(full_run, tmp_path):
@@ -151,7 +154,7 @@ def test_bad_input_of_load_policy_is_one_line(full_run, tmp_path):
         load_policy(tmp_path, "MDPO-Lag", 0)
     policy = load_policy(full_run, "MDPO-Lag", 0)
     for kw, message in [({"n_episodes": 0}, "n_episodes must be a positive whole number"),
-                        ({"n_episodes": 2.5}, "n_episodes must be"), ({"seed": -3}, r"seed must be a whole number in \[0, 2\*\*32\)"),
+                        ({"n_episodes": 2.5}, "n_episodes must be"), ({"seed": -3}, r"seed must be an integer in \[0, 2\*\*32\)"),
                         ({"kernel": 3}, "kernel must be a string")]:  # fmt: skip
         with pytest.raises(ValueError, match=message):
             policy.evaluate(**kw)

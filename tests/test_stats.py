@@ -37,6 +37,20 @@ def test_summary_mean_se_min_across_test_environments():
     assert s.min == pytest.approx(1.0)
 
 
+def test_mean_se_over_an_axis_and_of_one_value():
+    # episodes 1, 2, 6: mean 3, sample std sqrt((4 + 1 + 9) / 2) = sqrt(7), se sqrt(7) / sqrt(3)
+    mean, se = stats.mean_se(np.array([[1.0, 10.0], [2.0, 10.0], [6.0, 10.0]]))
+    np.testing.assert_allclose(mean, [3.0, 10.0])
+    np.testing.assert_allclose(se, [np.sqrt(7 / 3), 0.0])
+    mean, se = stats.mean_se([[1.0, 2.0, 6.0]], axis=1)
+    np.testing.assert_allclose((mean, se), ([3.0], [np.sqrt(7 / 3)]))
+    # one value: its standard error is 0 (as a summary of one test environment), of the same shape as the mean
+    mean, se = stats.mean_se(np.array([[4.0, -1.0]]))
+    np.testing.assert_array_equal(mean, [4.0, -1.0])
+    np.testing.assert_array_equal(se, [0.0, 0.0])
+    assert stats.mean_se([4.0]) == (4.0, 0.0) and stats.summarise(np.ones((1, 1, 1, 1))).se == 0.0
+
+
 def test_per_level_mean_and_se_across_directions():
     mean, se = stats.per_level(_arr())
     np.testing.assert_allclose(mean, [2.5, 4.0])

@@ -41,18 +41,23 @@ def environment_scores(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, np.float64).mean(axis=(0, 3))
 
 
+def mean_se(x, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of ``x`` over ``axis`` and its standard error, ``std (ddof=1) / sqrt(n)``
+    (0 where there is one value)."""
+    x = np.asarray(x, np.float64)
+    n = x.shape[axis]
+    se = x.std(axis=axis, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(np.delete(x.shape, axis))
+    return x.mean(axis=axis), se
+
+
 def summarise(x: np.ndarray) -> Summary:
     scores = environment_scores(x).ravel()
-    se = scores.std(ddof=1) / np.sqrt(scores.size) if scores.size > 1 else 0.0
-    return Summary(mean=float(np.mean(x)), se=float(se), min=float(scores.min()))
+    return Summary(mean=float(np.mean(x)), se=float(mean_se(scores)[1]), min=float(scores.min()))
 
 
 def per_level(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard error across each level's directions: two arrays ``(level,)``."""
-    scores = environment_scores(x)
-    n_dirs = scores.shape[1]
-    se = scores.std(axis=1, ddof=1) / np.sqrt(n_dirs) if n_dirs > 1 else np.zeros(scores.shape[0])
-    return scores.mean(axis=1), se
+    return mean_se(environment_scores(x), axis=1)
 
 
 def within_one_pooled_se(summaries: dict[str, Summary]) -> dict[str, bool]:

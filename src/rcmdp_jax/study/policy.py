@@ -1,15 +1,7 @@
-"""A trained policy read back from a run folder: ``load_policy(RUN, algorithm, seed)``
-gives its config, actor parameters and environment, a jit-able ``act(obs, key=None)``
-and ``evaluate(kernel=...)``, the deterministic policy's return and constraint values
-on one kernel named by its fields (``"masspole=+50%"``), with standard errors over the
-episodes. ``rcmdp eval`` (``console.evaluate``) is the same from the command line.
-
-The checkpoint is restored as ``--eval-only`` restores it (``checkpoint.restore`` into the
-shape ``make_train`` of the run's config gives), so every run folder that still resumes
-loads. ``evaluate`` runs the robustness test's episodes (``evaluate.policy_sweep``, the
-deterministic policy): with the run's seed keys (``seed=None``) and its ``n_test``
-episodes, its numbers at a grid kernel are those ``test_results.npz`` holds (up to the
-float32 rounding of another compiled program: the same episodes, summed in another order)."""
+"""A trained policy read back from a run folder (``load_policy(RUN, algorithm, seed)``, restored
+as ``--eval-only`` restores it): a jit-able ``act(obs, key=None)`` and ``evaluate(kernel=...)``,
+the deterministic policy's return and constraint values on one kernel named by its fields, mean
+± standard error over the episodes (``rcmdp eval`` from the command line)."""
 
 from __future__ import annotations
 
@@ -29,24 +21,14 @@ from rcmdp_jax.study.run_plan import RunFolderError
 EPISODE_METRICS = {"V": "return", "bound": "at_state_bound"}
 
 
-def mean_se(x) -> tuple[float, float]:
-    """The mean over episodes (axis 0) and its standard error (``std / sqrt(n)``, ``ddof=1``;
-    NaN for one episode)."""
-    x = np.asarray(x, np.float64)
-    n = x.shape[0]
-    se = x.std(0, ddof=1) / np.sqrt(n) if n > 1 else np.full(x.shape[1:], np.nan)
-    return x.mean(0), se
-
-
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
-    """``evaluate``'s answer. ``metrics``: ``{name: (mean, standard error)}`` of the
-    per-episode values (``return``: the discounted return; ``at_state_bound``: the share of
-    episodes whose kernel reached the state bound); ``constraints``: ``{cost name: {metric:
-    (mean, se)}}`` (``C``: the discounted constraint value, kept when <= 0; and any other
-    per-constraint value the robustness test gives); ``episodes``: the raw per-episode arrays
-    (``V [E]``, ``C [E, m]``, ...); ``xi``: the kernel; ``in_box``: whether it lies in the
-    training box."""
+    """``evaluate``'s answer. ``metrics``: ``{name: (mean, standard error)}`` over the episodes
+    (``return``: the discounted return; ``at_state_bound``: the share of episodes whose kernel
+    reached the state bound); ``constraints``: ``{cost name: {metric: (mean, se)}}`` (``C``, the
+    discounted constraint value, kept when <= 0, and every other per-constraint value of the
+    robustness test); ``episodes``: the per-episode arrays; ``in_box``: whether ``xi`` lies in
+    the training box."""
 
     env: str
     algorithm: str
@@ -60,21 +42,21 @@ class Evaluation:
     episodes: dict
 
     def to_dict(self) -> dict:
-        """Plain numbers (JSON)."""
-        num = lambda x: float(x) if np.isfinite(x) else None  # noqa: E731  strict JSON: no NaN (null)
-        pair = lambda ms: {"mean": num(ms[0]), "se": num(ms[1])}  # noqa: E731
-        return {"env": self.env, "algorithm": self.algorithm, "seed": self.seed, "kernel": self.kernel,
-                "xi": np.asarray(self.xi).tolist(), "in_box": self.in_box, "n_episodes": self.n_episodes,
-                "metrics": {k: pair(v) for k, v in self.metrics.items()},
-                "constraints": {c: {k: pair(v) for k, v in d.items()}
-                                for c, d in self.constraints.items()}}  # fmt: skip
+        """Plain numbers (strict JSON: a value that is not finite is null)."""
+        num = lambda x: float(x) if np.isfinite(x) else None
+        pair = lambda ms: {"mean": num(ms[0]), "se": num(ms[1])}
+        out = {k: getattr(self, k) for k in ("env", "algorithm", "seed", "kernel")}
+        out |= {"xi": np.asarray(self.xi).tolist(), "in_box": self.in_box, "n_episodes": self.n_episodes}
+        out["metrics"] = {k: pair(v) for k, v in self.metrics.items()}
+        out["constraints"] = {c: {k: pair(v) for k, v in d.items()} for c, d in self.constraints.items()}
+        return out
 
     def lines(self) -> list[str]:
         """What ``rcmdp eval`` prints: one line a value, mean ± standard error."""
         box = "" if self.in_box else " (outside the training box)"
         out = [f"{self.env} {self.algorithm} seed {self.seed} on {self.kernel}{box}: "
                f"{self.n_episodes} episode(s) of the deterministic policy, mean ± standard error"]  # fmt: skip
-        rows = [(k, ms) for k, ms in self.metrics.items()]
+        rows = list(self.metrics.items())
         rows += [(f"{k} {cost}", ms) for cost, d in self.constraints.items() for k, ms in d.items()]
         width = max([16] + [len(k) for k, _ in rows])  # one column of numbers, however long a name
         out += [f"  {k:<{width}} {m:10.4f} ± {s:.4f}" for k, (m, s) in rows]
@@ -104,30 +86,28 @@ class LoadedPolicy:
         """The action at ``obs`` (one observation; ``jax.vmap`` for a batch): the
         distribution's mode (deterministic) when ``key`` is None, else drawn with ``key``.
         Jit-able (``jax.jit(policy.act)``)."""
+        from rcmdp_jax.rollout import check_key
+
         obs = self.observation(obs)
         if key is not None:
-            check_key(key)
+            check_key(key, "key")
         dist = self.actor.apply(self.params, obs)
         return dist.mode() if key is None else dist.sample(seed=key)
 
     def observation(self, obs):
         """``obs`` as one observation of this environment (an array of shape ``(obs_dim,)``, or
-        a list of numbers), else ``TypeError`` (not numbers) / ``ValueError`` (another shape)
-        in one line."""
+        a list of numbers), else ``TypeError`` (not numbers) / ``ValueError`` (another shape)."""
         want = (int(self.env.obs_dim),)
-        if not isinstance(obs, jax.Array):  # a tracer is one: checked by its shape below
-            try:
-                if isinstance(obs, (str, bytes)) or obs is None:
-                    raise TypeError
-                obs = np.asarray(obs)
-                if obs.dtype.kind not in "iuf":
-                    raise TypeError
-            except (TypeError, ValueError):
-                raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got "
-                                f"{type(obs).__name__}") from None  # fmt: skip
-            obs = jnp.asarray(obs, jnp.float32)
-        elif not (jnp.issubdtype(obs.dtype, jnp.floating) or jnp.issubdtype(obs.dtype, jnp.integer)):
-            raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got dtype {obs.dtype}")
+        try:  # a tracer is a jax.Array: checked by its dtype and shape
+            if isinstance(obs, (str, bytes)) or obs is None:
+                raise TypeError
+            obs = obs if isinstance(obs, jax.Array) else np.asarray(obs)
+            if not (jnp.issubdtype(obs.dtype, jnp.floating) or jnp.issubdtype(obs.dtype, jnp.integer)):
+                raise TypeError
+        except (TypeError, ValueError):
+            got = f"{type(obs).__name__} {getattr(obs, 'dtype', '')}".rstrip()
+            raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got {got}") from None
+        obs = obs if isinstance(obs, jax.Array) else jnp.asarray(obs, jnp.float32)
         if tuple(obs.shape) != want:
             raise ValueError(f"obs must have shape {want} (one observation of {self.env_name}; jax.vmap(policy.act) "
                              f"for a batch), got {tuple(obs.shape)}")  # fmt: skip
@@ -168,6 +148,9 @@ class LoadedPolicy:
         ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
         from rcmdp_jax import box
         from rcmdp_jax.kernel_text import describe
+        from rcmdp_jax.plugin import check_seed
+        from rcmdp_jax.sizes import machine_bytes, sweep_bytes
+        from rcmdp_jax.stats import mean_se
         from rcmdp_jax.study.report import cost_names
 
         xi = self.kernel(kernel)
@@ -175,60 +158,28 @@ class LoadedPolicy:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= 2**31 - 1:
             raise ValueError(f"n_episodes must be a positive whole number (at most 2^31 - 1), got {n!r}")
         if seed is not None:
-            check_seed("seed", seed, " (leave it out for the robustness test's episodes)")
-        check_episodes_memory(self.config, int(n))  # before anything is allocated
+            check_seed("seed", seed)
+        total, need = machine_bytes(), sweep_bytes(self.config, int(n), 1, 1)  # the runner's estimate of a sweep
+        if total is not None and need > 0.9 * total:  # refused before anything is allocated
+            fit = int(0.9 * total // sweep_bytes(self.config, 1, 1, 1))
+            raise ValueError(f"n_episodes={n:,} needs about {need / 2**30:,.1f} GiB of this machine's "
+                             f"{total / 2**30:,.1f} GiB; at most about {fit:,} fit")  # fmt: skip
         key = self.test_key if seed is None else jax.random.PRNGKey(int(seed))
         out = self._episodes(int(n))(self.params, self.env_params, xi, key)
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
-        # a per-episode value is one metric; one with a constraint axis is reported per constraint
-        metrics = {EPISODE_METRICS.get(k, k): mean_se(v) for k, v in episodes.items() if v.ndim == 1}
-        metrics = {k: (float(mu), float(se)) for k, (mu, se) in metrics.items()}
-        per_cost = {k: mean_se(v) for k, v in episodes.items() if v.ndim == 2}
+        stats = {k: mean_se(v) for k, v in episodes.items()}  # a value with a constraint axis: per constraint
+        metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in stats.items() if m.ndim == 0}
+        per_cost = {k: (m, s) for k, (m, s) in stats.items() if m.ndim == 1}
+        names = cost_names(self.env_name, self.env.num_constraints)
         constraints = {
-            c: {k: (float(mu[j]), float(se[j])) for k, (mu, se) in per_cost.items()}
-            for j, c in enumerate(cost_names(self.env_name, self.env.num_constraints))
+            c: {k: (float(m[j]), float(s[j])) for k, (m, s) in per_cost.items()} for j, c in enumerate(names)
         }
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
         said = describe(xi, xi_c, self.field_names)
-        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, int(n), metrics, constraints,
-                          episodes)
-
-
-def check_key(key) -> None:
-    """``key``: a JAX random key (``jax.random.PRNGKey(0)`` or ``jax.random.key(0)``), else ``TypeError``."""
-    ok = isinstance(key, jax.Array) and (
-        jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ()
-        or key.dtype == jnp.uint32 and key.shape == (2,)
-    )
-    if not ok:
-        raise TypeError(f"key must be None (the deterministic action) or a JAX random key (jax.random.PRNGKey(0)), "
-                        f"got {type(key).__name__} {getattr(key, 'shape', '')}".rstrip())  # fmt: skip
-
-
-def check_seed(what: str, seed, hint: str = "") -> None:
-    """A seed of ``PRNGKey``: a whole number in [0, 2**32), else ``ValueError`` naming ``what``."""
-    from rcmdp_jax.plugin import check_seed as check
-
-    try:
-        check("", seed)
-    except ValueError:
-        raise ValueError(f"{what} must be a whole number in [0, 2**32){hint}, got {seed!r}") from None
-
-
-def check_episodes_memory(cfg, n: int) -> None:
-    """Refuse ``n`` episodes on one kernel that would not fit in this machine's memory (the
-    runner's estimate of a robustness sweep, ``sizes.sweep_bytes``), before anything is
-    allocated."""
-    from rcmdp_jax.sizes import machine_bytes, sweep_bytes
-
-    total = machine_bytes()
-    if total is None:
-        return
-    need, one = sweep_bytes(cfg, n, 1, 1), sweep_bytes(cfg, 1, 1, 1)
-    if need > 0.9 * total:
-        raise ValueError(f"n_episodes={n:,} needs about {need / 2**30:,.1f} GiB of this machine's "
-                         f"{total / 2**30:,.1f} GiB; at most about {int(0.9 * total // one):,} fit")  # fmt: skip
+        return Evaluation(
+            self.env_name, self.algorithm, self.seed, said, xi, in_box, int(n), metrics, constraints, episodes
+        )
 
 
 def _choice(what: str, value, allowed) -> None:
@@ -271,7 +222,8 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
         result = checkpoint.restore(ckpt, checkpoint.abstract_result(make_train(cfg), all_keys))
     except Exception as err:
         first = (str(err).strip().splitlines() or [""])[0][:200]
-        why = err if isinstance(err, checkpoint.Damaged) else f"{type(err).__name__}: {first}" if first else type(err).__name__
+        why = f"{type(err).__name__}: {first}" if first else type(err).__name__
+        why = err if isinstance(err, checkpoint.Damaged) else why
         raise RunFolderError(f"load_policy: the checkpoint {ckpt} cannot be read ({why}); it is damaged: rcmdp --resume "
                              f"--out {folder.root} sets it aside and trains it again") from None  # fmt: skip
     params = jax.tree.map(lambda x: jnp.asarray(x[seed]), result.state.params["actor"])

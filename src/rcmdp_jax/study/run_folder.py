@@ -1,13 +1,9 @@
-"""The run folder: the contract between the runner (which writes it) and the report
-(which reads it). ``run.json`` is the plan; per environment and algorithm,
-``train_metrics.npz``, ``timing.json``, ``checkpoint/``, ``test_results.npz`` (with the
-test kernels' ``xi``, so a report needs no environment), ``diverged.json`` and
-``worst_case.npz``.
-
-Its lock: ``.lock`` held with ``fcntl.flock`` (atomic; the kernel drops it when its process
-dies, so a killed run's lock is free) and holding the PID, which a refused second run or
-report names (``take``, ``holder``). Never taken through a link (the PID would overwrite
-the file it points to)."""
+"""The run folder, written by the runner and read by the report: ``run.json`` (the plan) and,
+per environment and algorithm, ``train_metrics.npz``, ``timing.json``, ``checkpoint/``,
+``test_results.npz`` (with the test kernels' ``xi``, so a report needs no environment),
+``diverged.json`` and ``worst_case.npz``. Its lock, ``.lock``, is held with ``fcntl.flock``
+(freed by the kernel when its process dies) and holds the PID that a refused run or report
+names (``take``, ``holder``); never taken through a link (the PID would overwrite its target)."""
 
 from __future__ import annotations
 
@@ -26,9 +22,8 @@ from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_p
 
 
 def kept_seeds(test: dict) -> np.ndarray:
-    """The seeds of a ``test_results.npz`` that count: not diverged in training and with
-    finite test episodes (a result file without the ``diverged`` flag counts every seed
-    as trained)."""
+    """The seeds of a ``test_results.npz`` that count: not diverged in training (a file
+    without the ``diverged`` flag: every seed) and with finite test episodes."""
     keep = ~test["diverged"] if "diverged" in test else np.ones(test["V"].shape[0], bool)
     return keep & ~nonfinite_episodes(test["V"], test["C"])
 
@@ -47,12 +42,15 @@ def load_npz(path: Path) -> dict:
                           "checkpoint") from None  # fmt: skip
 
 
-def readable(path: Path) -> bool:
+def _npz_or_none(path: Path) -> dict | None:
     try:
-        load_npz(path)
+        return load_npz(path)
     except DamagedFile:
-        return False
-    return True
+        return None
+
+
+def readable(path: Path) -> bool:
+    return _npz_or_none(path) is not None
 
 
 def write_atomic(path: Path, write) -> None:
@@ -63,11 +61,10 @@ def write_atomic(path: Path, write) -> None:
         with open(tmp, "wb") as f:
             write(f)
         os.replace(tmp, path)
-    except OSError as err:  # named by the file it was for
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
-        raise OSError(err.errno, err.strerror, str(path)) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError):  # named by the file it was for
+            raise OSError(err.errno, err.strerror, str(path)) from None
         raise
 
 
@@ -79,63 +76,37 @@ def save_npz(path: Path, **arrays) -> None:
     write_atomic(path, lambda f: np.savez_compressed(f, **arrays))
 
 
-def restore_user_code(plan: dict, flag: str) -> None:
-    """The plan's plug-in files and modules imported in this process, then its user
-    environments registered again (``user_code``); ``RunFolderError`` in one line."""
-    try:
-        user_code.restore_plugins(plan)  # the plug-ins first: the algorithms' names and configs need them
-        user_code.restore_envs(plan)  # a user environment before the checks: they know it by name then
-    except ValueError as err:
-        raise RunFolderError(f"{flag}: {err}") from None
-
-
 def _saved_problems(d: Path, plan: Plan, env: str):
-    """What in ``d`` (an algorithm's folder) contradicts ``plan``, ``{where}`` for its name."""
-    saved = {}
-    for name in ("train_metrics.npz", "test_results.npz"):
-        try:
-            saved[name] = np.load(d / name) if (d / name).exists() else None
-        except Exception:  # unreadable: --resume re-creates it from the checkpoint
-            saved[name] = None
+    """``(of the results file alone, what)`` for each thing saved in ``d`` (an algorithm's
+    folder) that contradicts ``plan``, ``{where}`` in place of its name."""
+    metrics, test = _npz_or_none(d / "train_metrics.npz"), _npz_or_none(d / "test_results.npz")
     try:
-        timing = json.loads((d / "timing.json").read_text()) if (d / "timing.json").exists() else {}
-    except (OSError, ValueError):
-        timing = {}
-    if (z := saved["train_metrics.npz"]) is not None and "active" in z and z["active"].shape[0] != plan.seeds:
-        yield f"run.json says {plan.seeds} seed(s) but {{where}} was trained with {z['active'].shape[0]}"
-    test = saved["test_results.npz"]
-    seed = timing.get("seed") if isinstance(timing, dict) else None  # a folder of an older version has none
+        seed = json.loads((d / "timing.json").read_text()).get("seed")  # a folder of an older version has none
+    except (OSError, ValueError, AttributeError):
+        seed = None
+    if metrics is not None and "active" in metrics and metrics["active"].shape[0] != plan.seeds:
+        yield False, f"run.json says {plan.seeds} seed(s) but {{where}} was trained with {metrics['active'].shape[0]}"
     if seed is None and test is not None and "seed" in test:
         seed = int(test["seed"])
     if seed is not None and seed != plan.seed:
-        yield f"run.json says seed {plan.seed} but {{where}} was trained with seed {seed}"
-    if test is not None and "V" in test and test["V"].ndim == 4:
-        n_test = plan.n_test or envs.spec(env).n_test
-        if test["V"].shape[3] != n_test:
-            episodes = test["V"].shape[3]
-            yield f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with {episodes}"
-    if test is not None and (problem := results_shape_problem(test, plan.seeds)):
-        yield RESULTS + problem
-
-
-RESULTS = "results: "  # a problem of the results file alone (not of run.json): --eval-only re-creates it
-
-
-def results_shape_problem(test, seeds: int) -> str:
-    """What makes the arrays of a ``test_results.npz`` not one run's ("" if nothing): ``V``
-    ``[seeds, levels, kernels, episodes]``, ``C`` the same with a constraint axis, ``diverged``
-    and ``bound`` one per seed."""
-    if any(k not in test for k in ("V", "C")):
-        return f"{{where}}/test_results.npz lacks {'V' if 'V' not in test else 'C'}"
-    V, C = test["V"], test["C"]
-    if V.ndim != 4 or V.shape[0] != seeds:
-        return f"{{where}}/test_results.npz holds V of shape {V.shape}, not ({seeds} seeds, levels, kernels, episodes)"
-    if C.shape[:4] != V.shape or C.ndim != 5:
-        return f"{{where}}/test_results.npz holds C of shape {C.shape}, not V's {V.shape} and a constraint axis"
-    for name in ("diverged", "bound"):  # one per seed (the kernels' shapes: ``load_results`` compares the algorithms')
-        if name in test and test[name].shape[:1] != (seeds,):
-            return f"{{where}}/test_results.npz holds {name} of shape {test[name].shape}, not one per seed ({seeds})"
-    return ""
+        yield False, f"run.json says seed {plan.seed} but {{where}} was trained with seed {seed}"
+    if test is None:
+        return
+    n_test = plan.n_test or envs.spec(env).n_test
+    if "V" in test and test["V"].ndim == 4 and test["V"].shape[3] != n_test:
+        yield False, (f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with "
+                      f"{test['V'].shape[3]}")  # fmt: skip
+    # the arrays of one run: V [seeds, levels, kernels, episodes], C the same and a constraint axis, the flags per seed
+    V, C, file = test.get("V"), test.get("C"), "{where}/test_results.npz"
+    if V is None or C is None:
+        yield True, f"{file} lacks {'V' if V is None else 'C'}"
+    elif V.ndim != 4 or V.shape[0] != plan.seeds:
+        yield True, f"{file} holds V of shape {V.shape}, not ({plan.seeds} seeds, levels, kernels, episodes)"
+    elif C.shape[:4] != V.shape or C.ndim != 5:
+        yield True, f"{file} holds C of shape {C.shape}, not V's {V.shape} and a constraint axis"
+    for name in ("diverged", "bound"):  # (the kernels' shapes: ``load_results`` compares the algorithms')
+        if name in test and test[name].shape[:1] != (plan.seeds,):
+            yield True, f"{file} holds {name} of shape {test[name].shape}, not one per seed ({plan.seeds})"
 
 
 class RunFolder:
@@ -144,9 +115,7 @@ class RunFolder:
     def __init__(self, root: Path | str):
         self.root = Path(root)
 
-    # ---------------------------------------------------------------- paths
-    # an environment's and an algorithm's folder: the name in letters, digits, ``-``, ``_`` and
-    # ``.`` (``user_code.folder_name``; run.json keeps the full name)
+    # an environment's and an algorithm's folder: its name in letters, digits, -, _ and . (run.json keeps it whole)
     def env_dir(self, env: str) -> Path:
         return self.root / user_code.folder_name(env)
 
@@ -159,72 +128,63 @@ class RunFolder:
     def tested(self, env: str, algo: str, searched: bool = False) -> bool:
         """Whether ``algo``'s test results and training metrics are there and readable (and,
         with ``searched``, its worst-case search: ``--worst-case``)."""
-        d = self.algo_dir(env, algo)
-        done = readable(d / "test_results.npz") and readable(d / "train_metrics.npz")
-        return done and (not searched or readable(d / "worst_case.npz"))
+        names = ("test_results.npz", "train_metrics.npz") + (("worst_case.npz",) if searched else ())
+        return all(readable(self.algo_dir(env, algo) / n) for n in names)
 
-    # ---------------------------------------------------------------- the plan
     def read_plan(self, flag: str) -> Plan:
-        """``run.json``, or a ``RunFolderError`` naming what is wrong (``flag``: the option
-        that asked for it)."""
+        """``run.json``, its plug-ins and user environments loaded again (``user_code``), or a
+        one-line ``RunFolderError`` naming what is wrong (``flag``: the option that asked)."""
         path = self.root / "run.json"
         try:
             plan = json.loads(path.read_text())
         except (FileNotFoundError, NotADirectoryError):
             raise RunFolderError(f"{flag}: {self.root} is not a run folder (no run.json)") from None
-        except OSError as err:
-            raise RunFolderError(f"{flag}: cannot read {path}: {err.strerror}") from None
-        except ValueError as err:
-            raise RunFolderError(f"{flag}: cannot read {path}: {err}") from None
-        missing = [k for k in REQUIRED_KEYS if k not in plan] if isinstance(plan, dict) else list(REQUIRED_KEYS)
-        if missing:
+        except (OSError, ValueError) as err:
+            raise RunFolderError(f"{flag}: cannot read {path}: {getattr(err, 'strerror', None) or err}") from None
+        if missing := [k for k in REQUIRED_KEYS if not isinstance(plan, dict) or k not in plan]:
             raise RunFolderError(f"{flag}: {path} is not a run.json of this runner (missing {', '.join(missing)})")
-        restore_user_code(plan, flag)
+        try:
+            user_code.restore_plugins(plan)  # first: the algorithms' names and configs need them
+            user_code.restore_envs(plan)  # before the checks: they know a user environment by name then
+        except ValueError as err:
+            raise RunFolderError(f"{flag}: {err}") from None
         if problem := plan_problem(plan):
             raise RunFolderError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
         return Plan.from_dict(plan)
 
     def open(self, flag: str, results: bool = True) -> Plan:
         """The one check of a run folder before a command uses it (``--resume``, ``--eval-only``,
-        ``rcmdp report``, ``rcmdp eval``, ``load_policy``): ``run.json`` read and checked
-        (``read_plan``), then every saved file against it: the seed count of the training
-        metrics, the base seed (``timing.json``, ``test_results.npz``), the test episodes per
-        kernel and, with ``results``, the results' shapes (an edited run.json would otherwise fail
-        after a restore, set a good checkpoint aside, or overwrite results with other numbers).
-        The checkpoints' shapes against the configs: ``check_checkpoints``. Its plan, or a
-        one-line ``RunFolderError``."""
+        the report, ``rcmdp eval``, ``load_policy``): ``read_plan``, then every saved file
+        against it (seed count, base seed, test episodes per kernel and, with ``results``, the
+        results' shapes), so that an edited run.json never fails after a restore or overwrites
+        results. Its plan, or a one-line ``RunFolderError``."""
         plan = self.read_plan(flag)
         for env in plan.envs:
             for algo in plan.algos:
-                for problem in _saved_problems(self.algo_dir(env, algo), plan, env):
-                    where = f"{env}/{algo}"
-                    if not problem.startswith(RESULTS):
-                        raise RunFolderError(f"{flag}: {problem.format(where=where)}; it was edited: restore it")
+                for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env):
+                    problem = problem.format(where=f"{env}/{algo}")
+                    if not of_results:
+                        raise RunFolderError(f"{flag}: {problem}; it was edited: restore it")
                     if results:  # --eval-only re-creates the results: not refused there
-                        raise RunFolderError(f"{flag}: {problem[len(RESULTS):].format(where=where)}: it is damaged or "
-                                             f"another run's; run.py --eval-only {self.root} re-creates it from the "
-                                             "checkpoint")  # fmt: skip
+                        raise RunFolderError(f"{flag}: {problem}: it is damaged or another run's; run.py --eval-only "
+                                             f"{self.root} re-creates it from the checkpoint")  # fmt: skip
         return plan
 
     def check_checkpoints(self, plan: Plan, keys, groups: dict | None = None, flag: str = "") -> None:
-        """Every finished checkpoint of ``groups`` (``{env: [[algo, ...], ...]}``, algorithms whose
-        configs train arrays of one shape; default: each of the plan's alone) must hold arrays of
-        the shapes its run.json config trains with ``keys`` (one key per seed): an edited
-        run.json is refused (``RunFolderError``) before anything is restored, never taken for a
-        damaged checkpoint."""
+        """Every finished checkpoint of ``groups`` (``{env: [[algo, ...], ...]}``, algorithms
+        whose configs train arrays of one shape; default each of the plan's alone) must hold the
+        shapes its run.json config trains with ``keys`` (one per seed): an edited run.json is
+        refused (``RunFolderError``) before anything is restored, never taken for damage."""
         from rcmdp_jax import checkpoint, make_train
 
         groups = groups or {env: [[a] for a in plan.algos] for env in plan.envs}
         for env, env_groups in groups.items():
             for group in env_groups:
-                done = [a for a in group if checkpoint.exists(self.ckpt_dir(env, a))]
-                if not done:
-                    continue
-                abstract = checkpoint.abstract_result(make_train(plan.configs[env][done[0]]), keys)
-                for algo in done:
-                    if checkpoint.matches(self.ckpt_dir(env, algo), abstract) is False:
-                        raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{algo} does not "
-                                             "match its checkpoint (other array shapes); it was edited: restore "
+                if done := [a for a in group if checkpoint.exists(self.ckpt_dir(env, a))]:
+                    abstract = checkpoint.abstract_result(make_train(plan.configs[env][done[0]]), keys)
+                    if bad := [a for a in done if checkpoint.matches(self.ckpt_dir(env, a), abstract) is False]:
+                        raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{bad[0]} does "
+                                             "not match its checkpoint (other array shapes); it was edited: restore "
                                              "it")  # fmt: skip
 
     def exists(self, flag: str) -> bool:
@@ -254,7 +214,6 @@ class RunFolder:
                 raise RunFolderError(f"--out {self.root}: cannot write run.json: {err.strerror or err}") from None
             raise
 
-    # ---------------------------------------------------------------- writers
     def save_training(self, env: str, algo: str, metrics: dict, timing: dict | None = None) -> None:
         d = self.algo_dir(env, algo)
         d.mkdir(parents=True, exist_ok=True)
@@ -266,17 +225,15 @@ class RunFolder:
         """``test_results.npz``; ``kept``: the episode costs ``EpCost`` (as ``C``), and what ``C``
         is, each constraint's discount ``gamma_c`` and the episode length ``horizon``."""
         d = self.algo_dir(env, algo)
-        save_npz(d / "test_results.npz", V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi,
-                 seed=np.int64(seed), **kept)  # fmt: skip
+        arrays = dict(V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi, seed=np.int64(seed))
+        save_npz(d / "test_results.npz", **arrays, **kept)
         write_text(d / "diverged.json", json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
 
     def save_worst_case(self, env: str, algo: str, found: dict) -> None:
         flat = {f"{name}/{field}": value for name, d in found.items() for field, value in d.items()}
         save_npz(self.algo_dir(env, algo) / "worst_case.npz", **flat)
 
-    # ---------------------------------------------------------------- readers
-    def load_results(self, env: str, algos, bounds: dict | None = None, seeds: dict | None = None,
-                     costs: dict | None = None):  # fmt: skip
+    def load_results(self, env: str, algos, bounds=None, seeds=None, costs=None):
         """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``;
         fills ``bounds`` (if given) with each algorithm's per-episode state-bound flags,
         ``seeds`` with ``(seeds used, seeds trained)`` and ``costs`` with ``{"EpCost": the kept
@@ -284,35 +241,34 @@ class RunFolder:
         results, metrics, levels, first = {}, {}, None, None
         for algo in algos:
             d = self.algo_dir(env, algo)
-            if (d / "test_results.npz").exists():
-                z = load_npz(d / "test_results.npz")
-                first = first or (algo, z["V"].shape[1:])
-                if z["V"].shape[1:] != first[1]:  # a file of another run or environment
-                    raise DamagedFile(f"{d / 'test_results.npz'} holds results of shape {z['V'].shape[1:]} (levels, "
-                                      f"kernels, episodes), {first[0]}'s {first[1]}: it is not this run's; run.py "
-                                      "--eval-only re-creates it from the checkpoints")  # fmt: skip
-                keep = kept_seeds(z)
-                results[algo] = (z["V"][keep], z["C"][keep]) if keep.any() else None
-                levels = z["levels"]
-                if bounds is not None and keep.any():
-                    bounds[algo] = z["bound"][keep]
-                if costs is not None and keep.any() and "EpCost" in z:
-                    costs[algo] = {"EpCost": z["EpCost"][keep], "gamma_c": z["gamma_c"], "horizon": int(z["horizon"])}
-                if seeds is not None:
-                    seeds[algo] = (int(keep.sum()), int(keep.size))
             if (d / "train_metrics.npz").exists():
                 metrics[algo] = load_npz(d / "train_metrics.npz")
+            if not (d / "test_results.npz").exists():
+                continue
+            z = load_npz(d / "test_results.npz")
+            first = first or (algo, z["V"].shape[1:])
+            if z["V"].shape[1:] != first[1]:  # a file of another run or environment
+                raise DamagedFile(f"{d / 'test_results.npz'} holds results of shape {z['V'].shape[1:]} (levels, "
+                                  f"kernels, episodes), {first[0]}'s {first[1]}: it is not this run's; run.py "
+                                  "--eval-only re-creates it from the checkpoints")  # fmt: skip
+            keep, levels = kept_seeds(z), z["levels"]
+            results[algo] = (z["V"][keep], z["C"][keep]) if keep.any() else None
+            if seeds is not None:
+                seeds[algo] = (int(keep.sum()), int(keep.size))
+            if bounds is not None and keep.any():
+                bounds[algo] = z["bound"][keep]
+            if costs is not None and keep.any() and "EpCost" in z:
+                costs[algo] = {"EpCost": z["EpCost"][keep], "gamma_c": z["gamma_c"], "horizon": int(z["horizon"])}
         return results, metrics, levels
 
     def load_worst_case(self, env: str, algo: str) -> tuple[dict, np.ndarray]:
         """``({objective: {field: per kept seed}}, the test kernels' xi)``."""
         z = load_npz(self.algo_dir(env, algo) / "worst_case.npz")
         t = load_npz(self.algo_dir(env, algo) / "test_results.npz")
-        keep = kept_seeds(t)
-        nested: dict = {}
-        for key in z:
+        keep, nested = kept_seeds(t), {}
+        for key, value in z.items():
             name, field = key.split("/")
-            nested.setdefault(name, {})[field] = z[key][keep]
+            nested.setdefault(name, {})[field] = value[keep]
         return nested, t["test_xi"]
 
 
