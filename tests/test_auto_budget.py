@@ -71,7 +71,7 @@ def test_found_says_which_budget_and_why():
 @pytest.mark.parametrize("argv,words", [
     (["--budget", "auto", "--seeds", "2", "--steps", "100000", "--plots", "off"], ["--seeds 3 or more"]),
     (["--budget", "auto", "--seeds", "3", "--steps", "20000", "--plots", "off"], ["at least 50,000"]),
-    (["--budget", "sometimes", "--seeds", "3"], ["--budget 'sometimes'", "auto"]),
+    (["--budget", "sometimes", "--seeds", "3"], ["--budget: invalid choice: 'sometimes'", "auto"]),
 ])  # fmt: skip
 def test_auto_refused_in_one_line_before_anything_compiles(capsys, tmp_path, argv, words):
     _refused(capsys, ["--env", "gymnax:CartPole-v1", "--algos", "PPO-Lag", *argv], tmp_path / "r", *words)

@@ -24,7 +24,7 @@ def saved(tmp_path):
 
 def _resumed(argv):
     args = cli.anchor_paths(cli.parse_args(argv))
-    plan = cli.resumed_plan(args) or cli.built_plan(args)
+    plan = cli.resumed_plan(args) or cli.build_plan(args)
     return args, plan
 
 

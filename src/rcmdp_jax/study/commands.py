@@ -1,7 +1,8 @@
 """What the console commands share (``console`` dispatches to them): options whose error is
-one line (``Parser``), the error line with exit status 2 (``refuse``), and Ctrl-C or SIGTERM
-said in one line with exit 130 or 143 (``signals_exit``; ``signals_held`` around renames
-that must all happen)."""
+one line (``Parser``, ``UsageError``) and the options that name an environment
+(``environment_options``), the error line with exit status 2 (``refuse``), and Ctrl-C or
+SIGTERM said in one line with exit 130 or 143 (``signals_exit``; ``signals_held`` around
+renames that must all happen)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,34 @@ import sys
 ENTRY: list = []  # non-empty in a console command's own process (``console.main``, ``report_main``)
 
 
+class UsageError(ValueError):
+    """Bad command-line input: reported in one line, exit status 2, nothing written."""
+
+
 class Parser(argparse.ArgumentParser):
-    """A command's options: a wrong one is a ``ValueError`` the command says in one line."""
+    """A command's options: a wrong one is a ``UsageError`` the command says in one line."""
 
     def error(self, message):
-        raise ValueError(f"{message} (see --help)")
+        raise UsageError(f"{message} (see --help)")
+
+
+def environment_options(p: argparse.ArgumentParser) -> None:
+    """``--env`` with a gymnax or brax environment's ``--uncertain``, ``--costs`` and ``--noise``,
+    ``--plugins`` and ``--seed``: the training command's and ``rcmdp feasibility``'s (docs/cli.md)."""
+    p.add_argument("--env", default="cartpole", help="cartpole (default), inventory, inventory3d or 'all' (training "
+                   "only), NAME@FIELD=X (the constraint's limit X), gymnax:ID, brax:NAME, or your own environment, "
+                   "PACKAGE.MODULE:NAME or FILE.py:NAME (docs/custom_envs.md)")  # fmt: skip
+    p.add_argument("--uncertain", metavar="FIELD=WIDTH,...", help="gymnax:ID / brax:NAME: the uncertain fields and "
+                   "their box half-widths, relative (g=0.2: ±20%%) or absolute (g=abs:1.5); replaces the preset's box")
+    p.add_argument("--costs", metavar="NAME,...", help="gymnax:ID / brax:NAME: the preset's costs to keep, "
+                   "FIELD:LIMIT (|FIELD| <= LIMIT) or 'FIELD>LIMIT:BUDGET[:GAMMA_C]' (unsafe steps per episode); "
+                   "an id without costs runs the unconstrained algorithms only (docs/cli.md)")  # fmt: skip
+    p.add_argument("--noise", metavar="STD,...", help="gymnax:ID: the kernel's std on each float state entry (one, "
+                   "or one per entry; default the preset's, else 1e-3)")
+    p.add_argument("--plugins", action="append", default=[], metavar="FILE.py|MODULE,...", help="files or modules "
+                   "that register your learners, rules, robust methods or environments (repeatable; recorded in "
+                   "run.json, loaded again by --resume, --eval-only and 'rcmdp report')")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
 
 
 def refuse(prog: str, message: str) -> int:

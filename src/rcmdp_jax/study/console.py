@@ -13,6 +13,8 @@ imports are inside them: ``rcmdp`` imports nothing before the CPU split."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import sys
 
 from rcmdp_jax.study.commands import ENTRY
@@ -69,27 +71,23 @@ def train(argv=None) -> int:
     return _started(command, argv, "nothing was trained")
 
 
+def _run(module: str, argv) -> int:
+    """The command ``rcmdp_jax.study.MODULE.run`` on ``argv`` (the process's own when None)."""
+    return importlib.import_module(f"rcmdp_jax.study.{module}").run(sys.argv[1:] if argv is None else list(argv))
+
+
 def feasibility(argv=None) -> int:
-    def command(argv):
-        from rcmdp_jax.study.feasibility_command import run
-
-        return run(sys.argv[1:] if argv is None else list(argv))
-
-    return _started(command, argv, "no feasibility.json was written")
+    return _started(functools.partial(_run, "feasibility_command"), argv, "no feasibility.json was written")
 
 
 def evaluate(argv=None) -> int:
-    from rcmdp_jax.study.eval_command import run
-
-    return run(sys.argv[1:] if argv is None else list(argv))
+    return _run("eval_command", argv)
 
 
 def report(argv=None) -> int:
     if argv is None:  # experiments/report.py
         ENTRY.append(True)
-    from rcmdp_jax.study.report_command import run
-
-    return run(sys.argv[1:] if argv is None else list(argv))
+    return _run("report_command", argv)
 
 
 def main(argv=None) -> int:
@@ -98,9 +96,7 @@ def main(argv=None) -> int:
         ENTRY.append(True)
     argv = sys.argv[1:] if argv is None else list(argv)
     commands = {"report": report, "feasibility": feasibility, "eval": evaluate}
-    if argv[:1] and argv[0] in commands:
-        return commands[argv[0]](argv[1:])
-    return train(argv)
+    return commands[argv[0]](argv[1:]) if argv[:1] and argv[0] in commands else train(argv)
 
 
 def report_main() -> int:
