@@ -225,7 +225,8 @@ def main(argv=None) -> int:
     split_note = ""
     try:
         args = anchor_paths(parse_args(sys.argv[1:] if argv is None else argv))
-        split_note = runtime.split_in_process(args.devices, args.seeds) if not args.distributed else ""  # before any JAX work
+        if not args.distributed:  # before any JAX work
+            split_note = runtime.split_in_process(args.devices, args.seeds)
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
         plan, folder = plan_and_folder(args, plan, first)
