@@ -139,7 +139,7 @@ def test_resume_with_auto_takes_the_budgets_its_search_found_and_refuses_another
     from rcmdp_jax.study.run_folder import RunFolder
 
     argv = ["--env", "cartpole", "--algos", "PPO-Lag", "--seeds", "3", "--budget", "auto", "--steps", "60000"]
-    plan = build_plan(cli.anchor_paths(cli.parse_args(argv)))
+    plan = build_plan(cli.parse_args(argv))
     folder = RunFolder(tmp_path / "run")
     folder.root.mkdir()
     with pytest.raises(cli.UsageError, match="was not trained with --budget auto"):

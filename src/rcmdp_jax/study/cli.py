@@ -8,7 +8,6 @@ folder -> devices -> study. ``rcmdp_jax.study.cli.main(argv)`` is this function.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as _dt
 import json
 import sys
@@ -18,9 +17,9 @@ import jax
 
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.study import runtime
-from rcmdp_jax.study.commands import Parser, UsageError, environment_options, refuse
+from rcmdp_jax.study.commands import Parser, UsageError, refuse
 from rcmdp_jax.study.notes import say_before_training
-from rcmdp_jax.study.plan import AUTO, build_plan, check_before_processes, check_devices, load_plugins, with_budgets
+from rcmdp_jax.study.plan import AUTO, build_plan, new_plan, resumed_plan, with_budgets
 from rcmdp_jax.study.run_folder import RunFolder, write_text
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
@@ -31,14 +30,37 @@ REFUSED = (UsageError, PlanError, RunFolderError)
 
 
 def parse_args(argv):
-    """The command's options; ``given``: the names of those the command line gives (``--resume``
-    takes the others from the run folder's run.json, ``resumed_plan``)."""
-    args = parser().parse_args(argv)
-    quiet = parser()
+    """The command's options, ``--out`` and ``--eval-only`` as absolute paths and the folder
+    ``runs/`` is in (``cwd``) taken now: a user module that changes the working directory as it
+    loads (``--env FILE.py:NAME``) cannot move the run folder. ``given``: the options the command
+    line gives (``--resume`` takes the others from the run folder's run.json, ``resumed_plan``)."""
+    args, quiet = parser().parse_args(argv), parser()
     for action in quiet._actions:  # only what the command line gives is set
         action.default = argparse.SUPPRESS
-    args.given = set(vars(quiet.parse_args(argv)))
+    args.given, args.cwd = set(vars(quiet.parse_args(argv))), Path.cwd()
+    for name in ("out", "eval_only"):
+        if (value := getattr(args, name)) is not None and value.strip():
+            setattr(args, name, str(args.cwd / value))
     return args
+
+
+def environment_options(p: argparse.ArgumentParser) -> None:
+    """``--env`` with a gymnax or brax environment's ``--uncertain``, ``--costs`` and ``--noise``,
+    ``--plugins`` and ``--seed``: the training command's and ``rcmdp feasibility``'s (docs/cli.md)."""
+    p.add_argument("--env", default="cartpole", help="cartpole (default), inventory, inventory3d or 'all' (training "
+                   "only), NAME@FIELD=X (the constraint's limit X), gymnax:ID, brax:NAME, or your own environment, "
+                   "PACKAGE.MODULE:NAME or FILE.py:NAME (docs/custom_envs.md)")  # fmt: skip
+    p.add_argument("--uncertain", metavar="FIELD=WIDTH,...", help="gymnax:ID / brax:NAME: the uncertain fields and "
+                   "their box half-widths, relative (g=0.2: ±20%%) or absolute (g=abs:1.5); replaces the preset's box")
+    p.add_argument("--costs", metavar="NAME,...", help="gymnax:ID / brax:NAME: the preset's costs to keep, "
+                   "FIELD:LIMIT (|FIELD| <= LIMIT) or 'FIELD>LIMIT:BUDGET[:GAMMA_C]' (unsafe steps per episode); "
+                   "an id without costs runs the unconstrained algorithms only (docs/cli.md)")  # fmt: skip
+    p.add_argument("--noise", metavar="STD,...", help="gymnax:ID: the kernel's std on each float state entry (one, "
+                   "or one per entry; default the preset's, else 1e-3)")
+    p.add_argument("--plugins", action="append", default=[], metavar="FILE.py|MODULE,...", help="files or modules "
+                   "that register your learners, rules, robust methods or environments (repeatable; recorded in "
+                   "run.json, loaded again by --resume, --eval-only and 'rcmdp report')")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -89,64 +111,6 @@ def parser() -> argparse.ArgumentParser:
 # the options --eval-only does not use (it takes the run folder's plan as it is)
 EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "noise", "algos", "plugins", "schedules", "budget", "steps", "seeds",
                     "seed", "vmap", "out", "sets", "resume", "tensorboard")  # fmt: skip
-
-
-def anchor_paths(args):
-    """``--out`` and ``--eval-only`` as absolute paths, and the folder ``runs/`` is in, taken
-    now: a user module that changes the working directory as it loads (``--env
-    FILE.py:NAME``) cannot move the run folder."""
-    args.cwd = Path.cwd()
-    for name in ("out", "eval_only"):
-        if (value := getattr(args, name)) is not None and value.strip():
-            setattr(args, name, str(args.cwd / value))
-    return args
-
-
-def new_plan(args) -> Plan | None:
-    """Every input of a training command checked and its plan built (nothing started
-    yet, not even the other processes of ``--distributed``); None for ``--eval-only``."""
-    runtime.check_compile_cache(args.compile_cache)
-    args.event_files, args.event_note = event_files(args.tensorboard)
-    if args.eval_only:
-        check_devices(args)
-        return None
-    if args.out is not None and not args.out.strip():
-        raise UsageError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
-    load_plugins(args)
-    if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
-        check_before_processes(args)
-        return None
-    return resumed_plan(args) or build_plan(args)
-
-
-# --resume: the options run.json records as they are (``SAVED``), and those that build its configs
-SAVED = ("seeds", "seed", "n_test", "vmap", "worst_case")
-BUILT = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "steps", "sets")
-
-
-def resumed_plan(args) -> Plan | None:
-    """``--resume`` of a run folder: the options the command leaves out are the run's
-    (run.json), so ``--resume --out DIR`` alone continues it; an option given must agree
-    (``plan_and_folder``). The saved plan with the given ``SAVED`` options; where the command
-    gives any that builds configs (``BUILT``), a plan built from ``args`` with the run's
-    environments, algorithms and (none of ``--budget``, ``--steps``, ``--set`` given) configs.
-    None for a command that resumes nothing."""
-    if not (args.resume and args.out and (Path(args.out) / "run.json").is_file()):
-        return None
-    saved = RunFolder(args.out).read_plan("--resume")
-    for name in SAVED:
-        if name not in args.given:
-            setattr(args, name, getattr(saved, name))
-    if not args.given & set(BUILT):
-        return dataclasses.replace(saved, **{name: getattr(args, name) for name in SAVED})
-    if not args.given & {"env", "uncertain", "costs", "noise"}:
-        args.env = saved.envs[0] if len(saved.envs) == 1 else "all"
-    if not args.given & {"algos", "schedules"}:
-        args.algos, args.schedules = ",".join(saved.algos), False
-    plan = build_plan(args)
-    if args.given & {"budget", "steps", "sets"}:
-        return plan
-    return dataclasses.replace(plan, configs=saved.configs, will_run=saved.will_run)
 
 
 def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFolder]:
@@ -224,9 +188,11 @@ def main(argv=None) -> int:
 
     split_note = ""
     try:
-        args = anchor_paths(parse_args(sys.argv[1:] if argv is None else argv))
+        args = parse_args(sys.argv[1:] if argv is None else argv)
         if not args.distributed:  # before any JAX work
             split_note = runtime.split_in_process(args.devices, args.seeds)
+        runtime.check_compile_cache(args.compile_cache)
+        args.event_files, args.event_note = event_files(args.tensorboard)
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
         plan, folder = plan_and_folder(args, plan, first)

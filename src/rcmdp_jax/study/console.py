@@ -21,10 +21,8 @@ from rcmdp_jax.study.commands import ENTRY
 
 
 def split_cpu() -> None:
-    """One XLA device per CPU core, before anything starts JAX's backends (the first
-    computation does, and so does importing gymnax): ``--devices auto`` then shards the
-    seeds over all cores. Called too late, it says so in one line (once per process). No
-    effect on accelerators, or where ``XLA_FLAGS`` already sets the count."""
+    """One XLA device per CPU core, before anything starts JAX's backends (``--devices auto``
+    then shards the seeds over all cores); called too late, it says so in one line."""
     from rcmdp_jax.study.runtime import split_in_process
 
     note = split_in_process("auto", 2)
@@ -41,9 +39,8 @@ def _terminate(signum, frame):
 
 
 def _started(command, argv, said: str) -> int:
-    """``command(argv)``; Ctrl-C (or SIGTERM) while it starts (imports, checks, a user's
-    module) is one line (``said``) and exit 130 (143), as it is once it trains
-    (``runtime.ctrl_c_exits``)."""
+    """``command(argv)``; Ctrl-C (SIGTERM) while it starts (imports, checks, a user's module) is
+    one line (``said``) and exit 130 (143), as it is once it trains (``runtime.ctrl_c_exits``)."""
     import signal
     import threading
 

@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from rcmdp_jax.study.commands import Parser, environment_options, refuse
+from rcmdp_jax.study.commands import Parser, refuse, signals_exit
 
 PROG = "rcmdp feasibility"
 PARTIAL = "feasibility.partial.json"  # the rows found so far, and the inputs they were found with
@@ -21,6 +21,7 @@ PARTIAL = "feasibility.partial.json"  # the rows found so far, and the inputs th
 
 def feasibility_args(argv):
     from rcmdp_jax.feasibility import LEARNERS
+    from rcmdp_jax.study.cli import environment_options
 
     p = Parser(prog=PROG, description="Whether each constraint can be kept on the whole uncertainty box: cost-"
                "minimising policies trained robust to the box, the least C found on every test kernel.")
@@ -150,16 +151,6 @@ def _open(out: Path):
     return take(out)
 
 
-class _Said:
-    """What an interrupted check keeps, said as it is when the signal comes (``said[0]``)."""
-
-    def __init__(self, said: list):
-        self.said = said
-
-    def __format__(self, spec) -> str:
-        return self.said[0]
-
-
 def run(argv: list) -> int:
     """``rcmdp feasibility``'s work (``console.feasibility`` runs it with Ctrl-C said in one line)."""
     try:
@@ -182,28 +173,28 @@ def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) ->
     from rcmdp_jax.feasibility import check_feasibility
     from rcmdp_jax.feasibility_report import lines, plot
     from rcmdp_jax.study.run_folder import write_text
-    from rcmdp_jax.study.runtime import ctrl_c_exits, os_error
+    from rcmdp_jax.study.runtime import os_error
 
     t0 = time.perf_counter()
     say = lambda msg: print(f"[feasibility {time.perf_counter() - t0:7.1f}s] {msg}", flush=True)  # noqa: E731
     say(f"{name}: {cfg.seeds} seed(s) per constraint -> {out}" + (f" ({len(done)} found before)" if done else ""))
-    rows = list(done)
-    said = [f"no feasibility.json; the constraints found are kept in {PARTIAL}" if done else
-            "no feasibility.json; no constraint was found yet"]  # fmt: skip
+    rows, again = list(done), f"; continue with --resume --out {out}"
+    kept = f"no feasibility.json; the constraints found are kept in {PARTIAL}{again}"
 
     def keep(j: int, row: dict) -> None:  # each constraint's row kept as it is found: --resume starts after it
         rows.append(json.loads(json.dumps(row)))  # as the file holds it: its digest is of that
         write_text(out / PARTIAL, json.dumps({"inputs": inputs, "rows": rows, "digest": _digest(inputs, rows)}))
-        said[0] = f"no feasibility.json; the constraints found are kept in {PARTIAL}"
+        state.said = kept
         say(f"constraint {j + 1} done")
 
     try:
-        with ctrl_c_exits(out, release, saved=_Said(said)):
+        with signals_exit(PROG, kept if done else f"no feasibility.json; no constraint was found yet{again}") as state:
+            state.undo.append(release)
             report = check_feasibility(name, cfg, controller, progress=say, done=tuple(done), on_row=keep)
     except (ValueError, TypeError, FloatingPointError) as err:
         return refuse(PROG, str(err))
     except OSError as err:
-        return refuse(PROG, f"{os_error(err, out)}; the constraints found are kept, continue with --resume --out {out}")
+        return refuse(PROG, f"{os_error(err, out)}; the constraints found are kept{again}")
     report["wall_s"] = round(time.perf_counter() - t0, 1)  # this call's (a resumed check: since the resume)
     try:
         write_text(out / "feasibility.json", json.dumps(report, indent=1))

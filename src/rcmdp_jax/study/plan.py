@@ -25,6 +25,7 @@ from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_vari
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.sizes import check_counts, check_memory
 from rcmdp_jax.study import user_code
+from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, check_run_fields
 
 AUTO = "auto"  # --budget auto: the budget rule read while training (rcmdp_jax.auto_budget)
@@ -150,7 +151,7 @@ def check_before_processes(args) -> None:
     algorithm names, the ``--set`` fields and every hyperparameter. The rest follows."""
     plan_algos(args)
     check_numbers(args)
-    overrides = {k: v for k, v in parse_sets(args.sets).items() if k not in CHOSEN_ELSEWHERE}
+    overrides = parse_sets(args.sets)
     try:
         with np.errstate(all="ignore"):
             validate_hparams(Config().replace(**overrides).hparams)
@@ -184,9 +185,9 @@ def _named_alone(env: str, algo: str, budget: str) -> bool:
 
 
 def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
-    """Each plug-in of ``cfg`` refuses an environment it cannot run (``options.check_env``:
-    LTMA's score gradient on brax's deterministic physics, corners beyond 8 parameters) now,
+    """Each plug-in of ``cfg`` refuses an environment it cannot run (``options.check_env``) now,
     not when the family compiles; a gymnax environment is built abstractly."""
+
     def check():
         options.check_env(cfg, envs.make(env)[0], adversary.family_methods([cfg]))
         return 0
@@ -264,11 +265,9 @@ def build_plan(args) -> Plan:
 
 
 def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
-    """An environment without constraint costs (a gymnax id named without --costs) runs
-    the unconstrained algorithms only: ``--algos all`` is cut to them, a named
-    constrained algorithm is refused."""
-    bare = [e for e in envs_ if e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e)]
-    if not bare:
+    """An environment without constraint costs (a gymnax id named without --costs) runs the
+    unconstrained algorithms only: ``--algos all`` is cut to them, a constrained one named is refused."""
+    if not any(e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e) for e in envs_):
         return algos
     constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
     if constrained and args.algos != "all":
@@ -313,6 +312,51 @@ def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
         warnings.simplefilter("ignore", BudgetRounded)
         return plan.with_configs({e: {a: c.replace(total_timesteps=int(budgets[e])) if e in budgets else c
                                       for a, c in cs.items()} for e, cs in plan.configs.items()})  # fmt: skip
+
+
+def new_plan(args) -> Plan | None:
+    """Every input of a training command checked and its plan built (nothing started
+    yet, not even the other processes of ``--distributed``); None for ``--eval-only``."""
+    if args.eval_only:
+        check_devices(args)
+        return None
+    if args.out is not None and not args.out.strip():
+        raise PlanError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
+    load_plugins(args)
+    if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
+        check_before_processes(args)
+        return None
+    return resumed_plan(args) or build_plan(args)
+
+
+# --resume: the options run.json records as they are (``SAVED``), and those that build its configs
+SAVED = ("seeds", "seed", "n_test", "vmap", "worst_case")
+BUILT = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "steps", "sets")
+
+
+def resumed_plan(args) -> Plan | None:
+    """``--resume`` of a run folder: the options the command leaves out are the run's
+    (run.json), so ``--resume --out DIR`` alone continues it; an option given must agree
+    (``plan_and_folder``). The saved plan with the given ``SAVED`` options; where the command
+    gives any that builds configs (``BUILT``), a plan built from ``args`` with the run's
+    environments, algorithms and (none of ``--budget``, ``--steps``, ``--set`` given) configs.
+    None for a command that resumes nothing."""
+    if not (args.resume and args.out and (Path(args.out) / "run.json").is_file()):
+        return None
+    saved = RunFolder(args.out).read_plan("--resume")
+    for name in SAVED:
+        if name not in args.given:
+            setattr(args, name, getattr(saved, name))
+    if not args.given & set(BUILT):
+        return dataclasses.replace(saved, **{name: getattr(args, name) for name in SAVED})
+    if not args.given & {"env", "uncertain", "costs", "noise"}:
+        args.env = saved.envs[0] if len(saved.envs) == 1 else "all"
+    if not args.given & {"algos", "schedules"}:
+        args.algos, args.schedules = ",".join(saved.algos), False
+    plan = build_plan(args)
+    if args.given & {"budget", "steps", "sets"}:
+        return plan
+    return dataclasses.replace(plan, configs=saved.configs, will_run=saved.will_run)
 
 
 def load_plugins(args) -> None:

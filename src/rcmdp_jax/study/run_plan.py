@@ -33,15 +33,8 @@ REQUIRED_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """Every choice of a run, checked (``plan.build_plan``).
-
-    ``configs``: ``{env: {algo: Config}}``, each as ``run.json`` records it
-    (``config_to_dict``); ``will_run``: ``{env: {algo: {"iterations",
-    "policy_steps"}}}``, what will run; ``env_sources``: how a fresh process rebuilds
-    the user environments among ``envs`` (``user_code.sources``); ``env_descriptions``:
-    what tells them from another environment under the same name
-    (``user_code.descriptions``); ``plugins``: the plug-in files and modules a fresh process
-    imports first (``user_code.restore_plugins``)."""
+    """Every choice of a run, checked (``plan.build_plan``); ``configs`` as ``run.json`` records
+    them, and what the user environments and plug-ins it names are (``user_code``)."""
 
     envs: tuple[str, ...]
     algos: tuple[str, ...]
@@ -49,12 +42,12 @@ class Plan:
     seed: int
     vmap: bool
     n_test: int | None
-    configs: dict[str, dict[str, Config]]
+    configs: dict[str, dict[str, Config]]  # {env: {algo: Config}}
     worst_case: str | None = None  # --worst-case: None, "all" or "costs"
     devices: str = "auto"
-    will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)
-    env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
-    env_descriptions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)  # ``will_run_of``
+    env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # how a fresh process rebuilds
+    env_descriptions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # what tells them apart
     plugins: tuple[dict[str, Any], ...] = ()  # --plugins' files and modules (``user_code.load_plugin``)
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,7 +57,8 @@ class Plan:
                "vmap": self.vmap, "n_test": self.n_test, "worst_case": self.worst_case, "devices": self.devices,
                "configs": {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()},
                "will_run": self.will_run}  # fmt: skip
-        optional = {"env_sources": self.env_sources, "env_descriptions": self.env_descriptions, "plugins": list(self.plugins)}
+        optional = {"env_sources": self.env_sources, "env_descriptions": self.env_descriptions,
+                    "plugins": list(self.plugins)}  # fmt: skip
         return out | {k: v for k, v in optional.items() if v}
 
     def to_json(self) -> str:
@@ -207,22 +201,6 @@ def will_run_of(cfg: Config) -> dict[str, int]:
     return {"iterations": cfg.num_iterations, "policy_steps": steps}
 
 
-def will_run_problem(plan: dict) -> str:
-    """``will_run`` (absent in older run folders) must say what the configs run: the
-    numbers ``plan.build_plan`` derives from each."""
-    will_run = plan.get("will_run")
-    if not will_run:
-        return ""
-    for e in plan["envs"]:
-        for a in plan["algos"]:
-            want = will_run_of(config_from_dict(plug_ins.lifted(plan["configs"][e][a], set(_FIELDS) | {"hparams"})))
-            per_env = will_run.get(e) if isinstance(will_run, dict) else None
-            got = per_env.get(a) if isinstance(per_env, dict) else None
-            if got != want:
-                return f"will_run.{e}.{a} is {got!r}, but its config runs {want}"
-    return ""
-
-
 def check_run_fields(seeds, seed, n_test, option: bool = False) -> None:
     """``seeds``, ``seed`` and ``n_test`` as the command line (``option``: named ``--seeds``) and a
     saved run.json both check them: ``ValueError`` naming the field."""
@@ -263,8 +241,13 @@ def plan_problem(plan: dict) -> str:
         not isinstance(configs.get(e), dict) or set(configs[e]) != set(plan["algos"]) for e in plan["envs"]
     ):
         return "configs must hold one config per environment and algorithm"
+    will_run = plan.get("will_run")  # absent in older run folders; else what build_plan derives from each config
     for e in plan["envs"]:
         for a in plan["algos"]:
             if problem := config_problem(e, a, configs[e][a]):
                 return f"configs.{e}.{a}: {problem}"
-    return will_run_problem(plan)
+            per_env = will_run.get(e) if isinstance(will_run, dict) else None
+            got = per_env.get(a) if isinstance(per_env, dict) else None
+            if will_run and got != (want := will_run_of(config_from_dict(configs[e][a]))):
+                return f"will_run.{e}.{a} is {got!r}, but its config runs {want}"
+    return ""
