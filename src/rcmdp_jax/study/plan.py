@@ -39,11 +39,12 @@ CHOSEN_ELSEWHERE = {f: _BY[by] for f, by in chosen_by().items()}
 
 
 def parse_sets(sets) -> dict:
+    """``--set KEY=VALUE ...`` as ``{key: value}`` (a Python literal, else the text)."""
     out = {}
     for item in sets:
-        if "=" not in item or not item.split("=", 1)[0].strip():
+        key, eq, raw = (x.strip() for x in item.partition("="))
+        if not (eq and key):
             raise PlanError(f"--set expects KEY=VALUE, got {item!r}")
-        key, raw = (x.strip() for x in item.split("=", 1))
         if key in CHOSEN_ELSEWHERE:
             raise PlanError(f"--set {key}=...: {key} is chosen by {CHOSEN_ELSEWHERE[key]}, not --set")
         try:
