@@ -43,8 +43,8 @@ def variant_class():
     import jax
 
     from rcmdp_jax.adversary.lanes import Lanes
+    from rcmdp_jax.chunked import Prepared
     from rcmdp_jax.step import Step
-    from rcmdp_jax.study.compiled import Prepared
 
     class EveryLane(Lanes):
         """Every lane of a family runs every robust method and discards what is not its

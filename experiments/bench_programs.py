@@ -5,9 +5,9 @@
     python experiments/bench_programs.py compile --cache DIR        # the CartPole grid, a fresh cache
     python experiments/bench_programs.py compile --cache DIR --lr-scale 2   # again, only lr changed
 
-``study`` counts the distinct keys of the study's program cache (``study.compiled.cached``)
+``study`` counts the distinct keys of the study's program cache (``chunked.cached``)
 over the reproduction study (``experiments/reproduce.py``: 3 domains x 2 budgets, and the
-schedules study), as ``study.compiled.Prepared`` builds them: ``cached`` is replaced by a
+schedules study), as ``chunked.Prepared`` builds them: ``cached`` is replaced by a
 recorder, so nothing compiles. Each setting of the study is one process, so a program two
 settings share is compiled once only through JAX's persistent cache, whose key is the
 program itself: the count is that of the programs the persistent cache holds after the study.
@@ -82,8 +82,8 @@ def count_study() -> dict:
     """Distinct program-cache keys of the whole study (nothing is compiled)."""
     import numpy as np
 
+    from rcmdp_jax import chunked as compiled
     from rcmdp_jax import family
-    from rcmdp_jax.study import compiled
 
     keys, per_setting = set(), {}
     compiled.cached = lambda key, build: keys.add(key) or (None, None)  # record, do not build
@@ -130,7 +130,7 @@ def compile_grid(env: str, budget: str, lr_scale: float, cache: str, algos=None)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     from rcmdp_jax import family
-    from rcmdp_jax.study.compiled import Prepared
+    from rcmdp_jax.chunked import Prepared
 
     counter = Counter()
     cfgs = grid(env, budget, False, lr_scale, algos)

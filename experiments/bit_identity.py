@@ -6,7 +6,7 @@ worst_cost reading and the alpha schedules, every metric and the final parameter
     python experiments/bit_identity.py save after                        # the code after
     python experiments/bit_identity.py compare before after
 
-The ``runner/`` runs train a family through the study's runner (``study.compiled``: a compiled
+The ``runner/`` runs train a family through the study's runner (``rcmdp_jax.chunked``: a compiled
 program run chunk by chunk, its numbers and budget as arguments) on the study's three domains and
 a gymnax preset, 7 iterations (the last chunk runs past the end).
 
@@ -86,7 +86,7 @@ def save(folder: str) -> None:
             continue
         cfgs, out = [tiny(e, a, **kw) for e, a, kw in specs], {}
         if kind == "runner":
-            from rcmdp_jax.study.compiled import Prepared, train_prepared
+            from rcmdp_jax.chunked import Prepared, train_prepared
 
             keys = np.asarray(jax.random.split(key, 2))
             per_member, _ = train_prepared(Prepared(cfgs, keys, True), tag)

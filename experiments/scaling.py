@@ -57,7 +57,7 @@ def train_point(p: dict, mesh) -> dict:
     import numpy as np
 
     from rcmdp_jax import preset
-    from rcmdp_jax.study.compiled import Prepared, train_prepared
+    from rcmdp_jax.chunked import Prepared, train_prepared
 
     cfgs = [preset(p["env"], a, total_timesteps=p["steps"]) for a in p["algos"]]
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), p["seeds"]))

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 from rcmdp_jax import family, preset  # noqa: E402
 from rcmdp_jax.sharding import local_mesh  # noqa: E402
 from rcmdp_jax import program_store  # noqa: E402
-from rcmdp_jax.study.compiled import Prepared, train_prepared  # noqa: E402
+from rcmdp_jax.chunked import Prepared, train_prepared  # noqa: E402
 
 store, out, lr_scale = sys.argv[1], sys.argv[2], float(sys.argv[3])
 program_store.configure(None if store == "off" else store)

@@ -153,12 +153,12 @@ def test_resume_after_interruption_equals_an_uninterrupted_run_and_a_second_stud
 def _a_second_study_reuses_the_compiled_programs(full_run, tmp_path):
     """Run again in one process (a notebook, the tests; the resumed runs above built the
     programs here): the second run traces and compiles nothing of the families, sweeps
-    and layouts (``study.compiled.cached``) and gives the same numbers; an environment name
+    and layouts (``chunked.cached``) and gives the same numbers; an environment name
     registered anew is a new program."""
     import dataclasses
 
+    from rcmdp_jax import chunked as compiled
     from rcmdp_jax import envs
-    from rcmdp_jax.study import compiled
 
     before = dict(compiled.counts)
     assert cli.main(TINY + QUICK + ["--out", str(tmp_path / "b")]) == 0

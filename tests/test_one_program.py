@@ -1,5 +1,5 @@
 """One compiled program, many runs (issue 53 item 4): a family's hyperparameters, variants and
-budget are arguments of the study's compiled program (``study.compiled.Prepared``), so a run
+budget are arguments of the study's compiled program (``rcmdp_jax.chunked.Prepared``), so a run
 whose only change is the learning rate or the budget compiles nothing, and trains what a
 program built for it alone trains (``make_family`` with its numbers as constants, the reference)."""
 
@@ -9,9 +9,9 @@ import jax
 import numpy as np
 import pytest
 
+from rcmdp_jax import chunked as compiled
 from rcmdp_jax import make_family, preset
-from rcmdp_jax.study import compiled
-from rcmdp_jax.study.compiled import Prepared, train_prepared
+from rcmdp_jax.chunked import Prepared, train_prepared
 
 ALGOS = ("MDPO", "MDPO-Lag")
 
@@ -135,3 +135,26 @@ def test_a_bounded_slot_is_traced_once(monkeypatch):
     assert float(state) == 4.0  # three slots ran: 1 + 3
     np.testing.assert_array_equal(metrics["x"], [2.0, 4.0, 6.0, np.nan, np.nan])
     np.testing.assert_array_equal(metrics["active"], [1, 1, 1, 0, 0])
+
+
+@pytest.mark.parametrize("vmap", [True, False])
+def test_the_callback_gets_each_members_chunks_and_a_true_return_stops(first, keys, vmap):
+    """``train_prepared``'s ``on_chunk``: each member's chunk (leaves ``[seeds, iterations]``, the
+    slots past the run's end cut), in order, with its first iteration and seeds; joined, the
+    member's metrics. A true return stops there (``--budget auto``'s search): one chunk trained."""
+    prep = first[0] if vmap else Prepared(configs(7)[:1], keys, False)  # the loop: one member, seed by seed
+    seen = []
+    trained, _ = train_prepared(prep, None, lambda *call: seen.append(call))
+    n = len(prep.cfgs)
+    want = [(m, 0, None) for m in range(n)] + [(m, 5, None) for m in range(n)]  # chunks of 5, 7 iterations
+    if not vmap:  # a batch per seed, each its two chunks
+        want = [(0, start, [s]) for s in range(len(keys)) for start in (0, 5)]
+    assert [(m, start, seeds) for m, _, start, seeds in seen] == want
+    for m in range(n):
+        for s in range(len(keys)):
+            parts = [t["lam"][0 if seeds else s] for mm, t, _, seeds in seen if mm == m and seeds in (None, [s])]
+            assert [len(p) for p in parts] == [5, 2]
+            np.testing.assert_array_equal(np.concatenate(parts), trained[m].metrics["lam"][s])
+    stopped, _ = train_prepared(prep, None, lambda *call: True)
+    assert stopped[0].metrics["lam"].shape[:2] == (len(keys) if vmap else 1, 5)
+    np.testing.assert_array_equal(stopped[0].metrics["lam"][0], trained[0].metrics["lam"][0, :5])

@@ -17,7 +17,7 @@ from cli_helpers import _copy, _load, _one_line, _snapshot, assert_csv_is_npz, c
 
 from rcmdp_jax import load_policy
 from rcmdp_jax.kernel_text import parse
-from rcmdp_jax.study import cli, compiled, console, training_log
+from rcmdp_jax.study import cli, console, runtime, training_log
 
 XI = ("xi[0]", "xi[1]", "xi[2]", "xi[3]")  # a kernel's entries by index (the parser's own checks)
 NAMES = ("cart position", "cart velocity", "pole angle", "pole angular velocity")  # cartpole's, as its report names them
@@ -259,14 +259,14 @@ def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
 
 
 def test_a_line_while_a_program_compiles(capsys):
-    with compiled.ticking("[cartpole 1/2] MDPO-Lag:", "compiling the training program", every=0.1):
+    with runtime.ticking("[cartpole 1/2] MDPO-Lag:", "compiling the training program", every=0.1):
         time.sleep(0.45)
     lines = capsys.readouterr().out.splitlines()
     assert 3 <= len(lines) <= 5, lines
     seconds = [float(line.split(": ")[-1].split("s")[0]) for line in lines]
     assert all(line.startswith("[cartpole 1/2] MDPO-Lag: compiling the training program: ") for line in lines)
     assert seconds == sorted(seconds) and 0.05 < seconds[0] < 0.3
-    with compiled.ticking("x", "quick", every=5.0):  # a short compile says nothing
+    with runtime.ticking("x", "quick", every=5.0):  # a short compile says nothing
         pass
     assert capsys.readouterr().out == ""
 

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from tiny_configs import CLI_BATCH, QUICK, sets, tiny
 
+from rcmdp_jax import chunked as compiled
 from rcmdp_jax import constraints, make_family, preset
 from rcmdp_jax.config import config_from_dict, config_to_dict
 from rcmdp_jax.family import group, plugins, structure
 from rcmdp_jax.plugin import Number
-from rcmdp_jax.study import cli, compiled
+from rcmdp_jax.study import cli
 from rcmdp_jax.study.run_plan import config_problem
 
 

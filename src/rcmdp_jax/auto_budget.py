@@ -87,41 +87,31 @@ def check(seeds: int, cap: int) -> None:
 
 def search(config, keys, cap: int = DEFAULT_CAP, chunk: int | None = None, report=None) -> Found:
     """Train ``config`` (the non-robust learner; its ``total_timesteps`` replaced by ``cap``) on
-    the seeds ``keys`` chunk by chunk, reading the rule after each chunk; stop at the first
-    converged budget. ``report(line)``: progress (None: silent)."""
-    import jax
-    import jax.numpy as jnp
-
+    the seeds ``keys`` chunk by chunk (``chunked``), reading the rule after each chunk; stop at the
+    first converged budget. ``report(line)``: progress (None: silent)."""
     from rcmdp_jax import envs
-    from rcmdp_jax.train import make_train
+    from rcmdp_jax.chunked import Prepared, train_prepared
 
     check(int(keys.shape[0]), cap)
     names = envs.spec(config.env).cost_names if config.constrained else None  # no constraint: the return alone
-    trainer = make_train(config.replace(total_timesteps=int(cap)))
-    n_iter = trainer.num_iterations()
-    chunk = chunk or max(1, min(n_iter, -(-GRID[0] // max(1, config.batch_size))))
-    total = jnp.int32(n_iter)
-    init = jax.jit(jax.vmap(lambda k: trainer.init(k)))
-    run = jax.jit(jax.vmap(lambda s, start: trainer.run(s, None, start, chunk, total), in_axes=(0, None)))
-    state, parts, t0 = init(keys), [], time.perf_counter()
-    found, table, done = None, {}, 0
-    while done < n_iter and found is None:
-        state, metrics = run(state, jnp.int32(done))
-        keep = min(chunk, n_iter - done)
-        parts.append(jax.tree.map(lambda x: np.asarray(x)[:, :keep], metrics))
-        done += keep
-        joined = {k: np.concatenate([p[k] for p in parts], axis=1) for k in ("eval_return", "eval_costs",
-                                                                              "policy_steps")}  # fmt: skip
-        curves, steps = curves_of(joined, names)
+    cfg = config.replace(total_timesteps=int(cap)).validate()
+    chunk = chunk or max(1, min(cfg.num_iterations, -(-GRID[0] // max(1, config.batch_size))))
+    parts, found, table, steps, t0 = [], None, {}, [0], time.perf_counter()
+
+    def read(_member, metrics, *_) -> bool:
+        nonlocal found, table, steps
+        parts.append({k: metrics[k] for k in ("eval_return", "eval_costs", "policy_steps")})
+        curves, steps = curves_of({k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}, names)
         before = len(table)
         found, table = stop_at(curves, steps, GRID)
         if report is not None and len(table) > before:
             n = max(table)
             verdict = "passes" if all(passes(m, se) for m, se in table[n].values()) else "moved"
-            report(f"{int(steps[-1]):,} policy steps: budget {n:,} {verdict} "
-                   f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
-    reached = int(steps[-1])
-    return Found(found, reached, int(cap), table, time.perf_counter() - t0)
+            report(f"{int(steps[-1]):,} policy steps: budget {n:,} {verdict} ({time.perf_counter() - t0:.0f} s)")
+        return found is not None
+
+    train_prepared(Prepared([cfg], keys, True, chunk=chunk), on_chunk=read)
+    return Found(found, int(steps[-1]), int(cap), table, time.perf_counter() - t0)
 
 
 def plain_config(cfgs):

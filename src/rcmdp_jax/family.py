@@ -9,7 +9,7 @@ together: 14 algorithms become 3 compiles, and one wide batch runs faster than
 several narrow ones.
 
 ``make_family`` holds the members' numbers as constants (``jax.jit(jax.vmap(family))``); the
-study's runner (``study.compiled``) passes them, with the budget, as arguments instead
+study's runner (``rcmdp_jax.chunked``) passes them, with the budget, as arguments instead
 (``tables``, ``Family.using``) and keys its compiled program on ``structure``: a run whose only
 change is a number or the budget runs the program compiled before.
 

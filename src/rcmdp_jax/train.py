@@ -75,7 +75,7 @@ class Program:
         ``run(init(rng), lane, start, n)`` over consecutive chunks gives the numbers of one call.
         ``total`` (the run's iterations, may be traced): a chunk may run past the run's end,
         its slots from ``total`` on doing nothing (``step.until``), so one program of chunk
-        ``n`` serves every budget (``study.compiled``); its metrics' rows past the end are to be cut."""
+        ``n`` serves every budget (``rcmdp_jax.chunked``); its metrics' rows past the end are to be cut."""
         n = self.num_iterations() if n is None else n
         if total is None:
             check_chunk(start, n, self.num_iterations())

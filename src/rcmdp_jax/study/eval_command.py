@@ -51,8 +51,8 @@ def run(argv: list) -> int:
     with signals_exit(PROG, "nothing was evaluated or written"):
         try:
             args = eval_args(argv)
-            from rcmdp_jax.study.compiled import ticking
             from rcmdp_jax.study.policy import load_policy
+            from rcmdp_jax.study.runtime import ticking
 
             check_json_path(args.json)  # before anything is evaluated
             with ticking(f"{PROG}:", f"reading {args.algo}'s checkpoint"):

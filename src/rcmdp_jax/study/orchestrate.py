@@ -1,7 +1,6 @@
-"""The study as named steps: for each environment and family, train (or restore) every
-algorithm, test it on the robustness grid, optionally search the box for its worst
-kernel, then write the environment's report. ``Study(plan, folder, ...).run()`` returns
-the exit status; after each training chunk it writes the training log (``training_log``)."""
+"""The study as named steps: per environment and family, train (or restore) every algorithm, test it
+on the robustness grid, optionally search the box for its worst kernel, then write the report.
+``Study(plan, folder, ...).run()`` returns the exit status."""
 
 from __future__ import annotations
 
@@ -14,25 +13,23 @@ import jax
 import numpy as np
 
 from rcmdp_jax import checkpoint, envs, family, make_train
+from rcmdp_jax.chunked import Prepared, cached, env_identity, fmt, policy_key, train_prepared
 from rcmdp_jax.divergence import BLOW_UP, diverged_seeds, nonfinite_episodes
 from rcmdp_jax.evaluate import make_eval
+from rcmdp_jax.program_store import policy_program
 from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
-from rcmdp_jax.study.compiled import Prepared, cached, env_identity, fmt, policy_key, ticking, train_prepared
-from rcmdp_jax.program_store import policy_program
 from rcmdp_jax.study.report import margin_of, write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, readable
 from rcmdp_jax.study.run_plan import Plan
-from rcmdp_jax.study.runtime import program_name
+from rcmdp_jax.study.runtime import program_name, ticking
 from rcmdp_jax.study.training_log import CSV_NAME, TrainingLog
 from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
 
 
 def dual_blow_up(result, cfg) -> np.ndarray:
-    """``(seeds,)`` bool: the multiplier's unclipped ascent step ``eta_lam * C^`` beyond
-    ``divergence.BLOW_UP`` on an iteration that ran. Divergence the clip at ``lam_clip``
-    hides in ``lam`` (``eta_lam=1e30`` on a -Lag algorithm: ``lam`` jumps between 0 and
-    the clip), so it is flagged as ``lam`` beyond ``BLOW_UP`` is."""
+    """``(seeds,)`` bool: the multiplier's unclipped step ``eta_lam * C^`` beyond ``BLOW_UP`` on an
+    iteration that ran: divergence the clip at ``lam_clip`` hides in ``lam`` (``eta_lam=1e30``)."""
     c_hat = np.abs(np.asarray(result.metrics["c_hat"], np.float64))
     n, t = c_hat.shape[:2]
     step = c_hat.reshape(n, t, -1).max(-1) * abs(float(cfg.hparams.eta_lam))
@@ -102,23 +99,21 @@ class Study:
 
     def train(self, env: str, group: list[str], missing: list[str]) -> dict:
         """Train a family whose members ``missing`` lack a checkpoint; save those."""
-        label = self._label(env, group)
-        idx = self.todo.index((env, tuple(group)))
+        label, idx = self._label(env, group), self.todo.index((env, tuple(group)))
         self.prepare(idx)
         future, since = self.pending.pop((env, tuple(group)))
         what = f"compiling the training program ({len(group)} algorithm(s) x {self.plan.seeds} seed(s))"
         with ticking(label, what, since):
             prepared = future.result()
         self.prepare(idx + 1)
-        compile_s = prepared.compile_s
         log = TrainingLog(self.folder, env, group, self.tensorboard, algos=missing) if self.writer else None
         try:
-            per_member, train_s = train_prepared(prepared, label, log)
+            per_member, train_s = train_prepared(prepared, label, None if log is None else log.chunk)
         except BaseException:  # Ctrl-C, a full disk: the event files written so far are closed
             if log is not None:
                 log.close()
             raise
-        del prepared
+        timing = {"compile_s": prepared.compile_s, "train_s": train_s, "family": list(group), "seed": self.plan.seed}
         trained = {}
         for algo, result in zip(group, per_member):
             if algo not in missing:  # trained again only to keep the family whole
@@ -126,7 +121,6 @@ class Study:
             result = trained[algo] = gather_blocks(result, self.plan.seeds)
             ckpt = self.folder.ckpt_dir(env, algo)
             if self.writer:
-                timing = {"compile_s": compile_s, "train_s": train_s, "family": list(group), "seed": self.plan.seed}
                 metrics = jax.tree.map(np.asarray, result.metrics)
                 if line := margin_line(self.cfgs[env][algo], metrics):
                     print(f"{label} {algo}: {line}", flush=True)
@@ -170,6 +164,7 @@ class Study:
 
     def _sweep(self, env: str, cfg):
         """The compiled robustness sweep of ``cfg``'s policy shape (shared by algorithms)."""
+
         def build():
             sweep = make_eval(cfg, self.plan.n_test)
             stored = policy_program("sweep", env, policy_key(env, cfg), n_test=self.plan.n_test, mesh=self.mesh)
@@ -195,8 +190,8 @@ class Study:
         if self.writer:
             # what C is: each constraint's discount and the episodes' length, beside the episode costs
             gamma_c = np.asarray(cost_discounts(sweep.env, sweep.gamma), np.float64)
-            epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length),
-                          gamma_c=np.broadcast_to(gamma_c, (sweep.env.num_constraints,)))
+            gamma_c = np.broadcast_to(gamma_c, (sweep.env.num_constraints,))
+            epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length), gamma_c=gamma_c)
             self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed, **epcost)
         if bad.any():
             self.outcome.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
@@ -228,8 +223,7 @@ class Study:
             self.folder.save_worst_case(env, algo, found)
         kept = jax.tree.map(lambda x: x[~bad], found)
         cmp = compare_with_grid(V[~bad], C[~bad], kept, robust_env.lambda_max, test_xi)
-        metric = "Return" if "Return" in cmp else "C0"  # --worst-case costs: the first constraint's
-        d = cmp[metric]
+        d = cmp["Return" if "Return" in cmp else "C0"]  # --worst-case costs: the first constraint's
         beyond = d["beyond"]
         what = "lowest return" if d["lower_is_worse"] else "highest C"
         print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed {d['grid'].mean():.2f} on the "

@@ -136,9 +136,9 @@ class LoadedPolicy:
     def _episodes(self, n: int):
         """The jitted ``policy_sweep`` of one kernel (axes ``[1, 1]``), kept per policy shape
         (``compiled.cached``)."""
+        from rcmdp_jax.chunked import cached, policy_key
         from rcmdp_jax.evaluate import policy_sweep
         from rcmdp_jax.rollout import Policy
-        from rcmdp_jax.study.compiled import cached, policy_key
 
         env, actor, gamma = self.env, self.actor, self.config.hparams.gamma
 

@@ -1,8 +1,6 @@
-"""The process's runtime switches for the main job: several processes
-(``jax.distributed``), the device mesh, the CPU split into one XLA device per core for a
-study started in this process (``split_in_process``: the command line and
-``console.split_cpu`` call it), the persistent compilation cache, the faster CPU random
-numbers, and Ctrl-C."""
+"""The process's runtime for a command: several processes (``jax.distributed``), the device mesh,
+the CPU split into a device per core (``split_in_process``), the compilation caches, the faster
+CPU random numbers, Ctrl-C, and the lines said while a program compiles (``ticking``)."""
 
 from __future__ import annotations
 
@@ -12,12 +10,37 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import jax
 
 from rcmdp_jax import sharding
+from rcmdp_jax.chunked import fmt
 from rcmdp_jax.study.run_plan import PlanError
+
+TICK_S = 15.0  # seconds between the lines that say a program is still compiling
+
+
+@contextlib.contextmanager
+def ticking(label: str, what: str, since: float | None = None, every: float = TICK_S):
+    """While the block runs (a compile, or waiting for one), a line every ``every`` seconds:
+    ``{label} {what}: 45.0s so far``, counted from ``since`` (a ``time.perf_counter()``; default
+    now). Nothing is printed for a block that ends sooner."""
+    t0 = time.perf_counter() if since is None else since
+    done = threading.Event()
+
+    def tick():
+        while not done.wait(every):
+            print(f"{label} {what}: {fmt(time.perf_counter() - t0)} so far", flush=True)
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def program_name() -> str:
@@ -30,8 +53,8 @@ def program_name() -> str:
 
 
 def start_processes(args) -> bool:
-    """``--distributed``: join the other processes (before anything starts JAX's
-    backends). Returns whether this is the first process (the one that writes)."""
+    """``--distributed``: join the other processes (before JAX's backends start); whether this
+    is the first process (the one that writes)."""
     if not args.distributed and any(x is not None for x in (args.coordinator, args.num_processes, args.process_id)):
         raise PlanError("--coordinator, --num-processes and --process-id need --distributed")
     if not args.distributed:
@@ -55,8 +78,7 @@ def mesh_of(args):
 
 
 def os_error(err: OSError, where: Path | str) -> str:
-    """An OS error in one line: the path (``where`` when the error names none, as
-    matplotlib's) and the cause (``No space left on device``)."""
+    """An OS error in one line: its path (else ``where``) and its cause (``No space left on device``)."""
     path = err.filename if err.filename is not None else f"a file in {where}"
     return f"{path}: {err.strerror or err}"
 
@@ -74,10 +96,8 @@ def check_compile_cache(cache: str | None) -> None:
 
 
 def speed_up(cache: str | None) -> None:
-    """Same random bits, faster CPU code (``rcmdp_jax.cpu_prng``); the persistent XLA
-    compilation cache (``cache``: a folder, ``off``, or None for JAX's own setting, else
-    ``~/.cache/rcmdp_jax/xla``) and in it the compiled training programs
-    (``program_store``, its folder ``rcmdp_programs``)."""
+    """Faster CPU random bits (``cpu_prng``); the XLA cache (``cache``: a folder, ``off``, None: JAX's
+    setting, else ``~/.cache/rcmdp_jax/xla``) with the ``program_store`` in it."""
     from rcmdp_jax import cpu_prng, program_store
 
     cpu_prng.apply_default()
@@ -91,8 +111,7 @@ def speed_up(cache: str | None) -> None:
 
 
 def resume_command(out: Path) -> str:
-    """The command that continues the run in ``out``, as this one was called (run.json holds
-    its options): ``rcmdp --resume --out DIR``."""
+    """The command that continues the run in ``out``, called as this one: ``rcmdp --resume --out DIR``."""
     called = program_name()
     if called == "run.py":  # a script: run by Python
         called = f"python {shlex.quote(sys.argv[0]) if sys.argv and sys.argv[0] else 'experiments/run.py'}"
@@ -101,11 +120,9 @@ def resume_command(out: Path) -> str:
 
 @contextlib.contextmanager
 def ctrl_c_exits(out: Path, release=lambda: None, saved: str = "finished algorithms are saved", again: str = ""):
-    """Ctrl-C (and SIGTERM, a scheduler's stop) prints one line (``saved``: what is kept; ``again``:
-    the command that continues, default ``--resume --out OUT`` with the same options),
-    releases the run folder's lock (``release``) and exits at once: 130 (143 for SIGTERM).
-    A handler rather than ``except KeyboardInterrupt``: a library that catches the exception
-    (or checks signals inside a long XLA call) cannot swallow it."""
+    """Ctrl-C (and SIGTERM) prints one line (``saved``: what is kept; ``again``: the command that
+    continues, default ``--resume --out OUT``), calls ``release`` and exits at once: 130 (143).
+    A handler, not ``except KeyboardInterrupt``: a library that catches the exception cannot swallow it."""
 
     def interrupted(signum=signal.SIGINT, *_):
         print(f"\ninterrupted: {saved}; continue with {again or f'--resume --out {out}'}", file=sys.stderr)
@@ -125,15 +142,12 @@ def ctrl_c_exits(out: Path, release=lambda: None, saved: str = "finished algorit
             signal.signal(s, handler)
 
 
-# --- the CPU split for a study started in this process ---
 _SAID: list[bool] = []
 
 
 def split_in_process(devices: str, seeds: int) -> str:
-    """For ``rcmdp_jax.study.cli.main`` called from a user's script: split the CPU into one
-    device per core (``--devices auto``) unless JAX already started; then, once per
-    process, the one line that says why the seeds run on fewer devices and how to get
-    them all ("" when there is nothing to say)."""
+    """``cli.main`` called from a script: the CPU split into a device per core (``--devices auto``)
+    unless JAX started; else, once per process, the line that says how to get them all (or "")."""
     cores = sharding.available_cores()
     if devices != "auto" or cores < 2 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return ""

@@ -1,15 +1,9 @@
-"""The training log, files a person reads while a run trains: per environment and algorithm,
-``train_metrics.csv`` (one row per seed and iteration; always) and TensorBoard event files
-(``tensorboard/seed_S/``, with tensorboardX when it is installed), written after each training
-chunk. ``train_metrics.npz`` stays the record the report reads; when an algorithm's training
-ends, its CSV is written again whole from the npz's metrics, so the two hold the same numbers.
-
-Columns (docs/cli.md, "Training metrics"): ``iteration`` (0-based), ``seed``, then every metric
-of ``train_metrics.npz`` in its order, named by ``NAMES`` (a constraint by its name, a ``/`` in it
-written `` per ``; the kernel as ``kernel/FIELD``; an index where there is no name), each value
-with 9 significant digits, so a float32 reads back exactly. The event files hold the same names
-as scalar tags, one event per seed and iteration that ran, its step the learner's environment
-steps (``policy_steps``) and the iteration a scalar of its own; NaN left out."""
+"""The training log a person reads while a run trains, written after each training chunk: per
+environment and algorithm ``train_metrics.csv`` (a row per seed and iteration, every metric named
+by ``NAMES``, 9 significant digits: a float32 reads back exactly) and, with tensorboardX, event
+files (``tensorboard/seed_S/``, step ``policy_steps``, NaN left out). When an algorithm ends its
+CSV is written again whole from ``train_metrics.npz`` (the report's record). docs/cli.md,
+"Training metrics", lists the columns."""
 
 from __future__ import annotations
 
@@ -68,8 +62,7 @@ def event_files(choice: str) -> tuple[bool, str]:
 
 
 def flat(x: np.ndarray) -> np.ndarray:
-    """A metric ``[seeds, iterations, ...]`` with its trailing axes as one (Inventory 3-D's
-    ``xi [3, 2]`` gives a column per entry, in C order)."""
+    """A metric ``[seeds, iterations, ...]`` with its trailing axes as one (C order)."""
     return x if x.ndim <= 3 else x.reshape(x.shape[:2] + (-1,))
 
 
@@ -92,8 +85,7 @@ def columns(metrics: dict, field_names, cost_names=()) -> list[tuple[str, str, i
 
 
 def table(metrics: dict, cols) -> np.ndarray:
-    """The values of ``cols`` as one array ``[seeds, iterations, columns]`` (float64: every
-    float32 metric exactly)."""
+    """The values of ``cols`` as one float64 array ``[seeds, iterations, columns]``."""
     arrays = {name: flat(np.asarray(x)) for name, x in metrics.items()}
     return np.stack([arrays[name] if j is None else arrays[name][..., j] for _, name, j in cols], -1).astype(np.float64)
 
@@ -113,9 +105,8 @@ def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header:
 
 
 class TrainingLog:
-    """The CSV and event files of the members ``algos`` of a family ``group`` of ``env`` (default
-    all) while they train (``chunk``), and their final CSV (``finish``). ``tensorboard``: write
-    event files."""
+    """The CSV (and with ``tensorboard`` the event files) of the members ``algos`` (default all) of a
+    family ``group`` of ``env`` while they train (``chunk``), and their final CSV (``finish``)."""
 
     def __init__(self, folder: RunFolder, env: str, group, tensorboard: bool, algos=None):
         self.folder, self.env, self.tensorboard = folder, env, tensorboard
