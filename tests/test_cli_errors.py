@@ -23,7 +23,7 @@ from rcmdp_jax.study import cli
     [
         (
             ["--env", "pendulum"],
-            "--env 'pendulum' is not allowed; choose one of: cartpole, inventory, inventory3d, all",
+            "--env pendulum: unknown environment 'pendulum'; valid names: cartpole, inventory, inventory3d, gymnax:",
         ),
         (["--env", "inventory@cost_threshold=low"], "--env inventory@cost_threshold=low: environment "
                                                     "'inventory@cost_threshold=low': write inventory@cost_threshold=NUMBER"),

@@ -101,7 +101,7 @@ def test_brax_is_imported_without_third_party_noise():
 def _plan(argv):
     from rcmdp_jax.study.plan import build_plan
 
-    return build_plan(cli.anchor_paths(cli.parse_args(argv)))
+    return build_plan(cli.parse_args(argv))
 
 
 def test_an_option_no_algorithm_uses_is_said():
@@ -146,6 +146,45 @@ def test_an_edited_run_json_is_refused_where_resume_would_be_silent():
     assert "adversary_candidates given both as a key and in options" in plan_problem(both)
 
 
+def test_a_bad_count_is_said_in_one_wording_by_the_command_line_and_a_saved_run_json(capsys, tmp_path):
+    """``--seeds``, ``--n-test`` and ``--seed`` and their run.json fields are checked by one
+    function (``run_plan.check_run_fields``): one wording, the option's or the field's name."""
+    from rcmdp_jax.study.run_plan import plan_problem
+
+    saved = json.loads(_plan(["--algos", "MDPO-Lag", *TINY]).to_json())
+    capsys.readouterr()  # the plan's notes
+    for field, option, value in (("seeds", "--seeds", 0), ("n_test", "--n-test", 0), ("seed", "--seed", -1)):
+        said = "must be a positive integer" if value == 0 else "must be an integer in [0, 2**32)"
+        assert plan_problem({**saved, field: value}) == f"{field} {said}, got {value}"
+        argv = ["--algos", "MDPO-Lag", *TINY, option, str(value)]
+        assert cli.main([*argv, "--out", str(tmp_path / field)]) == 2
+        _one_line(capsys, f"{option} {said}, got {value}")
+
+
+def test_eval_only_refuses_an_option_it_ignores_even_at_its_default(tmp_path):
+    """``--eval-only DIR --seeds 10`` names ``--seeds`` (the run's own seeds are tested), as it
+    does for any other value: an option given is never ignored in silence."""
+    for extra, name in ((["--seeds", "10"], "--seeds"), (["--budget", "short"], "--budget"), (["--set", "lr=1"], "--set")):
+        args = cli.parse_args(["--eval-only", str(tmp_path / "run"), *extra])
+        with pytest.raises(cli.UsageError, match=f"it does not use {name}: drop it"):
+            cli.plan_and_folder(args, None, first=True)
+
+
+def test_feasibility_declares_the_environment_options_as_the_runner_does(capsys):
+    """``--env``, ``--uncertain``, ``--costs``, ``--noise``, ``--plugins`` and ``--seed``: one
+    declaration (``cli.environment_options``), the same help in both commands."""
+    from rcmdp_jax.study.feasibility_command import feasibility_args
+
+    helps = []
+    for parse in (cli.parse_args, feasibility_args):
+        with pytest.raises(SystemExit):
+            parse(["--help"])
+        helps.append(" ".join(capsys.readouterr().out.split()))
+    for option in ("--env ENV", "--uncertain FIELD=WIDTH,...", "--costs NAME,...", "--noise STD,...", "--seed SEED"):
+        runner, feasibility = (h.split(option + " ", 1)[1].split(" --", 1)[0] for h in helps)
+        assert runner == feasibility, option
+
+
 def test_report_errors_name_the_command(capsys, tmp_path):
     from rcmdp_jax.study.console import report
 
@@ -167,8 +206,8 @@ def no_training(monkeypatch):
 
 @pytest.mark.parametrize("extra,words", [
     (["--out", ""], ["--out is empty"]),
-    (["--seed", str(2**70)], ["--seed must be an integer in [0, 2**32)"]),
-    (["--seed", "-1"], ["--seed must be an integer in [0, 2**32)"]),
+    (["--seed", str(2**70)], ["seed must be an integer in [0, 2**32)"]),
+    (["--seed", "-1"], ["seed must be an integer in [0, 2**32)"]),
     (["--seeds", "100000000000"], ["GiB of this machine's", "fewer seeds"]),
     (["--n-test", "20000000000"], ["GiB of this machine's", "--n-test"]),
     (["--env", "cartpole@velocity_limit=1e39"], ["finite number in float32"]),
@@ -203,7 +242,7 @@ def test_feasibility_refuses_an_unfinished_folder_without_resume(capsys, tmp_pat
     assert console([*FEAS, "--out", str(out)]) == 2
     _one_line(capsys, "interrupted feasibility check", "--resume")
     assert console([*FEAS, "--out", str(out), "--resume"]) == 2
-    _one_line(capsys, "--resume: the options differ", "config", "env")
+    _one_line(capsys, "--resume: the options differ", "--env", "--seeds", "--no-search")
 
 
 @pytest.mark.slow

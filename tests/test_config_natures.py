@@ -102,7 +102,7 @@ def test_no_module_keeps_a_list_of_the_fields_by_hand(tmp_path):
 def plan_of(argv):
     from tiny_configs import CLI_BATCH
 
-    return plan.build_plan(cli.anchor_paths(cli.parse_args([*argv, *CLI_BATCH])))
+    return plan.build_plan(cli.parse_args([*argv, *CLI_BATCH]))
 
 
 @pytest.mark.parametrize("algo,schedule,tick", [("MDPO-Lag:linear-batch", "linear", "batch"),

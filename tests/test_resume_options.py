@@ -16,15 +16,15 @@ from rcmdp_jax.study.run_folder import RunFolder
 def saved(tmp_path):
     """A run folder holding the run.json of the tiny study with a margin and a worst-case search."""
     out = tmp_path / "run"
-    args = cli.anchor_paths(cli.parse_args(TINY + ["--set", "cost_margin=1", "--worst-case", "costs", "--out", str(out)]))
+    args = cli.parse_args(TINY + ["--set", "cost_margin=1", "--worst-case", "costs", "--out", str(out)])
     plan = cli.build_plan(args)
     RunFolder(out).create(plan)
     return out, plan
 
 
 def _resumed(argv):
-    args = cli.anchor_paths(cli.parse_args(argv))
-    plan = cli.resumed_plan(args) or cli.built_plan(args)
+    args = cli.parse_args(argv)
+    plan = cli.resumed_plan(args) or cli.build_plan(args)
     return args, plan
 
 
@@ -53,7 +53,7 @@ def test_an_option_given_must_agree(saved):
         assert not plan.differences(got), argv  # given and equal to the run's: it resumes
     _, got = _resumed(["--resume", "--out", str(out), "--set", "cost_margin=2"])  # one config option: compared whole
     assert plan.differences(got)[0].startswith("configs: cartpole/MDPO-Lag: cost_margin")
-    args = cli.anchor_paths(cli.parse_args(["--resume", "--out", str(out), "--seeds", "3"]))
+    args = cli.parse_args(["--resume", "--out", str(out), "--seeds", "3"])
     with pytest.raises(cli.UsageError, match=r"the options differ .* \(seeds\)"):
         cli.plan_and_folder(args, None, first=True)
 

@@ -1,7 +1,7 @@
 """What the console commands share (``console`` dispatches to them): options whose error is
-one line (``Parser``), the error line with exit status 2 (``refuse``), and Ctrl-C or SIGTERM
-said in one line with exit 130 or 143 (``signals_exit``; ``signals_held`` around renames
-that must all happen)."""
+one line (``Parser``, ``UsageError``), the error line with exit status 2 (``refuse``), and
+Ctrl-C or SIGTERM said in one line with exit 130 or 143 (``signals_exit``; ``signals_held``
+around renames that must all happen)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,15 @@ import sys
 ENTRY: list = []  # non-empty in a console command's own process (``console.main``, ``report_main``)
 
 
+class UsageError(ValueError):
+    """Bad command-line input: reported in one line, exit status 2, nothing written."""
+
+
 class Parser(argparse.ArgumentParser):
-    """A command's options: a wrong one is a ``ValueError`` the command says in one line."""
+    """A command's options: a wrong one is a ``UsageError`` the command says in one line."""
 
     def error(self, message):
-        raise ValueError(f"{message} (see --help)")
+        raise UsageError(f"{message} (see --help)")
 
 
 def refuse(prog: str, message: str) -> int:
@@ -37,11 +41,10 @@ class SignalState:
 @contextlib.contextmanager
 def signals_exit(prog: str, said: str):
     """Ctrl-C (SIGINT) and SIGTERM while the block runs: one line (``prog: interrupted:
-    state.said``), ``state.undo`` run, exit 130 (143) at once (``os._exit``: no exception
-    raised inside a library's callback, no half-written file kept by a ``finally``). The
-    block gets the ``SignalState`` to change what is said and undone as it goes. In a
-    console command's own process (``ENTRY``) a signal after the block, while the process
-    ends, is ignored: the work is done (not a traceback or a death by signal)."""
+    state.said``), ``state.undo`` run, exit 130 (143) at once (``os._exit``: no exception inside
+    a library's callback, no half-written file kept by a ``finally``); the block gets the
+    ``SignalState`` to change both as it goes. In a console command's own process (``ENTRY``)
+    a signal after the block, while the process ends, is ignored: the work is done."""
     import signal
     import threading
 
@@ -52,10 +55,8 @@ def signals_exit(prog: str, said: str):
         signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # a second Ctrl-C does not cut the undoing short
         print(f"\n{prog}: interrupted: {state.said}", file=sys.stderr, flush=True)
         for undo in state.undo:
-            try:
+            with contextlib.suppress(Exception):  # the exit comes whatever is left to undo
                 undo()
-            except Exception:  # the exit comes whatever is left to undo
-                pass
         os._exit(128 + signum)
 
     main_thread = threading.current_thread() is threading.main_thread()
@@ -69,8 +70,7 @@ def signals_exit(prog: str, said: str):
 
 @contextlib.contextmanager
 def signals_held():
-    """SIGINT and SIGTERM held back while the block runs (renames that must all happen), then
-    delivered."""
+    """SIGINT and SIGTERM held back while the block runs (renames that must all happen)."""
     import signal
 
     held = (signal.SIGINT, signal.SIGTERM)

@@ -13,16 +13,16 @@ imports are inside them: ``rcmdp`` imports nothing before the CPU split."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import sys
 
 from rcmdp_jax.study.commands import ENTRY
 
 
 def split_cpu() -> None:
-    """One XLA device per CPU core, before anything starts JAX's backends (the first
-    computation does, and so does importing gymnax): ``--devices auto`` then shards the
-    seeds over all cores. Called too late, it says so in one line (once per process). No
-    effect on accelerators, or where ``XLA_FLAGS`` already sets the count."""
+    """One XLA device per CPU core, before anything starts JAX's backends (``--devices auto``
+    then shards the seeds over all cores); called too late, it says so in one line."""
     from rcmdp_jax.study.runtime import split_in_process
 
     note = split_in_process("auto", 2)
@@ -39,9 +39,8 @@ def _terminate(signum, frame):
 
 
 def _started(command, argv, said: str) -> int:
-    """``command(argv)``; Ctrl-C (or SIGTERM) while it starts (imports, checks, a user's
-    module) is one line (``said``) and exit 130 (143), as it is once it trains
-    (``runtime.ctrl_c_exits``)."""
+    """``command(argv)``; Ctrl-C (SIGTERM) while it starts (imports, checks, a user's module) is
+    one line (``said``) and exit 130 (143), as it is once it trains (``runtime.ctrl_c_exits``)."""
     import signal
     import threading
 
@@ -69,27 +68,23 @@ def train(argv=None) -> int:
     return _started(command, argv, "nothing was trained")
 
 
+def _run(module: str, argv) -> int:
+    """The command ``rcmdp_jax.study.MODULE.run`` on ``argv`` (the process's own when None)."""
+    return importlib.import_module(f"rcmdp_jax.study.{module}").run(sys.argv[1:] if argv is None else list(argv))
+
+
 def feasibility(argv=None) -> int:
-    def command(argv):
-        from rcmdp_jax.study.feasibility_command import run
-
-        return run(sys.argv[1:] if argv is None else list(argv))
-
-    return _started(command, argv, "no feasibility.json was written")
+    return _started(functools.partial(_run, "feasibility_command"), argv, "no feasibility.json was written")
 
 
 def evaluate(argv=None) -> int:
-    from rcmdp_jax.study.eval_command import run
-
-    return run(sys.argv[1:] if argv is None else list(argv))
+    return _run("eval_command", argv)
 
 
 def report(argv=None) -> int:
     if argv is None:  # experiments/report.py
         ENTRY.append(True)
-    from rcmdp_jax.study.report_command import run
-
-    return run(sys.argv[1:] if argv is None else list(argv))
+    return _run("report_command", argv)
 
 
 def main(argv=None) -> int:
@@ -98,9 +93,7 @@ def main(argv=None) -> int:
         ENTRY.append(True)
     argv = sys.argv[1:] if argv is None else list(argv)
     commands = {"report": report, "feasibility": feasibility, "eval": evaluate}
-    if argv[:1] and argv[0] in commands:
-        return commands[argv[0]](argv[1:])
-    return train(argv)
+    return commands[argv[0]](argv[1:]) if argv[:1] and argv[0] in commands else train(argv)
 
 
 def report_main() -> int:

@@ -49,32 +49,28 @@ def eval_args(argv):
 def run(argv: list) -> int:
     """The command on its arguments (``console.evaluate``)."""
     with signals_exit(PROG, "nothing was evaluated or written"):
-        return _evaluate(argv)
-
-
-def _evaluate(argv: list) -> int:
-    try:
-        args = eval_args(argv)
-        from rcmdp_jax.study.policy import load_policy
-        from rcmdp_jax.study.runtime import ticking
-
-        check_json_path(args.json)  # before anything is evaluated
-        with ticking(f"{PROG}:", f"reading {args.algo}'s checkpoint"):
-            policy = load_policy(Path(args.run).absolute(), args.algo, args.seed, args.env)
-        with ticking(f"{PROG}:", "compiling and running the episodes"):
-            result = policy.evaluate(args.kernel, args.n_episodes, args.episode_seed)
-    except (ValueError, TypeError) as err:  # RunFolderError is a ValueError
-        return refuse(PROG, as_options(str(err)))
-    print("\n".join(result.lines()))
-    if args.json is not None:
-        from rcmdp_jax.study.run_folder import write_text
-        from rcmdp_jax.study.runtime import os_error
-
         try:
-            write_text(Path(args.json), json.dumps(result.to_dict(), indent=1, allow_nan=False))
-        except OSError as err:
-            return refuse(PROG, f"--json {os_error(err, args.json)}")
-    return 0
+            args = eval_args(argv)
+            from rcmdp_jax.study.policy import load_policy
+            from rcmdp_jax.study.runtime import ticking
+
+            check_json_path(args.json)  # before anything is evaluated
+            with ticking(f"{PROG}:", f"reading {args.algo}'s checkpoint"):
+                policy = load_policy(Path(args.run).absolute(), args.algo, args.seed, args.env)
+            with ticking(f"{PROG}:", "compiling and running the episodes"):
+                result = policy.evaluate(args.kernel, args.n_episodes, args.episode_seed)
+        except (ValueError, TypeError) as err:  # RunFolderError is a ValueError
+            return refuse(PROG, as_options(str(err)))
+        print("\n".join(result.lines()))
+        if args.json is not None:
+            from rcmdp_jax.study.run_folder import write_text
+            from rcmdp_jax.study.runtime import os_error
+
+            try:
+                write_text(Path(args.json), json.dumps(result.to_dict(), indent=1, allow_nan=False))
+            except OSError as err:
+                return refuse(PROG, f"--json {os_error(err, args.json)}")
+        return 0
 
 
 def check_json_path(path: str | None) -> None:

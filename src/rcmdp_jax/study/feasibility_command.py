@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from rcmdp_jax.study.commands import Parser, refuse
+from rcmdp_jax.study.commands import Parser, refuse, signals_exit
 
 PROG = "rcmdp feasibility"
 PARTIAL = "feasibility.partial.json"  # the rows found so far, and the inputs they were found with
@@ -21,49 +21,37 @@ PARTIAL = "feasibility.partial.json"  # the rows found so far, and the inputs th
 
 def feasibility_args(argv):
     from rcmdp_jax.feasibility import LEARNERS
+    from rcmdp_jax.study.cli import environment_options
 
-    p = Parser(prog=PROG, description="Whether each constraint can be kept on the whole uncertainty box: "
-                "cost-minimising policies trained robust to the box, the least C found on every test kernel.")  # fmt: skip
-    p.add_argument("--env", default="cartpole", help="as rcmdp's --env (one environment)")
-    p.add_argument("--uncertain", default=None, metavar="FIELD=WIDTH,...", help="gymnax:ID: the box, as rcmdp's")
-    p.add_argument("--costs", default=None, metavar="NAME,...", help="gymnax:ID: the costs, as rcmdp's")
-    p.add_argument("--noise", default=None, metavar="STD,...", help="gymnax:ID: the kernel's noise, as rcmdp's")
-    p.add_argument("--seeds", type=int, default=3, help="cost-minimising policies per constraint (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
-    p.add_argument("--steps", type=int, default=None, help="policy steps per policy (default: 3 x the short budget)")
-    p.add_argument("--learner", default="ppo", choices=LEARNERS, help="the learner (default ppo)")
-    p.add_argument("--method", default=None, help="the robust method (default corners; worst-of-n above 8 parameters)")
-    p.add_argument("--n-test", type=int, default=None, help="episodes per test kernel (default the environment's)")
-    p.add_argument("--margin", type=float, default=0.0, help="keepable when the least C <= -MARGIN (default 0)")
-    p.add_argument("--no-search", action="store_true", help="the grid only (no gradient search of the box)")
-    p.add_argument("--controller", default=None, metavar="FILE.py:NAME|MODULE:NAME",
-                   help="a function of the observation returning an action: a second witness")  # fmt: skip
-    p.add_argument("--out", default=None, help="folder for feasibility.json/.png (default runs/feasibility-<time>)")
-    p.add_argument("--resume", action="store_true", help="continue the interrupted check in --out (same options)")
-    p.add_argument("--plugins", action="append", default=[], metavar="FILE.py|MODULE,...",
-                   help="as rcmdp's: files or modules registering your robust methods or environments")  # fmt: skip
+    p = Parser(prog=PROG, description="Whether each constraint can be kept on the whole uncertainty box: cost-"
+               "minimising policies trained robust to the box, the least C found on every test kernel.")
+    environment_options(p)
+    add = p.add_argument
+    add("--seeds", type=int, default=3, help="cost-minimising policies per constraint (default 3)")
+    add("--steps", type=int, help="policy steps per policy (default: 3 x the short budget)")
+    add("--learner", default="ppo", choices=LEARNERS, help="the learner (default ppo)")
+    add("--method", help="the robust method (default corners; worst-of-n above 8 parameters)")
+    add("--n-test", type=int, help="episodes per test kernel (default the environment's)")
+    add("--margin", type=float, default=0.0, help="keepable when the least C <= -MARGIN (default 0)")
+    add("--no-search", action="store_true", help="the grid only (no gradient search of the box)")
+    add("--controller", metavar="FILE.py:NAME|MODULE:NAME", help="a function of the observation returning an "
+        "action: a second witness")
+    add("--out", help="folder for feasibility.json/.png (default runs/feasibility-<time>)")
+    add("--resume", action="store_true", help="continue the interrupted check in --out (same options)")
     return p.parse_args(argv)
 
 
-def _env_name(args) -> str:
-    from rcmdp_jax.study.plan import plan_envs
-
-    if args.env == "all":
-        raise ValueError("--env: name one environment (not all)")
-    return plan_envs(args)[0]
-
-
 def _inputs(name: str, cfg, args) -> dict:
-    """What a ``--resume`` must match: the environment, the settings and the controller."""
-    return json.loads(json.dumps({"env": name, "config": dataclasses.asdict(cfg), "controller": args.controller}))
+    """What a ``--resume`` must match, by option: the environment, the settings, the controller."""
+    return json.loads(json.dumps({**dataclasses.asdict(cfg), "env": name, "controller": args.controller}))
 
 
 def _prepare(args):
     """Every input checked: ``(env name, FeasibilityConfig, controller, output folder, the
     rows of an interrupted check to resume)``."""
     from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
-    from rcmdp_jax.plugin import check_seed
     from rcmdp_jax.study import user_code
+    from rcmdp_jax.study.plan import plan_envs
 
     # the folder first: a user's module may change the working directory when it loads
     if args.out is not None and not args.out.strip():
@@ -74,9 +62,10 @@ def _prepare(args):
         raise ValueError("--controller is empty; name FILE.py:NAME or MODULE:NAME (or leave --controller out)")
     out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
     out = _checked_out(out)
-    check_seed("--seed", args.seed)
     user_code.load_plugin_specs(args.plugins)  # before the environment and the method are read
-    name = _env_name(args)
+    if args.env == "all":
+        raise ValueError("--env: name one environment (not all)")
+    name = plan_envs(args)[0]
     if not has_costs(name):
         raise ValueError(f"--env {args.env}: it has no constraint costs (name them with --costs)")
     cfg = FeasibilityConfig(seeds=args.seeds, steps=args.steps, learner=args.learner, method=args.method,
@@ -131,9 +120,11 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
     except (OSError, ValueError, KeyError, TypeError, AssertionError):
         raise ValueError(f"--resume: {path} is not readable as an interrupted check; remove it to start "
                          "again") from None
-    if differ := sorted({*before, *inputs} - {k for k in inputs if before.get(k) == inputs[k]}):
-        raise ValueError(f"--resume: the options differ from the check in {out} ({', '.join(_options(differ, before, inputs))}); "
-                         "use the same options")  # fmt: skip
+    if differ := sorted(k for k in {*before, *inputs} if before.get(k) != inputs.get(k)):
+        named = {"env": "--env (or --uncertain, --costs, --noise)", "search": "--no-search"}
+        options = dict.fromkeys(named.get(k, "--" + k.replace("_", "-")) for k in differ)
+        raise ValueError(f"--resume: the options differ from the check in {out} ({', '.join(options)}); use the same "
+                         "options")  # fmt: skip
     if saved.get("digest") != _digest(before, rows) or not all(isinstance(r, dict) for r in rows):
         raise ValueError(f"--resume: {path} was edited or damaged (its rows do not match their digest); remove it to "
                          "start again")  # fmt: skip
@@ -148,23 +139,6 @@ def _digest(inputs: dict, rows: list) -> str:
     return hashlib.sha256(json.dumps({"inputs": inputs, "rows": rows}, sort_keys=True).encode()).hexdigest()
 
 
-# the options behind ``_inputs``' settings (FeasibilityConfig's fields), as the command line names them
-FEASIBILITY_OPTIONS = {"seeds": "--seeds", "steps": "--steps", "learner": "--learner", "method": "--method",
-                       "n_test": "--n-test", "margin": "--margin", "search": "--no-search", "seed": "--seed"}  # fmt: skip
-
-
-def _options(differ: list, before: dict, inputs: dict) -> list[str]:
-    """The options behind the inputs that differ: ``config``'s fields by their options."""
-    out = []
-    for key in differ:
-        a, b = before.get(key), inputs.get(key)
-        if key == "config" and isinstance(a, dict) and isinstance(b, dict):
-            out += [FEASIBILITY_OPTIONS.get(f, f) for f in sorted({*a, *b}) if a.get(f) != b.get(f)] or ["config"]
-        else:
-            out.append({"env": "--env (or --uncertain, --costs, --noise)", "controller": "--controller"}.get(key, key))
-    return out
-
-
 def _open(out: Path):
     """Make ``out`` and take its lock (a run folder in use by a training run is refused)."""
     from rcmdp_jax.study.run_folder import take
@@ -175,16 +149,6 @@ def _open(out: Path):
     except OSError as err:
         raise ValueError(f"--out {out}: cannot create the folder ({os_error(err, out)})") from None
     return take(out)
-
-
-class _Said:
-    """What an interrupted check keeps, said as it is when the signal comes (``said[0]``)."""
-
-    def __init__(self, said: list):
-        self.said = said
-
-    def __format__(self, spec) -> str:
-        return self.said[0]
 
 
 def run(argv: list) -> int:
@@ -209,28 +173,28 @@ def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) ->
     from rcmdp_jax.feasibility import check_feasibility
     from rcmdp_jax.feasibility_report import lines, plot
     from rcmdp_jax.study.run_folder import write_text
-    from rcmdp_jax.study.runtime import ctrl_c_exits, os_error
+    from rcmdp_jax.study.runtime import os_error
 
     t0 = time.perf_counter()
     say = lambda msg: print(f"[feasibility {time.perf_counter() - t0:7.1f}s] {msg}", flush=True)  # noqa: E731
     say(f"{name}: {cfg.seeds} seed(s) per constraint -> {out}" + (f" ({len(done)} found before)" if done else ""))
-    rows = list(done)
-    said = [f"no feasibility.json; the constraints found are kept in {PARTIAL}" if done else
-            "no feasibility.json; no constraint was found yet"]  # fmt: skip
+    rows, again = list(done), f"; continue with --resume --out {out}"
+    kept = f"no feasibility.json; the constraints found are kept in {PARTIAL}{again}"
 
     def keep(j: int, row: dict) -> None:  # each constraint's row kept as it is found: --resume starts after it
         rows.append(json.loads(json.dumps(row)))  # as the file holds it: its digest is of that
         write_text(out / PARTIAL, json.dumps({"inputs": inputs, "rows": rows, "digest": _digest(inputs, rows)}))
-        said[0] = f"no feasibility.json; the constraints found are kept in {PARTIAL}"
+        state.said = kept
         say(f"constraint {j + 1} done")
 
     try:
-        with ctrl_c_exits(out, release, saved=_Said(said)):
+        with signals_exit(PROG, kept if done else f"no feasibility.json; no constraint was found yet{again}") as state:
+            state.undo.append(release)
             report = check_feasibility(name, cfg, controller, progress=say, done=tuple(done), on_row=keep)
     except (ValueError, TypeError, FloatingPointError) as err:
         return refuse(PROG, str(err))
     except OSError as err:
-        return refuse(PROG, f"{os_error(err, out)}; the constraints found are kept, continue with --resume --out {out}")
+        return refuse(PROG, f"{os_error(err, out)}; the constraints found are kept{again}")
     report["wall_s"] = round(time.perf_counter() - t0, 1)  # this call's (a resumed check: since the resume)
     try:
         write_text(out / "feasibility.json", json.dumps(report, indent=1))

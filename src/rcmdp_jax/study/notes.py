@@ -11,16 +11,22 @@ from rcmdp_jax import envs, options
 from rcmdp_jax.plugin import option_owners, options_of
 
 
+def _grouped(pairs) -> dict:
+    """``{key: [name, ...]}`` of ``(key, name)`` pairs, in order."""
+    out: dict = {}
+    for key, name in pairs:
+        out.setdefault(key, []).append(name)
+    return out
+
+
 def unused_options(overrides, configs) -> list[str]:
-    """A note for each plug-in option of ``--set`` that no algorithm of the run uses
-    (``--set adversary_candidates=8`` without worst-of-n): recorded, as every ``--set`` is
-    (a ``--resume`` gives the same), but said, not silent (once the run folder is settled:
-    a refusal stays one line)."""
+    """A note for each plug-in option or number of ``--set`` that no algorithm of the run uses
+    (``--set adversary_candidates=8`` without worst-of-n), and each plug-in number a name sets
+    that its algorithm does not read: recorded, as every ``--set`` is, but said, not silent."""
     owners, used = option_owners(), {o for c in configs for cls in options.used(c) for o in options_of(cls)}
+    reads, numbers = {id(c): options.numbers_read(c) for c in configs}, options.declared_numbers()
     notes = [f"note: --set {k}: no algorithm of this run uses it (an option of {owners[k][0]}); it has no effect"
              for k in overrides if k in owners and k not in used]  # fmt: skip
-    reads = {id(c): options.numbers_read(c) for c in configs}
-    numbers = options.declared_numbers()
     notes += [f"note: --set {k}: no algorithm of this run trains with {k.split('.')[0]}; it has no effect"
               for k in overrides if k in numbers and not any(k in r for r in reads.values())]  # fmt: skip
     notes += [f"note: {c.name}: {k}: {c.name} does not train with {k.split('.')[0]}; it has no effect"
@@ -32,14 +38,11 @@ def unused_options(overrides, configs) -> list[str]:
 def margin_notes(configs) -> list[str]:
     """The safety margin each algorithm trains with, where it is not 0 (a preset's, or a
     ``--set cost_margin``): its dual keeps ``C <= -margin``, not ``C <= 0``."""
-    by, data = {}, {}
-    for c in configs:
-        if float(c.hparams.cost_margin) != 0.0:
-            by.setdefault(float(c.hparams.cost_margin), []).append(c.name)
-        if float(c.hparams.margin_z) != 0.0 and c.constrained:
-            data.setdefault((float(c.hparams.margin_z), float(c.hparams.margin_n)), []).append(c.name)
+    fixed = _grouped((float(c.hparams.cost_margin), c.name) for c in configs if float(c.hparams.cost_margin))
+    data = _grouped(((float(c.hparams.margin_z), float(c.hparams.margin_n)), c.name) for c in configs
+                    if float(c.hparams.margin_z) and c.constrained)  # fmt: skip
     notes = [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{m:g} (cost_margin, a safety margin below the limit; "
-             "--set cost_margin=0 trains to the limit itself)" for m, names in by.items()]
+             "--set cost_margin=0 trains to the limit itself)" for m, names in fixed.items()]
     return notes + [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{z:g} sigma_j / sqrt({n:g}) on each constraint "
                     f"j, sigma_j the spread of C its own dual episodes show (the data margin, margin_z={z:g}, margin_n="
                     f"{n:g}: the test's episodes per kernel; --set margin_z=0 trains to the limit itself)"
@@ -47,43 +50,34 @@ def margin_notes(configs) -> list[str]:
 
 
 def robust_notes(configs) -> list[str]:
-    """The robust method a ``-Robust`` (or ``RMCPMD``) name trains under, per environment: the
-    environment's default (``presets.robust_default``), which a name does not show."""
-    by = {}
-    for c in configs:
-        if c.robust and "+" not in c.name:
-            by.setdefault((c.env, c.adversary), []).append(c.name)
+    """The robust method a ``-Robust`` (or ``RMCPMD``) name trains under, per environment (the
+    environment's default, ``presets.robust_default``, which a name does not show), and LTMA's
+    guarded reading on a study domain at another limit."""
+    by = _grouped(((c.env, c.adversary), c.name) for c in configs if c.robust and "+" not in c.name)
+    guarded = _grouped((c.env, c.name) for c in configs if c.adversary == "ltma" and envs.split_limit(c.env)
+                       and c.option("ltma_dual_reading") == "guarded")  # fmt: skip
     notes = [f"rcmdp_jax: on {env}, {', '.join(names)} train(s) under the robust method {method!r} (-Robust's there; "
              "ALGO+METHOD names another)" for (env, method), names in by.items()]
-    guarded = {}  # a study domain at another limit: LTMA's safe reading, not the study's
-    for c in configs:
-        if c.adversary == "ltma" and envs.split_limit(c.env) and c.option("ltma_dual_reading") == "guarded":
-            guarded.setdefault(c.env, []).append(c.name)
     return notes + [f"rcmdp_jax: on {env} (not the study's limit), {', '.join(names)} read C^ on LTMA's guarded kernel "
                     "(the study's reading, --set ltma_dual_reading=found, broke the constraint at the nominal kernel "
-                    "in more seeds than plain -Lag there: docs/robustness_findings.md)" for env, names in guarded.items()]
+                    "in more seeds than plain -Lag there: docs/robustness_findings.md)"
+                    for env, names in guarded.items()]  # fmt: skip
 
 
 def say_before_training(args, plan, folder, mesh, first: bool, split_note: str) -> None:
-    """Print the lines, each as it comes (the check of the costs takes a while)."""
-    for line in _before_training(args, plan, folder, mesh, first, split_note):
-        print(line, flush=True)  # beside the run's own lines: stderr holds only what went wrong
-
-
-def _before_training(args, plan, folder, mesh, first: bool, split_note: str):
-    if split_note:
-        yield split_note
+    """Print the lines, each as it comes (the check of the costs takes a while), on stdout:
+    stderr holds only what went wrong."""
     every = [c for cfgs in plan.configs.values() for c in cfgs.values()]
     given = [s.split("=", 1)[0].strip() for s in args.sets]  # checked by the plan (``plan.parse_sets``)
-    yield from unused_options(given, every) + margin_notes(every) + robust_notes(every)
-    if args.event_note and not args.eval_only:
-        yield args.event_note
-    n_runs = len(plan.envs) * len(plan.algos)
+    lines = [split_note] + unused_options(given, every) + margin_notes(every) + robust_notes(every)
+    lines += [args.event_note if not args.eval_only else ""]
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""
     if args.distributed:
         where += f"; process {jax.process_index()} of {jax.process_count()}"
-    yield (f"rcmdp_jax: {n_runs} algorithm run(s) x {plan.seeds} seed(s) "
-           f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}")  # fmt: skip
+    lines.append(f"rcmdp_jax: {len(plan.envs) * len(plan.algos)} algorithm run(s) x {plan.seeds} seed(s) "
+                 f"({'vmapped' if plan.vmap else 'loop over seeds'}{where}) -> {folder.root}")  # fmt: skip
+    for line in filter(None, lines):
+        print(line, flush=True)
     if first and not args.eval_only and not args.resume:  # a cost no policy changes: said before training
         from rcmdp_jax.cost_check import cannot_bind
         from rcmdp_jax.program_store import remembered
@@ -91,11 +85,11 @@ def _before_training(args, plan, folder, mesh, first: bool, split_note: str):
         for name in plan.envs:  # a built-in environment's verdict is kept for the next run (program_store)
             check = lambda name=name: cannot_bind(name)  # noqa: E731
             for line in check() if envs.registered_spec(name) else remembered("cannot_bind", name, check):
-                yield f"rcmdp_jax: warning: {line}"
+                print(f"rcmdp_jax: warning: {line}", flush=True)
     for name in unsaved(plan.envs, plan.env_sources):
-        yield (f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "
-               "cannot rebuild it (re-read the folder from a script that registers it: "
-               "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)")  # fmt: skip
+        print(f"rcmdp_jax: note: {name!r} was registered by this script; `rcmdp report` and --eval-only from a shell "
+              "cannot rebuild it (re-read the folder from a script that registers it: "
+              "rcmdp_jax.study.console.report([RUN_DIR]); or train with --env FILE.py:NAME)", flush=True)  # fmt: skip
 
 
 def unsaved(names, saved: dict) -> list[str]:

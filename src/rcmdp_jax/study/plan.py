@@ -1,8 +1,7 @@
-"""The run plan from the command line: every input validated and every config built
-before anything is compiled or written (``build_plan`` -> ``run_plan.Plan``), with the
-plan's part for environments outside the study: ``--env PACKAGE.MODULE:NAME`` /
-``FILE.py:NAME`` loaded (``user_code``), and the algorithms an environment without
-constraint costs can run (``keep_constrained``)."""
+"""The run plan from the command line: every input checked and every config built before
+anything is compiled or written (``build_plan`` -> ``run_plan.Plan``), a user's environment
+loaded (``user_code``), and the algorithms an environment without constraint costs can run
+(``keep_constrained``)."""
 
 from __future__ import annotations
 
@@ -18,17 +17,18 @@ import jax
 import numpy as np
 
 from rcmdp_jax import adversary, envs, options
-from rcmdp_jax.config import BudgetRounded, Config, chosen_by, config_from_dict, config_to_dict
+from rcmdp_jax.config import BudgetRounded, Config, chosen_by, config_to_dict
 from rcmdp_jax.envs import ENV_NAMES
-from rcmdp_jax.envs.domain import BUDGETS, RULE_BUDGETS, LearnerSpec
+from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
 from rcmdp_jax.hparams import validate_hparams
-from rcmdp_jax.plugin import check_seed
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.sizes import check_counts, check_memory
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, will_run_of
+from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, check_run_fields
 
+AUTO = "auto"  # --budget auto: the budget rule read while training (rcmdp_jax.auto_budget)
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
 
 
@@ -39,11 +39,12 @@ CHOSEN_ELSEWHERE = {f: _BY[by] for f, by in chosen_by().items()}
 
 
 def parse_sets(sets) -> dict:
+    """``--set KEY=VALUE ...`` as ``{key: value}`` (a Python literal, else the text)."""
     out = {}
     for item in sets:
-        if "=" not in item or not item.split("=", 1)[0].strip():
+        key, eq, raw = (x.strip() for x in item.partition("="))
+        if not (eq and key):
             raise PlanError(f"--set expects KEY=VALUE, got {item!r}")
-        key, raw = (x.strip() for x in item.split("=", 1))
         if key in CHOSEN_ELSEWHERE:
             raise PlanError(f"--set {key}=...: {key} is chosen by {CHOSEN_ELSEWHERE[key]}, not --set")
         try:
@@ -56,103 +57,82 @@ def parse_sets(sets) -> dict:
     return out
 
 
+GYMNAX_ONLY = ("uncertain", "costs", "noise")  # the options of a gymnax or brax environment
+_ALSO = ("; or all, gymnax:ID or brax:NAME (any id, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your "
+         "own environment)")  # fmt: skip
+
+
 def plan_envs(args) -> list[str]:
-    """The environments of ``--env`` (with a gymnax preset's ``--uncertain``/``--costs``)."""
-    if user_code.is_source(args.env):
-        return [load_user_env(args)]
-    envs_ = list(ENV_NAMES) if args.env == "all" else [args.env]
-    gymnax_env = args.env.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX))
-    given = any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise"))
-    if given and not gymnax_env:
+    """The environments of ``--env`` (a gymnax or brax one with its ``--uncertain``/``--costs``/
+    ``--noise``; a user's ``PACKAGE.MODULE:NAME`` / ``FILE.py:NAME`` loaded and registered)."""
+    given = any(getattr(args, k) is not None for k in GYMNAX_ONLY)
+    outside, brax = args.env.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)), args.env.startswith(envs.BRAX_PREFIX)
+    if given and not outside:
         raise PlanError("--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID; "
                         "--uncertain and --costs to a brax one too, brax:NAME)")  # fmt: skip
     if "@" in args.env and given:
         raise PlanError(f"--env {args.env} names its settings with @...: name the box and costs there too "
                         "(@uncertain=FIELD:WIDTH, @costs=...) and drop --uncertain/--costs/--noise, or give those with "
                         f"--env {args.env.partition('@')[0]}")  # fmt: skip
-    if args.env.startswith(envs.BRAX_PREFIX) and getattr(args, "noise", None) is not None:
+    if brax and args.noise is not None:
         raise PlanError("--noise applies to gymnax:ID; a brax preset's kernel noise is its own (docs/brax_envs.md)")
-    for e in envs_:
-        try:
-            if not (gymnax_env and "@" not in e):  # gymnax:ID is checked with its --uncertain/--costs below
-                envs.check_name(e)
-        except ValueError as err:
-            if gymnax_env or e.partition("@")[0] in ENV_NAMES:  # a spelling of a known name: its own message
-                raise PlanError(f"--env {e}: {err}") from None
-            from rcmdp_jax.envs.brax_presets import PRESETS as BRAX
-            from rcmdp_jax.envs.gymnax_presets import PRESETS
+    own = user_code.is_source(args.env)
+    try:
+        if own:
+            return [user_code.load_spec(args.env)[0]]
+        if brax and "@" not in args.env:  # every spelling built (abstractly for gymnax): fields, widths, costs
+            from rcmdp_jax.envs.brax_presets import brax_name
 
-            presets = ", ".join(envs.GYMNAX_PREFIX + k for k in PRESETS)
-            brax = ", ".join(envs.BRAX_PREFIX + k for k in BRAX)
-            raise PlanError(f"--env {e!r} is not allowed; choose one of: {', '.join(ENV_NAMES)}, all, "
-                             f"{presets}, gymnax:ID (any gymnax id, with --uncertain), {brax}, brax:NAME (any brax "
-                             "environment, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your own "
-                             "environment)") from None  # fmt: skip
-    if gymnax_env:  # every spelling built abstractly: each field, width and cost checked
-        from rcmdp_jax.envs.gymnax_presets import check, gymnax_name
+            return [brax_name(args.env, args.uncertain, args.costs)]
+        if outside and "@" not in args.env:
+            from rcmdp_jax.envs.gymnax_presets import gymnax_name
 
-        if args.env.startswith(envs.BRAX_PREFIX):  # built for real (brax's system loads): the extra's absence is one line
-            from rcmdp_jax.envs.brax_presets import brax_name as gymnax_name
-            from rcmdp_jax.envs.brax_presets import check
-
-        try:
-            if "@" in args.env:
-                check(args.env)
-            else:
-                noise = () if args.env.startswith(envs.BRAX_PREFIX) else (getattr(args, "noise", None),)
-                envs_ = [gymnax_name(args.env, args.uncertain, args.costs, *noise)]
-        except (ValueError, ImportError) as err:
-            raise PlanError(f"--env {args.env}: {err}") from None
-    return envs_
+            return [gymnax_name(args.env, args.uncertain, args.costs, args.noise)]
+        names = list(ENV_NAMES) if args.env == "all" else [args.env]
+        for e in names:
+            envs.check(e)
+        return names
+    except (ValueError, ImportError) as err:
+        also = "" if own or outside or args.env.partition("@")[0] in ENV_NAMES else _ALSO
+        raise PlanError(f"--env {args.env}: {err}{also}") from None
 
 
 def plan_algos(args) -> list[str]:
     """The algorithm names of ``--algos`` / ``--schedules``, each one parsed."""
-    if args.schedules:
-        if args.algos != "all":
-            raise PlanError("--schedules chooses the algorithms itself; drop --algos")
-        algos = list(schedule_variants())
-    else:
-        algos = list(ALGORITHMS) if args.algos == "all" else [a.strip() for a in args.algos.split(",")]
+    if args.schedules and args.algos != "all":
+        raise PlanError("--schedules chooses the algorithms itself; drop --algos")
+    algos = [a.strip() for a in args.algos.split(",")] if args.algos != "all" else list(ALGORITHMS)
+    algos = list(schedule_variants()) if args.schedules else algos
     if not any(algos):
         raise PlanError("--algos is empty")
     if not all(algos):  # "PPO,,MDPO": a name left out by mistake is not dropped silently
         raise PlanError(f"--algos {args.algos!r} has an empty name between commas; separate the names by single "
-                         "commas")  # fmt: skip
-    repeated = sorted({a for a in algos if algos.count(a) > 1})
-    if repeated:
+                        "commas")  # fmt: skip
+    if repeated := sorted({a for a in algos if algos.count(a) > 1}):
         raise PlanError(f"--algos names {', '.join(repeated)} more than once")
-    for a in algos:
-        try:
+    try:
+        for a in algos:
             parse_algorithm(split_variant(a)[0])
-        except ValueError as err:
-            raise PlanError(f"--algos: {err}") from None
+        user_code.check_folder_names(algos)
+    except ValueError as err:
+        raise PlanError(f"--algos: {err}") from None
     return algos
 
 
 def check_numbers(args) -> None:
-    """``--budget``, ``--seeds``, ``--seed``, ``--steps``, ``--n-test``, ``--devices``."""
-    if args.budget not in (*BUDGETS, AUTO):
-        raise PlanError(f"--budget {args.budget!r} is not allowed; choose one of: {', '.join((*BUDGETS, AUTO))}")
-    if args.seeds < 1:
-        raise PlanError(f"--seeds must be a positive integer, got {args.seeds}")
-    try:
-        check_seed("--seed", args.seed)
-    except ValueError as err:
-        raise PlanError(str(err)) from None
+    """``--seeds``, ``--seed``, ``--steps``, ``--n-test``, ``--budget auto``'s and ``--devices``."""
     if args.steps is not None and args.steps < 1:
         raise PlanError(f"--steps must be a positive integer, got {args.steps}")
-    if args.n_test is not None and args.n_test < 1:
-        raise PlanError(f"--n-test must be a positive integer, got {args.n_test}")
-    if args.budget == AUTO:
-        from rcmdp_jax import auto_budget
+    try:
+        check_run_fields(args.seeds, args.seed, args.n_test, option=True)
+        if args.budget == AUTO:
+            from rcmdp_jax import auto_budget
 
-        if getattr(args, "distributed", False):
-            raise PlanError("--budget auto searches in one process: drop --distributed, or give --steps N")
-        try:
+            if args.distributed:
+                raise ValueError("--budget auto searches in one process: drop --distributed, or give --steps N")
             auto_budget.check(args.seeds, auto_budget.DEFAULT_CAP if args.steps is None else args.steps)
-        except ValueError as err:
-            raise PlanError(str(err)) from None
+    except ValueError as err:
+        raise PlanError(str(err)) from None
     check_devices(args)
 
 
@@ -172,7 +152,7 @@ def check_before_processes(args) -> None:
     algorithm names, the ``--set`` fields and every hyperparameter. The rest follows."""
     plan_algos(args)
     check_numbers(args)
-    overrides = {k: v for k, v in parse_sets(args.sets).items() if k not in CHOSEN_ELSEWHERE}
+    overrides = parse_sets(args.sets)
     try:
         with np.errstate(all="ignore"):
             validate_hparams(Config().replace(**overrides).hparams)
@@ -194,31 +174,21 @@ def check_distinct(configs: dict) -> None:
         seen[key] = algo
 
 
-def own_budget_note(env: str, budget: str) -> str:
-    """A note where ``env`` has no budget of that name (``quick`` runs the short one there)."""
-    budgets = envs.spec(env).learner.budgets
-    if budget in budgets:
-        return ""
-    return f"note: --budget {budget}: {env} has no {budget} budget of its own; it runs its short one ({budgets['short']:,} steps)"
-
-
-def _blamed(env: str, algo: str, budget: str) -> str:
-    """The option a refused config comes from: ``--algos NAME`` when the name's own
-    ``@FIELD=VALUE`` is refused without any ``--set``, else ``--set``."""
-    if "@" in algo:
-        try:
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                warnings.simplefilter("ignore")
-                preset(env, algo, budget)
-        except (ValueError, TypeError):
-            return f"--algos {algo}"
-    return "--set"
+def _named_alone(env: str, algo: str, budget: str) -> bool:
+    """Whether ``algo``'s own ``@FIELD=VALUE`` is refused without any ``--set``."""
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            preset(env, algo, budget)
+    except (ValueError, TypeError):
+        return True
+    return False
 
 
 def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
-    """Each plug-in of ``cfg`` refuses an environment it cannot run (``options.check_env``:
-    LTMA's score gradient on brax's deterministic physics, corners beyond 8 parameters) now,
+    """Each plug-in of ``cfg`` refuses an environment it cannot run (``options.check_env``) now,
     not when the family compiles; a gymnax environment is built abstractly."""
+
     def check():
         options.check_env(cfg, envs.make(env)[0], adversary.family_methods([cfg]))
         return 0
@@ -229,92 +199,76 @@ def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
         raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
 
 
+def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list) -> Config:
+    """``algo`` on ``env`` as the command builds it, checked; a budget it rounds, or ``--steps``
+    it runs otherwise, said in ``notes``."""
+    try:
+        with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+            warnings.simplefilter("always", BudgetRounded)  # said as a note; a value beyond float32 is refused
+            cfg = preset(env, algo, budget, **overrides)
+    except (ValueError, TypeError) as err:
+        if args.steps is not None and str(err).startswith("total_timesteps"):
+            where = "--steps"
+        elif "@" in algo and _named_alone(env, algo, budget):
+            where = f"--algos {algo}"
+        else:  # no --set given: the environment's own settings
+            where = "--set" if args.sets else f"--env {args.env}"
+        raise PlanError(f"{where}: {err}") from None
+    if args.n_test is not None and "margin_n" not in overrides and float(cfg.hparams.margin_z):
+        cfg = cfg.replace(margin_n=float(args.n_test))  # the data margin, for the run's test
+    check_counts(cfg, f"{algo} on {env}")
+    check_plugins_env(env, algo, cfg)
+    rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
+    for w in caught:  # any other warning as it was
+        if w not in rounded:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if args.steps is None and rounded:
+        notes.append(f"note: --set {rounded[0].message} on {env}")
+    if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
+        notes.append(f"note: --steps {args.steps}: {algo} on {env} runs {cfg.num_iterations} iteration(s) of "
+                     f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps")  # fmt: skip
+    return cfg
+
+
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
-    envs_, algos = plan_envs(args), plan_algos(args)
-    algos = keep_constrained(args, envs_, algos)
-    try:
-        user_code.check_folder_names(algos)
-    except ValueError as err:
-        raise PlanError(f"--algos: {err}") from None
+    envs_ = plan_envs(args)
+    algos = keep_constrained(args, envs_, plan_algos(args))
     check_numbers(args)
     overrides = parse_sets(args.sets)
-    if args.steps is not None:
-        if "total_timesteps" in overrides:
-            raise PlanError("--steps and --set total_timesteps=... both set the budget; give one")
-        overrides["total_timesteps"] = args.steps
-    budget = "short" if args.budget == AUTO else args.budget  # auto: the presets' other settings, the cap's steps
-    if args.budget == AUTO and "total_timesteps" not in overrides:
+    if args.steps is not None and "total_timesteps" in overrides:
+        raise PlanError("--steps and --set total_timesteps=... both set the budget; give one")
+    if args.steps is not None or args.budget == AUTO:  # auto: the presets' other settings, the cap's steps
         from rcmdp_jax.auto_budget import DEFAULT_CAP
 
-        overrides["total_timesteps"] = DEFAULT_CAP
-    configs, will_run, built, notes = {}, {}, {}, []
+        overrides.setdefault("total_timesteps", DEFAULT_CAP if args.steps is None else args.steps)
+    budget, built, notes = "short" if args.budget == AUTO else args.budget, {}, []
     for e in envs_:
-        configs[e], will_run[e], built[e] = {}, {}, {}
-        for a in algos:
-            try:
-                with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
-                    # a rounded budget: said below as a note; a value beyond float32 is refused in words
-                    warnings.simplefilter("always", BudgetRounded)
-                    cfg = built[e][a] = preset(e, a, budget, **overrides)
-            except (ValueError, TypeError) as err:
-                steps = args.steps is not None and str(err).startswith("total_timesteps")  # --steps set it
-                where = "--steps" if steps else _blamed(e, a, budget)
-                if where == "--set" and not args.sets:  # no --set given: the environment's own settings
-                    where = f"--env {args.env}"
-                raise PlanError(f"{where}: {err}") from None
-            if args.n_test is not None and "margin_n" not in overrides and float(cfg.hparams.margin_z):
-                cfg = built[e][a] = cfg.replace(margin_n=float(args.n_test))  # the data margin, for the run's test
-            check_counts(cfg, f"{a} on {e}")
-            check_plugins_env(e, a, cfg)
-            rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
-            for w in caught:  # any other warning as it was
-                if w not in rounded:
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-            if args.steps is None and rounded:
-                notes.append(f"note: --set {rounded[0].message} on {e}")
-            if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
-                notes.append(f"note: --steps {args.steps}: {a} on {e} runs {cfg.num_iterations} iteration(s) of "
-                             f"{cfg.batch_size} policy steps = {cfg.num_iterations * cfg.batch_size} steps")  # fmt: skip
-            # as run.json records it: a fresh run and its --resume train one config
-            configs[e][a] = config_from_dict(config_to_dict(cfg))
-            will_run[e][a] = will_run_of(cfg)
+        built[e] = {a: _config(args, e, a, budget, overrides, notes) for a in algos}
         check_distinct(built[e])
-        if args.steps is None and "total_timesteps" not in overrides and (said := own_budget_note(e, budget)):
-            notes.append(said)
+        budgets = envs.spec(e).learner.budgets
+        if args.steps is None and "total_timesteps" not in overrides and budget not in budgets:
+            notes.append(f"note: --budget {budget}: {e} has no {budget} budget of its own; it runs its short one "
+                         f"({budgets['short']:,} steps)")  # fmt: skip
     notes += unmeasured_budget_notes(envs_, args)
     check_memory(built, args.seeds, args.n_test)
-    steps = args.seeds * sum(r["policy_steps"] for w in will_run.values() for r in w.values())
+    plan = Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
+                n_test=args.n_test, worst_case=args.worst_case, devices=args.devices, configs={},
+                env_sources=user_code.sources(envs_), env_descriptions=user_code.descriptions(envs_),
+                plugins=tuple(user_code.loaded_plugins())).with_configs(built)  # fmt: skip
+    steps = args.seeds * sum(r["policy_steps"] for w in plan.will_run.values() for r in w.values())
     if steps > LONG_RUN:
         notes.append(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core "
                      f"CPU that is about {steps / 5e4 / 3600:.1f} h (progress is printed per family)")  # fmt: skip
     for note in notes:  # after every check: a refusal is one line
         print(note, file=sys.stderr)
-    return Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
-                n_test=args.n_test, worst_case=args.worst_case, devices=args.devices, configs=configs,
-                will_run=will_run, env_sources=user_code.sources(envs_), env_descriptions=user_code.descriptions(envs_),
-                plugins=tuple(user_code.loaded_plugins()))  # fmt: skip
-
-
-# --- environments outside the study ---
-def load_user_env(args) -> str:
-    """``--env PACKAGE.MODULE:NAME`` / ``FILE.py:NAME``: the user's environment, loaded and
-    registered (its source goes into run.json)."""
-    if any(getattr(args, k, None) is not None for k in ("uncertain", "costs", "noise")):
-        raise PlanError(f"--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID); "
-                         f"{args.env} brings its own box, costs and noise")  # fmt: skip
-    try:
-        return user_code.load_spec(args.env)[0]
-    except ValueError as err:
-        raise PlanError(f"--env {args.env}: {err}") from None
+    return plan
 
 
 def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
-    """An environment without constraint costs (a gymnax id named without --costs) runs
-    the unconstrained algorithms only: ``--algos all`` is cut to them, a named
-    constrained algorithm is refused."""
-    bare = [e for e in envs_ if e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e)]
-    if not bare:
+    """An environment without constraint costs (a gymnax id named without --costs) runs the
+    unconstrained algorithms only: ``--algos all`` is cut to them, a constrained one named is refused."""
+    if not any(e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e) for e in envs_):
         return algos
     constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
     if constrained and args.algos != "all":
@@ -353,18 +307,57 @@ def unmeasured_budget_notes(envs_, args) -> list[str]:
     return notes
 
 
-# --- --budget auto: the budget rule while training (rcmdp_jax.auto_budget) ---
-AUTO = "auto"
-
-
 def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
     """``plan`` with every algorithm on environment ``env`` at ``budgets[env]`` policy steps."""
     with warnings.catch_warnings():  # a budget whole batches round up: the search's lines say the budget
         warnings.simplefilter("ignore", BudgetRounded)
-        configs = {e: {a: c.replace(total_timesteps=int(budgets[e])) if e in budgets else c for a, c in cs.items()}
-                   for e, cs in plan.configs.items()}  # fmt: skip
-    will_run = {e: {a: will_run_of(c) for a, c in cs.items()} for e, cs in configs.items()}
-    return dataclasses.replace(plan, configs=configs, will_run=will_run)
+        return plan.with_configs({e: {a: c.replace(total_timesteps=int(budgets[e])) if e in budgets else c
+                                      for a, c in cs.items()} for e, cs in plan.configs.items()})  # fmt: skip
+
+
+def new_plan(args) -> Plan | None:
+    """Every input of a training command checked and its plan built (nothing started
+    yet, not even the other processes of ``--distributed``); None for ``--eval-only``."""
+    if args.eval_only:
+        check_devices(args)
+        return None
+    if args.out is not None and not args.out.strip():
+        raise PlanError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
+    load_plugins(args)
+    if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
+        check_before_processes(args)
+        return None
+    return resumed_plan(args) or build_plan(args)
+
+
+# --resume: the options run.json records as they are (``SAVED``), and those that build its configs
+SAVED = ("seeds", "seed", "n_test", "vmap", "worst_case")
+BUILT = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "steps", "sets")
+
+
+def resumed_plan(args) -> Plan | None:
+    """``--resume`` of a run folder: the options the command leaves out are the run's
+    (run.json), so ``--resume --out DIR`` alone continues it; an option given must agree
+    (``plan_and_folder``). The saved plan with the given ``SAVED`` options; where the command
+    gives any that builds configs (``BUILT``), a plan built from ``args`` with the run's
+    environments, algorithms and (none of ``--budget``, ``--steps``, ``--set`` given) configs.
+    None for a command that resumes nothing."""
+    if not (args.resume and args.out and (Path(args.out) / "run.json").is_file()):
+        return None
+    saved = RunFolder(args.out).read_plan("--resume")
+    for name in SAVED:
+        if name not in args.given:
+            setattr(args, name, getattr(saved, name))
+    if not args.given & set(BUILT):
+        return dataclasses.replace(saved, **{name: getattr(args, name) for name in SAVED})
+    if not args.given & {"env", "uncertain", "costs", "noise"}:
+        args.env = saved.envs[0] if len(saved.envs) == 1 else "all"
+    if not args.given & {"algos", "schedules"}:
+        args.algos, args.schedules = ",".join(saved.algos), False
+    plan = build_plan(args)
+    if args.given & {"budget", "steps", "sets"}:
+        return plan
+    return dataclasses.replace(plan, configs=saved.configs, will_run=saved.will_run)
 
 
 def load_plugins(args) -> None:

@@ -4,12 +4,8 @@
 
 A saved ``run.json`` is checked with the command line's rules before anything is read,
 restored or rewritten (``plan_problem``): an edited file is refused, never "repaired".
-
-What a plan's sizes cost is the library's ``rcmdp_jax.sizes`` (its ``PlanError`` too).
-
-The refusals the study's modules share, ``PlanError`` and ``RunFolderError``: the command
-line reports each in one line, exit status 2 (here, as this module imports no other of the
-study, so that the modules that raise them import no one above them)."""
+The study's refusals, ``PlanError`` (the library's ``sizes``) and ``RunFolderError``, live
+here: this module imports no other of the study."""
 
 from __future__ import annotations
 
@@ -21,7 +17,7 @@ from rcmdp_jax import options as plug_ins
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict, legacy_fields
 from rcmdp_jax.hparams import HPARAM_FIELDS
-from rcmdp_jax.plugin import check_seed, options_of
+from rcmdp_jax.plugin import check_count, check_seed, options_of
 from rcmdp_jax.sizes import PlanError, derived_counts  # noqa: F401  (PlanError: the study's refusal)
 
 
@@ -37,15 +33,8 @@ REQUIRED_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """Every choice of a run, checked (``plan.build_plan``).
-
-    ``configs``: ``{env: {algo: Config}}``, each as ``run.json`` records it
-    (``config_to_dict``); ``will_run``: ``{env: {algo: {"iterations",
-    "policy_steps"}}}``, what will run; ``env_sources``: how a fresh process rebuilds
-    the user environments among ``envs`` (``user_code.sources``); ``env_descriptions``:
-    what tells them from another environment under the same name
-    (``user_code.descriptions``); ``plugins``: the plug-in files and modules a fresh process
-    imports first (``user_code.restore_plugins``)."""
+    """Every choice of a run, checked (``plan.build_plan``); ``configs`` as ``run.json`` records
+    them, and what the user environments and plug-ins it names are (``user_code``)."""
 
     envs: tuple[str, ...]
     algos: tuple[str, ...]
@@ -53,12 +42,12 @@ class Plan:
     seed: int
     vmap: bool
     n_test: int | None
-    configs: dict[str, dict[str, Config]]
+    configs: dict[str, dict[str, Config]]  # {env: {algo: Config}}
     worst_case: str | None = None  # --worst-case: None, "all" or "costs"
     devices: str = "auto"
-    will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)
-    env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
-    env_descriptions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)  # ``will_run_of``
+    env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # how a fresh process rebuilds
+    env_descriptions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # what tells them apart
     plugins: tuple[dict[str, Any], ...] = ()  # --plugins' files and modules (``user_code.load_plugin``)
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,7 +57,8 @@ class Plan:
                "vmap": self.vmap, "n_test": self.n_test, "worst_case": self.worst_case, "devices": self.devices,
                "configs": {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()},
                "will_run": self.will_run}  # fmt: skip
-        optional = {"env_sources": self.env_sources, "env_descriptions": self.env_descriptions, "plugins": list(self.plugins)}
+        optional = {"env_sources": self.env_sources, "env_descriptions": self.env_descriptions,
+                    "plugins": list(self.plugins)}  # fmt: skip
         return out | {k: v for k, v in optional.items() if v}
 
     def to_json(self) -> str:
@@ -90,6 +80,12 @@ class Plan:
     @classmethod
     def from_json(cls, text: str) -> Plan:
         return cls.from_dict(json.loads(text))
+
+    def with_configs(self, configs: dict) -> Plan:
+        """This plan with ``configs``, each as run.json records it, and what each will run."""
+        configs = {e: {a: config_from_dict(config_to_dict(c)) for a, c in cs.items()} for e, cs in configs.items()}
+        will_run = {e: {a: will_run_of(c) for a, c in cs.items()} for e, cs in configs.items()}
+        return dataclasses.replace(self, configs=configs, will_run=will_run)
 
     def differences(self, current: Plan) -> list[str]:
         """What differs between this saved plan and the ``current`` command's, as
@@ -145,19 +141,12 @@ def _type_problem(field: str, value) -> str:
     """A JSON value that is not of ``Config.field``'s type ("" if it is)."""
     default = getattr(Config(), field)
     if field == "options":  # plug-ins' options: [name, value] pairs
-        ok = isinstance(value, list) and all(
-            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in value
-        )
-    elif isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, int):
-        ok = _is_int(value)
-    elif isinstance(default, float):
-        ok = _is_int(value) or isinstance(value, float)
+        ok = isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                                             for p in value)  # fmt: skip
     elif isinstance(default, tuple):
         ok = isinstance(value, list) and all(_is_int(h) for h in value)
-    else:
-        ok = isinstance(value, str)
+    else:  # a bool, a whole number, a number or a string: as a plug-in's option is read
+        return f"{field}={value!r} must be {why}" if (why := plug_ins.of_default_type(value, default)) else ""
     return "" if ok else f"{field}={value!r} is not a {type(default).__name__}"
 
 
@@ -212,20 +201,14 @@ def will_run_of(cfg: Config) -> dict[str, int]:
     return {"iterations": cfg.num_iterations, "policy_steps": steps}
 
 
-def will_run_problem(plan: dict) -> str:
-    """``will_run`` (absent in older run folders) must say what the configs run: the
-    numbers ``plan.build_plan`` derives from each."""
-    will_run = plan.get("will_run")
-    if not will_run:
-        return ""
-    for e in plan["envs"]:
-        for a in plan["algos"]:
-            want = will_run_of(config_from_dict(plug_ins.lifted(plan["configs"][e][a], set(_FIELDS) | {"hparams"})))
-            per_env = will_run.get(e) if isinstance(will_run, dict) else None
-            got = per_env.get(a) if isinstance(per_env, dict) else None
-            if got != want:
-                return f"will_run.{e}.{a} is {got!r}, but its config runs {want}"
-    return ""
+def check_run_fields(seeds, seed, n_test, option: bool = False) -> None:
+    """``seeds``, ``seed`` and ``n_test`` as the command line (``option``: named ``--seeds``) and a
+    saved run.json both check them: ``ValueError`` naming the field."""
+    name = (lambda f: "--" + f.replace("_", "-")) if option else (lambda f: f)
+    check_count(name("seeds"), seeds)
+    check_seed(name("seed"), seed)
+    if n_test is not None:
+        check_count(name("n_test"), n_test)
 
 
 def plan_problem(plan: dict) -> str:
@@ -241,19 +224,12 @@ def plan_problem(plan: dict) -> str:
         return f"unknown key(s) {unknown}"
     if not names(plan["envs"]) or not names(plan["algos"]):
         return "envs and algos must be lists of distinct names"
-    if not (_is_int(plan["seeds"]) and plan["seeds"] >= 1):
-        return f"seeds must be a positive integer, got {plan['seeds']!r}"
     if not isinstance(plan["vmap"], bool):
         return f"vmap must be true or false, got {plan['vmap']!r}"
-    try:
-        check_seed("seed", plan["seed"])
-    except ValueError as err:
-        return str(err)
-    if plan["n_test"] is not None and not (_is_int(plan["n_test"]) and plan["n_test"] >= 1):
-        return "n_test must be null or a positive integer"
     if plan.get("worst_case") not in (None, True, False, "all", "costs"):
         return f'worst_case must be null, "all" or "costs", got {plan["worst_case"]!r}'
     try:
+        check_run_fields(plan["seeds"], plan["seed"], plan["n_test"])
         for e in plan["envs"]:
             envs.check(e)
         for a in plan["algos"]:
@@ -265,8 +241,13 @@ def plan_problem(plan: dict) -> str:
         not isinstance(configs.get(e), dict) or set(configs[e]) != set(plan["algos"]) for e in plan["envs"]
     ):
         return "configs must hold one config per environment and algorithm"
+    will_run = plan.get("will_run")  # absent in older run folders; else what build_plan derives from each config
     for e in plan["envs"]:
         for a in plan["algos"]:
             if problem := config_problem(e, a, configs[e][a]):
                 return f"configs.{e}.{a}: {problem}"
-    return will_run_problem(plan)
+            per_env = will_run.get(e) if isinstance(will_run, dict) else None
+            got = per_env.get(a) if isinstance(per_env, dict) else None
+            if will_run and got != (want := will_run_of(config_from_dict(configs[e][a]))):
+                return f"will_run.{e}.{a} is {got!r}, but its config runs {want}"
+    return ""
