@@ -158,15 +158,15 @@ def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name
 
 
 def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
-    """rliable's figures (``report.aggregate_section``'s ``{metric: (IQM, taus, profiles)}``):
-    ``intervals.png``, each algorithm's IQM with its interval, and ``profiles.png``."""
+    """rliable's figures from ``report.aggregate_section``'s JSON: ``intervals.png`` (each algorithm's
+    IQM with its interval) and ``profiles.png``."""
     plt = pyplot()
-    metrics, algos = list(figures), list(next(iter(figures.values()))[0])
+    metrics, algos = list(figures), list(next(iter(figures.values()))["iqm"])
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 0.35 * len(algos) + 1.5), squeeze=False)
     y = np.arange(len(algos))[::-1]
     for ax, metric in zip(axes[0], metrics):
         for yi, a in zip(y, algos):
-            point, low, high = figures[metric][0][a]
+            point, low, high = figures[metric]["iqm"][a]
             ax.plot([low, high], [yi, yi], lw=6, alpha=0.5, solid_capstyle="butt")
             ax.plot([point], [yi], "k|", ms=12)
         ax.set_yticks(y)
@@ -177,9 +177,8 @@ def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
     save(fig, out_dir / INTERVALS)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
-        _, taus, profiles = figures[metric]
-        for a, p in profiles.items():
-            ax.plot(taus, p, label=a)
+        for a, p in figures[metric]["profiles"].items():
+            ax.plot(figures[metric]["profile_taus"], p, label=a)
         _label(ax, f"{metric} threshold tau", ylabel="fraction of (seed, kernel) scores > tau")
     axes[0][-1].legend(fontsize=6)
     fig.suptitle(f"{env_name}: performance profiles over the test kernels")

@@ -24,11 +24,9 @@ REPS = 500
 
 
 def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
-    """``[(algo, label, {metric: (Summary, marked)} or None)]`` in the order of ``results``.
-
-    ``seeds``: ``{algo: (seeds used, seeds trained)}``. An algorithm with diverged seeds
-    is summarised over the others, labelled with the count and never marked; one with
-    none left (``results[algo] is None``) is a row that says so."""
+    """``[(algo, label, {metric: {"mean", "se", "min", "marked"}} or None)]`` in the order of ``results``
+    (``seeds``: ``{algo: (seeds used, seeds trained)}``): an algorithm with diverged seeds is summarised
+    over the others, labelled with the count and never marked; one with none left is a row that says so."""
     seeds = seeds or {}
     kept = {a: r for a, r in results.items() if r is not None}
     table = stats.algorithm_table(kept, lambda_max)[0] if kept else {m: {} for m in stats.METRICS}
@@ -38,8 +36,8 @@ def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
     for algo in results:
         used, total = seeds.get(algo, (1, 1))
         label = algo if used == total else f"{algo} ({used}/{total} seeds; {total - used} diverged)"
-        cells = None if algo not in kept else {m: (table[m][algo], marks[m].get(algo, False)) for m in stats.METRICS}
-        rows.append((algo, label, cells))
+        cells = {m: {**vars(table[m][algo]), "marked": marks[m].get(algo, False)} for m in table if algo in kept}
+        rows.append((algo, label, cells or None))
     return rows
 
 
@@ -49,9 +47,9 @@ def _cells(rows, esc, bold: str, no_seed: str) -> list[list[str]]:
     out = []
     for _, label, cells in rows:
         row = [esc(label)] if cells else [esc(label), no_seed]
-        for s, marked in (cells or {}).values():
-            text = esc(f"{s.mean:.2f} ± {s.se:.2f} (min {s.min:.2f})")
-            row.append(bold.format(text) if marked else text)
+        for c in (cells or {}).values():
+            text = esc(f"{c['mean']:.2f} ± {c['se']:.2f} (min {c['min']:.2f})")
+            row.append(bold.format(text) if c["marked"] else text)
         out.append(row)
     return out
 
@@ -141,11 +139,9 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
                                               None if test_xi is None else test_xi[0, 0], xi_names)  # fmt: skip
         text += wc_text
         write_text(env_dir / "worst_case.json", json.dumps(wc_json, indent=2))
-    summary = {}
-    for algo, _, cells in rows:
-        s = summary[algo] = {m: dict(mean=c.mean, se=c.se, min=c.min, marked=b) for m, (c, b) in (cells or {}).items()}
-        if algo in seeds:
-            s["seeds_used"], s["seeds_trained"] = seeds[algo]
+    summary = {algo: dict(cells or {}) for algo, _, cells in rows}
+    for algo, (used, trained) in seeds.items():
+        summary[algo] |= {"seeds_used": used, "seeds_trained": trained}
     bound = {a: {"overall": float(np.mean(b)), "per_level": fractions[a].tolist()} for a, b in bounds.items()}
     for key, per in (("constraints", kept_json), ("margin", margins), ("state_bound_fraction", bound)):
         for algo, value in per.items():
@@ -171,21 +167,19 @@ def _where(entry: dict) -> str:
 
 
 def aggregate_section(results: dict, lambda_max: float, env_name: str, out_dir=None) -> tuple[str, dict]:
-    """Markdown and JSON of rliable's statistics (Agarwal et al., 2021) for ``Return`` and ``R_pen``,
-    a run being a seed and a task a test kernel (scores ``[seeds, kernels]``, each a kernel's mean over
-    its episodes): the IQM with its stratified-bootstrap interval per algorithm, the probability that
-    the highest-IQM algorithm improves on each other one (point estimates: rliable's bootstrap of it
-    calls SciPy per task and resample), performance profiles; with ``out_dir``, their figures."""
+    """Markdown and JSON of rliable's statistics (Agarwal et al., 2021) of ``Return`` and ``R_pen``, a run
+    a seed and a task a test kernel: the IQM with its interval, the probability that the best IQM improves
+    on each other (point estimates: rliable's bootstrap of it is slow), profiles; ``out_dir``: figures."""
     from rliable import library as rly
     from rliable import metrics as rm
 
-    js, figures = {}, {}
+    js: dict = {}
     lines = [
         f"\n## Aggregate statistics across seeds and test kernels ({env_name}, rliable)\n",
         "Scores: each seed's mean over a test kernel's episodes, for every kernel of the grid. IQM: the mean of "
         f"the middle 50% of all (seed, kernel) scores; [95% stratified-bootstrap interval, {REPS} resamples]. "
-        "P(best > algo) (point estimate): probability that a seed of the highest-IQM algorithm beats a seed of the other on a "
-        "kernel, averaged over kernels.\n",
+        "P(best > algo) (point estimate): probability that a seed of the highest-IQM algorithm beats a seed of the "
+        "other on a kernel, averaged over kernels.\n",
     ]
     for metric in ("Return", "R_pen"):
         scores = {}
@@ -198,14 +192,14 @@ def aggregate_section(results: dict, lambda_max: float, env_name: str, out_dir=N
         best = max(iqm, key=lambda a: iqm[a][0])
         poi = {a: float(rm.probability_of_improvement(scores[best], s)) for a, s in scores.items() if a != best}
         taus = np.linspace(min(s.min() for s in scores.values()), max(s.max() for s in scores.values()), 41)
-        profiles = {a: np.asarray(p) for a, p in rly.create_performance_profile(scores, taus, reps=10)[0].items()}
+        profiles = rly.create_performance_profile(scores, taus, reps=10)[0]  # its intervals are not used
         js[metric] = {"iqm": {a: list(v) for a, v in iqm.items()}, "best": best,
                       "probability_of_improvement": {f"{best} > {a}": v for a, v in poi.items()},
-                      "profile_taus": taus.tolist(), "profiles": {a: p.tolist() for a, p in profiles.items()}}  # fmt: skip
+                      "profile_taus": taus.tolist(),
+                      "profiles": {a: np.asarray(p).tolist() for a, p in profiles.items()}}  # fmt: skip
         rows = [[md_cell(a), f"{q[0]:.2f} [{q[1]:.2f}, {q[2]:.2f}]", f"{poi[a]:.2f}" if a in poi else "—"]
                 for a, q in iqm.items()]  # fmt: skip
         lines += [f"\n### {metric}\n", *md_table(["Algorithm", "IQM [95% CI]", f"P({best} > algo)"], rows)]
-        figures[metric] = (iqm, taus, profiles)
     if out_dir is not None:
-        plot_aggregate(out_dir, figures, env_name)
+        plot_aggregate(out_dir, js, env_name)
     return "\n".join(lines) + "\n", js

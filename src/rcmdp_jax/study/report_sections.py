@@ -28,8 +28,8 @@ def legend(lambda_max: float) -> str:
     return (
         "\nHow to read it. Return: the discounted return of the trained (deterministic) policy. "
         "C_j: the sum of constraint cost j discounted by its gamma_c (the table below); kept when C_j <= 0. "
-        f"R_pen = Return - lambda_max * sum_j max(0, C_j) of each episode, then averaged: only broken constraints cost, "
-        f"an episode over its limit even where the seed's mean keeps it (lambda_max = {lambda_max:g}). "
+        "R_pen = Return - lambda_max * sum_j max(0, C_j) of each episode, then averaged: only broken constraints "
+        f"cost, an episode over its limit even where the seed's mean keeps it (lambda_max = {lambda_max:g}). "
         "R_pen± = Return - lambda_max * sum_j C_j: slack under a limit earns as much as a breach costs, so its "
         "bold can go to an algorithm with a far lower Return that stays well under its limit; read it beside "
         "Return and R_pen. "
@@ -40,17 +40,17 @@ def legend(lambda_max: float) -> str:
 
 
 def margin_of(cfg, metrics: dict | None = None) -> dict:
-    """The safety margin an algorithm trained with (``cfg``: its ``Config``) and its rule, as JSON;
+    """The safety margin an algorithm trained with (``cfg``: its ``Config``) and its ``rule`` in words, as JSON;
     ``derived``: the margin its dual read at the last iteration (``metrics["margin"]``), the seeds' mean."""
     hp = cfg.hparams
     m, z, n = float(hp.cost_margin), float(hp.margin_z), float(hp.margin_n)
-    out = {"cost_margin": m, "margin_z": z, "margin_n": n, "constraint_rule": cfg.constraint}
     if z:
-        out["rule"] = (f"trained toward C_j <= -({m:g} + {z:g} sigma_j / sqrt({n:g})), sigma_j the per-episode spread "
-                       "of C_j in its dual's episodes; kept is judged at the limit itself")  # fmt: skip
+        rule = f"the data margin {f'{m:g} + ' if m else ''}{z:g} sigma_j / sqrt({n:g})"
+    elif m:
+        rule = f"cost_margin = {m:g}, trained toward C <= -{m:g} (the dual phase reads C^ + {m:g})"
     else:
-        out["rule"] = (f"trained toward C <= -{m:g} (the dual phase reads C^ + cost_margin); kept is judged at the "
-                       "limit itself" if m else "trained toward C <= 0 (no margin)")  # fmt: skip
+        rule = "cost_margin = 0, no margin, trained toward C <= 0"
+    out = {"cost_margin": m, "margin_z": z, "margin_n": n, "constraint_rule": cfg.constraint, "rule": rule}
     if metrics is not None and "margin" in metrics:
         last = np.asarray(metrics["margin"], np.float64)[:, -1]
         out["derived"] = np.nanmean(last.reshape(last.shape[0], -1), axis=0).tolist()
@@ -58,35 +58,27 @@ def margin_of(cfg, metrics: dict | None = None) -> dict:
 
 
 def margin_text(margins: dict) -> str:
-    """One sentence per margin the algorithms trained with (``margins``: ``{algo: margin_of(...)}``)."""
+    """One sentence: each margin the algorithms trained with (``margins``: ``{algo: margin_of(...)}``)."""
     by: dict = {}
     for algo, g in margins.items():
-        m, z, n = g["cost_margin"], g.get("margin_z", 0.0), g.get("margin_n", 0.0)
-        if z:
-            derived = ", ".join(f"{v:.3g}" for v in g.get("derived", ()))
-            said = f"the data margin {f'{m:g} + ' if m else ''}{z:g} sigma_j / sqrt({n:g}), at the last iteration " \
-                f"{derived} (per constraint)"  # fmt: skip
-        else:
-            toward = f"trained toward C <= -{m:g} (the dual phase reads C^ + {m:g})" if m else "no margin, trained " \
-                "toward C <= 0"  # fmt: skip
-            said = f"cost_margin = {m:g}, {toward}"
-        by.setdefault(said, []).append(algo)
-    return "\nThe safety margin each algorithm trained with (the verdict is at the limit, not at the margin): " + \
-        "; ".join(f"{', '.join(a)}: {said}" for said, a in by.items()) + ".\n" if by else ""  # fmt: skip
+        derived = ", ".join(f"{v:.3g}" for v in g.get("derived", ()))
+        rule = g["rule"] + (f", at the last iteration {derived} (per constraint)" if g.get("margin_z") else "")
+        by.setdefault(rule, []).append(algo)
+    said = "; ".join(f"{', '.join(a)}: {rule}" for rule, a in by.items())
+    head = "\nThe safety margin each algorithm trained with (the verdict is at the limit, not at the margin): "
+    return f"{head}{said}.\n" if by else ""
 
 
-CONSTRAINT_HEAD = ("Algorithm", "constraint", "kept when", "gamma_c", "C: nominal", "C: worst", "EpCost {over}: nominal",
-                   "EpCost: worst", "seeds at the nominal kernel", "seeds on the worst kernel",
-                   "the worst kernel (level: its fields)")  # fmt: skip
+CONSTRAINT_HEAD = ("Algorithm", "constraint", "kept when", "gamma_c", "C: nominal", "C: worst",
+                   "EpCost {over}: nominal", "EpCost: worst", "seeds at the nominal kernel",
+                   "seeds on the worst kernel", "the worst kernel (level: its fields)")  # fmt: skip
 
 
 def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None, xi_names=None,
-                       costs: dict | None = None, kinds=None, margins: dict | None = None) -> tuple[str, dict]:  # fmt: skip
-    """Markdown (one row per algorithm and constraint) and JSON of ``verdict.judge``: ``test_xi``
-    ``[L, D, *xi]`` and ``xi_names`` name each worst kernel by its fields (``kernel_text``);
-    ``costs``: ``{algo: {"EpCost", "gamma_c", "horizon"}}`` (``RunFolder.load_results``; absent:
-    "?", and C decides); ``kinds``: ``verdict.kinds(env)`` (None: limits); ``margins``:
-    ``{algo: margin_of(cfg)}``."""
+                       costs: dict | None = None, kinds=None, margins: dict | None = None):  # fmt: skip
+    """Markdown (a row per algorithm and constraint) and JSON of ``verdict.judge``; ``test_xi`` ``[L, D, *xi]``
+    and ``xi_names``: each worst kernel by its fields; ``costs``: ``RunFolder.load_results``'s (absent: "?",
+    C decides); ``kinds``: ``verdict.kinds(env)`` (None: limits); ``margins``: ``{algo: margin_of(cfg)}``."""
     costs, margins = costs or {}, margins or {}
     horizons = sorted({c["horizon"] for c in costs.values()})
     over = f"over H = {horizons[0]} steps" if len(horizons) == 1 else "over the episode"
@@ -131,21 +123,15 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
 
 def worst_case_section(found: dict, env_name: str, labels: dict | None = None, xi_c=None,
                        xi_names=None) -> tuple[str, dict]:  # fmt: skip
-    """The grid-vs-search table (Markdown) and its JSON, from ``found``: ``{algo:
-    worst_case.compare_with_grid(...)}`` over the seeds kept. Per algorithm and quantity (``labels``
-    names them): the mean over seeds of each seed's worst on the grid and by the search, and the
-    seeds where the search went beyond the grid; per quantity, the domain's count and mean gap; the
-    kernel the search found worst (the worst seed's), with the nominal ``xi_c`` as its fields' changes."""
+    """The grid-vs-search table (Markdown) and its JSON from ``found``, ``{algo: worst_case.compare_with_grid(...)}``:
+    per algorithm and quantity (``labels`` names them) the seeds' mean worst on the grid and by the search,
+    per quantity the domain's count and mean gap; with the nominal ``xi_c`` and its entries' ``xi_names``,
+    each found kernel as its fields' changes."""
     if not found:
         return "", {}
     first = next(iter(found.values()))
     metrics = list(first)
     label = {m: md_cell((labels or {}).get(m, m)) for m in metrics}
-
-    def said(x):  # a found kernel in its fields' terms (xi_names, else xi[i])
-        n = np.size(x)
-        names = xi_names if xi_names is not None and len(xi_names) == n else [f"xi[{i}]" for i in range(n)]
-        return describe(x, xi_c, names)
 
     js: dict = {"per_algorithm": {}, "domain": {}}
     rows, pooled = [], {m: [] for m in metrics}
@@ -160,12 +146,12 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None, x
                         "search_xi": np.asarray(cmp[m]["search_xi"]).tolist(),
                         "grid_xi": np.asarray(cmp[m]["grid_xi"]).tolist()}  # fmt: skip
             if xi_c is not None:
-                entry[m]["search_kernel"] = [said(x) for x in np.asarray(cmp[m]["search_xi"])]
+                entry[m]["search_kernel"] = [describe(x, xi_c, xi_names) for x in np.asarray(cmp[m]["search_xi"])]
         r = cmp[metrics[0]]  # the lowest return's, or with --worst-case costs the first constraint's highest
         at = int(np.argmin(r["search"]) if r["lower_is_worse"] else np.argmax(r["search"]))
         worst = np.asarray(r["search_xi"][at], np.float64)
         xi = np.round(worst.ravel(), 3).tolist()
-        rows.append(row + [md_cell(f"{said(worst)} ({xi})" if xi_c is not None else f"{xi}")])
+        rows.append(row + [md_cell(f"{describe(worst, xi_c, xi_names)} ({xi})" if xi_c is not None else f"{xi}")])
     bullets = []
     for m in metrics:
         g, f, beyond = (np.concatenate([p[i] for p in pooled[m]]) for i in range(3))
@@ -174,8 +160,8 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None, x
                                "mean_gap": float(gap.mean()),
                                "mean_gap_where_beyond": float(gap[beyond].mean()) if beyond.any() else 0.0}  # fmt: skip
         bullets.append(f"* {label[m]}: the search went beyond the grid's worst in {d['search_beyond_grid']} of "
-                       f"{d['pairs']} (algorithm, seed) pairs; by {d['mean_gap_where_beyond']:.3f} on average "
-                       f"where it did (mean over all pairs {d['mean_gap']:+.3f}; > 0: the search found worse).")  # fmt: skip
+                       f"{d['pairs']} (algorithm, seed) pairs; by {d['mean_gap_where_beyond']:.3f} on average where "
+                       f"it did (mean over all pairs {d['mean_gap']:+.3f}; > 0: the search found worse).")  # fmt: skip
     head = ["Algorithm", *(f"{label[m]}: {w}" for m in metrics for w in ("grid", "search"))]
     head.append(f"xi of the {'lowest return' if metrics[0] == 'Return' else 'highest ' + label[metrics[0]]} (search)")
     text = (f"\n## Worst case: the grid's vs a gradient search's ({env_name})\n\nPer seed, the worst value over the "
