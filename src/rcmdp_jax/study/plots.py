@@ -11,6 +11,7 @@ import numpy as np
 
 from rcmdp_jax import stats
 from rcmdp_jax.figures import pyplot, save
+from rcmdp_jax.presets import parse_algorithm, split_variant
 
 LEARNER_COLOURS = {"mcpmd": "tab:green", "ppo": "tab:blue", "mdpo": "tab:red"}
 EXTRA_COLOURS = ("tab:purple", "tab:brown", "tab:olive", "tab:cyan", "tab:pink", "tab:gray", "tab:orange")
@@ -33,8 +34,6 @@ WORST_CAPTION = ("solid: each level's worst test kernel (the highest mean C over
 
 def parsed(algo: str) -> tuple[str, str, bool] | None:
     """``(learner, constraint, robust)`` of an algorithm name (variants too), or None."""
-    from rcmdp_jax.presets import parse_algorithm, split_variant
-
     try:
         return parse_algorithm(split_variant(algo)[0])
     except ValueError:
@@ -73,47 +72,40 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
     directions), and each constraint's value on each level's worst kernel (the level's mean as a
     faint second line), where the summary's "Is the constraint kept?" says it breaks.
     ``worst_kernels``: per constraint ``j``, ``{algo: its worst kernel in words}`` (the caption)."""
-    plt = pyplot()
+    plt, look = pyplot(), styles(results)
     m = next(iter(results.values()))[1].shape[-1]
     names = list(cost_names) if cost_names and len(cost_names) == m else [f"C_{j + 1}" for j in range(m)]
-    look = styles(results)
-    for i, label in enumerate(["Return"] + [f"constraint value {n}" for n in names]):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for algo, (V, _) in results.items():
+        mean, se = stats.per_level(V)
+        ax.plot(levels, mean, ms=3, label=algo, **look[algo])
+        ax.fill_between(levels, mean - se, mean + se, alpha=0.12, color=look[algo]["color"])
+    ax.legend(fontsize=6, ncol=2)
+    _label(ax, "distortion level", f"{env_name}: test Return", "Return")
+    save(fig, out_dir / TEST_RETURN)
+    for j, name in enumerate(names):
         fig, ax = plt.subplots(figsize=(6, 4))
-        for algo, (V, C) in results.items():
-            if i == 0:
-                mean, se = stats.per_level(V)
-                ax.plot(levels, mean, ms=3, label=algo, **look[algo])
-                ax.fill_between(levels, mean - se, mean + se, alpha=0.12, color=look[algo]["color"])
-                continue
-            scores = stats.environment_scores(C[..., i - 1])  # (level, direction)
+        for algo, (_, C) in results.items():
+            scores = stats.environment_scores(C[..., j])  # (level, direction)
             ax.plot(levels, scores.max(1), ms=3, label=algo, **look[algo])
             ax.plot(levels, scores.mean(1), lw=0.8, alpha=0.35, color=look[algo]["color"],
                     linestyle=look[algo]["linestyle"])  # fmt: skip
         ax.legend(fontsize=6, ncol=2)
-        if i == 0:
-            _label(ax, "distortion level", f"{env_name}: test {label}", label)
-            save(fig, out_dir / TEST_RETURN)
-            continue
         ax.axhline(0.0, color="black", lw=0.8)  # the limit: kept below it
-        kernels = (worst_kernels or {}).get(i - 1, {})
+        kernels = (worst_kernels or {}).get(j, {})
         named = "\nworst kernel: " + "; ".join(f"{a}: {k}" for a, k in kernels.items()) if kernels else ""
         if len(kernels) > 3:
             named = f"; {len(kernels)} algorithms' worst kernels there"
         caption = fig.text(0.01, 0.01, WORST_CAPTION + named, fontsize=6, va="bottom")
-        _label(ax, "distortion level", f"{env_name}: test {label} on each level's worst kernel",
-               f"{label} (kept when <= 0)")  # fmt: skip
-        save(fig, out_dir / TEST_COST.format(i), caption)
+        _label(ax, "distortion level", f"{env_name}: test constraint value {name} on each level's worst kernel",
+               f"constraint value {name} (kept when <= 0)")  # fmt: skip
+        save(fig, out_dir / TEST_COST.format(j + 1), caption)
 
 
-def drop_stale(out_dir: Path, n_costs: int | None) -> list[str]:
-    """Remove the figures an earlier report drew in ``out_dir`` (``--plots off`` must not leave
-    figures of other results beside its tables): the report's names, ``test_cost_1.png`` ..
-    ``test_cost_<n_costs>.png`` among them (None: as many as follow on from 1); their names."""
-    out_dir = Path(out_dir)
-    if n_costs is None:
-        n_costs = 0
-        while (out_dir / TEST_COST.format(n_costs + 1)).exists():
-            n_costs += 1
+def drop_stale(out_dir: Path, n_costs: int) -> list[str]:
+    """Remove the figures an earlier report drew in ``out_dir`` (``--plots off`` must not leave figures of
+    other results beside its tables): the report's names, ``test_cost_1.png`` .. ``test_cost_<n_costs>.png``
+    among them; their names."""
     names = [TEST_RETURN, TRAIN_CURVES, INTERVALS, PROFILES] + [TEST_COST.format(j) for j in range(1, n_costs + 1)]
     stale = sorted(out_dir / n for n in names if (out_dir / n).is_file())
     for path in stale:
@@ -169,8 +161,7 @@ def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
             point, low, high = figures[metric]["iqm"][a]
             ax.plot([low, high], [yi, yi], lw=6, alpha=0.5, solid_capstyle="butt")
             ax.plot([point], [yi], "k|", ms=12)
-        ax.set_yticks(y)
-        ax.set_yticklabels(algos if ax is axes[0][0] else [])
+        ax.set_yticks(y, algos if ax is axes[0][0] else [])
         ax.set_xlabel(f"IQM of {metric}")
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(f"{env_name}: IQM with 95% stratified-bootstrap intervals")

@@ -29,9 +29,8 @@ def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
     over the others, labelled with the count and never marked; one with none left is a row that says so."""
     seeds = seeds or {}
     kept = {a: r for a, r in results.items() if r is not None}
-    table = stats.algorithm_table(kept, lambda_max)[0] if kept else {m: {} for m in stats.METRICS}
     complete = [a for a in kept if seeds.get(a, (1, 1))[0] == seeds.get(a, (1, 1))[1]]
-    marks = {m: stats.within_one_pooled_se({a: table[m][a] for a in complete}) if complete else {} for m in table}
+    table, marks = stats.algorithm_table(kept, lambda_max, complete)
     rows = []
     for algo in results:
         used, total = seeds.get(algo, (1, 1))
@@ -42,8 +41,7 @@ def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
 
 
 def _cells(rows, esc, bold: str, no_seed: str) -> list[list[str]]:
-    """Each row's texts through ``esc``, its marked cells in ``bold`` (a format), ``no_seed`` for an
-    algorithm with no seed left."""
+    """Each row's texts through ``esc``, the marked in ``bold`` (a format); ``no_seed``: the row of none left."""
     out = []
     for _, label, cells in rows:
         row = [esc(label)] if cells else [esc(label), no_seed]
@@ -86,30 +84,26 @@ def installed(module: str) -> bool:
     return True
 
 
-def rliable_available() -> bool:
-    return installed("rliable.library")
-
-
 def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa, plots: bool = True,
-                     env=None, configs: dict | None = None) -> str:  # fmt: skip
-    """Write summary.{md,tex,json} and (``plots``) the figures for one environment; return the
-    Markdown table and the verdict. ``env``: the robust environment (each constraint's kind and
-    budget, ``verdict.kinds``); ``configs``: ``{algo: Config}`` (each one's margin, ``margin_of``)."""
+                     *, env, configs: dict | None = None, out: Path | None = None) -> str:  # fmt: skip
+    """Write summary.{md,tex,json} and (``plots``) the figures of one environment's results into ``out``
+    (default: its folder ``env_dir``); return the Markdown table and the verdict. ``env``: the robust
+    environment; ``configs``: ``{algo: Config}`` (each one's margin, ``margin_of``)."""
     folder, bounds, seeds, costs = RunFolder(env_dir.parent), {}, {}, {}
+    out = env_dir if out is None else out
     results, metrics, levels = folder.load_results(env_name, algos, bounds, seeds, costs)
     if not results:
         return ""
     kept = {a: r for a, r in results.items() if r is not None}
-    names = cost_names(env_name, next(iter(kept.values()))[1].shape[-1]) if kept else ()
-    if not plots and (stale := drop_stale(env_dir, len(names) if names else None)):  # no seed kept: the files say
+    names = cost_names(env_name, env.num_constraints)
+    if not plots and (stale := drop_stale(out, len(names))):
         print(f"--plots off: removed the earlier report's figures ({', '.join(stale)}); 'rcmdp report RUN_DIR' draws "
               "them again")  # fmt: skip
     files = (load_npz(folder.algo_dir(env_name, a) / "test_results.npz") for a in kept)
     test_xi = next((np.asarray(z["test_xi"], np.float64) for z in files if np.ndim(z.get("test_xi")) >= 2), None)
     xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
-    kinds = verdict.kinds(env) if env is not None and env.num_constraints == len(names) else None
     margins = {a: margin_of(c, metrics.get(a)) for a, c in (configs or {}).items() if c.constrained and a in kept}
-    rows = summary_rows(results, lambda_max, seeds)
+    kinds, rows = verdict.kinds(env), summary_rows(results, lambda_max, seeds)
     md = markdown_table(rows)
     kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs, kinds, margins)
     text = f"# {env_name}: robustness test\n\n{md}{legend(lambda_max)}{kept_text}"
@@ -123,11 +117,11 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         text += ("\n## Test episodes that reached the state bound (%), per distortion level\n\nThe kernel mean is "
                  "clipped at the state bound (docs/fidelity.md, choices): these episodes' returns and costs are those "
                  "of the clipped dynamics.\n\n" + "\n".join(table) + "\n")  # fmt: skip
-    if kept and rliable_available():
-        figures = env_dir if plots and installed("matplotlib") else None
+    if kept and installed("rliable.library"):
+        figures = out if plots and installed("matplotlib") else None
         agg_text, agg_json = aggregate_section(kept, lambda_max, env_name, figures)
         text += agg_text
-        write_text(env_dir / "aggregate.json", json.dumps(agg_json, indent=2))
+        write_text(out / "aggregate.json", json.dumps(agg_json, indent=2))
     elif kept:
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
     found = {}
@@ -138,7 +132,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
         wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)},
                                               None if test_xi is None else test_xi[0, 0], xi_names)  # fmt: skip
         text += wc_text
-        write_text(env_dir / "worst_case.json", json.dumps(wc_json, indent=2))
+        write_text(out / "worst_case.json", json.dumps(wc_json, indent=2))
     summary = {algo: dict(cells or {}) for algo, _, cells in rows}
     for algo, (used, trained) in seeds.items():
         summary[algo] |= {"seeds_used": used, "seeds_trained": trained}
@@ -146,17 +140,17 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     for key, per in (("constraints", kept_json), ("margin", margins), ("state_bound_fraction", bound)):
         for algo, value in per.items():
             summary[algo][key] = value
-    write_text(env_dir / "summary.md", text)
-    write_text(env_dir / "summary.tex", latex_table(rows))
-    write_text(env_dir / "summary.json", json.dumps(summary, indent=2))
+    write_text(out / "summary.md", text)
+    write_text(out / "summary.tex", latex_table(rows))
+    write_text(out / "summary.json", json.dumps(summary, indent=2))
     if plots and not installed("matplotlib"):
         print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")
     elif plots:
         if kept:
             worst = {j: {a: _where(c[n]) for a, c in kept_json.items() if n in c} for j, n in enumerate(names)}
-            plot_robustness(env_dir, kept, levels, env_name, names, worst)
+            plot_robustness(out, kept, levels, env_name, names, worst)
         if metrics:
-            plot_training(env_dir, metrics, np.asarray(xi_c), np.asarray(kappa), env_name, names or None)
+            plot_training(out, metrics, np.asarray(xi_c), np.asarray(kappa), env_name, names or None)
     return md + kept_text  # what the run's end and ``rcmdp report`` print: the table and the verdict
 
 

@@ -1,6 +1,6 @@
 """``rcmdp report RUN_DIR`` (also ``rcmdp-report`` and ``python experiments/report.py``): a run
 folder's tables and plots rewritten from its saved results (``report.write_env_report``) in a fresh
-process, each environment's written in a stage beside its files (``_stage``) and renamed over them
+process, each environment's written in a stage in its folder (``.report-PID``) and renamed over its files
 at the end: Ctrl-C (SIGTERM) at any moment is one line and exit 130 (143), the files all old or all new."""
 
 from __future__ import annotations
@@ -58,19 +58,6 @@ def report_error(message: str) -> int:
     return refuse(prog, message.replace("run.py --", f"{runner} --"))
 
 
-def _stage(env_dir: Path) -> Path:
-    """A fresh folder ``env_dir/.report-PID/<env_dir's name>`` holding links to the algorithms' folders,
-    where a whole report is written (a stage left by a killed report goes first: the lock is held)."""
-    for old in env_dir.glob(STAGE + "*"):
-        shutil.rmtree(old, ignore_errors=True)
-    stage = env_dir / f"{STAGE}{os.getpid()}" / env_dir.name
-    stage.mkdir(parents=True)
-    for d in env_dir.iterdir():
-        if d.is_dir() and not d.is_symlink() and not d.name.startswith(STAGE):
-            (stage / d.name).symlink_to(d.absolute(), target_is_directory=True)
-    return stage
-
-
 def _rewrite(folder, plan, state: SignalState) -> int:
     from rcmdp_jax import envs
     from rcmdp_jax.study.report import write_env_report
@@ -88,7 +75,7 @@ def _rewrite(folder, plan, state: SignalState) -> int:
 
     def drop_stages():
         for stage in stages.values():
-            shutil.rmtree(stage.parent, ignore_errors=True)
+            shutil.rmtree(stage, ignore_errors=True)
 
     state.undo.insert(0, drop_stages)
     tables = []
@@ -96,18 +83,21 @@ def _rewrite(folder, plan, state: SignalState) -> int:
         for env_name in envs_:
             env, params = envs.make(env_name)
             env_dir = folder.env_dir(env_name)
-            try:
-                stages[env_dir] = _stage(env_dir)
-                md = write_env_report(stages[env_dir], env_name, algos, env.lambda_max, params.xi_c, params.kappa,
-                                      env=env, configs=plan.configs[env_name])  # fmt: skip
-            except (DamagedFile, OSError) as err:  # named by the folder's own path, not the stage's link to it
+            try:  # a fresh stage ``env_dir/.report-PID``; one a killed report left goes first (the lock is held)
+                for old in env_dir.glob(STAGE + "*"):
+                    shutil.rmtree(old, ignore_errors=True)
+                stages[env_dir] = env_dir / f"{STAGE}{os.getpid()}"
+                stages[env_dir].mkdir()
+                md = write_env_report(env_dir, env_name, algos, env.lambda_max, params.xi_c, params.kappa, env=env,
+                                      configs=plan.configs[env_name], out=stages[env_dir])  # fmt: skip
+            except (DamagedFile, OSError) as err:  # a file named by where it goes, not by the stage
                 said = str(err) if isinstance(err, DamagedFile) else os_error(err, env_dir)  # a full disk: the file
                 return report_error(f"{said.replace(str(stages.get(env_dir, env_dir)), str(env_dir))}; {KEPT}")
             tables.append(f"## {env_name}\n\n{md}")
         with signals_held():  # every staged file renamed over its old one: all or none
             for env_dir, stage in stages.items():
                 for f in stage.iterdir():
-                    if f.is_file() and not f.is_symlink():
+                    if f.is_file():
                         os.replace(f, env_dir / f.name)
             drop_stages()
         state.said = "the report was rewritten"

@@ -132,15 +132,13 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None, x
     first = next(iter(found.values()))
     metrics = list(first)
     label = {m: md_cell((labels or {}).get(m, m)) for m in metrics}
-
     js: dict = {"per_algorithm": {}, "domain": {}}
-    rows, pooled = [], {m: [] for m in metrics}
+    rows = []
     for algo, cmp in found.items():
         row, entry = [md_cell(algo)], js["per_algorithm"].setdefault(algo, {})
         for m in metrics:
             g, f = np.asarray(cmp[m]["grid"], np.float64), np.asarray(cmp[m]["search"], np.float64)
             beyond = beyond_grid(g, f, cmp[m]["lower_is_worse"])  # not float rounding
-            pooled[m].append((g, f, beyond))
             row += [f"{g.mean():.2f}", f"{f.mean():.2f} ({int(beyond.sum())}/{beyond.size})"]
             entry[m] = {"grid": g.tolist(), "search": f.tolist(), "search_beyond_grid": beyond.tolist(),
                         "search_xi": np.asarray(cmp[m]["search_xi"]).tolist(),
@@ -154,7 +152,8 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None, x
         rows.append(row + [md_cell(f"{describe(worst, xi_c, xi_names)} ({xi})" if xi_c is not None else f"{xi}")])
     bullets = []
     for m in metrics:
-        g, f, beyond = (np.concatenate([p[i] for p in pooled[m]]) for i in range(3))
+        per = [e[m] for e in js["per_algorithm"].values()]  # every (algorithm, seed) pair
+        g, f, beyond = (np.concatenate([e[k] for e in per]) for k in ("grid", "search", "search_beyond_grid"))
         gap = g - f if first[m]["lower_is_worse"] else f - g  # > 0: the search found worse than the grid
         d = js["domain"][m] = {"pairs": int(beyond.size), "search_beyond_grid": int(beyond.sum()),
                                "mean_gap": float(gap.mean()),
