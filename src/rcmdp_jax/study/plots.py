@@ -56,16 +56,6 @@ def styles(algos) -> dict[str, dict]:
     return out
 
 
-def _label(ax, xlabel: str, title: str | None = None, ylabel: str | None = None) -> None:
-    """An axes' labels, its title (small) and a faint grid."""
-    ax.set_xlabel(xlabel)
-    if ylabel is not None:
-        ax.set_ylabel(ylabel)
-    if title is not None:
-        ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-
-
 def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str, cost_names=None,
                     worst_kernels=None) -> None:  # fmt: skip
     """Test Return against the distortion level (mean over each level's kernels, SE bands across
@@ -81,7 +71,9 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
         ax.plot(levels, mean, ms=3, label=algo, **look[algo])
         ax.fill_between(levels, mean - se, mean + se, alpha=0.12, color=look[algo]["color"])
     ax.legend(fontsize=6, ncol=2)
-    _label(ax, "distortion level", f"{env_name}: test Return", "Return")
+    ax.set(xlabel="distortion level", ylabel="Return")
+    ax.set_title(f"{env_name}: test Return", fontsize=10)
+    ax.grid(alpha=0.3)
     save(fig, out_dir / TEST_RETURN)
     for j, name in enumerate(names):
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -97,8 +89,9 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
         if len(kernels) > 3:
             named = f"; {len(kernels)} algorithms' worst kernels there"
         caption = fig.text(0.01, 0.01, WORST_CAPTION + named, fontsize=6, va="bottom")
-        _label(ax, "distortion level", f"{env_name}: test constraint value {name} on each level's worst kernel",
-               f"constraint value {name} (kept when <= 0)")  # fmt: skip
+        ax.set(xlabel="distortion level", ylabel=f"constraint value {name} (kept when <= 0)")
+        ax.set_title(f"{env_name}: test constraint value {name} on each level's worst kernel", fontsize=10)
+        ax.grid(alpha=0.3)
         save(fig, out_dir / TEST_COST.format(j + 1), caption)
 
 
@@ -143,7 +136,9 @@ def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name
     titles = ["evaluation return", f"evaluation constraint value {cost} (kept when <= 0)",
               f"lambda of {cost} (constrained algorithms)", "max_i |xi_i - xi_c,i| / kappa_i"]  # fmt: skip
     for ax, t in zip(axes.ravel(), titles):
-        _label(ax, "policy steps", t)
+        ax.set_title(t, fontsize=10)
+        ax.set_xlabel("policy steps")
+        ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=6, ncol=2)
     fig.suptitle(f"{env_name}: training curves (mean over seeds)")
     return fig
@@ -170,7 +165,8 @@ def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
     for ax, metric in zip(axes[0], metrics):
         for a, p in figures[metric]["profiles"].items():
             ax.plot(figures[metric]["profile_taus"], p, label=a)
-        _label(ax, f"{metric} threshold tau", ylabel="fraction of (seed, kernel) scores > tau")
+        ax.set(xlabel=f"{metric} threshold tau", ylabel="fraction of (seed, kernel) scores > tau")
+        ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=6)
     fig.suptitle(f"{env_name}: performance profiles over the test kernels")
     save(fig, out_dir / PROFILES)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcmdp_jax import stats, verdict
+from rcmdp_jax import envs, stats, verdict
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.study.plots import drop_stale, plot_aggregate, plot_robustness, plot_training
 from rcmdp_jax.study.report_sections import constraint_section, legend, margin_of, md_cell, md_table, worst_case_section
@@ -67,8 +67,6 @@ def latex_table(rows) -> str:
 def cost_names(env_name: str, m: int) -> tuple[str, ...]:
     """The names of the ``m`` constraint costs of ``env_name`` (its ``DomainSpec``'s; ``C_j`` where unknown)."""
     try:
-        from rcmdp_jax import envs
-
         names = envs.spec(env_name).cost_names
     except (ValueError, TypeError):
         names = ()
@@ -110,10 +108,11 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     if diverged := ", ".join(f"{a} {t - u}" for a, (u, t) in seeds.items() if u < t):
         text += ("\nDiverged seeds (non-finite parameters, multipliers, kernel, losses or test episodes) are left out "
                  f"of every statistic; their rows are never marked: {diverged}.\n")  # fmt: skip
-    fractions = {a: np.asarray(b, np.float64).mean(axis=(0, 2, 3)) for a, b in bounds.items()}
+    bound = {a: {"overall": float(np.mean(b)), "per_level": np.asarray(b, np.float64).mean(axis=(0, 2, 3)).tolist()}
+             for a, b in bounds.items()}  # fmt: skip
     if any(np.any(b) for b in bounds.values()):
-        table = md_table(["Algorithm", *(f"{x:g}" for x in levels)],
-                         [[md_cell(a), *(f"{100.0 * f:.1f}" for f in fr)] for a, fr in fractions.items()])  # fmt: skip
+        per_level = [[md_cell(a), *(f"{100.0 * f:.1f}" for f in b["per_level"])] for a, b in bound.items()]
+        table = md_table(["Algorithm", *(f"{x:g}" for x in levels)], per_level)
         text += ("\n## Test episodes that reached the state bound (%), per distortion level\n\nThe kernel mean is "
                  "clipped at the state bound (docs/fidelity.md, choices): these episodes' returns and costs are those "
                  "of the clipped dynamics.\n\n" + "\n".join(table) + "\n")  # fmt: skip
@@ -136,7 +135,6 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     summary = {algo: dict(cells or {}) for algo, _, cells in rows}
     for algo, (used, trained) in seeds.items():
         summary[algo] |= {"seeds_used": used, "seeds_trained": trained}
-    bound = {a: {"overall": float(np.mean(b)), "per_level": fractions[a].tolist()} for a, b in bounds.items()}
     for key, per in (("constraints", kept_json), ("margin", margins), ("state_bound_fraction", bound)):
         for algo, value in per.items():
             summary[algo][key] = value

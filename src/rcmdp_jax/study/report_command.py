@@ -26,7 +26,7 @@ def run(argv: list) -> int:
         from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
         from rcmdp_jax.study.run_plan import RunFolderError
 
-        folder, release = RunFolder(Path(argv[0])), None
+        folder, release = RunFolder(Path(argv[0])), (lambda: None)
         try:
             plan = folder.open("RUN_DIR")  # as --resume checks it: the results are this plan's
         except RunFolderError as err:
@@ -34,17 +34,16 @@ def run(argv: list) -> int:
         try:  # not while a run writes the folder; one this user may not write: whether a run holds it
             if os.access(folder.root, os.W_OK | os.X_OK):
                 release = folder.lock()
-                state.undo.append(release)
             elif (pid := holder(folder.root)) is not None:
                 raise RunFolderError(in_use(folder.root, pid))
         except RunFolderError as err:
             return report_error(f"{err}; {KEPT}")
+        state.undo.append(release)
         try:
             return _rewrite(folder, plan, state)
         finally:
-            if release is not None:
-                state.undo.remove(release)
-                release()
+            state.undo.remove(release)
+            release()
 
 
 def report_error(message: str) -> int:

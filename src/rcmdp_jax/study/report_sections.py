@@ -141,8 +141,7 @@ def worst_case_section(found: dict, env_name: str, labels: dict | None = None, x
             beyond = beyond_grid(g, f, cmp[m]["lower_is_worse"])  # not float rounding
             row += [f"{g.mean():.2f}", f"{f.mean():.2f} ({int(beyond.sum())}/{beyond.size})"]
             entry[m] = {"grid": g.tolist(), "search": f.tolist(), "search_beyond_grid": beyond.tolist(),
-                        "search_xi": np.asarray(cmp[m]["search_xi"]).tolist(),
-                        "grid_xi": np.asarray(cmp[m]["grid_xi"]).tolist()}  # fmt: skip
+                        **{k: np.asarray(cmp[m][k]).tolist() for k in ("search_xi", "grid_xi")}}  # fmt: skip
             if xi_c is not None:
                 entry[m]["search_kernel"] = [describe(x, xi_c, xi_names) for x in np.asarray(cmp[m]["search_xi"])]
         r = cmp[metrics[0]]  # the lowest return's, or with --worst-case costs the first constraint's highest
