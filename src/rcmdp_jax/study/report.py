@@ -53,6 +53,7 @@ def _cells(rows, esc, bold: str, no_seed: str) -> list[list[str]]:
 
 
 def markdown_table(rows) -> str:
+    """The summary table in Markdown (an algorithm with no seed left: its message, then two empty cells)."""
     return "\n".join(md_table(HEADERS, _cells(rows, md_cell, "**{}**", "diverged: no seed left | |"))) + "\n"
 
 

@@ -1,7 +1,6 @@
-"""The summary's sections in words beside its table (``report.write_env_report``), each as
-Markdown and its JSON: the legend, whether each constraint is kept (``constraint_section``, with
-the margins each algorithm trained with) and the grid's worst against a gradient search's
-(``worst_case_section``, ``run.py --worst-case``)."""
+"""The summary's sections in words beside its table (``report.write_env_report``), each as Markdown and
+its JSON: the legend, whether each constraint is kept (``constraint_section``, with the margins trained
+with) and the grid's worst against a gradient search's (``worst_case_section``, ``run.py --worst-case``)."""
 
 from __future__ import annotations
 
