@@ -129,8 +129,8 @@ def test_a_partly_diverged_algorithm_is_summarised_over_its_other_seeds_and_neve
     cells = {algo: c for algo, _, c in rows}
     labels = {algo: label for algo, label, _ in rows}
     assert labels["B"] == "B (2/3 seeds; 1 diverged)" and cells["C"] is None
-    assert cells["A"]["Return"][1] and not cells["B"]["Return"][1]  # B is never marked, A is the best complete one
-    assert cells["B"]["Return"][0].mean == pytest.approx(better[0].mean())
+    assert cells["A"]["Return"]["marked"] and not cells["B"]["Return"]["marked"]  # B never; A the best complete one
+    assert cells["B"]["Return"]["mean"] == pytest.approx(better[0].mean())
     assert "| C (0/3 seeds; 3 diverged) | diverged: no seed left | | |" in report.markdown_table(rows)
 
 

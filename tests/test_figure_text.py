@@ -83,11 +83,11 @@ def test_the_reports_figures_keep_their_text_on_the_canvas(tmp_path, saved):
                    "eval_costs": rng.normal(size=(3, 10, 2)), "lam": rng.random((3, 10, 2)),
                    "xi": rng.normal(size=(3, 10, 3))} for a in ALGORITHMS}  # fmt: skip
     plots.plot_training(tmp_path, metrics, np.zeros(3), np.ones(3), ENV, list(COSTS))
-    if report.rliable_available():
+    if report.installed("rliable.library"):
         report.aggregate_section(results, 50.0, ENV, tmp_path)
     names = {p.rsplit("/", 1)[-1] for p in saved}
     assert {"test_return.png", "test_cost_1.png", "test_cost_2.png", "train_curves.png"} <= names
-    assert not report.rliable_available() or {"intervals.png", "profiles.png"} <= names
+    assert not report.installed("rliable.library") or {"intervals.png", "profiles.png"} <= names
     cut = {p.rsplit("/", 1)[-1]: outside(fig) for p, fig in saved.items()}
     assert all(not v for v in cut.values()), {k: v for k, v in cut.items() if v}
 

@@ -199,3 +199,27 @@ def test_the_legend_says_what_r_pen_pm_bolds():
     assert "its bold can go to an algorithm with a far lower Return that stays well under its limit" in " ".join(
         legend(50.0).split()
     )
+
+
+def test_the_margins_trained_with_are_said_once_in_json_and_in_the_summary():
+    """``margin_of``'s ``rule`` (summary.json) is the summary's sentence; algorithms that trained with
+    one margin share it; the data margin adds its value at the last iteration (the seeds' mean)."""
+    from types import SimpleNamespace
+
+    from rcmdp_jax.study.report_sections import margin_of, margin_text
+
+    def cfg(m, z, n=20.0):
+        return SimpleNamespace(hparams=SimpleNamespace(cost_margin=m, margin_z=z, margin_n=n), constraint="lagrangian")
+
+    margin = np.zeros((2, 3, 1))  # [seeds, iterations, constraint]: the last iteration's 1.0 and 2.0
+    margin[:, -1, 0] = [1.0, 2.0]
+    margins = {"A": margin_of(cfg(0.0, 2.0), {"margin": margin}), "B": margin_of(cfg(0.5, 0.0)),
+               "C": margin_of(cfg(0.0, 0.0)), "D": margin_of(cfg(0.0, 0.0))}  # fmt: skip
+    assert margins["A"]["rule"] == "the data margin 2 sigma_j / sqrt(20)" and margins["A"]["derived"] == [1.5]
+    assert margins["B"]["rule"] == "cost_margin = 0.5, trained toward C <= -0.5 (the dual phase reads C^ + 0.5)"
+    assert margin_text(margins) == (
+        "\nThe safety margin each algorithm trained with (the verdict is at the limit, not at the margin): A: the data "
+        "margin 2 sigma_j / sqrt(20), at the last iteration 1.5 (per constraint); B: cost_margin = 0.5, trained toward "
+        "C <= -0.5 (the dual phase reads C^ + 0.5); C, D: cost_margin = 0, no margin, trained toward C <= 0.\n"
+    )
+    assert margin_text({}) == ""

@@ -79,3 +79,6 @@ def test_algorithm_table_uses_every_metric():
     assert table["R_pen±"]["Y"].mean == pytest.approx(2.0 + 5.0)
     assert table["R_pen"]["Y"].mean == pytest.approx(2.0)
     assert marks["Return"] == {"X": False, "Y": True}
+    _, among_x = stats.algorithm_table({"X": (V, C), "Y": (V * 2, -C)}, 10.0, marked=["X"])  # Y's seeds diverged
+    assert among_x["Return"] == {"X": True} and among_x["R_pen"] == {"X": True}
+    assert stats.algorithm_table({}, 10.0, marked=[]) == ({m: {} for m in stats.METRICS},) * 2

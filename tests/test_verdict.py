@@ -98,13 +98,13 @@ def test_the_section_rows_say_what_summary_json_holds():
     C[:, 1, 0] += 20.0  # C's own highest kernel is another: the verdict follows EpCost's
     costs = {"A": {"EpCost": ep, "gamma_c": np.array([1.0]), "horizon": 200}}
     kinds = [verdict.Constraint("budget", budget=5.0)]
-    margins = {"A": {"cost_margin": 3.0, "constraint_rule": "lag", "rule": "r"}}
+    margins = {"A": {"cost_margin": 3.0, "constraint_rule": "lag", "rule": "cost_margin = 3, trained toward C <= -3"}}
     text, js = report.constraint_section({"A": (None, C)}, ("unsafe",), np.array([0.0, 0.5, 1.0]), costs=costs,
                                          kinds=kinds, margins=margins)  # fmt: skip
     e = js["A"]["unsafe"]
     assert (e["worst_level_index"], e["worst_direction"]) == (2, 1)
     assert e["kind"] == "budget" and e["budget"] == 5.0 and e["gamma_c"] == 1.0 and e["decides"] == "EpCost <= 5"
-    assert e["margin"]["cost_margin"] == 3.0 and "cost_margin = 3" in text
+    assert e["margin"]["cost_margin"] == 3.0 and "A: cost_margin = 3, trained toward C <= -3." in text
     ep[:, 0] = ep[:, 0, :1]  # level 0's directions: one kernel, the same episodes (common random numbers)
     C[:, 0] = C[:, 0, :1]
     for where, pick in (("nominal", lambda a: a[:, 0, 0]), ("worst", lambda a: a[:, 2, 1])):

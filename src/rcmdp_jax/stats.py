@@ -67,11 +67,13 @@ def within_one_pooled_se(summaries: dict[str, Summary]) -> dict[str, bool]:
     return {name: bool(best.mean - s.mean <= np.sqrt((best.se**2 + s.se**2) / 2.0)) for name, s in summaries.items()}
 
 
-def algorithm_table(results: dict[str, tuple[np.ndarray, np.ndarray]], lambda_max: float):
-    """``{algo: (V, C)} -> {metric: {algo: Summary}}`` and ``{metric: {algo: marked}}``."""
+def algorithm_table(results: dict[str, tuple[np.ndarray, np.ndarray]], lambda_max: float, marked=None):
+    """``{algo: (V, C)} -> {metric: {algo: Summary}}`` and ``{metric: {algo: marked}}``, the marks among
+    the algorithms ``marked`` only (default: all; the study's: those with no diverged seed)."""
     per_metric: dict[str, dict[str, Summary]] = {m: {} for m in METRICS}
     for algo, (V, C) in results.items():
         for metric, x in penalised_returns(V, C, lambda_max).items():
             per_metric[metric][algo] = summarise(x)
-    marks = {metric: within_one_pooled_se(s) for metric, s in per_metric.items()}
+    among = list(results) if marked is None else list(marked)
+    marks = {m: within_one_pooled_se({a: s[a] for a in among}) if among else {} for m, s in per_metric.items()}
     return per_metric, marks

@@ -1,22 +1,18 @@
-"""``rcmdp report RUN_DIR`` (also ``rcmdp-report`` and ``python experiments/report.py``):
-a run folder's tables and plots rewritten from its saved results (``report.write_env_report``),
-in a fresh process (a user environment rebuilt from ``run.json``'s ``env_sources``). Each
-environment's report is written in a stage beside the folder's files and renamed over them
-at the end (``_stage``, ``_commit``): Ctrl-C (SIGTERM) at any moment is one line and exit
-130 (143), the report's files all old or all new."""
+"""``rcmdp report RUN_DIR`` (also ``rcmdp-report`` and ``python experiments/report.py``): a run
+folder's tables and plots rewritten from its saved results (``report.write_env_report``) in a fresh
+process, each environment's written in a stage in its folder (``.report-PID``) and renamed over its files
+at the end: Ctrl-C (SIGTERM) at any moment is one line and exit 130 (143), the files all old or all new."""
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import sys
 from pathlib import Path
 
-from rcmdp_jax.study.commands import SignalState, signals_exit, signals_held
+from rcmdp_jax.study.commands import SignalState, refuse, signals_exit, signals_held
 
 PROG = "rcmdp report"  # as its error lines begin, like the runner's and feasibility's
-USAGE = "usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)"
 STAGE = ".report-"  # the folder (in an environment's) where a report is written before it replaces the old one
 KEPT = "nothing was rewritten"
 
@@ -24,78 +20,41 @@ KEPT = "nothing was rewritten"
 def run(argv: list) -> int:
     """The command on its arguments (``console.report``)."""
     if len(argv) != 1 or argv[0].startswith("-"):
-        print(USAGE, file=sys.stderr)
+        print("usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)", file=sys.stderr)
         return 0 if argv in (["-h"], ["--help"]) else 2
     with signals_exit(PROG, KEPT) as state:
-        return _report(argv[0], state)
+        from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
+        from rcmdp_jax.study.run_plan import RunFolderError
+
+        folder, release = RunFolder(Path(argv[0])), (lambda: None)
+        try:
+            plan = folder.open("RUN_DIR")  # as --resume checks it: the results are this plan's
+        except RunFolderError as err:
+            return report_error(str(err))
+        try:  # not while a run writes the folder; one this user may not write: whether a run holds it
+            if os.access(folder.root, os.W_OK | os.X_OK):
+                release = folder.lock()
+            elif (pid := holder(folder.root)) is not None:
+                raise RunFolderError(in_use(folder.root, pid))
+        except RunFolderError as err:
+            return report_error(f"{err}; {KEPT}")
+        state.undo.append(release)
+        try:
+            return _rewrite(folder, plan, state)
+        finally:
+            state.undo.remove(release)
+            release()
 
 
 def report_error(message: str) -> int:
-    """One line of the report's refusal, named as the command was called (``rcmdp report``,
-    ``rcmdp-report``, ``report.py``), its advice in the matching runner's terms (``rcmdp
-    --resume`` or ``run.py --resume``); 2, the exit status."""
+    """The refusal in one line, named as the command was called (``rcmdp report``, ``rcmdp-report``,
+    ``report.py``), its advice in the matching runner's terms (``rcmdp --resume``, ``run.py --resume``)."""
     from rcmdp_jax.study.runtime import program_name
 
     called = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
     prog, runner = {"rcmdp-report": ("rcmdp-report", "rcmdp"), "report.py": ("report.py", "run.py")}.get(
         called, (PROG, program_name()))  # fmt: skip
-    print(f"{prog}: error: {message.replace('run.py --', f'{runner} --')}", file=sys.stderr)
-    return 2
-
-
-def _report(run: str, state: SignalState) -> int:
-    from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
-    from rcmdp_jax.study.run_plan import RunFolderError
-
-    folder = RunFolder(Path(run))
-    try:
-        plan = folder.open("RUN_DIR")  # as --resume checks it: the results are this plan's
-    except RunFolderError as err:
-        return report_error(str(err))
-    release = None
-    try:  # not while a run writes the folder; one this user may not write: whether a run holds it
-        if os.access(folder.root, os.W_OK | os.X_OK):
-            release = folder.lock()
-            state.undo.append(release)
-        elif (pid := holder(folder.root)) is not None:
-            raise RunFolderError(in_use(folder.root, pid))
-    except RunFolderError as err:
-        return report_error(f"{err}; {KEPT}")
-    try:
-        return _rewrite(folder, plan, state)
-    finally:
-        if release is not None:
-            state.undo.remove(release)
-            release()
-
-
-def _stage(env_dir: Path) -> Path:
-    """A fresh folder ``env_dir/.report-PID/<env_dir's name>`` holding links to the algorithms'
-    folders: ``write_env_report`` writes a whole report there, read from the run's results
-    (a stage left by a killed report goes first: the run folder's lock is held)."""
-    for old in env_dir.glob(STAGE + "*"):
-        shutil.rmtree(old, ignore_errors=True)
-    stage = env_dir / f"{STAGE}{os.getpid()}" / env_dir.name
-    stage.mkdir(parents=True)
-    for d in env_dir.iterdir():
-        if d.is_dir() and not d.is_symlink() and not d.name.startswith(STAGE):
-            (stage / d.name).symlink_to(d.absolute(), target_is_directory=True)
-    return stage
-
-
-def _commit(stages: dict) -> None:
-    """Every staged report file renamed over its old one (signals held: all or none), the stages removed."""
-    with signals_held():
-        for env_dir, stage in stages.items():
-            for f in stage.iterdir():
-                if f.is_file() and not f.is_symlink():
-                    os.replace(f, env_dir / f.name)
-        _drop(stages)
-
-
-def _drop(stages: dict) -> None:
-    for stage in stages.values():
-        shutil.rmtree(stage.parent, ignore_errors=True)
+    return refuse(prog, message.replace("run.py --", f"{runner} --"))
 
 
 def _rewrite(folder, plan, state: SignalState) -> int:
@@ -112,22 +71,34 @@ def _rewrite(folder, plan, state: SignalState) -> int:
     if locked := [str(folder.env_dir(e)) for e in envs_ if not os.access(folder.env_dir(e), os.W_OK | os.X_OK)]:
         return report_error(f"{', '.join(locked)}: Permission denied (not writable by this user); {KEPT}")
     stages: dict = {}
-    drop_stages = functools.partial(_drop, stages)
+
+    def drop_stages():
+        for stage in stages.values():
+            shutil.rmtree(stage, ignore_errors=True)
+
     state.undo.insert(0, drop_stages)
     tables = []
     try:
         for env_name in envs_:
             env, params = envs.make(env_name)
             env_dir = folder.env_dir(env_name)
-            try:
-                stages[env_dir] = _stage(env_dir)
-                md = write_env_report(stages[env_dir], env_name, algos, env.lambda_max, params.xi_c, params.kappa,
-                                      env=env, configs=plan.configs[env_name])  # fmt: skip
-            except (DamagedFile, OSError) as err:  # named by the folder's own path, not the stage's link to it
+            try:  # a fresh stage ``env_dir/.report-PID``; one a killed report left goes first (the lock is held)
+                for old in env_dir.glob(STAGE + "*"):
+                    shutil.rmtree(old, ignore_errors=True)
+                stages[env_dir] = env_dir / f"{STAGE}{os.getpid()}"
+                stages[env_dir].mkdir()
+                md = write_env_report(env_dir, env_name, algos, env.lambda_max, params.xi_c, params.kappa, env=env,
+                                      configs=plan.configs[env_name], out=stages[env_dir])  # fmt: skip
+            except (DamagedFile, OSError) as err:  # a file named by where it goes, not by the stage
                 said = str(err) if isinstance(err, DamagedFile) else os_error(err, env_dir)  # a full disk: the file
                 return report_error(f"{said.replace(str(stages.get(env_dir, env_dir)), str(env_dir))}; {KEPT}")
             tables.append(f"## {env_name}\n\n{md}")
-        _commit(stages)
+        with signals_held():  # every staged file renamed over its old one: all or none
+            for env_dir, stage in stages.items():
+                for f in stage.iterdir():
+                    if f.is_file():
+                        os.replace(f, env_dir / f.name)
+            drop_stages()
         state.said = "the report was rewritten"
     finally:
         drop_stages()
