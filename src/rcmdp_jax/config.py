@@ -111,8 +111,8 @@ class Config:
     # ---- networks
     policy_hidden: tuple[int, ...] = structure((128,))
     critic_hidden: tuple[int, ...] = structure((128,))
-    dropout: float = structure(STUDY_CHOICES["dropout"])
-    # dropout's mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
+    # dropout's mask bits (its rate is a number, ``HParams.dropout``): "hash" (fast, counter-based)
+    # or "threefry" (flax nn.Dropout's)
     dropout_rng: DropoutRng = structure("hash")
     # SB3 orthogonal; "torch" (nn.Linear default, MCPMD); "lecun" (flax default)
     init: Init = structure("orthogonal")
@@ -261,12 +261,6 @@ class Config:
             raise ValueError(
                 f"minibatch_size={self.minibatch_size} must divide the batch n_envs*n_steps={self.batch_size}"
             )
-        if (
-            isinstance(self.dropout, bool)
-            or not isinstance(self.dropout, (int, float))
-            or not 0.0 <= self.dropout < 1.0
-        ):
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         for f in ("policy_hidden", "critic_hidden"):
             v = getattr(self, f)
             if (not isinstance(v, tuple) or not v

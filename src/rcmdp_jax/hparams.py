@@ -58,9 +58,14 @@ class HParams:
     # the global gradient-norm clip (SB3's 0.5; inf: none, an optimiser built without it: ``BUILT_FOR``)
     adam_eps: float = number(1e-5, 0.0, what="Adam's eps", open_low=True)
     max_grad_norm: float = number(0.5, 0.0, what="the global gradient-norm clip", open_low=True, inf="inf: no clip")
+    # the networks' dropout after their first hidden layer, in updates only (0: a program without it,
+    # ``BUILT_FOR``); the study's choice 0.6 (envs.domain.STUDY_CHOICES)
+    dropout: float = number(0.6, 0.0, 1.0, what="the networks' dropout rate", open_high=True)
     # the plug-ins' traced numbers (``plugin.Number``): names static, values traced
     plugin_names: tuple = struct.field(pytree_node=False, default=())
     plugin_values: tuple = ()
+    # ``dropout`` as a program reads it (``dropout_form``), set by ``for_program``: () until then
+    dropout_form: tuple = ()
 
     def number(self, name: str):
         """Plug-in number ``name`` (``"NAME.number"``): this HParams' value, else its default."""
@@ -85,7 +90,8 @@ class HParams:
         ``options.numbers_read``), each at this HParams' value or its default: one tree shape for
         every lane of the program, and nothing of a plug-in the program does not run."""
         names = tuple(sorted(names))
-        return self.replace(plugin_names=names, plugin_values=tuple(self.number(n) for n in names))
+        values = tuple(self.number(n) for n in names)
+        return self.replace(plugin_names=names, plugin_values=values, dropout_form=dropout_form(self.dropout))
 
     def with_all_numbers(self) -> HParams:
         """A copy with every registered plug-in number, those it does not set at their defaults:
@@ -97,7 +103,28 @@ class HParams:
 # The values of a number that a program is built for, not given as an argument: ``max_grad_norm``
 # inf (an optimiser without the clip: MCPMD's). A config at one and one off it are not one program
 # (``family.family_key``); either way the number itself is an argument of the program.
-BUILT_FOR = {"max_grad_norm": math.inf}
+BUILT_FOR = {"max_grad_norm": math.inf, "dropout": 0.0}
+
+
+def dropout_form(rate) -> tuple:
+    """Dropout at ``rate`` as the networks read it in a program (``networks.Dropout``):
+    ``(keep, cut_high, cut_low)``, the keep probability ``1 - rate`` in float32 and the hash masks'
+    uint32 cut ``round(rate 2^32)`` in two 16-bit halves (each exact in float32). Computed in
+    float64 where ``rate`` is concrete (a config's, a family's table): the numbers a program built
+    for that one rate computed (``1 - rate`` and the cut rounded from the double, not from
+    float32's rate, which is one ulp off); in float32 where it is traced."""
+    import numpy as np
+
+    try:
+        r = np.asarray(rate, np.float64)
+    except Exception:  # traced (a sweep the caller vmaps): float32's numbers
+        import jax.numpy as jnp
+
+        r = jnp.asarray(rate, jnp.float32)
+        cut = jnp.round(r * 2.0**32)
+        return 1.0 - r, jnp.floor(cut / 2.0**16), cut - jnp.floor(cut / 2.0**16) * 2.0**16
+    cut = np.minimum(np.round(r * 2.0**32), 2.0**32 - 1)
+    return (1.0 - r).astype(np.float32), cut // 2**16, cut % 2**16
 
 
 def built_for(hp: HParams) -> HParams:

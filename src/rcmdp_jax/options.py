@@ -88,7 +88,7 @@ def explicit(cfg) -> tuple[tuple[str, Any], ...]:
 
 
 # settings that were config fields and are traced numbers now (``HParams``): an older dict's flat keys
-NOW_NUMBERS = ("adam_eps", "max_grad_norm")
+NOW_NUMBERS = ("adam_eps", "max_grad_norm", "dropout")
 
 
 def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:

@@ -26,8 +26,8 @@ def finite_f32(x, xp):  # and representable in float32, the dtype training uses
 class Number(NamedTuple):
     """A traced number, declared once: ``HParams``' own fields (``hparams.number``) and the ones a
     plug-in declares (``Plugin.numbers``) alike. Its ``default``, the range it allows (``low``/
-    ``high``, each end included unless ``open_low``; +inf allowed only where ``inf`` says what it
-    means, e.g. "inf: no clip") and a word on what it is (``what``); one check (``ok``) and one
+    ``high``, each end included unless ``open_low``/``open_high``; +inf allowed only where ``inf``
+    says what it means, e.g. "inf: no clip") and a word on what it is (``what``); one check (``ok``) and one
     wording (``words``) for all. A plug-in's is set as ``"NAME.number"`` (the plug-in's registered
     name, a dot, the number's), e.g. ``--set pid.kp=5``. It enters the compiled program as an
     argument (``HParams.number``), so a sweep of it is lanes of one program and a changed value
@@ -40,14 +40,15 @@ class Number(NamedTuple):
     open_low: bool = False
     formerly: str = ""  # the setting it was before it was traced: an older run.json's name for it
     inf: str = ""  # what +inf means, where it is allowed ("" : finite only)
+    open_high: bool = False
 
     def words(self) -> str:
         """The allowed range in words, e.g. "finite and >= 0", "> 0 (inf: no clip)"."""
         if math.isfinite(self.low) and math.isfinite(self.high):
-            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]"
+            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
         lo = "" if self.low == -math.inf else (f"> {self.low:g}" if self.open_low else f">= {self.low:g}")
         lo += " in float32" if self.open_low and self.low == 0 else ""  # a tiny number is 0 there
-        hi = "" if self.high == math.inf else f"<= {self.high:g}"
+        hi = "" if self.high == math.inf else f"{'<' if self.open_high else '<='} {self.high:g}"
         words = " and ".join(w for w in ("" if self.inf else "finite", lo, hi) if w)
         return words + (f" ({self.inf})" if self.inf else "")
 
@@ -57,7 +58,8 @@ class Number(NamedTuple):
         above = lambda y: (y > self.low) if self.open_low else (y >= self.low)
         finite = finite_f32(x, xp)
         low = xp.where(finite, above(xp.where(finite, x, 0.0).astype(xp.float32)), above(x))
-        return (finite | (x == xp.inf) if self.inf else finite) & low & (x <= self.high)
+        high = (x < self.high) if self.open_high else (x <= self.high)
+        return (finite | (x == xp.inf) if self.inf else finite) & low & high
 
 
 class Plugin:

@@ -140,9 +140,9 @@ class LoadedPolicy:
         from rcmdp_jax.rollout import Policy
         from rcmdp_jax.study.compiled import cached, policy_key
 
-        env, actor, gamma = self.env, self.actor, self.config.hparams.gamma
+        env, actor = self.env, self.actor
 
-        def run(params, env_params, xi, key):
+        def run(params, env_params, xi, key, gamma):
             kernels = jax.tree.map(lambda x: jnp.asarray(x)[None, None], env_params.replace(xi=xi))
             return policy_sweep(env, kernels, Policy(actor, params, deterministic=True), n, gamma, key)
 
@@ -178,7 +178,7 @@ class LoadedPolicy:
             check_seed("seed", seed, " (leave it out for the robustness test's episodes)")
         check_episodes_memory(self.config, int(n))  # before anything is allocated
         key = self.test_key if seed is None else jax.random.PRNGKey(int(seed))
-        out = self._episodes(int(n))(self.params, self.env_params, xi, key)
+        out = self._episodes(int(n))(self.params, self.env_params, xi, key, np.float32(self.config.hparams.gamma))
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
         # a per-episode value is one metric; one with a constraint axis is reported per constraint
         metrics = {EPISODE_METRICS.get(k, k): mean_se(v) for k, v in episodes.items() if v.ndim == 1}
