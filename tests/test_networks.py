@@ -46,14 +46,15 @@ def test_the_program_form_of_a_rate_is_the_fixed_rates_numbers():
     102 above) and another keep (1 - 0.6f is 0.4f less one ulp), so the host computes the form."""
     rng = np.random.default_rng(0)
     rates = np.concatenate([[0.0, 0.6, 0.4, 0.1, 0.5, 1 - 2**-40], rng.uniform(0, 1, 200)])
-    keep, high, low = dropout_form(rates)
-    for r, k, h, lo in zip(rates, keep, high, low):
+    keep, scale, high, low = dropout_form(rates)
+    for r, k, s, h, lo in zip(rates, keep, scale, high, low):
         exact = min(round(Fraction(r) * 2**32), 2**32 - 1)
         assert int(h) * 2**16 + int(lo) == exact and 0 <= lo < 2**16, r
         assert k == np.float32(Fraction(1) - Fraction(r)), r
+        assert s == np.float32(1 / Fraction(float(k))), r  # the float32 reciprocal, rounded once
     assert np.float32(1) - np.float32(0.6) != np.float32(0.4)
     f32 = [float(x) for x in jax.jit(dropout_form)(jnp.float32(0.6))]
-    assert f32[1] * 2**16 + f32[2] == round(Fraction(float(np.float32(0.6))) * 2**32) != round(Fraction(0.6) * 2**32)
+    assert f32[2] * 2**16 + f32[3] == round(Fraction(float(np.float32(0.6))) * 2**32) != round(Fraction(0.6) * 2**32)
 
 
 class _Key(nn.Module):

@@ -24,7 +24,7 @@ from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.envs.domain import STUDY_CHOICES
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams, validate_hparams
 from rcmdp_jax.learners import LEARNER_NAMES
-from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count
+from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count, check_kind
 from rcmdp_jax.schedules import SCHEDULE_NAMES, TICKS
 
 # The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples;
@@ -243,8 +243,7 @@ class Config:
         for field, allowed in CHOICES.items():
             check_choice(field, getattr(self, field), REGISTERED[field]() if field in REGISTERED else allowed)
         for f in _OF_TYPE["bool"]:
-            if not isinstance(getattr(self, f), bool):
-                raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
+            check_kind(f, getattr(self, f), False)
         for f in _OF_TYPE["int"]:  # every count and size
             check_count(f, getattr(self, f))
         if self.batch_size > INT32_MAX:

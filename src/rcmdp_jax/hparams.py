@@ -15,7 +15,7 @@ import math
 from flax import struct
 
 from rcmdp_jax.options import declared_numbers
-from rcmdp_jax.plugin import Number, finite_f32  # noqa: F401 (finite_f32: the environments' checks read it here)
+from rcmdp_jax.plugin import Number, finite_f32, refusal  # noqa: F401 (finite_f32: the environments' checks read it here)
 
 
 def number(default: float, low: float = -math.inf, high: float = math.inf, what: str = "", **more):
@@ -107,12 +107,13 @@ BUILT_FOR = {"max_grad_norm": math.inf, "dropout": 0.0}
 
 
 def dropout_form(rate) -> tuple:
-    """Dropout at ``rate`` as the networks read it in a program (``networks.Dropout``):
-    ``(keep, cut_high, cut_low)``, the keep probability ``1 - rate`` in float32 and the hash masks'
-    uint32 cut ``round(rate 2^32)`` in two 16-bit halves (each exact in float32). Computed in
-    float64 where ``rate`` is concrete (a config's, a family's table): the numbers a program built
-    for that one rate computed (``1 - rate`` and the cut rounded from the double, not from
-    float32's rate, which is one ulp off); in float32 where it is traced."""
+    """Dropout at ``rate`` as the networks read it in a program (``networks.Dropout``): ``(keep,
+    scale, cut_high, cut_low)``, the keep probability ``1 - rate`` in float32, the kept units'
+    scale ``1 / keep`` in float32 and the hash masks' uint32 cut ``round(rate 2^32)`` in two 16-bit
+    halves (each exact in float32). Computed in float64 where ``rate`` is concrete (a config's, a
+    family's table): the numbers a program built for that one rate computed (``1 - rate`` and the
+    cut rounded from the double, not from float32's rate, which is one ulp off; XLA turns a
+    division by a constant into a multiply by its float32 reciprocal); in float32 where traced."""
     import numpy as np
 
     try:
@@ -122,9 +123,11 @@ def dropout_form(rate) -> tuple:
 
         r = jnp.asarray(rate, jnp.float32)
         cut = jnp.round(r * 2.0**32)
-        return 1.0 - r, jnp.floor(cut / 2.0**16), cut - jnp.floor(cut / 2.0**16) * 2.0**16
+        high = jnp.floor(cut / 2.0**16)
+        return 1.0 - r, 1.0 / (1.0 - r), high, cut - high * 2.0**16
+    keep = (1.0 - r).astype(np.float32)
     cut = np.minimum(np.round(r * 2.0**32), 2.0**32 - 1)
-    return (1.0 - r).astype(np.float32), cut // 2**16, cut % 2**16
+    return keep, np.float32(1) / keep, cut // 2**16, cut % 2**16
 
 
 def built_for(hp: HParams) -> HParams:
@@ -150,15 +153,15 @@ def validate_hparams(hp: HParams) -> None:
         raise ValueError(f"no plug-in declares the number(s) {unknown}; declared: {', '.join(known) or 'none'}")
     for field, declared, v in _declared(hp):
         if isinstance(v, (bool, str, list, tuple, dict)) or v is None:
-            raise ValueError(f"{field} must be a number, got {v!r}")
+            raise refusal(field, "a number", v)
         if np.iscomplexobj(v):
-            raise ValueError(f"{field} must be a real number, got {v!r}")
+            raise refusal(field, "a real number", v)
         try:
             arr = np.asarray(v, dtype=float)
         except Exception:  # traced values: ``hparams_ok`` flags them inside the program
             continue
         if not np.all(declared.ok(arr, np)):
-            raise ValueError(f"{field} must be {declared.words()}, got {v!r}")
+            raise refusal(field, declared.words(), v)
 
 
 def hparams_ok(hp: HParams):

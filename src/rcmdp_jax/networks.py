@@ -55,7 +55,8 @@ class Dropout(nn.Module):
     ``rate`` a float or its program form (``hparams.dropout_form``). flax's module cannot take a
     traced rate (it tests ``rate == 0.0`` in Python); this one draws the mask as flax does
     (``jax.random.bernoulli`` of the keep probability, ``bits="threefry"``) or from ``hash_bits``
-    (``bits="hash"``: kept where the bits reach the cut ``round(rate 2^32)``)."""
+    (``bits="hash"``: kept where the bits reach the cut ``round(rate 2^32)``); kept units times
+    ``1 / (1 - rate)`` in float32, what XLA makes of flax's division by the constant ``1 - rate``."""
 
     rate: Any
     bits: str = "hash"
@@ -65,12 +66,12 @@ class Dropout(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         if self.deterministic or (isinstance(self.rate, (int, float)) and self.rate == 0.0):
             return x
-        keep, high, low = dropout_form(self.rate) if isinstance(self.rate, (int, float)) else self.rate
+        keep, scale, high, low = dropout_form(self.rate) if isinstance(self.rate, (int, float)) else self.rate
         key = self.make_rng("dropout")
         if self.bits == "hash":
             cut = (jnp.asarray(high).astype(jnp.uint32) << 16) | jnp.asarray(low).astype(jnp.uint32)
-            return jnp.where(hash_bits(key, x.shape) >= cut, x / keep, jnp.zeros_like(x))
-        return jax.lax.select(jax.random.bernoulli(key, keep, x.shape), x / keep, jnp.zeros_like(x))
+            return jnp.where(hash_bits(key, x.shape) >= cut, x * scale, jnp.zeros_like(x))
+        return jax.lax.select(jax.random.bernoulli(key, keep, x.shape), x * scale, jnp.zeros_like(x))
 
 
 def q_factor(z: jax.Array) -> jax.Array:

@@ -62,6 +62,48 @@ class Number(NamedTuple):
         return (finite | (x == xp.inf) if self.inf else finite) & low & high
 
 
+# what a setting declared by its default may be, by the default's kind (``kind_problem``)
+KINDS = {bool: "True or False", int: "a whole number within int32 (at most 2**31 - 1 in size)",
+         float: "a number, finite in float32", str: "a string"}  # fmt: skip
+
+
+def kind_problem(value: Any, declared: Any) -> str:
+    """What ``value`` must be to stand for a setting declared by ``declared`` ("" when it may): a
+    ``Number``'s range, else the kind of the default it is (``KINDS``: a bool, a whole number within
+    int32, a number finite in float32, a string; another kind of default: "", its plug-in's own
+    check says). The one check of a setting's kind: plug-ins' options, per-environment settings
+    and ``Config``'s plain fields read it, and ``refusal`` words it."""
+    import numpy as np
+
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    try:
+        x = np.float64(value if number else np.nan)
+    except OverflowError:  # an int beyond every float
+        x = np.float64(np.nan)
+    if isinstance(declared, Number):
+        return "" if number and bool(declared.ok(np.asarray(x), np)) else declared.words()
+    if isinstance(declared, bool) or isinstance(value, bool):
+        ok = isinstance(value, bool) and isinstance(declared, bool)
+    elif isinstance(declared, int):
+        ok = isinstance(value, int) and abs(value) <= INT32_MAX
+    elif isinstance(declared, float):
+        ok = number and bool(finite_f32(x, np))
+    else:
+        ok = not isinstance(declared, str) or isinstance(value, str)
+    return "" if ok else KINDS.get(type(declared), "")
+
+
+def refusal(where: str, words: str, value: Any) -> ValueError:
+    """The one wording of a refused value: "WHERE must be WORDS, got VALUE"."""
+    return ValueError(f"{where} must be {words}, got {value!r}")
+
+
+def check_kind(where: str, value: Any, declared: Any) -> None:
+    """Refuse ``value`` for the setting ``where`` declared by ``declared`` (``kind_problem``)."""
+    if words := kind_problem(value, declared):
+        raise refusal(where, words, value)
+
+
 class Plugin:
     """What a plug-in declares, all optional.
 
@@ -267,13 +309,13 @@ def _check_numbers(kind: str, name: str, cls: type) -> None:
 
 
 def _check_env_settings(kind: str, name: str, cls: type) -> None:
-    """Refuse per-environment settings that are not ``{identifier: int | float | bool | str}``."""
+    """Refuse per-environment settings that are not ``{identifier: int | float | bool | str | Number}``."""
     own = vars(cls).get("env_settings", {})
     if not isinstance(own, dict) or not all(
-        isinstance(k, str) and k.isidentifier() and isinstance(v, (int, float, bool, str)) for k, v in own.items()
+        isinstance(k, str) and k.isidentifier() and isinstance(v, (int, float, bool, str, Number)) for k, v in own.items()
     ):
         raise ValueError(f"{kind} {name!r}: env_settings must be a dict {{identifier: an int, float, bool or str "
-                         f"default}}, got {own!r}")  # fmt: skip
+                         f"default, or a Number}}, got {own!r}")  # fmt: skip
 
 
 def _resolve(entry: Any) -> Any:

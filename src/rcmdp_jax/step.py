@@ -117,21 +117,17 @@ class Step:
         self.rules = tuple(constraints.get(n, cfg) for n in (rules or (cfg.constraint,)))
         self.env, self.default_env_params = envs.make(cfg.env)
         options.check_env(cfg, self.env, self.methods)  # each plug-in's own checks of the env
-        self.score_ok = has_density(self.env)
-        self.with_networks(*build_networks(cfg, self.env))
-
-    def with_networks(self, actor, critic) -> None:
-        """The phases' networks (their learner and robust methods' context): ``cfg``'s, or a lane's (``at``)."""
-        self.actor, self.critic = actor, critic
-        self.learner = make_learner(self.cfg, self.env, actor, critic)
-        context = Context(self.env, actor, self.cfg, self.learner.episodic, score_ok=self.score_ok)
-        self.lanes = self.lanes_class(self.methods, context)
+        self.actor, self.critic = build_networks(cfg, self.env)
+        self.learner = make_learner(cfg, self.env, self.actor, self.critic)
+        context = Context(self.env, self.actor, cfg, self.learner.episodic, score_ok=has_density(self.env))
+        self.lanes = self.lanes_class(self.methods, context)  # its methods' actor: at the hp they get (Context.at)
         self.per_env = self.lanes.per_env  # rollout envs with kernels of their own
 
     def at(self, hp) -> Step:
         """This step with its networks at ``hp``'s dropout (a number of the program, may be traced)."""
         step = copy.copy(self)
-        step.with_networks(*build_networks(self.cfg, self.env, hp))
+        step.actor, step.critic = build_networks(self.cfg, self.env, hp)
+        step.learner = make_learner(self.cfg, self.env, step.actor, step.critic)
         return step
 
     def init(self, rng, hp: HParams, env_params, variant: Variant | None = None) -> TrainState:
