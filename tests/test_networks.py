@@ -1,12 +1,12 @@
 """Networks: dropout only in updates; the hash masks have nn.Dropout's semantics; a traced rate
 drops what the fixed one does."""
 
+from fractions import Fraction
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from fractions import Fraction
 
 from rcmdp_jax.hparams import dropout_form
 from rcmdp_jax.networks import Actor, Dropout, hash_bits, orthogonal
@@ -73,8 +73,8 @@ def test_a_traced_rate_drops_what_the_fixed_rate_does():
     key = jax.random.PRNGKey(7)
     rates = np.array([0.6, 0.1, 0.37, 0.0])
     for bits in ("hash", "threefry"):
-        lanes = jax.jit(jax.vmap(lambda form: Dropout(form, bits).apply({}, x, rngs={"dropout": key})))(
-            dropout_form(rates))
+        drop = jax.vmap(lambda form: Dropout(form, bits).apply({}, x, rngs={"dropout": key}))
+        lanes = jax.jit(drop)(dropout_form(rates))
         for r, got in zip(rates, np.asarray(lanes)):
             if bits == "threefry":
                 want = np.asarray(nn.Dropout(float(r), deterministic=False).apply({}, x, rngs={"dropout": key}))

@@ -14,8 +14,8 @@ import pytest
 from tiny_configs import CLI_BATCH, QUICK, sets, tiny
 
 from rcmdp_jax import constraints, make_family, make_train, preset
-from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.config import config_from_dict, config_to_dict
+from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.family import group, plugins, structure
 from rcmdp_jax.plugin import Number
 from rcmdp_jax.study import cli, compiled
@@ -66,7 +66,7 @@ def test_no_dropout_is_its_own_program_and_a_lane_at_zero_drops_nothing():
     b = jax.jit(make_train(on))(jax.random.PRNGKey(0), off.hparams)  # on's program, at 0
     c = jax.jit(make_train(on))(jax.random.PRNGKey(0))
     leaves = lambda r: [np.asarray(v) for v in jax.tree.leaves(r.state.params)]
-    for x, y, z in zip(leaves(a), leaves(b), leaves(c)):
+    for x, y in zip(leaves(a), leaves(b)):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7)
     assert any(not np.allclose(x, z, rtol=1e-4, atol=1e-6) for x, z in zip(leaves(a), leaves(c)))
 
@@ -213,6 +213,7 @@ def test_a_sweep_at_another_discount_is_the_sweep_made_for_it():
     keys = jax.random.split(jax.random.PRNGKey(1), 2)
     shared = jax.jit(make_eval(cfg, n_test=3).from_keys)(params, keys, np.float32(0.9))
     own = jax.jit(make_eval(other, n_test=3).from_keys)(params, keys)
+    first = jax.jit(make_eval(cfg, n_test=3).from_keys)(params, keys)
     for k in ("V", "C", "EpCost"):
         np.testing.assert_array_equal(np.asarray(shared[k]), np.asarray(own[k]), err_msg=k)
-    assert not np.allclose(np.asarray(shared["V"]), np.asarray(jax.jit(make_eval(cfg, n_test=3).from_keys)(params, keys)["V"]))
+    assert not np.allclose(np.asarray(shared["V"]), np.asarray(first["V"]))
