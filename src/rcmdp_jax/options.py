@@ -13,8 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from rcmdp_jax import adversary, constraints, learners
-from rcmdp_jax.plugin import REGISTRIES, Number, check_kind, declarer, numbers_of, option_clash, option_owners
-from rcmdp_jax.plugin import options_of
+from rcmdp_jax.plugin import (
+    REGISTRIES,
+    Number,
+    check_kind,
+    declarer,
+    numbers_of,
+    option_clash,
+    option_owners,
+    options_of,
+)
 
 
 def declared() -> dict[str, Any]:
