@@ -19,6 +19,7 @@ from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.family import group, plugins, structure
 from rcmdp_jax.plugin import Number
 from rcmdp_jax.study import cli, compiled
+from rcmdp_jax.study.policy import load_policy
 from rcmdp_jax.study.run_plan import config_problem
 
 
@@ -203,6 +204,13 @@ def test_the_discount_is_an_argument_of_the_test_and_search_programs(tmp_path):
     assert compiled.counts["built"] == built, "a new gamma built a new program"
     a, b = (np.load(tmp_path / x / "inventory" / "MDPO-Lag" / "test_results.npz") for x in "ab")
     assert not np.allclose(a["V"], b["V"]), "gamma did not enter the test"
+    # load_policy's episodes: one program for both runs, each at its gamma (the test's at level 0)
+    for x, test in (("a", a), ("b", b)):
+        episodes = load_policy(tmp_path / x, "MDPO-Lag", 1).evaluate().episodes
+        np.testing.assert_array_equal(episodes["V"], test["V"][1, 0, 0])
+        if x == "a":
+            built = compiled.counts["built"]
+    assert compiled.counts["built"] == built, "load_policy at a new gamma built a new program"
 
 
 def test_a_sweep_at_another_discount_is_the_sweep_made_for_it():
