@@ -263,7 +263,7 @@ def option_clash(kind_name: str, cls: type, option: str, owner: tuple[str, type]
 def check_count(option: str, value: Any) -> None:
     """Refuse a count or size that is not a positive integer within the int32 counters."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{option} must be a positive integer, got {value!r}")
+        raise refusal(option, "a positive integer", value)
     if value > INT32_MAX:
         raise ValueError(f"{option}={value} is beyond the int32 counters of the train step (at most {INT32_MAX})")
 
@@ -277,7 +277,7 @@ def check_seed(option: str, value: Any) -> None:
     import numbers
 
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < SEED_LIMIT:
-        raise ValueError(f"{option} must be an integer in [0, 2**32), got {value!r}")
+        raise refusal(option, "an integer in [0, 2**32)", value)
 
 
 def check_choice(option: str, value: Any, allowed: tuple[str, ...]) -> None:
