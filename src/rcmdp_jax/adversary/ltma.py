@@ -50,8 +50,12 @@ class StudyLTMA(Adversary):
     # per environment (``LearnerSpec.plugins["ltma"]``): steps on xi per 100 policy steps of a batch
     # learner's batch and per episode of an episodic one (MCPMD), the horizon of the episodes the
     # gradient is taken on (``ltma_horizon``: ltma-norm's too) and where the dual reads C^
-    env_settings = {"per_100": Number(5.0, 0.0, open_low=True), "per_episode": 10, "horizon": 20,
-                    "dual_reading": "guarded"}  # fmt: skip
+    env_settings = {
+        "per_100": Number(5.0, 0.0, open_low=True),
+        "per_episode": 10,
+        "horizon": 20,
+        "dual_reading": "guarded",
+    }
 
     @classmethod
     def check_settings(cls, settings):

@@ -12,8 +12,11 @@ from rcmdp_jax.plugin import Number
 class PPO(BatchLearner):
     # per environment (``LearnerSpec.plugins["ppo"]``): its epochs, the target KL that stops them
     # (an HParams field), and whether the dual phase runs as many epochs as the policy did
-    env_settings = {"epochs": 10, "target_kl": Number(0.02, 0.0, open_low=True, inf="inf: no early stop"),
-                    "dual_epochs_from_policy": False}  # fmt: skip
+    env_settings = {
+        "epochs": 10,
+        "target_kl": Number(0.02, 0.0, open_low=True, inf="inf: no early stop"),
+        "dual_epochs_from_policy": False,
+    }
 
     @classmethod
     def check_settings(cls, settings):

@@ -224,8 +224,8 @@ class Study:
         robust_env, params = made  # envs.make(env), once per environment
         starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
         with ticking(label, "the worst-case search (compiled on its first call)"):
-            found = finder(result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2),
-                           np.float32(cfg.hparams.gamma))  # fmt: skip
+            gamma = np.float32(cfg.hparams.gamma)  # an argument of the search
+            found = finder(result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2), gamma)
             found = jax.tree.map(np.asarray, found)
         if self.writer:
             self.folder.save_worst_case(env, algo, found)
