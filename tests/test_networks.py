@@ -8,8 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax.hparams import dropout_form
-from rcmdp_jax.networks import Actor, Dropout, hash_bits, orthogonal
+from rcmdp_jax.networks import Actor, Dropout, dropout_form, hash_bits, orthogonal
 
 
 def test_hash_dropout_keep_rate_scaling_and_independence():

@@ -64,7 +64,7 @@ class HParams:
     # the plug-ins' traced numbers (``plugin.Number``): names static, values traced
     plugin_names: tuple = struct.field(pytree_node=False, default=())
     plugin_values: tuple = ()
-    # ``dropout`` as a program reads it (``dropout_form``), set by ``for_program``: () until then
+    # ``dropout`` as a program reads it (``networks.dropout_form``), set by ``for_program``: () until then
     dropout_form: tuple = ()
 
     def number(self, name: str):
@@ -90,6 +90,8 @@ class HParams:
         ``options.numbers_read``), each at this HParams' value or its default: one tree shape for
         every lane of the program, and nothing of a plug-in the program does not run."""
         names = tuple(sorted(names))
+        from rcmdp_jax.networks import dropout_form
+
         values = tuple(self.number(n) for n in names)
         return self.replace(plugin_names=names, plugin_values=values, dropout_form=dropout_form(self.dropout))
 
@@ -104,30 +106,6 @@ class HParams:
 # inf (an optimiser without the clip: MCPMD's). A config at one and one off it are not one program
 # (``family.family_key``); either way the number itself is an argument of the program.
 BUILT_FOR = {"max_grad_norm": math.inf, "dropout": 0.0}
-
-
-def dropout_form(rate) -> tuple:
-    """Dropout at ``rate`` as the networks read it in a program (``networks.Dropout``): ``(keep,
-    scale, cut_high, cut_low)``, the keep probability ``1 - rate`` in float32, the kept units'
-    scale ``1 / keep`` in float32 and the hash masks' uint32 cut ``round(rate 2^32)`` in two 16-bit
-    halves (each exact in float32). Computed in float64 where ``rate`` is concrete (a config's, a
-    family's table): the numbers a program built for that one rate computed (``1 - rate`` and the
-    cut rounded from the double, not from float32's rate, which is one ulp off; XLA turns a
-    division by a constant into a multiply by its float32 reciprocal); in float32 where traced."""
-    import numpy as np
-
-    try:
-        r = np.asarray(rate, np.float64)
-    except Exception:  # traced (a sweep the caller vmaps): float32's numbers
-        import jax.numpy as jnp
-
-        r = jnp.asarray(rate, jnp.float32)
-        cut = jnp.round(r * 2.0**32)
-        high = jnp.floor(cut / 2.0**16)
-        return 1.0 - r, 1.0 / (1.0 - r), high, cut - high * 2.0**16
-    keep = (1.0 - r).astype(np.float32)
-    cut = np.minimum(np.round(r * 2.0**32), 2.0**32 - 1)
-    return keep, np.float32(1) / keep, cut // 2**16, cut % 2**16
 
 
 def built_for(hp: HParams) -> HParams:

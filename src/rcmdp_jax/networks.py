@@ -25,8 +25,7 @@ import distrax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-
-from rcmdp_jax.hparams import dropout_form
+import numpy as np
 
 
 def _fmix32(x: jax.Array) -> jax.Array:
@@ -49,10 +48,30 @@ def hash_bits(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     return _fmix32(_fmix32(i ^ a) + b)
 
 
+def dropout_form(rate) -> tuple:
+    """Dropout at ``rate`` as the networks read it in a program (``Dropout``): ``(keep,
+    scale, cut_high, cut_low)``, the keep probability ``1 - rate`` in float32, the kept units'
+    scale ``1 / keep`` in float32 and the hash masks' uint32 cut ``round(rate 2^32)`` in two 16-bit
+    halves (each exact in float32). Computed in float64 where ``rate`` is concrete (a config's, a
+    family's table): the numbers a program built for that one rate computed (``1 - rate`` and the
+    cut rounded from the double, not from float32's rate, which is one ulp off; XLA turns a
+    division by a constant into a multiply by its float32 reciprocal); in float32 where traced."""
+    try:
+        r = np.asarray(rate, np.float64)
+    except Exception:  # traced (a sweep the caller vmaps): float32's numbers
+        r = jnp.asarray(rate, jnp.float32)
+        cut = jnp.round(r * 2.0**32)
+        high = jnp.floor(cut / 2.0**16)
+        return 1.0 - r, 1.0 / (1.0 - r), high, cut - high * 2.0**16
+    keep = (1.0 - r).astype(np.float32)
+    cut = np.minimum(np.round(r * 2.0**32), 2.0**32 - 1)
+    return keep, np.float32(1) / keep, cut // 2**16, cut % 2**16
+
+
 class Dropout(nn.Module):
     """Inverted dropout as ``flax.linen.Dropout`` (drop with probability ``rate``, scale kept
     units by ``1 / (1 - rate)``, identity when ``deterministic``) at a rate that may be traced:
-    ``rate`` a float or its program form (``hparams.dropout_form``). flax's module cannot take a
+    ``rate`` a float or its program form (``dropout_form``). flax's module cannot take a
     traced rate (it tests ``rate == 0.0`` in Python); this one draws the mask as flax does
     (``jax.random.bernoulli`` of the keep probability, ``bits="threefry"``) or from ``hash_bits``
     (``bits="hash"``: kept where the bits reach the cut ``round(rate 2^32)``); kept units times
