@@ -427,10 +427,10 @@ def _make_eval_levels(**_) -> str:
 
 
 def _option_kinds(**_) -> str:
-    from rcmdp_jax.options import of_default_type
+    from rcmdp_jax.plugin import kind_problem
 
-    assert of_default_type(3, 1) == of_default_type(0.5, 1.0) == of_default_type(2, 1.0) == ""
-    return " | ".join(of_default_type(v, d) for v, d in (("abc", 1), (1e40, 1), (2**40, 1), ("x", 1.0), (1e39, 1.0)))
+    assert kind_problem(3, 1) == kind_problem(0.5, 1.0) == kind_problem(2, 1.0) == ""
+    return " | ".join(kind_problem(v, d) for v, d in (("abc", 1), (1e40, 1), (2**40, 1), ("x", 1.0), (1e39, 1.0)))
 
 
 MINOR = {

@@ -9,8 +9,9 @@ import re
 
 import pytest
 
-from rcmdp_jax import envs, learners, preset
+from rcmdp_jax import constraints, env_settings, envs, learners, preset
 from rcmdp_jax.learners import PPO
+from rcmdp_jax.plugin import Number
 
 
 class WidePPO(PPO):
@@ -98,14 +99,14 @@ BAD = itertools.count()  # a name for each bad spec
                              "settings; those that have: ltma, ppo, ppo-wide (a plug-in reads its bases'"),
     ({"ppo-wide": {"epochs": 3}}, "unknown setting learner['plugins']['ppo-wide']['epochs']; 'ppo-wide' has: rollout "
                                   "(and reads dual_epochs_from_policy, epochs, target_kl under its bases' names)"),
-    ({"ppo": {"target_kl": -0.01}}, "learner['plugins']['ppo']['target_kl'] must be > 0 (inf: no early stop)"),
+    ({"ppo": {"target_kl": -0.01}}, "learner['plugins']['ppo']['target_kl'] must be > 0 in float32 (inf: no early stop), got -0.01"),
     ({"ppo": {"epoch": 3}}, "unknown setting learner['plugins']['ppo']['epoch']; 'ppo' has: epochs, target_kl"),
-    ({"ppo": {"epochs": 3.0}}, "learner['plugins']['ppo']['epochs'] must be an integer (its default is 10), got 3.0"),
-    ({"ppo": {"epochs": True}}, "learner['plugins']['ppo']['epochs'] must be an integer"),
+    ({"ppo": {"epochs": 3.0}}, "learner['plugins']['ppo']['epochs'] must be a whole number within int32 (at most 2**31 - 1 in size), got 3.0"),
+    ({"ppo": {"epochs": True}}, "learner['plugins']['ppo']['epochs'] must be a whole number within int32"),
     ({"ppo": {"dual_epochs_from_policy": 1}}, "['dual_epochs_from_policy'] must be True or False"),
     ({"ppo": {"epochs": 0}}, "learner['plugins']['ppo']['epochs'] must be a positive integer, got 0"),
-    ({"ltma": {"per_100": -1.0}}, "learner['plugins']['ltma']['per_100'] must be a finite number > 0"),
-    ({"ltma": {"per_100": math.nan}}, "learner['plugins']['ltma']['per_100'] must be a number"),
+    ({"ltma": {"per_100": -1.0}}, "learner['plugins']['ltma']['per_100'] must be finite and > 0 in float32, got -1.0"),
+    ({"ltma": {"per_100": math.nan}}, "learner['plugins']['ltma']['per_100'] must be finite and > 0 in float32, got nan"),
     ({"ltma": {"dual_reading": "nominal"}}, "learner['plugins']['ltma']['dual_reading']='nominal' is not allowed; "
                                             "choose one of: found, guarded"),
 ])  # fmt: skip
@@ -168,3 +169,41 @@ def test_a_plugin_declares_settings_of_simple_kinds():
     with pytest.raises(ValueError, match=re.escape("learner 'ppo-bad': env_settings must be a dict")):
         learners.register("ppo-bad", Bad)
     assert "ppo-bad" not in learners.names()
+
+
+class _Toy(constraints.Rule):
+    """A rule with an option, a per-environment setting of each kind, and a Number among them."""
+
+    options = {"toy_flag": False}
+    env_settings = {"flag": False, "count": 3, "gain": Number(1.0, 0.0, open_low=True)}
+
+    def step(self, lam, c_hat, hp):
+        return lam
+
+
+def test_one_check_and_one_wording_for_a_settings_kind():
+    """A setting's kind is refused alike whatever declares it: a plug-in's option, a per-environment
+    setting, a ``Config`` field (by their defaults), a per-environment setting and an ``HParams``
+    field declared by a ``Number`` (by its range)."""
+    constraints.register("toy-kinds", _Toy)
+    try:
+        said = []
+        for attempt in (lambda: preset("cartpole", "PPO-Lag", toy_flag=1).validate(),
+                        lambda: env_settings.check({"toy-kinds": {"flag": 1}}),
+                        lambda: preset("cartpole", "PPO-Lag", normalize_advantages=1),
+                        lambda: env_settings.check({"toy-kinds": {"count": 2.5}}),
+                        lambda: env_settings.check({"toy-kinds": {"gain": 0.0}}),
+                        lambda: preset("cartpole", "PPO-Lag", lr=0.0)):  # fmt: skip
+            with pytest.raises(ValueError) as err:
+                attempt()
+            said.append(str(err.value))
+        assert said[:3] == ["option toy_flag must be True or False, got 1",
+                            "learner['plugins']['toy-kinds']['flag'] must be True or False, got 1",
+                            "normalize_advantages must be True or False, got 1"]  # fmt: skip
+        assert said[3] == ("learner['plugins']['toy-kinds']['count'] must be a whole number within int32 "
+                           "(at most 2**31 - 1 in size), got 2.5")  # fmt: skip
+        assert said[4] == "learner['plugins']['toy-kinds']['gain'] must be finite and > 0 in float32, got 0.0"
+        assert said[5] == "lr must be finite and > 0 in float32, got 0.0"
+        env_settings.check({"toy-kinds": {"flag": True, "count": 4, "gain": 2}})  # and their own kinds pass
+    finally:
+        constraints.unregister("toy-kinds")

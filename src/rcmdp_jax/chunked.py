@@ -290,8 +290,8 @@ def env_identity(name: str) -> Any:
 
 def policy_key(env: str, cfg) -> tuple:
     """What a program that runs ``cfg``'s trained policy is built from (the sweep, the search): the
-    environment, the actor and the discount, not the training."""
-    return env_identity(env), cfg.policy_hidden, cfg.dropout, cfg.dropout_rng, cfg.init, cfg.hparams.gamma
+    environment and the actor's shape, not the training (the discount: an argument)."""
+    return env_identity(env), cfg.policy_hidden, cfg.dropout_rng, cfg.init
 
 
 def cached(key: tuple, build: Callable[[], Any]) -> Any:

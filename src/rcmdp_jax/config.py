@@ -24,7 +24,7 @@ from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.envs.domain import STUDY_CHOICES
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams, validate_hparams
 from rcmdp_jax.learners import LEARNER_NAMES
-from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count
+from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count, check_kind
 from rcmdp_jax.schedules import SCHEDULE_NAMES, TICKS
 
 # The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples;
@@ -111,8 +111,8 @@ class Config:
     # ---- networks
     policy_hidden: tuple[int, ...] = structure((128,))
     critic_hidden: tuple[int, ...] = structure((128,))
-    dropout: float = structure(STUDY_CHOICES["dropout"])
-    # dropout's mask bits: "hash" (fast, counter-based) or "threefry" (flax nn.Dropout)
+    # dropout's mask bits (its rate is a number, ``HParams.dropout``): "hash" (fast, counter-based)
+    # or "threefry" (flax nn.Dropout's)
     dropout_rng: DropoutRng = structure("hash")
     # SB3 orthogonal; "torch" (nn.Linear default, MCPMD); "lecun" (flax default)
     init: Init = structure("orthogonal")
@@ -243,8 +243,7 @@ class Config:
         for field, allowed in CHOICES.items():
             check_choice(field, getattr(self, field), REGISTERED[field]() if field in REGISTERED else allowed)
         for f in _OF_TYPE["bool"]:
-            if not isinstance(getattr(self, f), bool):
-                raise ValueError(f"{f} must be True or False, got {getattr(self, f)!r}")
+            check_kind(f, getattr(self, f), False)
         for f in _OF_TYPE["int"]:  # every count and size
             check_count(f, getattr(self, f))
         if self.batch_size > INT32_MAX:
@@ -261,12 +260,6 @@ class Config:
             raise ValueError(
                 f"minibatch_size={self.minibatch_size} must divide the batch n_envs*n_steps={self.batch_size}"
             )
-        if (
-            isinstance(self.dropout, bool)
-            or not isinstance(self.dropout, (int, float))
-            or not 0.0 <= self.dropout < 1.0
-        ):
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         for f in ("policy_hidden", "critic_hidden"):
             v = getattr(self, f)
             if (not isinstance(v, tuple) or not v

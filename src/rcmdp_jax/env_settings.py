@@ -14,14 +14,12 @@ every plug-in, a ``--plugins`` file's too, is registered.
 
 from __future__ import annotations
 
-import math
 import reprlib
 from typing import Any
 
-from rcmdp_jax.plugin import REGISTRIES, check_count, options_of
+from rcmdp_jax.plugin import REGISTRIES, Number, check_count, check_kind, options_of
 
 WHERE = "learner['plugins']"  # how an error names the spec's settings
-KINDS = {bool: "True or False", int: "an integer", float: "a number", str: "a string"}  # and a setting's kind
 
 
 def where(name: str, key: str) -> str:
@@ -49,18 +47,14 @@ def settings_for(cls: type, given: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for c in reversed(cls.__mro__):
         if "env_settings" in vars(c):
-            out |= {**vars(c)["env_settings"], **given.get(names.get(c, ""), {})}
+            out |= {**defaults(c), **given.get(names.get(c, ""), {})}
     return out
 
 
-def _same_kind(value: Any, default: Any) -> bool:
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(value, bool) and isinstance(default, bool)
-    if isinstance(default, int):
-        return isinstance(value, int)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not math.isnan(value)
-    return isinstance(value, type(default))
+def defaults(cls: type) -> dict[str, Any]:
+    """The per-environment settings ``cls`` declares itself, at their defaults (a ``Number``'s its
+    ``default``)."""
+    return {k: d.default if isinstance(d, Number) else d for k, d in vars(cls)["env_settings"].items()}
 
 
 def check(given: Any) -> None:
@@ -80,10 +74,7 @@ def check(given: Any) -> None:
                 inherited = sorted(set(settings_for(owners[name], {})) - set(declared))
                 also = f" (and reads {', '.join(inherited)} under its bases' names)" if inherited else ""
                 raise ValueError(f"unknown setting {where(name, key)}; {name!r} has: {', '.join(declared)}{also}")
-            if not _same_kind(value, declared[key]):
-                kind = KINDS.get(type(declared[key]), type(declared[key]).__name__)
-                raise ValueError(f"{where(name, key)} must be {kind} (its default is {declared[key]!r}), "
-                                 f"got {value!r}")  # fmt: skip
+            check_kind(where(name, key), value, declared[key])  # a Number's range, else its default's kind
     for cls in owners.values():
         cls.check_settings(settings_for(cls, given))
 
@@ -123,12 +114,6 @@ def lift_legacy(learner: dict) -> dict:
                              f"give it once (the second: {key!r} is its older spelling)")  # fmt: skip
         plugins.setdefault(name, {})[setting] = value
     return {**{k: v for k, v in learner.items() if k not in old}, "plugins": plugins}
-
-
-def positive(name: str, key: str, value: float) -> None:
-    """Refuse a setting that must be a finite number above 0."""
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{where(name, key)} must be a finite number > 0, got {value!r}")
 
 
 def check_count_setting(name: str, key: str, value: int) -> None:

@@ -48,7 +48,9 @@ class Sweep:
 
     ``actor_params`` carries a leading seed axis (as ``TrainResult.state.params["actor"]``
     of a vmapped run). Episode ``e`` of seed ``s`` uses the same random key on every
-    kernel (common random numbers), so at level 0 all directions agree exactly."""
+    kernel (common random numbers), so at level 0 all directions agree exactly. ``gamma``: the
+    config's discount, which a call may give instead (an argument of the program: one
+    compiled sweep serves configs that differ only in it)."""
 
     env: Any
     actor: Any
@@ -57,20 +59,22 @@ class Sweep:
     n_test: int
     gamma: float
 
-    def per_seed(self, actor_params, key):
+    def per_seed(self, actor_params, key, gamma=None):
         """One seed's sweep (unbatched): ``{"V": [L, D, E], "C", "EpCost": [L, D, E, m], "bound": [L, D, E]}``."""
         policy = Policy(self.actor, actor_params, deterministic=True)
-        return policy_sweep(self.env, self.kernels, policy, self.n_test, self.gamma, key)
+        return policy_sweep(self.env, self.kernels, policy, self.n_test, self.gamma if gamma is None else gamma, key)
 
-    def from_keys(self, actor_params, keys):
-        """The sweep of every seed, with one evaluation key per seed given."""
+    def from_keys(self, actor_params, keys, gamma=None):
+        """The sweep of every seed, with one evaluation key per seed given (and ``gamma``, one
+        or one per seed, the sharded runner's way; None: the config's)."""
+        gammas = jnp.broadcast_to(jnp.asarray(self.gamma if gamma is None else gamma, jnp.float32), keys.shape[:1])
         if jax.default_backend() == "cpu":
             # one seed at a time keeps the ~10^4-episode working set in cache, which
             # on a CPU is faster than vmapping the seeds too (docs/performance.md)
-            return jax.lax.map(lambda a: self.per_seed(*a), (actor_params, keys))
-        return jax.vmap(self.per_seed)(actor_params, keys)
+            return jax.lax.map(lambda a: self.per_seed(*a), (actor_params, keys, gammas))
+        return jax.vmap(self.per_seed)(actor_params, keys, gammas)
 
-    def __call__(self, actor_params, rng):
+    def __call__(self, actor_params, rng, gamma=None):
         check_key(rng)
         leaves = jax.tree.leaves(actor_params)
         if not leaves or not all(len(getattr(x, "shape", ())) >= 1 for x in leaves):
@@ -78,7 +82,7 @@ class Sweep:
                             f"run's TrainResult.state.params['actor']), got {type(actor_params).__name__} "
                             f"{actor_params!r:.60}")  # fmt: skip
         n_seeds = leaves[0].shape[0]
-        return self.from_keys(actor_params, jax.random.split(rng, n_seeds))
+        return self.from_keys(actor_params, jax.random.split(rng, n_seeds), gamma)
 
 
 def policy_sweep(env, kernels, policy, n_test: int, gamma, key) -> dict:

@@ -15,7 +15,7 @@ import math
 from flax import struct
 
 from rcmdp_jax.options import declared_numbers
-from rcmdp_jax.plugin import Number, finite_f32  # noqa: F401 (finite_f32: the environments' checks read it here)
+from rcmdp_jax.plugin import Number, finite_f32, refusal  # noqa: F401 (finite_f32: the environments' checks read it here)
 
 
 def number(default: float, low: float = -math.inf, high: float = math.inf, what: str = "", **more):
@@ -58,9 +58,14 @@ class HParams:
     # the global gradient-norm clip (SB3's 0.5; inf: none, an optimiser built without it: ``BUILT_FOR``)
     adam_eps: float = number(1e-5, 0.0, what="Adam's eps", open_low=True)
     max_grad_norm: float = number(0.5, 0.0, what="the global gradient-norm clip", open_low=True, inf="inf: no clip")
+    # the networks' dropout after their first hidden layer, in updates only (0: a program without it,
+    # ``BUILT_FOR``); the study's choice 0.6 (envs.domain.STUDY_CHOICES)
+    dropout: float = number(0.6, 0.0, 1.0, what="the networks' dropout rate", open_high=True)
     # the plug-ins' traced numbers (``plugin.Number``): names static, values traced
     plugin_names: tuple = struct.field(pytree_node=False, default=())
     plugin_values: tuple = ()
+    # ``dropout`` as a program reads it (``networks.dropout_form``), set by ``for_program``: () until then
+    dropout_form: tuple = ()
 
     def number(self, name: str):
         """Plug-in number ``name`` (``"NAME.number"``): this HParams' value, else its default."""
@@ -85,7 +90,10 @@ class HParams:
         ``options.numbers_read``), each at this HParams' value or its default: one tree shape for
         every lane of the program, and nothing of a plug-in the program does not run."""
         names = tuple(sorted(names))
-        return self.replace(plugin_names=names, plugin_values=tuple(self.number(n) for n in names))
+        from rcmdp_jax.networks import dropout_form
+
+        values = tuple(self.number(n) for n in names)
+        return self.replace(plugin_names=names, plugin_values=values, dropout_form=dropout_form(self.dropout))
 
     def with_all_numbers(self) -> HParams:
         """A copy with every registered plug-in number, those it does not set at their defaults:
@@ -97,7 +105,7 @@ class HParams:
 # The values of a number that a program is built for, not given as an argument: ``max_grad_norm``
 # inf (an optimiser without the clip: MCPMD's). A config at one and one off it are not one program
 # (``family.family_key``); either way the number itself is an argument of the program.
-BUILT_FOR = {"max_grad_norm": math.inf}
+BUILT_FOR = {"max_grad_norm": math.inf, "dropout": 0.0}
 
 
 def built_for(hp: HParams) -> HParams:
@@ -123,15 +131,15 @@ def validate_hparams(hp: HParams) -> None:
         raise ValueError(f"no plug-in declares the number(s) {unknown}; declared: {', '.join(known) or 'none'}")
     for field, declared, v in _declared(hp):
         if isinstance(v, (bool, str, list, tuple, dict)) or v is None:
-            raise ValueError(f"{field} must be a number, got {v!r}")
+            raise refusal(field, "a number", v)
         if np.iscomplexobj(v):
-            raise ValueError(f"{field} must be a real number, got {v!r}")
+            raise refusal(field, "a real number", v)
         try:
             arr = np.asarray(v, dtype=float)
         except Exception:  # traced values: ``hparams_ok`` flags them inside the program
             continue
         if not np.all(declared.ok(arr, np)):
-            raise ValueError(f"{field} must be {declared.words()}, got {v!r}")
+            raise refusal(field, declared.words(), v)
 
 
 def hparams_ok(hp: HParams):

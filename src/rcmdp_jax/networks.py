@@ -8,21 +8,24 @@ reference code; ``"lecun"`` is flax's default.
 
 Dropout sits after the first hidden layer and is active only when
 ``train=True`` (gradient updates); rollouts and evaluation use ``train=False``.
-Dropout masks dominate the random bits of an update; by default they come from
-a cheap counter-based hash (``HashDropout``), cheaper than threefry bits on a CPU
-(docs/performance.md); ``Config.dropout_rng = "threefry"`` uses flax's
-``nn.Dropout`` instead.
+Its rate is a number of the program (``HParams.dropout``; a config at 0 builds
+networks without the layer). Dropout masks dominate the random bits of an update;
+by default they come from a cheap counter-based hash (``hash_bits``), cheaper than
+threefry bits on a CPU (docs/performance.md); ``Config.dropout_rng = "threefry"``
+draws them as flax's ``nn.Dropout`` does (``jax.random.bernoulli``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import distrax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def _fmix32(x: jax.Array) -> jax.Array:
@@ -45,24 +48,49 @@ def hash_bits(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     return _fmix32(_fmix32(i ^ a) + b)
 
 
-class HashDropout(nn.Module):
-    """Inverted dropout like ``flax.linen.Dropout``, with masks from ``hash_bits``.
+def dropout_form(rate) -> tuple:
+    """Dropout at ``rate`` as the networks read it in a program (``Dropout``): ``(keep,
+    scale, cut_high, cut_low)``, the keep probability ``1 - rate`` in float32, the kept units'
+    scale ``1 / keep`` in float32 and the hash masks' uint32 cut ``round(rate 2^32)`` in two 16-bit
+    halves (each exact in float32). Computed in float64 where ``rate`` is concrete (a config's, a
+    family's table): the numbers a program built for that one rate computed (``1 - rate`` and the
+    cut rounded from the double, not from float32's rate, which is one ulp off; XLA turns a
+    division by a constant into a multiply by its float32 reciprocal); in float32 where traced."""
+    try:
+        r = np.asarray(rate, np.float64)
+    except Exception:  # traced (a sweep the caller vmaps): float32's numbers
+        r = jnp.asarray(rate, jnp.float32)
+        cut = jnp.round(r * 2.0**32)
+        high = jnp.floor(cut / 2.0**16)
+        return 1.0 - r, 1.0 / (1.0 - r), high, cut - high * 2.0**16
+    keep = (1.0 - r).astype(np.float32)
+    cut = np.minimum(np.round(r * 2.0**32), 2.0**32 - 1)
+    return keep, np.float32(1) / keep, cut // 2**16, cut % 2**16
 
-    Same semantics (drop with probability ``rate``, scale kept units by
-    ``1 / (1 - rate)``, identity when ``deterministic``); only the source of the
-    mask bits differs. Select it with ``Config.dropout_rng = "hash"``.
-    """
 
-    rate: float
+class Dropout(nn.Module):
+    """Inverted dropout as ``flax.linen.Dropout`` (drop with probability ``rate``, scale kept
+    units by ``1 / (1 - rate)``, identity when ``deterministic``) at a rate that may be traced:
+    ``rate`` a float or its program form (``dropout_form``). flax's module cannot take a
+    traced rate (it tests ``rate == 0.0`` in Python); this one draws the mask as flax does
+    (``jax.random.bernoulli`` of the keep probability, ``bits="threefry"``) or from ``hash_bits``
+    (``bits="hash"``: kept where the bits reach the cut ``round(rate 2^32)``); kept units times
+    ``1 / (1 - rate)`` in float32, what XLA makes of flax's division by the constant ``1 - rate``."""
+
+    rate: Any
+    bits: str = "hash"
     deterministic: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        if self.deterministic or self.rate == 0.0:
+        if self.deterministic or (isinstance(self.rate, (int, float)) and self.rate == 0.0):
             return x
-        threshold = jnp.uint32(min(int(round(self.rate * 2.0**32)), 2**32 - 1))
-        keep = hash_bits(self.make_rng("dropout"), x.shape) >= threshold
-        return jnp.where(keep, x / (1.0 - self.rate), jnp.zeros_like(x))
+        keep, scale, high, low = dropout_form(self.rate) if isinstance(self.rate, (int, float)) else self.rate
+        key = self.make_rng("dropout")
+        if self.bits == "hash":
+            cut = (jnp.asarray(high).astype(jnp.uint32) << 16) | jnp.asarray(low).astype(jnp.uint32)
+            return jnp.where(hash_bits(key, x.shape) >= cut, x * scale, jnp.zeros_like(x))
+        return jax.lax.select(jax.random.bernoulli(key, keep, x.shape), x * scale, jnp.zeros_like(x))
 
 
 def q_factor(z: jax.Array) -> jax.Array:
@@ -110,8 +138,8 @@ def dense(width: int, fan_in: int, init: str, gain: float) -> nn.Dense:
 class MLP(nn.Module):
     hidden: Sequence[int]
     out_dim: int
-    dropout: float = 0.0
-    dropout_rng: str = "hash"  # "hash" (HashDropout) or "threefry" (flax nn.Dropout)
+    dropout: Any = None  # the rate after the first hidden layer, or its program form; None or 0: none
+    dropout_rng: str = "hash"  # the mask bits: "hash" or "threefry" (``Dropout``)
     init_scheme: str = "lecun"
     out_gain: float = 1.0  # orthogonal gain of the output layer
 
@@ -119,9 +147,9 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
         for i, width in enumerate(self.hidden):
             x = nn.relu(dense(width, x.shape[-1], self.init_scheme, math.sqrt(2.0))(x))
-            if i == 0 and self.dropout > 0.0:
-                layer = HashDropout if self.dropout_rng == "hash" else nn.Dropout
-                x = layer(self.dropout, deterministic=not train)(x)
+            if i == 0 and self.dropout is not None and not (isinstance(self.dropout, float) and self.dropout == 0.0):
+                name = "HashDropout_0" if self.dropout_rng == "hash" else "Dropout_0"  # their random keys' path
+                x = Dropout(self.dropout, self.dropout_rng, deterministic=not train, name=name)(x)
         return dense(self.out_dim, x.shape[-1], self.init_scheme, self.out_gain)(x)
 
 
@@ -132,7 +160,7 @@ class Actor(nn.Module):
     action_dim: int
     hidden: Sequence[int]
     discrete: bool = True
-    dropout: float = 0.0
+    dropout: Any = None
     dropout_rng: str = "hash"
     init_scheme: str = "lecun"
 
@@ -150,7 +178,7 @@ class Critic(nn.Module):
 
     num_heads: int
     hidden: Sequence[int]
-    dropout: float = 0.0
+    dropout: Any = None
     dropout_rng: str = "hash"
     init_scheme: str = "lecun"
 
@@ -159,12 +187,15 @@ class Critic(nn.Module):
         return MLP(self.hidden, self.num_heads, self.dropout, self.dropout_rng, self.init_scheme, 1.0)(obs, train)
 
 
-def build_networks(cfg, env) -> tuple[Actor, Critic]:
+def build_networks(cfg, env, hp=None) -> tuple[Actor, Critic]:
     """The actor and critic of config ``cfg`` (an ``rcmdp_jax.Config``) on ``env``: the
     critic has one value head for the return and one per constraint; as the config's learner
-    wraps them (``Learner.networks``)."""
-    actor = Actor(env.action_dim, tuple(cfg.policy_hidden), env.discrete, cfg.dropout, cfg.dropout_rng, cfg.init)
-    critic = Critic(1 + env.num_constraints, tuple(cfg.critic_hidden), cfg.dropout, cfg.dropout_rng, cfg.init)
+    wraps them (``Learner.networks``). Their dropout is ``hp``'s (a program's, may be traced;
+    None: ``cfg``'s); a config at 0 has none (``hparams.BUILT_FOR``)."""
+    hp = cfg.hparams if hp is None else hp
+    rate = None if cfg.hparams.dropout == 0.0 else (hp.dropout_form or dropout_form(hp.dropout))
+    actor = Actor(env.action_dim, tuple(cfg.policy_hidden), env.discrete, rate, cfg.dropout_rng, cfg.init)
+    critic = Critic(1 + env.num_constraints, tuple(cfg.critic_hidden), rate, cfg.dropout_rng, cfg.init)
     from rcmdp_jax import learners
 
     return learners.get(cfg.learner).networks(actor, critic)  # a learner's own wrapping (Learner.networks)

@@ -13,7 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from rcmdp_jax import adversary, constraints, learners
-from rcmdp_jax.plugin import REGISTRIES, Number, declarer, numbers_of, option_clash, option_owners, options_of
+from rcmdp_jax.plugin import (
+    REGISTRIES,
+    Number,
+    check_kind,
+    declarer,
+    numbers_of,
+    option_clash,
+    option_owners,
+    options_of,
+)
 
 
 def declared() -> dict[str, Any]:
@@ -88,7 +97,7 @@ def explicit(cfg) -> tuple[tuple[str, Any], ...]:
 
 
 # settings that were config fields and are traced numbers now (``HParams``): an older dict's flat keys
-NOW_NUMBERS = ("adam_eps", "max_grad_norm")
+NOW_NUMBERS = ("adam_eps", "max_grad_norm", "dropout")
 
 
 def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
@@ -134,25 +143,6 @@ def value(cfg, name: str) -> Any:
     return defaults[name]
 
 
-def of_default_type(v: Any, default: Any) -> str:
-    """What ``v`` must be where an option's default is a bool, a whole number, a number or a
-    string ("" when it is, or when the default is of another kind: the plug-in's own
-    ``check_options`` says): a whole number within int32, a number finite in float32."""
-    import math
-
-    if isinstance(default, bool):
-        return "" if isinstance(v, bool) else "true or false"
-    if isinstance(default, int):
-        ok = isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 2**31 - 1
-        return "" if ok else "a whole number within int32 (at most 2**31 - 1 in size)"
-    if isinstance(default, float):
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) <= 3.4028235e38
-        return "" if ok else "a number, finite in float32"
-    if isinstance(default, str):
-        return "" if isinstance(v, str) else "a string"
-    return ""
-
-
 def check(cfg, fields: set[str]) -> None:
     """Raise ``ValueError`` naming the option: ``cfg.options`` must be options of registered
     plug-ins; every plug-in ``cfg`` uses checks its options (``Plugin.check_options``), and
@@ -178,8 +168,7 @@ def check(cfg, fields: set[str]) -> None:
             raise ValueError(f"{cls.__name__}'s option(s) {sorted(clash)} are config fields already; rename them")
         cls.check_options(cfg)
     for name, v in opts:  # what a plug-in's own check let through: at least its default's kind
-        if why := of_default_type(v, defaults[name]):
-            raise ValueError(f"option {name}={v!r} must be {why} (as its default {defaults[name]!r})")
+        check_kind(f"option {name}", v, defaults[name])
     if method.own_env_kernels(cfg) and not learner.per_env_kernels:
         shared = ", ".join(n for n, cls in adversary.items() if not cls.own_env_kernels(cfg))
         raise ValueError(f"adversary={cfg.adversary!r} gives each rollout env a kernel of its own, which learner="

@@ -26,8 +26,8 @@ def finite_f32(x, xp):  # and representable in float32, the dtype training uses
 class Number(NamedTuple):
     """A traced number, declared once: ``HParams``' own fields (``hparams.number``) and the ones a
     plug-in declares (``Plugin.numbers``) alike. Its ``default``, the range it allows (``low``/
-    ``high``, each end included unless ``open_low``; +inf allowed only where ``inf`` says what it
-    means, e.g. "inf: no clip") and a word on what it is (``what``); one check (``ok``) and one
+    ``high``, each end included unless ``open_low``/``open_high``; +inf allowed only where ``inf``
+    says what it means, e.g. "inf: no clip") and a word on what it is (``what``); one check (``ok``) and one
     wording (``words``) for all. A plug-in's is set as ``"NAME.number"`` (the plug-in's registered
     name, a dot, the number's), e.g. ``--set pid.kp=5``. It enters the compiled program as an
     argument (``HParams.number``), so a sweep of it is lanes of one program and a changed value
@@ -40,14 +40,15 @@ class Number(NamedTuple):
     open_low: bool = False
     formerly: str = ""  # the setting it was before it was traced: an older run.json's name for it
     inf: str = ""  # what +inf means, where it is allowed ("" : finite only)
+    open_high: bool = False
 
     def words(self) -> str:
         """The allowed range in words, e.g. "finite and >= 0", "> 0 (inf: no clip)"."""
         if math.isfinite(self.low) and math.isfinite(self.high):
-            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}]"
+            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
         lo = "" if self.low == -math.inf else (f"> {self.low:g}" if self.open_low else f">= {self.low:g}")
         lo += " in float32" if self.open_low and self.low == 0 else ""  # a tiny number is 0 there
-        hi = "" if self.high == math.inf else f"<= {self.high:g}"
+        hi = "" if self.high == math.inf else f"{'<' if self.open_high else '<='} {self.high:g}"
         words = " and ".join(w for w in ("" if self.inf else "finite", lo, hi) if w)
         return words + (f" ({self.inf})" if self.inf else "")
 
@@ -57,7 +58,50 @@ class Number(NamedTuple):
         above = lambda y: (y > self.low) if self.open_low else (y >= self.low)
         finite = finite_f32(x, xp)
         low = xp.where(finite, above(xp.where(finite, x, 0.0).astype(xp.float32)), above(x))
-        return (finite | (x == xp.inf) if self.inf else finite) & low & (x <= self.high)
+        high = (x < self.high) if self.open_high else (x <= self.high)
+        return (finite | (x == xp.inf) if self.inf else finite) & low & high
+
+
+# what a setting declared by its default may be, by the default's kind (``kind_problem``)
+KINDS = {bool: "True or False", int: "a whole number within int32 (at most 2**31 - 1 in size)",
+         float: "a number, finite in float32", str: "a string"}  # fmt: skip
+
+
+def kind_problem(value: Any, declared: Any) -> str:
+    """What ``value`` must be to stand for a setting declared by ``declared`` ("" when it may): a
+    ``Number``'s range, else the kind of the default it is (``KINDS``: a bool, a whole number within
+    int32, a number finite in float32, a string; another kind of default: "", its plug-in's own
+    check says). The one check of a setting's kind: plug-ins' options, per-environment settings
+    and ``Config``'s plain fields read it, and ``refusal`` words it."""
+    import numpy as np
+
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    try:
+        x = np.float64(value if number else np.nan)
+    except OverflowError:  # an int beyond every float
+        x = np.float64(np.nan)
+    if isinstance(declared, Number):
+        return "" if number and bool(declared.ok(np.asarray(x), np)) else declared.words()
+    if isinstance(declared, bool) or isinstance(value, bool):
+        ok = isinstance(value, bool) and isinstance(declared, bool)
+    elif isinstance(declared, int):
+        ok = isinstance(value, int) and abs(value) <= INT32_MAX
+    elif isinstance(declared, float):
+        ok = number and bool(finite_f32(x, np))
+    else:
+        ok = not isinstance(declared, str) or isinstance(value, str)
+    return "" if ok else KINDS.get(type(declared), "")
+
+
+def refusal(where: str, words: str, value: Any) -> ValueError:
+    """The one wording of a refused value: "WHERE must be WORDS, got VALUE"."""
+    return ValueError(f"{where} must be {words}, got {value!r}")
+
+
+def check_kind(where: str, value: Any, declared: Any) -> None:
+    """Refuse ``value`` for the setting ``where`` declared by ``declared`` (``kind_problem``)."""
+    if words := kind_problem(value, declared):
+        raise refusal(where, words, value)
 
 
 class Plugin:
@@ -219,7 +263,7 @@ def option_clash(kind_name: str, cls: type, option: str, owner: tuple[str, type]
 def check_count(option: str, value: Any) -> None:
     """Refuse a count or size that is not a positive integer within the int32 counters."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{option} must be a positive integer, got {value!r}")
+        raise refusal(option, "a positive integer", value)
     if value > INT32_MAX:
         raise ValueError(f"{option}={value} is beyond the int32 counters of the train step (at most {INT32_MAX})")
 
@@ -233,7 +277,7 @@ def check_seed(option: str, value: Any) -> None:
     import numbers
 
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < SEED_LIMIT:
-        raise ValueError(f"{option} must be an integer in [0, 2**32), got {value!r}")
+        raise refusal(option, "an integer in [0, 2**32)", value)
 
 
 def check_choice(option: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -265,13 +309,13 @@ def _check_numbers(kind: str, name: str, cls: type) -> None:
 
 
 def _check_env_settings(kind: str, name: str, cls: type) -> None:
-    """Refuse per-environment settings that are not ``{identifier: int | float | bool | str}``."""
+    """Refuse per-environment settings that are not ``{identifier: int | float | bool | str | Number}``."""
     own = vars(cls).get("env_settings", {})
     if not isinstance(own, dict) or not all(
-        isinstance(k, str) and k.isidentifier() and isinstance(v, (int, float, bool, str)) for k, v in own.items()
+        isinstance(k, str) and k.isidentifier() and isinstance(v, (int, float, bool, str, Number)) for k, v in own.items()
     ):
         raise ValueError(f"{kind} {name!r}: env_settings must be a dict {{identifier: an int, float, bool or str "
-                         f"default}}, got {own!r}")  # fmt: skip
+                         f"default, or a Number}}, got {own!r}")  # fmt: skip
 
 
 def _resolve(entry: Any) -> Any:

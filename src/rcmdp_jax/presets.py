@@ -166,11 +166,12 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
         env=env, learner=learner, constraint=constraint, adversary=robust_default(env, learner) if robust else NONE,
         name=algorithm,
         total_timesteps=budget_steps(p.budgets, budget), policy_hidden=p.policy_hidden, critic_hidden=p.critic_hidden,
-        optimizer=p.optimizer, dropout=p.dropout, dual_estimator=p.dual_estimator, n_dual_episodes=p.n_dual_episodes,
+        optimizer=p.optimizer, dual_estimator=p.dual_estimator, n_dual_episodes=p.n_dual_episodes,
         hparams={
             "lam_init": 5.0,
             "alpha": 2.0,
             "alpha_decay": domain.gamma,  # docs/method.md §2d: geometric alpha decays by the domain's gamma
+            "dropout": p.dropout,
             **p.hp,  # over the three above; never gamma or target_kl (envs.domain refuses them there)
             "gamma": domain.gamma,
             "target_kl": math.inf,  # PPO's preset sets its own

@@ -15,6 +15,7 @@ The constraint rule, robust method and alpha schedule of an algorithm are arrays
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import jax
@@ -119,8 +120,15 @@ class Step:
         self.actor, self.critic = build_networks(cfg, self.env)
         self.learner = make_learner(cfg, self.env, self.actor, self.critic)
         context = Context(self.env, self.actor, cfg, self.learner.episodic, score_ok=has_density(self.env))
-        self.lanes = self.lanes_class(self.methods, context)
+        self.lanes = self.lanes_class(self.methods, context)  # its methods' actor: at the hp they get (Context.at)
         self.per_env = self.lanes.per_env  # rollout envs with kernels of their own
+
+    def at(self, hp) -> Step:
+        """This step with its networks at ``hp``'s dropout (a number of the program, may be traced)."""
+        step = copy.copy(self)
+        step.actor, step.critic = build_networks(self.cfg, self.env, hp)
+        step.learner = make_learner(self.cfg, self.env, step.actor, step.critic)
+        return step
 
     def init(self, rng, hp: HParams, env_params, variant: Variant | None = None) -> TrainState:
         cfg, env = self.cfg, self.env
@@ -195,8 +203,10 @@ class Step:
         ``metrics["valid_input"]`` is 0 where the hyperparameters or the kernel are out of
         range: values traced under ``vmap`` that no host check saw (a divergence)."""
 
+        step = self.at(hp)
+
         def slot(s, it):
-            return self.learner.iteration_slot(lambda s: self.iteration(s, it, hp, variant), s, idle_metrics,
+            return step.learner.iteration_slot(lambda s: step.iteration(s, it, hp, variant), s, idle_metrics,
                                                variant.budget)  # fmt: skip
 
         ok = hparams_ok(hp) & self.env.kernel_ok(state.env_params)  # traced values: flagged per lane

@@ -175,14 +175,16 @@ class WorstCase:
     lambda_max: float
     objectives: tuple[str, ...]
 
-    def __call__(self, actor_params, starts, rng):
+    def __call__(self, actor_params, starts, rng, gamma=None):
+        """``gamma``: the discount (None: the config's; given, an argument of the program)."""
+        gamma = self.gamma if gamma is None else gamma
         out = {}
         every = objective_names(self.env.num_constraints)
         for name in self.objectives:
             i = every.index(name)  # an objective's keys do not depend on which others are searched
             one = lambda ap, x0, k, name=name: search(
                 k, x0, self.env, self.env_params, Policy(self.actor, ap, deterministic=True), name, self.cfg,
-                self.gamma, self.lambda_max,
+                gamma, self.lambda_max,
             )  # fmt: skip
             per_start = jax.vmap(one, in_axes=(None, 0, 0))
             n_seeds, n_starts = starts.shape[:2]

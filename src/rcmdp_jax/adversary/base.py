@@ -28,6 +28,12 @@ class Context:
     episodic: bool
     score_ok: bool = True  # the kernel has a density (the score-function gradient exists)
 
+    def at(self, hp) -> Context:
+        """This context with its actor at ``hp``'s dropout (a number of the program)."""
+        from rcmdp_jax.networks import build_networks
+
+        return dataclasses.replace(self, actor=build_networks(self.cfg, self.env, hp)[0])
+
 
 class Adversary(Plugin):
     """A robust training method. ``step`` moves the kernels after the policy update:

@@ -68,8 +68,8 @@ class Lanes:
         method_state = {} if method_state is None else method_state
         args = (key, env_params, env_xi, actor_params, lam_tilde, hp)
 
-        def four(method, own, *a):
-            out, mine = method.step_state(self.context, own.get(method.name, {}), *a)
+        def four(method, own, *a):  # the actor at the dropout of the hp passed (a[-1]), not closed over
+            out, mine = method.step_state(self.context.at(a[-1]), own.get(method.name, {}), *a)
             own = {**own, method.name: mine} if method.name in own else own
             return (*(out if len(out) == 4 else (*out, out[0].xi)), own)
 

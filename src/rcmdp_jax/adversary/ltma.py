@@ -28,9 +28,9 @@ import jax.numpy as jnp
 
 from rcmdp_jax.adversary.base import Adversary, broadcast, candidate_values, require_env_per_objective
 from rcmdp_jax.adversary.candidates import worst_cost_kernel
-from rcmdp_jax.env_settings import check_count_setting, positive, where
+from rcmdp_jax.env_settings import check_count_setting, where
 from rcmdp_jax.ltma import ltma_phase
-from rcmdp_jax.plugin import check_choice, check_count
+from rcmdp_jax.plugin import Number, check_choice, check_count
 
 ESTIMATORS = ("score", "pathwise")
 DUAL_READINGS = ("found", "guarded")
@@ -50,11 +50,15 @@ class StudyLTMA(Adversary):
     # per environment (``LearnerSpec.plugins["ltma"]``): steps on xi per 100 policy steps of a batch
     # learner's batch and per episode of an episodic one (MCPMD), the horizon of the episodes the
     # gradient is taken on (``ltma_horizon``: ltma-norm's too) and where the dual reads C^
-    env_settings = {"per_100": 5.0, "per_episode": 10, "horizon": 20, "dual_reading": "guarded"}
+    env_settings = {
+        "per_100": Number(5.0, 0.0, open_low=True),
+        "per_episode": 10,
+        "horizon": 20,
+        "dual_reading": "guarded",
+    }
 
     @classmethod
     def check_settings(cls, settings):
-        positive("ltma", "per_100", settings["per_100"])
         for key in ("per_episode", "horizon"):
             check_count_setting("ltma", key, settings[key])
         check_choice(where("ltma", "dual_reading"), settings["dual_reading"], DUAL_READINGS)

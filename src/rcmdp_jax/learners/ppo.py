@@ -4,20 +4,23 @@ early by ``cfg.kl_check``."""
 from __future__ import annotations
 
 from rcmdp_jax import losses
-from rcmdp_jax.env_settings import check_count_setting, where
+from rcmdp_jax.env_settings import check_count_setting
 from rcmdp_jax.learners.batch import BatchLearner, PolicyTerms
+from rcmdp_jax.plugin import Number
 
 
 class PPO(BatchLearner):
     # per environment (``LearnerSpec.plugins["ppo"]``): its epochs, the target KL that stops them
     # (an HParams field), and whether the dual phase runs as many epochs as the policy did
-    env_settings = {"epochs": 10, "target_kl": 0.02, "dual_epochs_from_policy": False}
+    env_settings = {
+        "epochs": 10,
+        "target_kl": Number(0.02, 0.0, open_low=True, inf="inf: no early stop"),
+        "dual_epochs_from_policy": False,
+    }
 
     @classmethod
     def check_settings(cls, settings):
         check_count_setting("ppo", "epochs", settings["epochs"])
-        if not settings["target_kl"] > 0:
-            raise ValueError(f"{where('ppo', 'target_kl')} must be > 0 (inf: no early stop), got {settings['target_kl']!r}")
 
     @classmethod
     def preset(cls, fields, settings, domain):

@@ -178,18 +178,20 @@ class Study:
         """The robustness test (one vmapped call per algorithm): ``(V, C, diverged seeds,
         levels, the test kernels' xi)``, or None when every seed diverged."""
         label, plan = self._label(env, [algo]), self.plan
-        sweep_fn, sweep = self._sweep(env, self.cfgs[env][algo])
+        sweep_fn, sweep = self._sweep(env, self.cfgs[env][algo])  # a config's of its policy shape
+        gamma = self.cfgs[env][algo].hparams.gamma  # an argument of the sweep
         t0 = time.perf_counter()
         seed_keys = jax.random.split(jax.random.PRNGKey(plan.seed + 1), plan.seeds)[self.block]
         local = jax.tree.map(lambda x: x[self.block], result)
         with ticking(label, "the robustness test (compiled on its first call)"):
-            res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys), plan.seeds)
+            gammas = np.full(len(seed_keys), gamma, np.float32)
+            res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys, gammas), plan.seeds)
         V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
         bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
         test_xi = np.asarray(sweep.kernels.xi)
         if self.writer:
             # what C is: each constraint's discount and the episodes' length, beside the episode costs
-            gamma_c = np.asarray(cost_discounts(sweep.env, sweep.gamma), np.float64)
+            gamma_c = np.asarray(cost_discounts(sweep.env, gamma), np.float64)
             gamma_c = np.broadcast_to(gamma_c, (sweep.env.num_constraints,))
             epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length), gamma_c=gamma_c)
             self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed, **epcost)
@@ -217,7 +219,8 @@ class Study:
         robust_env, params = made  # envs.make(env), once per environment
         starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
         with ticking(label, "the worst-case search (compiled on its first call)"):
-            found = finder(result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2))
+            gamma = np.float32(cfg.hparams.gamma)  # an argument of the search
+            found = finder(result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2), gamma)
             found = jax.tree.map(np.asarray, found)
         if self.writer:
             self.folder.save_worst_case(env, algo, found)

@@ -120,9 +120,9 @@ class LoadedPolicy:
         from rcmdp_jax.evaluate import policy_sweep
         from rcmdp_jax.rollout import Policy
 
-        env, actor, gamma = self.env, self.actor, self.config.hparams.gamma
+        env, actor = self.env, self.actor
 
-        def run(params, env_params, xi, key):
+        def run(params, env_params, xi, key, gamma):
             kernels = jax.tree.map(lambda x: jnp.asarray(x)[None, None], env_params.replace(xi=xi))
             return policy_sweep(env, kernels, Policy(actor, params, deterministic=True), n, gamma, key)
 
@@ -165,7 +165,7 @@ class LoadedPolicy:
             raise ValueError(f"n_episodes={n:,} needs about {need / 2**30:,.1f} GiB of this machine's "
                              f"{total / 2**30:,.1f} GiB; at most about {fit:,} fit")  # fmt: skip
         key = self.test_key if seed is None else jax.random.PRNGKey(int(seed))
-        out = self._episodes(int(n))(self.params, self.env_params, xi, key)
+        out = self._episodes(int(n))(self.params, self.env_params, xi, key, np.float32(self.config.hparams.gamma))
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
         stats = {k: mean_se(v) for k, v in episodes.items()}  # a value with a constraint axis: per constraint
         metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in stats.items() if m.ndim == 0}
