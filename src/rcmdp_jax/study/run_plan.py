@@ -17,7 +17,7 @@ from rcmdp_jax import options as plug_ins
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict, legacy_fields
 from rcmdp_jax.hparams import HPARAM_FIELDS
-from rcmdp_jax.plugin import check_count, check_seed, options_of
+from rcmdp_jax.plugin import check_count, check_seed, kind_problem, options_of
 from rcmdp_jax.sizes import PlanError, derived_counts  # noqa: F401  (PlanError: the study's refusal)
 
 
@@ -146,7 +146,7 @@ def _type_problem(field: str, value) -> str:
     elif isinstance(default, tuple):
         ok = isinstance(value, list) and all(_is_int(h) for h in value)
     else:  # a bool, a whole number, a number or a string: as a plug-in's option is read
-        return f"{field}={value!r} must be {why}" if (why := plug_ins.of_default_type(value, default)) else ""
+        return f"{field}={value!r} must be {why}" if (why := kind_problem(value, default)) else ""
     return "" if ok else f"{field}={value!r} is not a {type(default).__name__}"
 
 
