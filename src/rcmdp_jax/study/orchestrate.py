@@ -18,7 +18,7 @@ from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.program_store import policy_program
 from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
-from rcmdp_jax.study.report import margin_of, write_env_report
+from rcmdp_jax.study.report import write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, readable
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name, ticking
@@ -34,19 +34,6 @@ def dual_blow_up(result, cfg) -> np.ndarray:
     step = c_hat.reshape(n, t, -1).max(-1) * abs(float(cfg.hparams.eta_lam))
     active = np.asarray(result.metrics["active"]).reshape(n, t) > 0 if "active" in result.metrics else True
     return np.asarray(cfg.constrained & ((step > BLOW_UP) & active).any(1))
-
-
-def margin_line(cfg, metrics: dict) -> str:
-    """The margin each constraint's dual read at the last iteration (the seeds' mean), if it has one."""
-    hp = cfg.hparams
-    if "margin" not in metrics or not cfg.constrained or (float(hp.margin_z) == 0 and float(hp.cost_margin) == 0):
-        return ""
-    last = margin_of(cfg, metrics)["derived"]
-    names = envs.spec(cfg.env).cost_names
-    each = ", ".join(f"{names[j] if j < len(names) else j} {v:.4g}" for j, v in enumerate(last))
-    how = f"{float(hp.margin_z):g} sigma_j / sqrt({float(hp.margin_n):g})"
-    how = how if float(hp.cost_margin) == 0 else f"{float(hp.cost_margin):g} + {how}"
-    return f"trained to C <= -margin, the margin at the last iteration ({how}; mean over seeds): {each}"
 
 
 @dataclasses.dataclass
@@ -115,8 +102,6 @@ class Study:
             ckpt = self.folder.ckpt_dir(env, algo)
             if self.writer:
                 metrics = jax.tree.map(np.asarray, result.metrics)
-                if line := margin_line(self.cfgs[env][algo], metrics):
-                    print(f"{label} {algo}: {line}", flush=True)
                 self.folder.save_training(env, algo, metrics, timing)
                 log.finish(algo, metrics)
                 if ckpt.exists():  # incomplete (no metadata): keep it aside
@@ -185,12 +170,11 @@ class Study:
             self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed, **epcost)
         if bad.any():
             self.outcome.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
-        if bad.all():
-            print(f"{label} DIVERGED: every seed has non-finite numbers; no result", flush=True)
-            return None
-        if bad.any():
-            print(f"{label} WARNING: seed(s) {np.flatnonzero(bad).tolist()} diverged (non-finite "
-                  f"numbers); left out of the statistics", flush=True)  # fmt: skip
+            print(f"{label} DIVERGED: every seed has non-finite numbers; no result" if bad.all() else f"{label} "
+                  f"WARNING: seed(s) {np.flatnonzero(bad).tolist()} diverged (non-finite numbers); left out of the "
+                  "statistics", flush=True)  # fmt: skip
+            if bad.all():
+                return None
         at_bound = f", {100 * bound.mean():.1f}% of episodes at the state bound" if bound.any() else ""
         print(f"{label} sweep {V.shape} in {fmt(time.perf_counter() - t0)}: "
               f"mean test return {V[~bad].mean():.2f}{at_bound}", flush=True)  # fmt: skip
