@@ -27,8 +27,7 @@ from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_ca
 
 
 def dual_blow_up(result, cfg) -> np.ndarray:
-    """``(seeds,)`` bool: the multiplier's unclipped step ``eta_lam * C^`` beyond ``BLOW_UP`` on an iteration
-    that ran, which the clip at ``lam_clip`` hides in ``lam``."""
+    """``(seeds,)`` bool: the unclipped multiplier step ``eta_lam * C^`` beyond ``BLOW_UP`` (the clip hides it)."""
     c_hat = np.abs(np.asarray(result.metrics["c_hat"], np.float64))
     n, t = c_hat.shape[:2]
     step = c_hat.reshape(n, t, -1).max(-1) * abs(float(cfg.hparams.eta_lam))
@@ -246,8 +245,7 @@ class Study:
         return self.exit_status()
 
     def exit_status(self) -> int:
-        """0; 5 when a checkpoint was missing or damaged; 4 when an algorithm has no seed
-        left; 3 when some seeds diverged (left out of the statistics)."""
+        """0; 5: a checkpoint missing or damaged; 4: an algorithm with no seed left; 3: some seeds diverged."""
         o = self.outcome
         if o.damaged or o.missing:
             why = (f"damaged checkpoint(s) of {', '.join(o.damaged)} set aside; --resume retrains them" if o.damaged

@@ -79,8 +79,7 @@ class LoadedPolicy:
     test_key: Any  # the robustness test's key of this seed
 
     def act(self, obs, key=None):
-        """The action at one observation ``obs``: the distribution's mode when ``key`` is None, else
-        drawn with ``key``. Jit-able; ``jax.vmap`` for a batch."""
+        """The action at one observation: the mode when ``key`` is None, else drawn with ``key``; jit-able."""
         from rcmdp_jax.rollout import check_key
 
         obs = self.observation(obs)

@@ -18,8 +18,7 @@ from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_p
 
 
 def kept_seeds(test: dict) -> np.ndarray:
-    """The seeds of a ``test_results.npz`` that count: not diverged in training (a file
-    without the ``diverged`` flag: every seed) and with finite test episodes."""
+    """The seeds of a ``test_results.npz`` that count: not diverged in training, with finite test episodes."""
     keep = ~test["diverged"] if "diverged" in test else np.ones(test["V"].shape[0], bool)
     return keep & ~nonfinite_episodes(test["V"], test["C"])
 
@@ -55,8 +54,7 @@ def n_test(plan: Plan, env: str) -> int:
 
 
 def write_atomic(path: Path, write) -> None:
-    """``write(file)`` into a temporary name beside ``path``, then rename it to ``path``: a
-    failed write (a full disk) leaves the old file, or none, never a half-written one."""
+    """``write(file)`` into a temporary file renamed to ``path``: a failed write leaves no half-written file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -331,8 +329,7 @@ def take(root: Path):
 
 
 def holder(root: Path) -> str | None:
-    """The PID of a process holding ``root``'s lock (``?`` if unknown), or None: for a reader
-    that may not take the lock itself (a folder this user may not write)."""
+    """The PID holding ``root``'s lock (``?`` if unknown), or None: for a reader that may not take it."""
     import fcntl
 
     fd = None

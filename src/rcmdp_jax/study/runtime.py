@@ -23,8 +23,7 @@ TICK_S = 15.0  # seconds between the lines that say a program is still compiling
 
 @contextlib.contextmanager
 def ticking(label: str, what: str, since: float | None = None, every: float = TICK_S):
-    """While the block runs, a line every ``every`` seconds: ``{label} {what}: 45.0s so far``, counted
-    from ``since`` (a ``time.perf_counter()``; default now)."""
+    """While the block runs, ``{label} {what}: 45.0s so far`` every ``every`` seconds counted from ``since``."""
     t0 = time.perf_counter() if since is None else since
     done = threading.Event()
 
@@ -92,8 +91,7 @@ def check_compile_cache(cache: str | None) -> None:
 
 
 def speed_up(cache: str | None) -> None:
-    """Faster CPU random bits; the XLA cache (``cache``: a folder, ``off``, None: JAX's setting, else
-    ``~/.cache/rcmdp_jax/xla``) with the ``program_store`` in it."""
+    """Faster CPU random bits; the XLA cache (``cache``: a folder, ``off``, None) with the ``program_store`` in it."""
     from rcmdp_jax import cpu_prng, program_store
 
     cpu_prng.apply_default()

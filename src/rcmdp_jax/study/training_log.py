@@ -100,8 +100,7 @@ def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header:
 
 
 class TrainingLog:
-    """The log of the members ``algos`` (default all) of a family ``group`` of ``env`` while they train
-    (``chunk``), and their final CSV (``finish``)."""
+    """The log of the members ``algos`` (default all) of a family ``group`` while they train, and their final CSV."""
 
     def __init__(self, folder: RunFolder, env: str, group, tensorboard: bool, algos=None):
         self.folder, self.env, self.tensorboard = folder, env, tensorboard
@@ -125,8 +124,7 @@ class TrainingLog:
         return self.cols[algo]
 
     def chunk(self, member: int, metrics: dict, first_iteration: int, seeds=None) -> None:
-        """Iterations ``first_iteration ..`` of member ``member``'s ``seeds`` (default all): ``metrics``
-        leaves ``[seeds, iterations, ...]`` (host arrays)."""
+        """Iterations ``first_iteration ..`` of member ``member``'s ``seeds``: leaves ``[seeds, iterations, ...]``."""
         algo = self.group[member]
         if algo not in self.algos:
             return
