@@ -12,6 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rcmdp_jax import box, checkpoint, envs, make_train
+from rcmdp_jax.kernel_text import describe, kernel_names, parse
+from rcmdp_jax.networks import build_networks
+from rcmdp_jax.plugin import check_seed
+from rcmdp_jax.rollout import check_key
+from rcmdp_jax.sizes import machine_bytes, sweep_bytes
+from rcmdp_jax.stats import mean_se
 from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, n_test
 from rcmdp_jax.study.run_plan import RunFolderError
 
@@ -80,8 +87,6 @@ class LoadedPolicy:
 
     def act(self, obs, key=None):
         """The action at one observation: the mode when ``key`` is None, else drawn with ``key``; jit-able."""
-        from rcmdp_jax.rollout import check_key
-
         obs = self.observation(obs)
         if key is not None:
             check_key(key, "key")
@@ -124,25 +129,16 @@ class LoadedPolicy:
     @property
     def field_names(self) -> tuple[str, ...]:
         """The kernel's entries as the run's report names them (``kernel_text.kernel_names``)."""
-        from rcmdp_jax.kernel_text import kernel_names
-
         return kernel_names(self.env_name, np.shape(self.env_params.xi_c))
 
     def kernel(self, text: str | None = None) -> np.ndarray:
         """The kernel ``xi`` named by ``text`` (``kernel_text.parse``: ``"g=+20%,m=11.0"``)."""
-        from rcmdp_jax.kernel_text import parse
-
         return parse(text, np.asarray(self.env_params.xi_c), self.field_names)
 
     def evaluate(self, kernel: str | None = None, n_episodes: int | None = None, seed: int | None = None) -> Evaluation:
         """The deterministic policy on ``kernel`` (None: the nominal one), ``n_episodes`` (default the
         run's ``n_test``) from ``PRNGKey(seed)``; ``seed=None``: the robustness test's key of this seed
         (with ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
-        from rcmdp_jax import box
-        from rcmdp_jax.kernel_text import describe
-        from rcmdp_jax.plugin import check_seed
-        from rcmdp_jax.sizes import machine_bytes, sweep_bytes
-        from rcmdp_jax.stats import mean_se
         from rcmdp_jax.study.report import cost_names
 
         xi = self.kernel(kernel)
@@ -182,9 +178,6 @@ def _choice(what: str, value, allowed) -> None:
 def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> LoadedPolicy:
     """Seed ``seed`` of ``algorithm`` trained in the run folder ``run`` (``env``: needed when it holds
     several); ``ValueError`` (``RunFolderError`` for the folder) before anything compiles."""
-    from rcmdp_jax import checkpoint, envs, make_train
-    from rcmdp_jax.networks import build_networks
-
     if not isinstance(run, (str, os.PathLike)) or not str(run).strip():
         raise TypeError(f"run must be a run folder (a path: str or pathlib.Path), got {run!r}")
     folder = RunFolder(run)
