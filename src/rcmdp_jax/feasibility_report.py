@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from rcmdp_jax.kernel_text import describe
+from rcmdp_jax.stats import mean_se
 
 
 def kernel_record(labels, xi, xi_c, **extra) -> dict:
@@ -18,12 +19,8 @@ def kernel_record(labels, xi, xi_c, **extra) -> dict:
 
 
 def mean_and_se(episodes, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """The Monte-Carlo mean of ``episodes`` over ``axis`` and its standard error
-    (sample standard deviation / sqrt(n); 0 where there is one episode)."""
-    x = np.asarray(episodes, np.float64)
-    n = x.shape[axis]
-    se = x.std(axis=axis, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(np.delete(x.shape, axis))
-    return x.mean(axis=axis), se
+    """The Monte-Carlo mean of ``episodes`` over ``axis`` and its standard error (``stats.mean_se``)."""
+    return mean_se(episodes, axis)
 
 
 def summarise(C, levels, grid_xi, xi_c, labels, name: str, margin: float = 0.0, witness=None, search=None,

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rcmdp_jax.stats import mean_se
+
 KEPT, BROKEN, CLOSE = "kept", "broken", "too close to call"
 VERDICTS = (KEPT, BROKEN, CLOSE)
 Z = 2.0  # standard errors: the band around 0 where a seed's verdict is too close to call
@@ -107,10 +109,8 @@ def seed_verdicts(x, z: float = Z) -> SeedVerdicts:
     is too close to call when ``|mean| <= z * se`` with ``se`` its standard error over the
     episodes (sample standard deviation / sqrt(n)); with one episode, or episodes all alike
     (``se = 0``), the sign of the mean decides."""
-    x = np.asarray(x, np.float64)
-    n = x.shape[1]
-    mean = x.mean(axis=1)
-    se = x.std(axis=1, ddof=1) / math.sqrt(n) if n > 1 else np.zeros_like(mean)
+    n = np.shape(x)[1]
+    mean, se = mean_se(x, axis=1)
     verdict, needed = [], []
     for m, s in zip(mean.tolist(), se.tolist()):
         close = s > 0 and abs(m) <= z * s

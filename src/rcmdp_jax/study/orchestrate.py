@@ -1,6 +1,5 @@
-"""The study as named steps: per environment and family, train (or restore) every algorithm, test it
-on the robustness grid, optionally search the box for its worst kernel, then write the report.
-``Study(plan, folder, ...).run()`` returns the exit status."""
+"""The study: per environment and family, train (or restore), test on the robustness grid, optionally
+search the box for the worst kernel, then report. ``Study(plan, folder, ...).run()``: the exit status."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.program_store import policy_program
 from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
-from rcmdp_jax.study.report import margin_of, write_env_report
+from rcmdp_jax.study.report import write_env_report
 from rcmdp_jax.study.run_folder import RunFolder, load_npz, readable
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name, ticking
@@ -28,27 +27,12 @@ from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_ca
 
 
 def dual_blow_up(result, cfg) -> np.ndarray:
-    """``(seeds,)`` bool: the multiplier's unclipped step ``eta_lam * C^`` beyond ``BLOW_UP`` on an
-    iteration that ran: divergence the clip at ``lam_clip`` hides in ``lam`` (``eta_lam=1e30``)."""
+    """``(seeds,)`` bool: the unclipped multiplier step ``eta_lam * C^`` beyond ``BLOW_UP`` (the clip hides it)."""
     c_hat = np.abs(np.asarray(result.metrics["c_hat"], np.float64))
     n, t = c_hat.shape[:2]
     step = c_hat.reshape(n, t, -1).max(-1) * abs(float(cfg.hparams.eta_lam))
     active = np.asarray(result.metrics["active"]).reshape(n, t) > 0 if "active" in result.metrics else True
     return np.asarray(cfg.constrained & ((step > BLOW_UP) & active).any(1))
-
-
-def margin_line(cfg, metrics: dict) -> str:
-    """The margin each constraint's dual read at the run's last iteration (the seeds' mean), where it
-    trains with one: the fixed ``cost_margin`` plus the data margin (``dual.margin_of``)."""
-    hp = cfg.hparams
-    if "margin" not in metrics or not cfg.constrained or (float(hp.margin_z) == 0 and float(hp.cost_margin) == 0):
-        return ""
-    last = margin_of(cfg, metrics)["derived"]
-    names = envs.spec(cfg.env).cost_names
-    each = ", ".join(f"{names[j] if j < len(names) else j} {v:.4g}" for j, v in enumerate(last))
-    how = f"{float(hp.margin_z):g} sigma_j / sqrt({float(hp.margin_n):g})"
-    how = how if float(hp.cost_margin) == 0 else f"{float(hp.cost_margin):g} + {how}"
-    return f"trained to C <= -margin, the margin at the last iteration ({how}; mean over seeds): {each}"
 
 
 @dataclasses.dataclass
@@ -64,8 +48,7 @@ class Study:
     def __init__(self, plan: Plan, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
                  worst_case: str | None = None, plots: bool = True, tensorboard: bool = False):  # fmt: skip
         self.plan, self.folder, self.resume, self.eval_only = plan, folder, resume, eval_only
-        self.mesh, self.worst_case, self.plots = mesh, worst_case, plots  # plots: the report's figures
-        self.tensorboard = tensorboard  # event files beside train_metrics.csv (TrainingLog, below)
+        self.mesh, self.worst_case, self.plots, self.tensorboard = mesh, worst_case, plots, tensorboard
         self.all_keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)
         self.block = process_block(plan.seeds)  # this process's seeds (all of them on one host)
         self.keys = np.asarray(self.all_keys[self.block])  # host data: the compile thread must not touch devices
@@ -77,19 +60,15 @@ class Study:
         # member lacks a checkpoint; the next family compiles in a background thread
         self.todo = [
             (e, tuple(g)) for e in plan.envs for g in self.groups[e]
-            if not eval_only and not all(self._has_ckpt(e, a) for a in g)
+            if not eval_only and not all(self.folder.trained(e, a) for a in g)
         ]  # fmt: skip
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.pending: dict = {}
-
-    def _has_ckpt(self, env: str, algo: str) -> bool:
-        return checkpoint.exists(self.folder.ckpt_dir(env, algo))
 
     def _label(self, env: str, algos) -> str:
         numbers = "+".join(str(self.plan.algos.index(a) + 1) for a in algos)
         return f"[{env} {numbers}/{len(self.plan.algos)}] {', '.join(algos)}:"
 
-    # ------------------------------------------------------------------ steps
     def prepare(self, i: int) -> None:
         """Compile family ``i`` of ``todo`` in the background thread."""
         if i < len(self.todo) and self.todo[i] not in self.pending:
@@ -122,8 +101,6 @@ class Study:
             ckpt = self.folder.ckpt_dir(env, algo)
             if self.writer:
                 metrics = jax.tree.map(np.asarray, result.metrics)
-                if line := margin_line(self.cfgs[env][algo], metrics):
-                    print(f"{label} {algo}: {line}", flush=True)
                 self.folder.save_training(env, algo, metrics, timing)
                 log.finish(algo, metrics)
                 if ckpt.exists():  # incomplete (no metadata): keep it aside
@@ -133,10 +110,9 @@ class Study:
         return trained
 
     def restore(self, env: str, algo: str):
-        """A finished algorithm's trained state from its checkpoint, or None (already
-        tested before, no checkpoint, or a damaged one: each said and recorded)."""
+        """A finished algorithm's trained state, or None (tested before, no or a damaged checkpoint)."""
         label, ckpt = self._label(env, [algo]), self.folder.ckpt_dir(env, algo)
-        if not checkpoint.exists(ckpt):
+        if not self.folder.trained(env, algo):
             print(f"{label} no checkpoint in {self.folder.algo_dir(env, algo)}; skipped", flush=True)
             self.outcome.missing.append(f"{env}/{algo}")
             return None
@@ -148,9 +124,8 @@ class Study:
         abstract = cached(("layout", cfg, env_identity(env), self.all_keys.shape),
                           lambda: checkpoint.abstract_result(make_train(cfg), self.all_keys))  # fmt: skip
         try:
-            result = checkpoint.restore(ckpt, abstract)
-        except Exception as err:  # a truncated or foreign checkpoint
-            why = err if isinstance(err, checkpoint.Damaged) else type(err).__name__
+            result = self.folder.restore(env, algo, abstract)
+        except checkpoint.Damaged as why:
             print(f"{label} damaged checkpoint ({why}); moved to {checkpoint.set_aside(ckpt)}; "
                   f"run again with --resume to retrain {algo}", flush=True)  # fmt: skip
             self.outcome.damaged.append(f"{env}/{algo}")
@@ -175,8 +150,7 @@ class Study:
         return cached(("sweep", *policy_key(env, cfg), self.plan.n_test, self.mesh), build)
 
     def test(self, env: str, algo: str, result):
-        """The robustness test (one vmapped call per algorithm): ``(V, C, diverged seeds,
-        levels, the test kernels' xi)``, or None when every seed diverged."""
+        """The robustness test: ``(V, C, diverged seeds, levels, test kernels' xi)``; None if all diverged."""
         label, plan = self._label(env, [algo]), self.plan
         sweep_fn, sweep = self._sweep(env, self.cfgs[env][algo])  # a config's of its policy shape
         gamma = self.cfgs[env][algo].hparams.gamma  # an argument of the sweep
@@ -197,20 +171,18 @@ class Study:
             self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed, **epcost)
         if bad.any():
             self.outcome.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
-        if bad.all():
-            print(f"{label} DIVERGED: every seed has non-finite numbers; no result", flush=True)
-            return None
-        if bad.any():
-            print(f"{label} WARNING: seed(s) {np.flatnonzero(bad).tolist()} diverged (non-finite "
-                  f"numbers); left out of the statistics", flush=True)  # fmt: skip
+            print(f"{label} DIVERGED: every seed has non-finite numbers; no result" if bad.all() else f"{label} "
+                  f"WARNING: seed(s) {np.flatnonzero(bad).tolist()} diverged (non-finite numbers); left out of the "
+                  "statistics", flush=True)  # fmt: skip
+            if bad.all():
+                return None
         at_bound = f", {100 * bound.mean():.1f}% of episodes at the state bound" if bound.any() else ""
         print(f"{label} sweep {V.shape} in {fmt(time.perf_counter() - t0)}: "
               f"mean test return {V[~bad].mean():.2f}{at_bound}", flush=True)  # fmt: skip
         return V, C, bad, sweep.levels, test_xi
 
     def search(self, env: str, algo: str, result, made, V, C, bad, levels, test_xi) -> None:
-        """``--worst-case``: each seed's worst kernel by projected gradient steps, from the
-        centre and the corners the grid found worst (level 1)."""
+        """``--worst-case``: each seed's worst kernel, searched from the centre and the grid's worst corners."""
         cfg, label = self.cfgs[env][algo], self._label(env, [algo])
         key = ("search", *policy_key(env, cfg), self.worst_case)
         stored = policy_program("search", env, policy_key(env, cfg), objectives=self.worst_case)
@@ -234,8 +206,7 @@ class Study:
               f"{int(beyond.sum())}/{beyond.size} seeds)", flush=True)  # fmt: skip
 
     def csv_of_older_run(self, env: str, algo: str) -> None:
-        """A run folder of a version that wrote no ``train_metrics.csv`` gets it from its
-        ``train_metrics.npz`` (``--resume``, ``--eval-only``); event files are written in training only."""
+        """An older run folder without ``train_metrics.csv`` gets it from ``train_metrics.npz``."""
         d = self.folder.algo_dir(env, algo)
         if self.writer and not (d / CSV_NAME).exists() and readable(d / "train_metrics.npz"):
             TrainingLog(self.folder, env, [algo], False, algos=[]).finish(algo, load_npz(d / "train_metrics.npz"))
@@ -246,7 +217,7 @@ class Study:
         if self.writer:
             self.folder.env_dir(env).mkdir(parents=True, exist_ok=True)
         for group in self.groups[env]:
-            missing = [a for a in group if not self._has_ckpt(env, a)]
+            missing = [a for a in group if not self.folder.trained(env, a)]
             trained = self.train(env, group, missing) if missing and not self.eval_only else {}
             for algo in group:
                 result = trained[algo] if algo in trained else self.restore(env, algo)
@@ -266,15 +237,10 @@ class Study:
                                 plots=self.plots, env=robust_env, configs=self.cfgs[env])  # fmt: skip
 
     def run(self) -> int:
-        # every finished checkpoint must hold arrays of the shapes its run.json config trains
         self.folder.check_checkpoints(self.plan, self.all_keys, self.groups)
         self.prepare(0)
         t_start = time.perf_counter()
-        tables = {}
-        for env in self.plan.envs:
-            md = self.environment(env)
-            if md is not None:
-                tables[env] = md
+        tables = {env: md for env in self.plan.envs if (md := self.environment(env)) is not None}
         self.pool.shutdown(wait=True, cancel_futures=True)
         print(f"\nfinished in {fmt(time.perf_counter() - t_start)}; results in {self.folder.root}\n")
         for env, md in tables.items():
@@ -282,8 +248,7 @@ class Study:
         return self.exit_status()
 
     def exit_status(self) -> int:
-        """0; 5 when a checkpoint was missing or damaged; 4 when an algorithm has no seed
-        left; 3 when some seeds diverged (left out of the statistics)."""
+        """0; 5: a checkpoint missing or damaged; 4: an algorithm with no seed left; 3: some seeds diverged."""
         o = self.outcome
         if o.damaged or o.missing:
             why = (f"damaged checkpoint(s) of {', '.join(o.damaged)} set aside; --resume retrains them" if o.damaged

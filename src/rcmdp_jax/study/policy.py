@@ -1,7 +1,6 @@
-"""A trained policy read back from a run folder (``load_policy(RUN, algorithm, seed)``, restored
-as ``--eval-only`` restores it): a jit-able ``act(obs, key=None)`` and ``evaluate(kernel=...)``,
-the deterministic policy's return and constraint values on one kernel named by its fields, mean
-± standard error over the episodes (``rcmdp eval`` from the command line)."""
+"""A trained policy read back from a run folder (``load_policy(RUN, algorithm, seed)``): a jit-able
+``act(obs, key=None)`` and ``evaluate(kernel=...)``, the deterministic policy's values on one kernel,
+mean ± standard error over the episodes (``rcmdp eval`` from the command line)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
+from rcmdp_jax import box, checkpoint, envs, make_train
+from rcmdp_jax.kernel_text import describe, kernel_names, parse
+from rcmdp_jax.networks import build_networks
+from rcmdp_jax.plugin import check_seed
+from rcmdp_jax.rollout import check_key
+from rcmdp_jax.sizes import machine_bytes, sweep_bytes
+from rcmdp_jax.stats import mean_se
+from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, n_test
 from rcmdp_jax.study.run_plan import RunFolderError
 
 # what the sweep's per-episode outputs ``[L, D, E]`` are called in an evaluation (a key the
@@ -23,12 +29,9 @@ EPISODE_METRICS = {"V": "return", "bound": "at_state_bound"}
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
-    """``evaluate``'s answer. ``metrics``: ``{name: (mean, standard error)}`` over the episodes
-    (``return``: the discounted return; ``at_state_bound``: the share of episodes whose kernel
-    reached the state bound); ``constraints``: ``{cost name: {metric: (mean, se)}}`` (``C``, the
-    discounted constraint value, kept when <= 0, and every other per-constraint value of the
-    robustness test); ``episodes``: the per-episode arrays; ``in_box``: whether ``xi`` lies in
-    the training box."""
+    """``evaluate``'s answer: ``metrics`` ``{name: (mean, standard error)}`` over the episodes,
+    ``constraints`` ``{cost name: {metric: (mean, se)}}`` (``C`` is kept when <= 0), ``episodes`` the
+    per-episode arrays, ``in_box`` whether ``xi`` lies in the training box."""
 
     env: str
     algorithm: str
@@ -83,11 +86,7 @@ class LoadedPolicy:
     test_key: Any  # the robustness test's key of this seed
 
     def act(self, obs, key=None):
-        """The action at ``obs`` (one observation; ``jax.vmap`` for a batch): the
-        distribution's mode (deterministic) when ``key`` is None, else drawn with ``key``.
-        Jit-able (``jax.jit(policy.act)``)."""
-        from rcmdp_jax.rollout import check_key
-
+        """The action at one observation: the mode when ``key`` is None, else drawn with ``key``; jit-able."""
         obs = self.observation(obs)
         if key is not None:
             check_key(key, "key")
@@ -95,8 +94,7 @@ class LoadedPolicy:
         return dist.mode() if key is None else dist.sample(seed=key)
 
     def observation(self, obs):
-        """``obs`` as one observation of this environment (an array of shape ``(obs_dim,)``, or
-        a list of numbers), else ``TypeError`` (not numbers) / ``ValueError`` (another shape)."""
+        """``obs`` as one observation ``(obs_dim,)``; ``TypeError`` (not numbers) / ``ValueError`` (shape)."""
         want = (int(self.env.obs_dim),)
         try:  # a tracer is a jax.Array: checked by its dtype and shape
             if isinstance(obs, (str, bytes)) or obs is None:
@@ -131,26 +129,16 @@ class LoadedPolicy:
     @property
     def field_names(self) -> tuple[str, ...]:
         """The kernel's entries as the run's report names them (``kernel_text.kernel_names``)."""
-        from rcmdp_jax.kernel_text import kernel_names
-
         return kernel_names(self.env_name, np.shape(self.env_params.xi_c))
 
     def kernel(self, text: str | None = None) -> np.ndarray:
         """The kernel ``xi`` named by ``text`` (``kernel_text.parse``: ``"g=+20%,m=11.0"``)."""
-        from rcmdp_jax.kernel_text import parse
-
         return parse(text, np.asarray(self.env_params.xi_c), self.field_names)
 
     def evaluate(self, kernel: str | None = None, n_episodes: int | None = None, seed: int | None = None) -> Evaluation:
-        """The deterministic policy on ``kernel`` (``None``: the nominal one), ``n_episodes``
-        fresh episodes (default the run's ``n_test``) from key ``PRNGKey(seed)``, or with
-        ``seed=None`` from the robustness test's key of this seed (then, with the run's
-        ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
-        from rcmdp_jax import box
-        from rcmdp_jax.kernel_text import describe
-        from rcmdp_jax.plugin import check_seed
-        from rcmdp_jax.sizes import machine_bytes, sweep_bytes
-        from rcmdp_jax.stats import mean_se
+        """The deterministic policy on ``kernel`` (None: the nominal one), ``n_episodes`` (default the
+        run's ``n_test``) from ``PRNGKey(seed)``; ``seed=None``: the robustness test's key of this seed
+        (with ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
         from rcmdp_jax.study.report import cost_names
 
         xi = self.kernel(kernel)
@@ -188,13 +176,8 @@ def _choice(what: str, value, allowed) -> None:
 
 
 def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> LoadedPolicy:
-    """Seed ``seed`` (0 .. seeds-1) of ``algorithm`` trained in the run folder ``run``
-    (``rcmdp`` / ``experiments/run.py``'s ``--out``); ``env`` is needed only when the run
-    holds several environments. ``ValueError`` in one line (``RunFolderError`` for the
-    folder) naming what is wrong and what is allowed, before anything compiles."""
-    from rcmdp_jax import checkpoint, envs, make_train
-    from rcmdp_jax.networks import build_networks
-
+    """Seed ``seed`` of ``algorithm`` trained in the run folder ``run`` (``env``: needed when it holds
+    several); ``ValueError`` (``RunFolderError`` for the folder) before anything compiles."""
     if not isinstance(run, (str, os.PathLike)) or not str(run).strip():
         raise TypeError(f"run must be a run folder (a path: str or pathlib.Path), got {run!r}")
     folder = RunFolder(run)
@@ -209,26 +192,23 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
                          f"0 .. {plan.seeds - 1}")  # fmt: skip
     if not 0 <= seed < plan.seeds:
         raise ValueError(f"seed={seed!r}: the run trained seeds 0 .. {plan.seeds - 1}")
-    ckpt = folder.ckpt_dir(env, algorithm)
-    if not checkpoint.exists(ckpt) and (pid := holder(folder.root)) is not None:
+    if not folder.trained(env, algorithm) and (pid := holder(folder.root)) is not None:
         raise RunFolderError(f"load_policy: {env}/{algorithm} is not trained yet: {in_use(folder.root, pid)}")
-    if not checkpoint.exists(ckpt):
+    if not folder.trained(env, algorithm):
         raise RunFolderError(f"load_policy: no finished checkpoint of {env}/{algorithm} in {folder.root} (training "
                              f"did not finish: rcmdp --resume --out {folder.root})")  # fmt: skip
     cfg = plan.configs[env][algorithm]
     all_keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)
     folder.check_checkpoints(plan, all_keys, {env: [[algorithm]]}, "load_policy: ")
     try:
-        result = checkpoint.restore(ckpt, checkpoint.abstract_result(make_train(cfg), all_keys))
-    except Exception as err:
-        first = (str(err).strip().splitlines() or [""])[0][:200]
-        why = f"{type(err).__name__}: {first}" if first else type(err).__name__
-        why = err if isinstance(err, checkpoint.Damaged) else why
+        result = folder.restore(env, algorithm, checkpoint.abstract_result(make_train(cfg), all_keys))
+    except checkpoint.Damaged as why:
+        ckpt = folder.ckpt_dir(env, algorithm)
         raise RunFolderError(f"load_policy: the checkpoint {ckpt} cannot be read ({why}); it is damaged: rcmdp --resume "
                              f"--out {folder.root} sets it aside and trains it again") from None  # fmt: skip
     params = jax.tree.map(lambda x: jnp.asarray(x[seed]), result.state.params["actor"])
     robust_env, env_params = envs.make(env)
     actor, _ = build_networks(cfg, robust_env)
-    n_test = plan.n_test or envs.spec(env).n_test
     test_key = jax.random.split(jax.random.PRNGKey(plan.seed + 1), plan.seeds)[seed]  # as Study.test draws them
-    return LoadedPolicy(folder, env, algorithm, int(seed), cfg, params, robust_env, env_params, actor, n_test, test_key)
+    n = n_test(plan, env)
+    return LoadedPolicy(folder, env, algorithm, int(seed), cfg, params, robust_env, env_params, actor, n, test_key)

@@ -1,9 +1,5 @@
-"""The run folder, written by the runner and read by the report: ``run.json`` (the plan) and,
-per environment and algorithm, ``train_metrics.npz``, ``timing.json``, ``checkpoint/``,
-``test_results.npz`` (with the test kernels' ``xi``, so a report needs no environment),
-``diverged.json`` and ``worst_case.npz``. Its lock, ``.lock``, is held with ``fcntl.flock``
-(freed by the kernel when its process dies) and holds the PID that a refused run or report
-names (``take``, ``holder``); never taken through a link (the PID would overwrite its target)."""
+"""The run folder, written by the runner and read by the report: ``run.json`` (the plan), per
+environment and algorithm its results and ``checkpoint/``, and its lock ``.lock`` (``take``)."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_p
 
 
 def kept_seeds(test: dict) -> np.ndarray:
-    """The seeds of a ``test_results.npz`` that count: not diverged in training (a file
-    without the ``diverged`` flag: every seed) and with finite test episodes."""
+    """The seeds of a ``test_results.npz`` that count: not diverged in training, with finite test episodes."""
     keep = ~test["diverged"] if "diverged" in test else np.ones(test["V"].shape[0], bool)
     return keep & ~nonfinite_episodes(test["V"], test["C"])
 
@@ -53,9 +48,13 @@ def readable(path: Path) -> bool:
     return _npz_or_none(path) is not None
 
 
+def n_test(plan: Plan, env: str) -> int:
+    """The test episodes per kernel of ``env`` in ``plan`` (``--n-test``, else the spec's)."""
+    return plan.n_test or envs.spec(env).n_test
+
+
 def write_atomic(path: Path, write) -> None:
-    """``write(file)`` into a temporary name beside ``path``, then rename it to ``path``: a
-    failed write (a full disk) leaves the old file, or none, never a half-written one."""
+    """``write(file)`` into a temporary file renamed to ``path``: a failed write leaves no half-written file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -92,9 +91,8 @@ def _saved_problems(d: Path, plan: Plan, env: str):
         yield False, f"run.json says seed {plan.seed} but {{where}} was trained with seed {seed}"
     if test is None:
         return
-    n_test = plan.n_test or envs.spec(env).n_test
-    if "V" in test and test["V"].ndim == 4 and test["V"].shape[3] != n_test:
-        yield False, (f"run.json says {n_test} test episode(s) per kernel (n_test) but {{where}} was tested with "
+    if "V" in test and test["V"].ndim == 4 and test["V"].shape[3] != (n := n_test(plan, env)):
+        yield False, (f"run.json says {n} test episode(s) per kernel (n_test) but {{where}} was tested with "
                       f"{test['V'].shape[3]}")  # fmt: skip
     # the arrays of one run: V [seeds, levels, kernels, episodes], C the same and a constraint axis, the flags per seed
     V, C, file = test.get("V"), test.get("C"), "{where}/test_results.npz"
@@ -125,15 +123,31 @@ class RunFolder:
     def ckpt_dir(self, env: str, algo: str) -> Path:
         return self.algo_dir(env, algo) / "checkpoint"
 
+    def trained(self, env: str, algo: str) -> bool:
+        """Whether ``algo`` has a finished checkpoint."""
+        from rcmdp_jax import checkpoint
+
+        return checkpoint.exists(self.ckpt_dir(env, algo))
+
+    def restore(self, env: str, algo: str, abstract):
+        """``algo``'s checkpoint read into ``abstract``'s arrays, or ``checkpoint.Damaged`` saying why not."""
+        from rcmdp_jax import checkpoint
+
+        try:
+            return checkpoint.restore(self.ckpt_dir(env, algo), abstract)
+        except checkpoint.Damaged:
+            raise
+        except Exception as err:  # a truncated or foreign checkpoint
+            first = (str(err).strip().splitlines() or [""])[0][:200]
+            raise checkpoint.Damaged(f"{type(err).__name__}: {first}" if first else type(err).__name__) from None
+
     def tested(self, env: str, algo: str, searched: bool = False) -> bool:
-        """Whether ``algo``'s test results and training metrics are there and readable (and,
-        with ``searched``, its worst-case search: ``--worst-case``)."""
+        """Whether ``algo``'s test results and training metrics (``searched``: its search) are readable."""
         names = ("test_results.npz", "train_metrics.npz") + (("worst_case.npz",) if searched else ())
         return all(readable(self.algo_dir(env, algo) / n) for n in names)
 
     def read_plan(self, flag: str) -> Plan:
-        """``run.json``, its plug-ins and user environments loaded again (``user_code``), or a
-        one-line ``RunFolderError`` naming what is wrong (``flag``: the option that asked)."""
+        """``run.json`` with its plug-ins and user environments loaded again, or a ``RunFolderError``."""
         path = self.root / "run.json"
         try:
             plan = json.loads(path.read_text())
@@ -153,11 +167,8 @@ class RunFolder:
         return Plan.from_dict(plan)
 
     def open(self, flag: str, results: bool = True) -> Plan:
-        """The one check of a run folder before a command uses it (``--resume``, ``--eval-only``,
-        the report, ``rcmdp eval``, ``load_policy``): ``read_plan``, then every saved file
-        against it (seed count, base seed, test episodes per kernel and, with ``results``, the
-        results' shapes), so that an edited run.json never fails after a restore or overwrites
-        results. Its plan, or a one-line ``RunFolderError``."""
+        """The one check of a run folder before a command uses it: ``read_plan``, then every saved file
+        against it (``results``: the results' shapes too). Its plan, or a one-line ``RunFolderError``."""
         plan = self.read_plan(flag)
         for env in plan.envs:
             for algo in plan.algos:
@@ -171,16 +182,14 @@ class RunFolder:
         return plan
 
     def check_checkpoints(self, plan: Plan, keys, groups: dict | None = None, flag: str = "") -> None:
-        """Every finished checkpoint of ``groups`` (``{env: [[algo, ...], ...]}``, algorithms
-        whose configs train arrays of one shape; default each of the plan's alone) must hold the
-        shapes its run.json config trains with ``keys`` (one per seed): an edited run.json is
-        refused (``RunFolderError``) before anything is restored, never taken for damage."""
+        """``RunFolderError`` unless every finished checkpoint of ``groups`` (``{env: [[algo, ...]]}``,
+        families of one array layout; default: each algorithm alone) holds what its config trains."""
         from rcmdp_jax import checkpoint, make_train
 
         groups = groups or {env: [[a] for a in plan.algos] for env in plan.envs}
         for env, env_groups in groups.items():
             for group in env_groups:
-                if done := [a for a in group if checkpoint.exists(self.ckpt_dir(env, a))]:
+                if done := [a for a in group if self.trained(env, a)]:
                     abstract = checkpoint.abstract_result(make_train(plan.configs[env][done[0]]), keys)
                     if bad := [a for a in done if checkpoint.matches(self.ckpt_dir(env, a), abstract) is False]:
                         raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{bad[0]} does "
@@ -197,7 +206,6 @@ class RunFolder:
         return True
 
     def lock(self):
-        """Take the folder's lock; the function that releases it (``take``)."""
         return take(self.root)
 
     def create(self, plan: Plan) -> None:
@@ -222,8 +230,7 @@ class RunFolder:
             write_text(d / "timing.json", json.dumps(timing))
 
     def save_test(self, env: str, algo: str, V, C, bound, diverged, levels, test_xi, seed: int, **kept) -> None:
-        """``test_results.npz``; ``kept``: the episode costs ``EpCost`` (as ``C``), and what ``C``
-        is, each constraint's discount ``gamma_c`` and the episode length ``horizon``."""
+        """``test_results.npz``; ``kept``: the episode costs ``EpCost``, ``gamma_c`` and ``horizon``."""
         d = self.algo_dir(env, algo)
         arrays = dict(V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi, seed=np.int64(seed))
         save_npz(d / "test_results.npz", **arrays, **kept)
@@ -234,10 +241,8 @@ class RunFolder:
         save_npz(self.algo_dir(env, algo) / "worst_case.npz", **flat)
 
     def load_results(self, env: str, algos, bounds=None, seeds=None, costs=None):
-        """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``;
-        fills ``bounds`` (if given) with each algorithm's per-episode state-bound flags,
-        ``seeds`` with ``(seeds used, seeds trained)`` and ``costs`` with ``{"EpCost": the kept
-        seeds' episode costs, "gamma_c", "horizon"}`` (a file written before them: absent)."""
+        """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``; fills the
+        dicts given: ``bounds`` (state-bound flags), ``seeds`` (used, trained), ``costs`` (EpCost, ...)."""
         results, metrics, levels, first = {}, {}, None, None
         for algo in algos:
             d = self.algo_dir(env, algo)
@@ -272,7 +277,8 @@ class RunFolder:
         return nested, t["test_xi"]
 
 
-# --- the run folder's lock: ``.lock`` ---
+# --- the lock ``.lock``: ``fcntl.flock`` (freed when its process dies) on a file holding the holder's PID;
+# never taken through a link (the PID would overwrite its target)
 def in_use(root: Path, pid: str) -> str:
     return f"{root} is in use by another run or report (PID {pid}); wait for it to end"
 
@@ -287,8 +293,7 @@ def _pid(path: Path) -> str:
 
 
 def take(root: Path):
-    """Take ``root``'s lock; the function that releases it. ``RunFolderError`` if another
-    process holds it, or the folder or its ``.lock`` is not what it should be."""
+    """Take ``root``'s lock; the function that releases it, or ``RunFolderError``."""
     import fcntl  # POSIX: imported where used, so that the module imports anywhere
 
     path = root / ".lock"
@@ -305,12 +310,11 @@ def take(root: Path):
                                  "run is using the folder") from None  # fmt: skip
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:  # else released and removed meanwhile: lock anew
+                break
         except BlockingIOError:
             os.close(fd)
             raise RunFolderError(in_use(root, _pid(path))) from None
-        try:  # the file we locked may have been released and removed meanwhile: lock the one there
-            if os.fstat(fd).st_ino == os.stat(path).st_ino:
-                break
         except FileNotFoundError:
             pass
         os.close(fd)
@@ -325,21 +329,18 @@ def take(root: Path):
 
 
 def holder(root: Path) -> str | None:
-    """The PID of a process holding ``root``'s lock (``?`` if unknown), or None: for a
-    reader that may not take the lock itself (a folder this user may not write)."""
+    """The PID holding ``root``'s lock (``?`` if unknown), or None: for a reader that may not take it."""
     import fcntl
 
-    path = root / ".lock"
+    fd = None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None  # no lock file, a link, or one this user may not read
-    try:
+        fd = os.open(root / ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return _pid(path)
-    except OSError:
-        return None
+        return _pid(root / ".lock")
+    except OSError:  # no lock file, a link, or one this user may not read
+        pass
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
     return None

@@ -1,6 +1,5 @@
-"""The process's runtime for a command: several processes (``jax.distributed``), the device mesh,
-the CPU split into a device per core (``split_in_process``), the compilation caches, the faster
-CPU random numbers, Ctrl-C, and the lines said while a program compiles (``ticking``)."""
+"""The process's runtime for a command: several processes, the device mesh, the CPU split, the
+compilation caches, Ctrl-C, and the lines said while a program compiles (``ticking``)."""
 
 from __future__ import annotations
 
@@ -24,9 +23,7 @@ TICK_S = 15.0  # seconds between the lines that say a program is still compiling
 
 @contextlib.contextmanager
 def ticking(label: str, what: str, since: float | None = None, every: float = TICK_S):
-    """While the block runs (a compile, or waiting for one), a line every ``every`` seconds:
-    ``{label} {what}: 45.0s so far``, counted from ``since`` (a ``time.perf_counter()``; default
-    now). Nothing is printed for a block that ends sooner."""
+    """While the block runs, ``{label} {what}: 45.0s so far`` every ``every`` seconds counted from ``since``."""
     t0 = time.perf_counter() if since is None else since
     done = threading.Event()
 
@@ -44,8 +41,7 @@ def ticking(label: str, what: str, since: float | None = None, every: float = TI
 
 
 def program_name() -> str:
-    """How this command was called, as its messages name it: ``rcmdp`` (the console
-    command), ``python -m rcmdp_jax``, else ``run.py`` (``experiments/run.py``, a script)."""
+    """How this command was called, as its messages name it: ``rcmdp``, ``python -m rcmdp_jax`` or ``run.py``."""
     called = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
     if called.name == "__main__.py" and called.parent.name == "rcmdp_jax":
         return "python -m rcmdp_jax"
@@ -53,8 +49,7 @@ def program_name() -> str:
 
 
 def start_processes(args) -> bool:
-    """``--distributed``: join the other processes (before JAX's backends start); whether this
-    is the first process (the one that writes)."""
+    """``--distributed``: join the other processes; whether this is the first process (the one that writes)."""
     if not args.distributed and any(x is not None for x in (args.coordinator, args.num_processes, args.process_id)):
         raise PlanError("--coordinator, --num-processes and --process-id need --distributed")
     if not args.distributed:
@@ -96,8 +91,7 @@ def check_compile_cache(cache: str | None) -> None:
 
 
 def speed_up(cache: str | None) -> None:
-    """Faster CPU random bits (``cpu_prng``); the XLA cache (``cache``: a folder, ``off``, None: JAX's
-    setting, else ``~/.cache/rcmdp_jax/xla``) with the ``program_store`` in it."""
+    """Faster CPU random bits; the XLA cache (``cache``: a folder, ``off``, None) with the ``program_store`` in it."""
     from rcmdp_jax import cpu_prng, program_store
 
     cpu_prng.apply_default()
@@ -120,9 +114,8 @@ def resume_command(out: Path) -> str:
 
 @contextlib.contextmanager
 def ctrl_c_exits(out: Path, release=lambda: None, saved: str = "finished algorithms are saved", again: str = ""):
-    """Ctrl-C (and SIGTERM) prints one line (``saved``: what is kept; ``again``: the command that
-    continues, default ``--resume --out OUT``), calls ``release`` and exits at once: 130 (143).
-    A handler, not ``except KeyboardInterrupt``: a library that catches the exception cannot swallow it."""
+    """Ctrl-C (SIGTERM) prints one line (``saved``, ``again``: the command that continues), calls
+    ``release`` and exits at once: 130 (143). A handler: a library that catches the exception cannot swallow it."""
 
     def interrupted(signum=signal.SIGINT, *_):
         print(f"\ninterrupted: {saved}; continue with {again or f'--resume --out {out}'}", file=sys.stderr)
@@ -146,8 +139,8 @@ _SAID: list[bool] = []
 
 
 def split_in_process(devices: str, seeds: int) -> str:
-    """``cli.main`` called from a script: the CPU split into a device per core (``--devices auto``)
-    unless JAX started; else, once per process, the line that says how to get them all (or "")."""
+    """From a script: the CPU split into a device per core (``--devices auto``) unless JAX started; else,
+    once per process, the line that says how to get them all (or "")."""
     cores = sharding.available_cores()
     if devices != "auto" or cores < 2 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return ""

@@ -1,9 +1,6 @@
-"""The training log a person reads while a run trains, written after each training chunk: per
-environment and algorithm ``train_metrics.csv`` (a row per seed and iteration, every metric named
-by ``NAMES``, 9 significant digits: a float32 reads back exactly) and, with tensorboardX, event
-files (``tensorboard/seed_S/``, step ``policy_steps``, NaN left out). When an algorithm ends its
-CSV is written again whole from ``train_metrics.npz`` (the report's record). docs/cli.md,
-"Training metrics", lists the columns."""
+"""The training log written after each training chunk: per algorithm ``train_metrics.csv`` (a row
+per seed and iteration, 9 significant digits: a float32 reads back exactly) and, with tensorboardX,
+event files (``tensorboard/seed_S/``, NaN left out). docs/cli.md lists the columns."""
 
 from __future__ import annotations
 
@@ -32,7 +29,6 @@ NAMES = {
 }  # fmt: skip
 STEP_METRIC = "policy_steps"  # the event files' step
 CSV_NAME = "train_metrics.csv"
-TB_DIR = "tensorboard"
 INSTALL = "pip install 'rcmdp_jax[tensorboard]'"
 
 
@@ -43,8 +39,8 @@ def tensorboard_available() -> bool:
 
 
 def event_files(choice: str) -> tuple[bool, str]:
-    """``--tensorboard``: whether the run writes event files, and the note that says why not
-    (once, at the start) where ``auto`` finds no tensorboardX; ``PlanError`` for ``on`` there."""
+    """``--tensorboard``: whether the run writes event files, and the note that says why not (``auto``);
+    ``PlanError`` for ``on`` without a working tensorboardX."""
     if choice == "off":
         return False, ""
     why = "is not installed"
@@ -67,9 +63,8 @@ def flat(x: np.ndarray) -> np.ndarray:
 
 
 def columns(metrics: dict, field_names, cost_names=()) -> list[tuple[str, str, int | None]]:
-    """``(column, metric, entry)`` for each value of an iteration (``entry``: the index into a
-    metric's last axis, None for a number), named by ``NAMES`` with the constraints' ``cost_names``
-    and the kernel's ``field_names`` (a metric ``NAMES`` lacks keeps its own name, ``NAME/J``)."""
+    """``(column, metric, entry)`` for each value of an iteration (``entry``: the index into the
+    metric's last axis, or None), named by ``NAMES`` with ``cost_names`` and ``field_names``."""
     out = []
     for name, x in metrics.items():
         x = flat(np.asarray(x))
@@ -105,19 +100,16 @@ def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header:
 
 
 class TrainingLog:
-    """The CSV (and with ``tensorboard`` the event files) of the members ``algos`` (default all) of a
-    family ``group`` of ``env`` while they train (``chunk``), and their final CSV (``finish``)."""
+    """The log of the members ``algos`` (default all) of a family ``group`` while they train, and their final CSV."""
 
     def __init__(self, folder: RunFolder, env: str, group, tensorboard: bool, algos=None):
         self.folder, self.env, self.tensorboard = folder, env, tensorboard
         self.group, self.algos = list(group), list(group if algos is None else algos)
-        self.cols: dict = {}
-        self.writers: dict = {}
-        self.written: dict = {}  # {(algo, seed): iterations in the event files}
+        self.cols, self.writers, self.written = {}, {}, {}  # written: {(algo, seed): iterations in event files}
         for algo in self.algos:  # trained again from the start: the files of an earlier try go
             d = folder.algo_dir(env, algo)
             (d / CSV_NAME).unlink(missing_ok=True)
-            shutil.rmtree(d / TB_DIR, ignore_errors=True)
+            shutil.rmtree(d / "tensorboard", ignore_errors=True)
 
     def _cols(self, algo: str, metrics: dict):
         if algo not in self.cols:
@@ -132,8 +124,7 @@ class TrainingLog:
         return self.cols[algo]
 
     def chunk(self, member: int, metrics: dict, first_iteration: int, seeds=None) -> None:
-        """Iterations ``first_iteration ..`` of member ``member``'s seeds ``seeds`` (default
-        all): ``metrics`` leaves ``[seeds, iterations, ...]`` (host arrays)."""
+        """Iterations ``first_iteration ..`` of member ``member``'s ``seeds``: leaves ``[seeds, iterations, ...]``."""
         algo = self.group[member]
         if algo not in self.algos:
             return
@@ -156,7 +147,7 @@ class TrainingLog:
         steps = np.asarray(metrics[STEP_METRIC]).reshape(values.shape[:2]) if STEP_METRIC in metrics else None
         for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
             if (algo, s) not in self.writers:
-                logdir = self.folder.algo_dir(self.env, algo) / TB_DIR / f"seed_{s}"
+                logdir = self.folder.algo_dir(self.env, algo) / "tensorboard" / f"seed_{s}"
                 self.writers[algo, s] = SummaryWriter(str(logdir), flush_secs=3600)
             w = self.writers[algo, s]._get_file_writer()
             for t in np.flatnonzero(ran[s_i]).tolist():
@@ -169,9 +160,8 @@ class TrainingLog:
             self.written[algo, s] = first_iteration + values.shape[1]
 
     def finish(self, algo: str, metrics: dict) -> None:
-        """``algo`` trained: its CSV written whole from ``metrics`` (what ``train_metrics.npz``
-        holds), the event files completed (the iterations no chunk wrote: a run of several
-        processes writes them all here) and closed."""
+        """``algo`` trained: its CSV written whole from ``metrics`` (``train_metrics.npz``), the event
+        files completed (a run of several processes writes them all here) and closed."""
         text = csv_lines(metrics, self._cols(algo, metrics), header=True)
         write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, text)
         for s in range(next(iter(metrics.values())).shape[0]):

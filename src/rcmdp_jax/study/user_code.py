@@ -1,7 +1,6 @@
-"""The code a user brings on the command line, ``--env MODULE:NAME`` / ``FILE.py:NAME`` and
-``--plugins FILE.py|MODULE``: loaded, recorded in ``run.json`` (``env_sources``,
-``env_descriptions``, ``plugins`` with each source's SHA-256), and loaded again in a fresh
-process (``restore_envs``, ``restore_plugins``), which refuses code the run was not trained with."""
+"""The code a user brings, ``--env MODULE:NAME`` / ``FILE.py:NAME`` and ``--plugins FILE.py|MODULE``:
+loaded, recorded in ``run.json`` (with each plug-in's SHA-256), and loaded again in a fresh process
+(``restore_envs``, ``restore_plugins``), which refuses code the run was not trained with."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ def is_source(spec: str) -> bool:
 
 
 def folder_name(name: str) -> str:
-    """A run folder's name for an environment or algorithm name: letters, digits, ``-``,
-    ``_`` and ``.`` (``gymnax:Pendulum-v1@uncertain=g:0.2`` -> ``gymnax_Pendulum-v1_uncertain_g_0.2``)."""
+    """A run folder's name for an environment or algorithm: letters, digits, ``-``, ``_`` and ``.``."""
     return _SAFE.sub("_", name).strip("_") or "_"
 
 
@@ -51,8 +49,7 @@ def check_folder_names(names) -> None:
 
 
 def _record(target: str) -> dict:
-    """How to import ``target`` again: a file by its absolute path, a module with the folder
-    it is imported from (the command's)."""
+    """How to import ``target`` again: a file by its absolute path, a module with the command's folder."""
     if target.endswith(".py"):
         return {"file": str(Path(target).expanduser().resolve())}
     return {"module": target, "path": os.getcwd()}
@@ -99,8 +96,7 @@ def _attr(record: dict):
 
 
 def load_object(spec: str):
-    """What ``MODULE:NAME`` / ``FILE.py:NAME`` names (e.g. a controller for ``rcmdp
-    feasibility``); ``ValueError`` in one line if it cannot be imported."""
+    """What ``MODULE:NAME`` / ``FILE.py:NAME`` names; ``ValueError`` in one line if it cannot be imported."""
     if not is_source(spec):
         raise ValueError(f"{spec!r} is not PACKAGE.MODULE:NAME or FILE.py:NAME")
     target, _, attr = spec.rpartition(":")
@@ -108,10 +104,8 @@ def load_object(spec: str):
 
 
 def load_env(record: dict, name: str) -> str:
-    """Import the environment of ``record`` and register it as ``name``: a
-    ``RobustEnvironment`` (e.g. ``envs.robustify(...)``), an ``envs.DomainSpec``, a dict
-    ``{"env": ..., "learner": {...}, "n_test": N}`` or a function returning one; ``ValueError``
-    in one line if that fails."""
+    """Import the environment of ``record`` (a ``RobustEnvironment``, ``DomainSpec``, dict or a function
+    returning one) and register it as ``name``; ``ValueError`` in one line if that fails."""
     from rcmdp_jax.envs.base import RobustEnvironment
     from rcmdp_jax.envs.domain import DomainSpec, from_dict
 
@@ -146,9 +140,8 @@ def sources(names) -> dict:
 
 
 def restore_envs(plan: dict) -> None:
-    """Register the user environments a saved plan names (``env_sources``), once;
-    ``ValueError`` in one line for one this process cannot rebuild, or that is not the
-    environment the run was trained on (``check_described``)."""
+    """Register the user environments a saved plan names (``env_sources``), once; ``ValueError`` in one
+    line for one this process cannot rebuild, or that is not the one the run was trained on."""
     names, saved = plan.get("envs"), plan.get("env_sources") or {}
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return  # ``run_plan.plan_problem`` names it
@@ -173,22 +166,17 @@ def restore_envs(plan: dict) -> None:
 
 
 def description(name: str) -> dict:
-    """What ``run.json`` keeps of a user environment to tell it from another under ``name``:
-    its spec's numbers and cost names, and every leaf of its default parameters (the box, the
-    noise, the inner environment's), floats as numbers and NaN, inf as text (strict JSON).
-    Not its code: an edited step, cost or termination is not seen."""
+    """What ``run.json`` keeps of a user environment to tell it from another under ``name``: its spec's
+    numbers and every leaf of its default parameters (NaN, inf as text). Not its code."""
     spec = envs.spec(name)
     out = {k: getattr(spec, k) for k in ("gamma", "lambda_max", "episode_length", "min_episode_length", "n_test")}
     out["cost_names"] = list(spec.cost_names)
+    as_text = np.vectorize(lambda x: x if math.isfinite(x) else str(x), otypes=[object])  # strict JSON
     for path, leaf in jax.tree_util.tree_flatten_with_path(envs.make(name)[1])[0]:
         leaf = np.asarray(leaf)
-        if jax.numpy.issubdtype(leaf.dtype, np.integer) or leaf.dtype == np.bool_:
-            value = leaf.tolist()
-        elif jax.numpy.issubdtype(leaf.dtype, np.floating):  # bfloat16 too
-            value = np.vectorize(lambda x: x if math.isfinite(x) else str(x), otypes=[object])(leaf.astype(float))
-            value = value.tolist()
-        else:  # complex, ...: as text
-            value = str(leaf.tolist())
+        value = leaf.tolist() if leaf.dtype.kind in "biu" else str(leaf.tolist())  # complex, ...: as text
+        if jax.numpy.issubdtype(leaf.dtype, np.floating):  # bfloat16 too
+            value = as_text(leaf.astype(float)).tolist()
         out["params" + jax.tree_util.keystr(path)] = value
     return out
 
@@ -199,9 +187,8 @@ def descriptions(names) -> dict:
 
 
 def check_described(name: str, described, ignore=()) -> None:
-    """``ValueError`` in one line unless ``described`` (a plan's ``env_descriptions``) holds
-    ``name``'s ``description`` now, naming what differs (a box's fields by name); the keys in
-    ``ignore`` are not compared."""
+    """``ValueError`` in one line, naming what differs, unless ``described`` (a plan's ``env_descriptions``)
+    holds ``name``'s ``description`` now (the keys in ``ignore`` not compared)."""
     if not isinstance(described, dict) or not isinstance(described.get(name), dict):
         raise ValueError(f"env_descriptions has no description of {name!r}; it was edited: restore it")
     now, was = description(name), described[name]
@@ -234,9 +221,8 @@ def _registered() -> set[tuple[str, str]]:
 
 
 def load_plugin(record: dict) -> dict:
-    """Import the plug-ins of ``record`` (once a process) and return its full record (with
-    ``sha256`` and ``registers``); ``ValueError`` in one line when it cannot be imported or
-    registers nothing."""
+    """Import the plug-ins of ``record`` (once a process): its record with ``sha256`` and ``registers``;
+    ``ValueError`` in one line when it cannot be imported or registers nothing."""
     if (key := _where(record)) in _PLUGINS:
         return _PLUGINS[key]
     before = _registered()
@@ -252,8 +238,7 @@ def load_plugin(record: dict) -> dict:
 
 
 def load_plugin_specs(specs) -> list[dict]:
-    """``--plugins``' files and modules (given repeatedly and/or as comma lists, each once)
-    loaded, in order: their records."""
+    """``--plugins``' files and modules (repeated and/or comma lists) loaded once each, in order: their records."""
     names = []
     for value in specs or ():
         if not all(parts := [v.strip() for v in value.split(",")]):
@@ -271,9 +256,8 @@ def loaded_plugins() -> list[dict]:
 
 
 def restore_plugins(plan: dict) -> None:
-    """Import the plug-ins a saved plan names (``plugins``) before its algorithms are read;
-    ``ValueError`` in one line for one that cannot be imported, or whose source is not the one
-    the run was trained with."""
+    """Import the plug-ins a saved plan names; ``ValueError`` in one line for one that cannot be
+    imported, or whose source is not the one the run was trained with."""
     saved = plan.get("plugins") or []
     ok = lambda r: isinstance(r, dict) and isinstance(_where(r), str) and isinstance(r.get("sha256"), str)
     if not isinstance(saved, list) or not all(ok(r) for r in saved):
