@@ -10,10 +10,10 @@ first ``--chunks`` chunks of the runner's (``compiled.CHUNK_SLOTS``: 5 batches o
 * ``before``: one SPMD program over all lanes (jit with shardings), LTMA on every lane;
 * ``per-device``: each device runs its own lanes (``shard_map``);
 * ``after``: per-device, LTMA only on the robust members' lanes (``batching.only_where``),
-  and the lanes dealt out to the devices in turn (``compiled.Prepared.order``): the
+  and the lanes dealt out to the devices in turn (``chunked.Prepared.order``): the
   runner's program.
 
-The first two are ``compiled.Prepared`` without those steps (``BenchPrepared`` below).
+The first two are ``chunked.Prepared`` without those steps (``BenchPrepared`` below).
 
 Reported: compile seconds and training seconds of the timed chunks, scaled to the
 whole budget (iterations / timed iterations; MCPMD's first chunks are its dearest, as
@@ -38,7 +38,7 @@ VARIANTS = {"before": (False, False), "per-device": (True, False), "after": (Tru
 
 
 def variant_class():
-    """``compiled.Prepared`` with its per-device program and its lane selection optional
+    """``chunked.Prepared`` with its per-device program and its lane selection optional
     (imported late: the devices are split first)."""
     import jax
 

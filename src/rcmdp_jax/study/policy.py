@@ -113,7 +113,7 @@ class LoadedPolicy:
 
     def _episodes(self, n: int):
         """The jitted ``policy_sweep`` of one kernel (axes ``[1, 1]``), kept per policy shape
-        (``compiled.cached``)."""
+        (``chunked.cached``)."""
         from rcmdp_jax.chunked import cached, policy_key
         from rcmdp_jax.evaluate import policy_sweep
         from rcmdp_jax.rollout import Policy
