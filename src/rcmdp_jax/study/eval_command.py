@@ -1,8 +1,5 @@
-"""``rcmdp eval RUN --algo NAME --seed S --kernel 'FIELD=+20%,...'``: one trained policy of a
-run folder (``policy.load_policy``) on one kernel, its return and constraint values with
-standard errors over the episodes. Bad input is one line and exit 2, before anything
-compiles; nothing is written (``--json FILE`` writes the numbers, whole at the end); Ctrl-C
-(SIGTERM) at any moment is one line and exit 130 (143)."""
+"""``rcmdp eval RUN --algo NAME --seed S --kernel 'FIELD=+20%,...'``: one trained policy of a run
+folder on one kernel (``policy.load_policy``), its return and constraints over the episodes."""
 
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ OPTIONS = {"algorithm": "--algo", "seed must": "--episode-seed must", "seed": "-
 
 
 def as_options(message: str) -> str:
-    """A message of ``load_policy`` / ``evaluate`` in this command's terms (``--algo``)."""
+    """A message of ``load_policy`` / ``evaluate`` in this command's options."""
     for name, option in OPTIONS.items():
         if message.startswith(name):
             return option + message[len(name):]
@@ -47,7 +44,6 @@ def eval_args(argv):
 
 
 def run(argv: list) -> int:
-    """The command on its arguments (``console.evaluate``)."""
     with signals_exit(PROG, "nothing was evaluated or written"):
         try:
             args = eval_args(argv)
@@ -74,8 +70,7 @@ def run(argv: list) -> int:
 
 
 def check_json_path(path: str | None) -> None:
-    """``--json FILE``: a file that can be written (its folder exists and is writable; not a
-    folder), else ``ValueError`` in one line."""
+    """``--json FILE``: a file that can be written, else ``ValueError`` in one line."""
     if path is None:
         return
     if not path.strip():
