@@ -19,25 +19,19 @@ def as_options(message: str) -> str:
     """A message of ``load_policy`` / ``evaluate`` in this command's options."""
     for name, option in OPTIONS.items():
         if message.startswith(name):
-            return option + message[len(name):]
+            return option + message[len(name) :]
     return message
 
 
 def eval_args(argv):
-    p = Parser(prog=PROG, description="A trained policy of a run folder on one kernel named by its fields: the "
-               "deterministic policy's discounted return and constraint values, mean and standard error over "
-               "the episodes.")  # fmt: skip
+    p = Parser(prog=PROG, description="A trained policy of a run folder on one kernel (docs/cli.md).")
     p.add_argument("run", metavar="RUN_DIR", help="a run folder (rcmdp --out)")
     p.add_argument("--algo", required=True, help="the algorithm, as run.json names it (e.g. MDPO-Lag)")
     p.add_argument("--seed", type=int, required=True, help="which trained seed: 0 .. seeds-1")
-    p.add_argument("--kernel", default="nominal", metavar="FIELD=VALUE,...",
-                   help="the kernel: each named field at a change in percent from its nominal value (masspole=+50%%) "
-                        "or at an absolute value (m=11.0), the others nominal; the fields are the run's report's "
-                        "(cartpole: xi[0] .. xi[3]); default nominal")  # fmt: skip
+    p.add_argument("--kernel", default="nominal", metavar="FIELD=VALUE,...", help="fields changed (masspole=+50%%) "
+                   "or set (m=11.0), the others nominal")  # fmt: skip
     p.add_argument("--n-episodes", type=int, default=None, help="episodes (default the run's test episodes per kernel)")
-    p.add_argument("--episode-seed", type=int, default=None,
-                   help="draw the episodes from PRNGKey(N) (default: the robustness test's key of this seed, so "
-                        "a grid kernel gives test_results.npz's episodes)")  # fmt: skip
+    p.add_argument("--episode-seed", type=int, default=None, help="the episodes' PRNGKey (default the test's)")
     p.add_argument("--env", default=None, help="the environment, when the run holds several")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE (JSON)")
     return p.parse_args(argv)

@@ -22,8 +22,7 @@ def feasibility_args(argv):
     from rcmdp_jax.feasibility import LEARNERS
     from rcmdp_jax.study.cli import environment_options
 
-    p = Parser(prog=PROG, description="Whether each constraint can be kept on the whole uncertainty box: cost-"
-               "minimising policies trained robust to the box, the least C found on every test kernel.")
+    p = Parser(prog=PROG, description="Whether each constraint can be kept on the whole uncertainty box.")
     environment_options(p)
     add = p.add_argument
     add("--seeds", type=int, default=3, help="cost-minimising policies per constraint (default 3)")
@@ -33,8 +32,7 @@ def feasibility_args(argv):
     add("--n-test", type=int, help="episodes per test kernel (default the environment's)")
     add("--margin", type=float, default=0.0, help="keepable when the least C <= -MARGIN (default 0)")
     add("--no-search", action="store_true", help="the grid only (no gradient search of the box)")
-    add("--controller", metavar="FILE.py:NAME|MODULE:NAME", help="a function of the observation returning an "
-        "action: a second witness")
+    add("--controller", metavar="FILE.py:NAME|MODULE:NAME", help="a policy function: a second witness")
     add("--out", help="folder for feasibility.json/.png (default runs/feasibility-<time>)")
     add("--resume", action="store_true", help="continue the interrupted check in --out (same options)")
     return p.parse_args(argv)
@@ -115,7 +113,7 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
         assert isinstance(rows, list) and isinstance(before, dict)
     except (OSError, ValueError, KeyError, TypeError, AssertionError):
         raise ValueError(f"--resume: {path} is not readable as an interrupted check; remove it to start "
-                         "again") from None
+                         "again") from None  # fmt: skip
     if differ := sorted(k for k in {*before, *inputs} if before.get(k) != inputs.get(k)):
         named = {"env": "--env (or --uncertain, --costs, --noise)", "search": "--no-search"}
         options = dict.fromkeys(named.get(k, "--" + k.replace("_", "-")) for k in differ)

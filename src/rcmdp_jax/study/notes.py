@@ -37,7 +37,7 @@ def margin_notes(configs) -> list[str]:
     data = _grouped(((float(c.hparams.margin_z), float(c.hparams.margin_n)), c.name) for c in configs
                     if float(c.hparams.margin_z) and c.constrained)  # fmt: skip
     notes = [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{m:g} (cost_margin, a safety margin below the limit; "
-             "--set cost_margin=0 trains to the limit itself)" for m, names in fixed.items()]
+             "--set cost_margin=0 trains to the limit itself)" for m, names in fixed.items()]  # fmt: skip
     return notes + [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{z:g} sigma_j / sqrt({n:g}) on each constraint "
                     f"j, sigma_j the spread of C its own dual episodes show (the data margin, margin_z={z:g}, margin_n="
                     f"{n:g}: the test's episodes per kernel; --set margin_z=0 trains to the limit itself)"
@@ -50,7 +50,7 @@ def robust_notes(configs) -> list[str]:
     guarded = _grouped((c.env, c.name) for c in configs if c.adversary == "ltma" and envs.split_limit(c.env)
                        and c.option("ltma_dual_reading") == "guarded")  # fmt: skip
     notes = [f"rcmdp_jax: on {env}, {', '.join(names)} train(s) under the robust method {method!r} (-Robust's there; "
-             "ALGO+METHOD names another)" for (env, method), names in by.items()]
+             "ALGO+METHOD names another)" for (env, method), names in by.items()]  # fmt: skip
     return notes + [f"rcmdp_jax: on {env} (not the study's limit), {', '.join(names)} read C^ on LTMA's guarded kernel "
                     "(the study's reading, --set ltma_dual_reading=found, broke the constraint at the nominal kernel "
                     "in more seeds than plain -Lag there: docs/robustness_findings.md)"
