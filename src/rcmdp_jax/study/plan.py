@@ -55,14 +55,13 @@ def parse_sets(sets) -> dict:
     return out
 
 
-GYMNAX_ONLY = ("uncertain", "costs", "noise")  # the options of a gymnax or brax environment
 _ALSO = ("; or all, gymnax:ID or brax:NAME (any id, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your "
          "own environment)")  # fmt: skip
 
 
 def plan_envs(args) -> list[str]:
     """The environments of ``--env`` (with a gymnax or brax one's options; a user's loaded)."""
-    given = any(getattr(args, k) is not None for k in GYMNAX_ONLY)
+    given = any(x is not None for x in (args.uncertain, args.costs, args.noise))  # a gymnax or brax env's options
     outside, brax = args.env.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)), args.env.startswith(envs.BRAX_PREFIX)
     if given and not outside:
         raise PlanError("--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID; "
