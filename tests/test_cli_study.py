@@ -248,6 +248,7 @@ def test_ctrl_c_is_a_short_message_without_traceback(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "--resume" in err and "Traceback" not in err
+    assert err.strip().startswith("run.py: interrupted: finished algorithms are saved; continue with "), err
     assert time.perf_counter() - t0 < 5.0
     # the command it prints resumes as it stands: run.json holds the options (test_resume_options.py)
     assert f"continue with python {shlex.quote(str(RUN_PY))} --resume --out {shlex.quote(str(out))}\n" in err, err

@@ -16,7 +16,7 @@ ARGS = ["--algos", "MDPO-Lag,PPO", "--seeds", "2", "--steps", "3200"]
 def test_run_json_round_trips_to_the_same_plan():
     plan = build_plan(cli.parse_args(ARGS))
     text = plan.to_json()
-    back = Plan.from_json(text)
+    back = Plan.from_dict(json.loads(text))
     assert back == plan and back.to_json() == text and back.differences(plan) == []
     d = json.loads(text)
     assert list(d) == ["envs", "algos", "seeds", "seed", "vmap", "n_test", "worst_case", "devices", "configs",

@@ -1,9 +1,5 @@
-"""The command line of the main job (``experiments/run.py``): arguments, the checks that
-come before anything is compiled or written (exit 2), and the sequence plan -> run
-folder -> devices -> study. ``rcmdp_jax.study.cli.main(argv)`` is this function.
-
-    python experiments/run.py --seeds 10 --vmap
-"""
+"""The training command (``rcmdp``, ``experiments/run.py``): its options, the checks before
+anything compiles or is written (exit 2), then plan -> run folder -> devices -> study."""
 
 from __future__ import annotations
 
@@ -17,7 +13,7 @@ import jax
 
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.study import runtime
-from rcmdp_jax.study.commands import Parser, UsageError, refuse
+from rcmdp_jax.study.commands import Parser, UsageError, refuse, signals_exit
 from rcmdp_jax.study.notes import say_before_training
 from rcmdp_jax.study.plan import AUTO, build_plan, new_plan, resumed_plan, with_budgets
 from rcmdp_jax.study.run_folder import RunFolder, write_text
@@ -25,15 +21,10 @@ from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
 from rcmdp_jax.study.training_log import event_files
 
-# what the command line reports in one line with exit status 2
-REFUSED = (UsageError, PlanError, RunFolderError)
-
 
 def parse_args(argv):
-    """The command's options, ``--out`` and ``--eval-only`` as absolute paths and the folder
-    ``runs/`` is in (``cwd``) taken now: a user module that changes the working directory as it
-    loads (``--env FILE.py:NAME``) cannot move the run folder. ``given``: the options the command
-    line gives (``--resume`` takes the others from the run folder's run.json, ``resumed_plan``)."""
+    """The options, with ``--out``/``--eval-only`` absolute now (a user's module may change the
+    working directory) and ``given``: the options the command line names."""
     args, quiet = parser().parse_args(argv), parser()
     for action in quiet._actions:  # only what the command line gives is set
         action.default = argparse.SUPPRESS
@@ -45,66 +36,45 @@ def parse_args(argv):
 
 
 def environment_options(p: argparse.ArgumentParser) -> None:
-    """``--env`` with a gymnax or brax environment's ``--uncertain``, ``--costs`` and ``--noise``,
-    ``--plugins`` and ``--seed``: the training command's and ``rcmdp feasibility``'s (docs/cli.md)."""
-    p.add_argument("--env", default="cartpole", help="cartpole (default), inventory, inventory3d or 'all' (training "
-                   "only), NAME@FIELD=X (the constraint's limit X), gymnax:ID, brax:NAME, or your own environment, "
-                   "PACKAGE.MODULE:NAME or FILE.py:NAME (docs/custom_envs.md)")  # fmt: skip
-    p.add_argument("--uncertain", metavar="FIELD=WIDTH,...", help="gymnax:ID / brax:NAME: the uncertain fields and "
-                   "their box half-widths, relative (g=0.2: ±20%%) or absolute (g=abs:1.5); replaces the preset's box")
-    p.add_argument("--costs", metavar="NAME,...", help="gymnax:ID / brax:NAME: the preset's costs to keep, "
-                   "FIELD:LIMIT (|FIELD| <= LIMIT) or 'FIELD>LIMIT:BUDGET[:GAMMA_C]' (unsafe steps per episode); "
-                   "an id without costs runs the unconstrained algorithms only (docs/cli.md)")  # fmt: skip
-    p.add_argument("--noise", metavar="STD,...", help="gymnax:ID: the kernel's std on each float state entry (one, "
-                   "or one per entry; default the preset's, else 1e-3)")
+    """``--env`` and its options, ``--plugins`` and ``--seed``: training's and ``rcmdp feasibility``'s."""
+    p.add_argument("--env", default="cartpole", help="cartpole (default), inventory, inventory3d, 'all', NAME@FIELD=X, "
+                   "gymnax:ID, brax:NAME, PACKAGE.MODULE:NAME or FILE.py:NAME (docs/cli.md)")  # fmt: skip
+    p.add_argument("--uncertain", metavar="FIELD=WIDTH,...", help="gymnax/brax: the box (g=0.2, g=abs:1.5)")
+    p.add_argument("--costs", metavar="NAME,...", help="gymnax/brax: FIELD:LIMIT or FIELD>LIMIT:BUDGET[:GAMMA_C],...")
+    p.add_argument("--noise", metavar="STD,...", help="gymnax:ID: the kernel's std per float state entry")
     p.add_argument("--plugins", action="append", default=[], metavar="FILE.py|MODULE,...", help="files or modules "
-                   "that register your learners, rules, robust methods or environments (repeatable; recorded in "
-                   "run.json, loaded again by --resume, --eval-only and 'rcmdp report')")  # fmt: skip
+                   "that register learners, rules, methods or environments (repeatable)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="base random seed (default 0)")
 
 
 def parser() -> argparse.ArgumentParser:
-    """The options (what each does: docs/cli.md)."""
     p = Parser(prog=program_name(), description="Train robust-constrained RL algorithms and run the robustness test. "
-               "Also: 'rcmdp report RUN_DIR' (rewrite a run folder's tables and plots), 'rcmdp feasibility --env ...' "
-               "(whether each constraint can be kept on the box at all) and 'rcmdp eval RUN_DIR --algo NAME --seed S "
-               "--kernel FIELD=+20%' (a trained policy on one kernel); each has its --help.")  # fmt: skip
+               "Also 'rcmdp report', 'rcmdp feasibility' and 'rcmdp eval', each with its --help.")  # fmt: skip
     environment_options(p)
     add = p.add_argument
-    add("--algos", default="all", help="comma-separated algorithm names (docs/method.md §2) or 'all' (default); "
-        "NAME@FIELD=X sets a hyperparameter (lanes of one program), NAME:SCHEDULE-TICK an alpha schedule")
-    add("--schedules", action="store_true", help="the schedules study: the MDPO-Robust algorithms under every alpha "
-        "schedule (one compiled program); replaces --algos")
-    add("--budget", default="short", choices=(*BUDGETS, AUTO), help="the environment's number of policy steps "
-        "(default short); auto: the budget rule read while the plain -Lag learner trains, up to --steps "
-        "(docs/budgets.md)")  # fmt: skip
+    add("--algos", default="all", help="comma-separated names, NAME@FIELD=X, NAME:SCHEDULE-TICK, or 'all' (default)")
+    add("--schedules", action="store_true", help="MDPO-Robust under every alpha schedule; replaces --algos")
+    add("--budget", default="short", choices=(*BUDGETS, AUTO), help="policy steps (default short; docs/budgets.md)")
     add("--steps", type=int, help="policy steps per run (overrides --budget; with --budget auto, its cap)")
     add("--seeds", type=int, default=10, help="number of seeds (default 10)")
     add("--vmap", action="store_true", default=True, help="all seeds in one vmapped call (default)")
     add("--no-vmap", dest="vmap", action="store_false", help="a Python loop over seeds (for comparison)")
     add("--out", help="run folder (default runs/<timestamp>); never overwritten")
-    add("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override any Config/HParams "
-        "field or plug-in option, e.g. --set eta_xi=1e-6, --set adversary_candidates=8 (repeatable)")
-    add("--n-test", type=int, help="episodes per test kernel (default the preset's); outside the study also the "
-        "data margin's N (docs/method.md §2a.4)")
+    add("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="a Config/HParams field or "
+        "plug-in option, e.g. --set adversary_candidates=8 (repeatable)")  # fmt: skip
+    add("--n-test", type=int, help="episodes per test kernel (default the preset's)")
     add("--worst-case", nargs="?", const="all", choices=("all", "costs"), help="after the grid, search the box for "
-        "each seed's worst kernel: 'all' (default) the return's, R_pen's and each constraint's; 'costs' the "
-        "constraints' only")  # fmt: skip
+        "each seed's worst kernel (the constraints' only: costs)")  # fmt: skip
     add("--resume", action="store_true", help="continue the run in --out, skipping finished algorithms")
     add("--eval-only", metavar="RUN_DIR", help="re-run the sweep of RUN_DIR from its checkpoints")
-    add("--devices", default="auto", help="'auto' (default: one XLA device per CPU core, else all devices), 'all' or "
-        "N: shard the seeds across them")
-    add("--distributed", action="store_true", help="one of several processes (jax.distributed), each training its "
-        "share of the seeds; under SLURM or Open MPI the next three are found automatically")
+    add("--devices", default="auto", help="auto (default), all or N: the devices the seeds are sharded over")
+    add("--distributed", action="store_true", help="one of several processes (jax.distributed; docs/cli.md)")
     add("--coordinator", metavar="HOST:PORT", help="--distributed: process 0's address")
     add("--num-processes", type=int, help="--distributed: how many processes")
     add("--process-id", type=int, help="--distributed: this process's index, 0 .. N-1")
-    add("--compile-cache", metavar="DIR|off", help="persistent XLA compilation cache (default JAX's setting, else "
-        "~/.cache/rcmdp_jax/xla)")
-    add("--plots", default="on", choices=("on", "off"), help="on (default): the report's figures; off: tables only "
-        "(an earlier report's figures are deleted)")
-    add("--tensorboard", default="auto", choices=("auto", "on", "off"), help="TensorBoard event files beside "
-        "train_metrics.csv: auto (default) when tensorboardX is installed, on, off")
+    add("--compile-cache", metavar="DIR|off", help="persistent XLA compilation cache")
+    add("--plots", default="on", choices=("on", "off"), help="the report's figures (default on)")
+    add("--tensorboard", default="auto", choices=("auto", "on", "off"), help="TensorBoard event files (default auto)")
     return p
 
 
@@ -125,7 +95,7 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
         plan = folder.open("--eval-only", results=False)  # the results it re-creates
         if args.n_test is not None and args.n_test != plan.n_test:
             raise UsageError(f"--eval-only reruns the sweep of {folder.root} as it was run (--n-test "
-                             f"{plan.n_test or 'default'}); to test with another --n-test, train into a new --out")
+                             f"{plan.n_test or 'default'}); to test with another --n-test, train into a new --out")  # fmt: skip
         return plan, folder
     plan = plan or resumed_plan(args) or build_plan(args)
     folder = RunFolder(args.out if args.out else args.cwd / "runs" / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
@@ -137,18 +107,15 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
             raise UsageError(f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use "
                              "the same options")  # fmt: skip
         return saved, folder
-    if first and folder.exists("--out") and not folder.root.is_dir():
-        raise UsageError(f"--out {folder.root} is a file, not a folder; choose another --out")
     if first and folder.exists("--out"):
-        raise UsageError(
-            f"output folder {folder.root} already exists; use --resume to continue it or choose another --out"
-        )
+        raise UsageError(f"output folder {folder.root} already exists; use --resume to continue it or choose another "
+                         "--out" if folder.root.is_dir() else f"--out {folder.root} is a file, not a folder; choose "
+                         "another --out")  # fmt: skip
     return plan, folder
 
 
 def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
-    """``--resume --budget auto``: the budgets the run's own search found (``budget_auto.json``), if
-    it searched as this command would (the same cap); else ``UsageError``."""
+    """``--resume --budget auto``: the budgets its search found (``budget_auto.json``) at this cap."""
     path = folder.root / "budget_auto.json"
     try:
         record = json.loads(path.read_text())
@@ -168,8 +135,7 @@ def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
 
 
 def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
-    """``--budget auto``: the plan at the budgets the rule found (``auto_budget.search_envs``), its run
-    folder created with them and what decided them (``budget_auto.json``)."""
+    """``--budget auto``: the plan at the budgets the search finds, its folder made with ``budget_auto.json``."""
     from rcmdp_jax.auto_budget import search_envs
 
     keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)  # the run's own seeds (the Study's)
@@ -201,7 +167,7 @@ def main(argv=None) -> int:
         if not args.eval_only and not args.resume and first and not auto:
             folder.create(plan)
         release = folder.lock() if first and not auto else (lambda: None)
-    except REFUSED as err:
+    except (UsageError, PlanError, RunFolderError) as err:
         return refuse(program_name(), str(err))
     runtime.speed_up(args.compile_cache)
     if auto:
@@ -213,9 +179,11 @@ def main(argv=None) -> int:
         release = folder.lock()
     say_before_training(args, plan, folder, mesh, first, split_note)
     try:
-        with runtime.ctrl_c_exits(folder.root, release, again=runtime.resume_command(folder.root)):
+        with signals_exit(program_name(), f"finished algorithms are saved; continue with "
+                          f"{runtime.resume_command(folder.root)}") as state:  # fmt: skip
+            state.undo.append(release)
             study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",
-                          args.event_files)
+                          args.event_files)  # fmt: skip
             return study.run()
     except RunFolderError as err:  # a run.json that does not match its checkpoints
         return refuse(program_name(), str(err))

@@ -1,7 +1,5 @@
-"""What the console commands share (``console`` dispatches to them): options whose error is
-one line (``Parser``, ``UsageError``), the error line with exit status 2 (``refuse``), and
-Ctrl-C or SIGTERM said in one line with exit 130 or 143 (``signals_exit``; ``signals_held``
-around renames that must all happen)."""
+"""What the console commands share: a refusal in one line with exit 2, Ctrl-C or SIGTERM in
+one line with exit 130 or 143."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ def refuse(prog: str, message: str) -> int:
 
 
 class SignalState:
-    """What a signal handler of ``signals_exit`` says and undoes: ``said`` (what is kept),
-    ``undo`` (functions called before the exit, in order)."""
+    """What ``signals_exit``'s handler says (``said``) and calls before the exit (``undo``)."""
 
     def __init__(self, said: str):
         self.said, self.undo = said, []
@@ -40,11 +37,9 @@ class SignalState:
 
 @contextlib.contextmanager
 def signals_exit(prog: str, said: str):
-    """Ctrl-C (SIGINT) and SIGTERM while the block runs: one line (``prog: interrupted:
-    state.said``), ``state.undo`` run, exit 130 (143) at once (``os._exit``: no exception inside
-    a library's callback, no half-written file kept by a ``finally``); the block gets the
-    ``SignalState`` to change both as it goes. In a console command's own process (``ENTRY``)
-    a signal after the block, while the process ends, is ignored: the work is done."""
+    """Ctrl-C (SIGTERM) in the block: ``prog: interrupted: said``, ``undo`` run, exit 130 (143) at
+    once (``os._exit``: no exception inside a library's callback, nothing half-written kept by a
+    ``finally``). In a command's own process (``ENTRY``) a signal after the block is ignored."""
     import signal
     import threading
 

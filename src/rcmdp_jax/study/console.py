@@ -1,15 +1,6 @@
-"""The one entry point: every console command ``pip install`` makes (``[project.scripts]``)
-dispatches from here (``main``), each to its own module:
-
-    rcmdp [run.py's options]     train and test (``rcmdp --help``; ``cli.main``)
-    rcmdp report RUN_DIR         rewrite a run folder's tables and plots (``report_command``)
-    rcmdp feasibility --env ...  whether the constraints can be kept on the box at all (``feasibility_command``)
-    rcmdp eval RUN_DIR --algo A --seed S --kernel K   a trained policy on one kernel (``eval_command``)
-    rcmdp-report RUN_DIR         the same as ``rcmdp report``
-    python -m rcmdp_jax ...      the same as ``rcmdp``
-
-``experiments/run.py`` and ``experiments/report.py`` call these functions too. The commands'
-imports are inside them: ``rcmdp`` imports nothing before the CPU split."""
+"""The console commands' entry points (``[project.scripts]``, ``python -m rcmdp_jax``): ``main``
+dispatches ``rcmdp report|feasibility|eval`` to its module, else trains (``cli.main``). Imports
+are inside the commands: ``rcmdp`` imports nothing before the CPU split."""
 
 from __future__ import annotations
 
@@ -21,8 +12,7 @@ from rcmdp_jax.study.commands import ENTRY
 
 
 def split_cpu() -> None:
-    """One XLA device per CPU core, before anything starts JAX's backends (``--devices auto``
-    then shards the seeds over all cores); called too late, it says so in one line."""
+    """One XLA device per CPU core, before anything starts JAX; called too late, it says so."""
     from rcmdp_jax.study.runtime import split_in_process
 
     note = split_in_process("auto", 2)
@@ -39,8 +29,7 @@ def _terminate(signum, frame):
 
 
 def _started(command, argv, said: str) -> int:
-    """``command(argv)``; Ctrl-C (SIGTERM) while it starts (imports, checks, a user's module) is
-    one line (``said``) and exit 130 (143), as it is once it trains (``runtime.ctrl_c_exits``)."""
+    """``command(argv)``; Ctrl-C (SIGTERM) while it starts is one line (``said``), exit 130 (143)."""
     import signal
     import threading
 
@@ -57,7 +46,7 @@ def _started(command, argv, said: str) -> int:
 
 
 def train(argv=None) -> int:
-    """The main job (``rcmdp_jax.study.cli.main``) with the CPU split into devices first."""
+    """``cli.main`` with the CPU split first."""
 
     def command(argv):
         split_cpu()
@@ -69,7 +58,6 @@ def train(argv=None) -> int:
 
 
 def _run(module: str, argv) -> int:
-    """The command ``rcmdp_jax.study.MODULE.run`` on ``argv`` (the process's own when None)."""
     return importlib.import_module(f"rcmdp_jax.study.{module}").run(sys.argv[1:] if argv is None else list(argv))
 
 
@@ -88,7 +76,6 @@ def report(argv=None) -> int:
 
 
 def main(argv=None) -> int:
-    """``rcmdp report RUN_DIR``, ``rcmdp feasibility ...``, ``rcmdp eval ...`` or ``rcmdp [options]`` (training)."""
     if argv is None:
         ENTRY.append(True)
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -1,8 +1,5 @@
-"""``rcmdp eval RUN --algo NAME --seed S --kernel 'FIELD=+20%,...'``: one trained policy of a
-run folder (``policy.load_policy``) on one kernel, its return and constraint values with
-standard errors over the episodes. Bad input is one line and exit 2, before anything
-compiles; nothing is written (``--json FILE`` writes the numbers, whole at the end); Ctrl-C
-(SIGTERM) at any moment is one line and exit 130 (143)."""
+"""``rcmdp eval RUN --algo NAME --seed S --kernel 'FIELD=+20%,...'``: one trained policy of a run
+folder on one kernel (``policy.load_policy``), its return and constraints over the episodes."""
 
 from __future__ import annotations
 
@@ -19,35 +16,28 @@ OPTIONS = {"algorithm": "--algo", "seed must": "--episode-seed must", "seed": "-
 
 
 def as_options(message: str) -> str:
-    """A message of ``load_policy`` / ``evaluate`` in this command's terms (``--algo``)."""
+    """A message of ``load_policy`` / ``evaluate`` in this command's options."""
     for name, option in OPTIONS.items():
         if message.startswith(name):
-            return option + message[len(name):]
+            return option + message[len(name) :]
     return message
 
 
 def eval_args(argv):
-    p = Parser(prog=PROG, description="A trained policy of a run folder on one kernel named by its fields: the "
-               "deterministic policy's discounted return and constraint values, mean and standard error over "
-               "the episodes.")  # fmt: skip
+    p = Parser(prog=PROG, description="A trained policy of a run folder on one kernel (docs/cli.md).")
     p.add_argument("run", metavar="RUN_DIR", help="a run folder (rcmdp --out)")
     p.add_argument("--algo", required=True, help="the algorithm, as run.json names it (e.g. MDPO-Lag)")
     p.add_argument("--seed", type=int, required=True, help="which trained seed: 0 .. seeds-1")
-    p.add_argument("--kernel", default="nominal", metavar="FIELD=VALUE,...",
-                   help="the kernel: each named field at a change in percent from its nominal value (masspole=+50%%) "
-                        "or at an absolute value (m=11.0), the others nominal; the fields are the run's report's "
-                        "(cartpole: xi[0] .. xi[3]); default nominal")  # fmt: skip
+    p.add_argument("--kernel", default="nominal", metavar="FIELD=VALUE,...", help="fields changed (masspole=+50%%) "
+                   "or set (m=11.0), the others nominal")  # fmt: skip
     p.add_argument("--n-episodes", type=int, default=None, help="episodes (default the run's test episodes per kernel)")
-    p.add_argument("--episode-seed", type=int, default=None,
-                   help="draw the episodes from PRNGKey(N) (default: the robustness test's key of this seed, so "
-                        "a grid kernel gives test_results.npz's episodes)")  # fmt: skip
+    p.add_argument("--episode-seed", type=int, default=None, help="the episodes' PRNGKey (default the test's)")
     p.add_argument("--env", default=None, help="the environment, when the run holds several")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE (JSON)")
     return p.parse_args(argv)
 
 
 def run(argv: list) -> int:
-    """The command on its arguments (``console.evaluate``)."""
     with signals_exit(PROG, "nothing was evaluated or written"):
         try:
             args = eval_args(argv)
@@ -74,8 +64,7 @@ def run(argv: list) -> int:
 
 
 def check_json_path(path: str | None) -> None:
-    """``--json FILE``: a file that can be written (its folder exists and is writable; not a
-    folder), else ``ValueError`` in one line."""
+    """``--json FILE``: a file that can be written, else ``ValueError`` in one line."""
     if path is None:
         return
     if not path.strip():

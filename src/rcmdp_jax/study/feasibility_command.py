@@ -1,8 +1,5 @@
-"""``rcmdp feasibility``'s command (``console.feasibility`` runs it): its options, every input
-checked before its folder exists (``_prepare``), the folder made and locked (``_open``), each
-constraint's row kept in ``feasibility.partial.json`` with its digest as it is found, and
-``--resume`` from it (``_resumed``: an edited or damaged file refused). The check itself is
-the library's ``rcmdp_jax.feasibility``."""
+"""``rcmdp feasibility``: the library's ``rcmdp_jax.feasibility`` with its inputs checked first,
+each constraint's row kept in ``feasibility.partial.json`` (with a digest) for ``--resume``."""
 
 from __future__ import annotations
 
@@ -14,6 +11,8 @@ import time
 from pathlib import Path
 
 from rcmdp_jax.study.commands import Parser, refuse, signals_exit
+from rcmdp_jax.study.run_folder import take, write_text
+from rcmdp_jax.study.runtime import os_error
 
 PROG = "rcmdp feasibility"
 PARTIAL = "feasibility.partial.json"  # the rows found so far, and the inputs they were found with
@@ -23,8 +22,7 @@ def feasibility_args(argv):
     from rcmdp_jax.feasibility import LEARNERS
     from rcmdp_jax.study.cli import environment_options
 
-    p = Parser(prog=PROG, description="Whether each constraint can be kept on the whole uncertainty box: cost-"
-               "minimising policies trained robust to the box, the least C found on every test kernel.")
+    p = Parser(prog=PROG, description="Whether each constraint can be kept on the whole uncertainty box.")
     environment_options(p)
     add = p.add_argument
     add("--seeds", type=int, default=3, help="cost-minimising policies per constraint (default 3)")
@@ -34,21 +32,18 @@ def feasibility_args(argv):
     add("--n-test", type=int, help="episodes per test kernel (default the environment's)")
     add("--margin", type=float, default=0.0, help="keepable when the least C <= -MARGIN (default 0)")
     add("--no-search", action="store_true", help="the grid only (no gradient search of the box)")
-    add("--controller", metavar="FILE.py:NAME|MODULE:NAME", help="a function of the observation returning an "
-        "action: a second witness")
+    add("--controller", metavar="FILE.py:NAME|MODULE:NAME", help="a policy function: a second witness")
     add("--out", help="folder for feasibility.json/.png (default runs/feasibility-<time>)")
     add("--resume", action="store_true", help="continue the interrupted check in --out (same options)")
     return p.parse_args(argv)
 
 
 def _inputs(name: str, cfg, args) -> dict:
-    """What a ``--resume`` must match, by option: the environment, the settings, the controller."""
     return json.loads(json.dumps({**dataclasses.asdict(cfg), "env": name, "controller": args.controller}))
 
 
 def _prepare(args):
-    """Every input checked: ``(env name, FeasibilityConfig, controller, output folder, the
-    rows of an interrupted check to resume)``."""
+    """Every input checked: ``(env name, FeasibilityConfig, controller, out, rows to resume)``."""
     from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
     from rcmdp_jax.study import user_code
     from rcmdp_jax.study.plan import plan_envs
@@ -87,8 +82,7 @@ def _prepare(args):
 
 
 def _checked_out(out: Path) -> Path:
-    """``--out`` made absolute, its place readable (a name too long, a file on the way: one
-    line, before anything is made)."""
+    """``--out`` made absolute, its place readable (else one line, before anything is made)."""
     try:
         out = out.resolve()
         os.stat(out)
@@ -112,14 +106,14 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
     if not path.exists():
         print(f"{PROG}: note: --resume: {out} holds no constraint found before (interrupted before the "
               "first was done): it starts from the first", flush=True)  # fmt: skip
-        return []  # interrupted before its first constraint: it starts again
+        return []
     try:
         saved = json.loads(path.read_text())
         rows, before = saved["rows"], saved["inputs"]
         assert isinstance(rows, list) and isinstance(before, dict)
     except (OSError, ValueError, KeyError, TypeError, AssertionError):
         raise ValueError(f"--resume: {path} is not readable as an interrupted check; remove it to start "
-                         "again") from None
+                         "again") from None  # fmt: skip
     if differ := sorted(k for k in {*before, *inputs} if before.get(k) != inputs.get(k)):
         named = {"env": "--env (or --uncertain, --costs, --noise)", "search": "--no-search"}
         options = dict.fromkeys(named.get(k, "--" + k.replace("_", "-")) for k in differ)
@@ -132,32 +126,22 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
 
 
 def _digest(inputs: dict, rows: list) -> str:
-    """What ``feasibility.partial.json`` holds, hashed (SHA-256 of its canonical JSON): an edited
-    or damaged file is refused by ``--resume``, never continued."""
+    """SHA-256 of what ``feasibility.partial.json`` holds: ``--resume`` refuses an edited file."""
     import hashlib
 
     return hashlib.sha256(json.dumps({"inputs": inputs, "rows": rows}, sort_keys=True).encode()).hexdigest()
 
 
-def _open(out: Path):
-    """Make ``out`` and take its lock (a run folder in use by a training run is refused)."""
-    from rcmdp_jax.study.run_folder import take
-    from rcmdp_jax.study.runtime import os_error
-
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"--out {out}: cannot create the folder ({os_error(err, out)})") from None
-    return take(out)
-
-
 def run(argv: list) -> int:
-    """``rcmdp feasibility``'s work (``console.feasibility`` runs it with Ctrl-C said in one line)."""
     try:
         args = feasibility_args(argv)
         name, cfg, controller, out, done = _prepare(args)
         made = not out.exists()
-        release = _open(out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"--out {out}: cannot create the folder ({os_error(err, out)})") from None
+        release = take(out)  # a folder in use by a training run is refused
     except (ValueError, TypeError) as err:
         return refuse(PROG, str(err))
     try:
@@ -172,8 +156,6 @@ def run(argv: list) -> int:
 def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) -> int:
     from rcmdp_jax.feasibility import check_feasibility
     from rcmdp_jax.feasibility_report import lines, plot
-    from rcmdp_jax.study.run_folder import write_text
-    from rcmdp_jax.study.runtime import os_error
 
     t0 = time.perf_counter()
     say = lambda msg: print(f"[feasibility {time.perf_counter() - t0:7.1f}s] {msg}", flush=True)  # noqa: E731

@@ -1,7 +1,5 @@
-"""What a run says before it trains, once its plan and run folder are settled (stdout, beside
-the run's own lines: a refusal before them stays one line): the options no algorithm uses, the
-margin and robust method each algorithm trains with, what runs where, a constraint no policy
-changes, and an environment a fresh process cannot rebuild."""
+"""What a run says on stdout before it trains, once its plan and folder are settled: unused
+options, margins and robust methods, what runs where, costs no policy changes."""
 
 from __future__ import annotations
 
@@ -20,9 +18,7 @@ def _grouped(pairs) -> dict:
 
 
 def unused_options(overrides, configs) -> list[str]:
-    """A note for each plug-in option or number of ``--set`` that no algorithm of the run uses
-    (``--set adversary_candidates=8`` without worst-of-n), and each plug-in number a name sets
-    that its algorithm does not read: recorded, as every ``--set`` is, but said, not silent."""
+    """A note for each plug-in option or number that ``--set`` or a name sets and nothing reads."""
     owners, used = option_owners(), {o for c in configs for cls in options.used(c) for o in options_of(cls)}
     reads, numbers = {id(c): options.numbers_read(c) for c in configs}, options.declared_numbers()
     notes = [f"note: --set {k}: no algorithm of this run uses it (an option of {owners[k][0]}); it has no effect"
@@ -36,13 +32,12 @@ def unused_options(overrides, configs) -> list[str]:
 
 
 def margin_notes(configs) -> list[str]:
-    """The safety margin each algorithm trains with, where it is not 0 (a preset's, or a
-    ``--set cost_margin``): its dual keeps ``C <= -margin``, not ``C <= 0``."""
+    """The safety margin each algorithm trains with, where it is not 0."""
     fixed = _grouped((float(c.hparams.cost_margin), c.name) for c in configs if float(c.hparams.cost_margin))
     data = _grouped(((float(c.hparams.margin_z), float(c.hparams.margin_n)), c.name) for c in configs
                     if float(c.hparams.margin_z) and c.constrained)  # fmt: skip
     notes = [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{m:g} (cost_margin, a safety margin below the limit; "
-             "--set cost_margin=0 trains to the limit itself)" for m, names in fixed.items()]
+             "--set cost_margin=0 trains to the limit itself)" for m, names in fixed.items()]  # fmt: skip
     return notes + [f"rcmdp_jax: {', '.join(names)} train(s) to C <= -{z:g} sigma_j / sqrt({n:g}) on each constraint "
                     f"j, sigma_j the spread of C its own dual episodes show (the data margin, margin_z={z:g}, margin_n="
                     f"{n:g}: the test's episodes per kernel; --set margin_z=0 trains to the limit itself)"
@@ -50,14 +45,12 @@ def margin_notes(configs) -> list[str]:
 
 
 def robust_notes(configs) -> list[str]:
-    """The robust method a ``-Robust`` (or ``RMCPMD``) name trains under, per environment (the
-    environment's default, ``presets.robust_default``, which a name does not show), and LTMA's
-    guarded reading on a study domain at another limit."""
+    """The robust method a ``-Robust`` name trains under per environment; LTMA's guarded reading."""
     by = _grouped(((c.env, c.adversary), c.name) for c in configs if c.robust and "+" not in c.name)
     guarded = _grouped((c.env, c.name) for c in configs if c.adversary == "ltma" and envs.split_limit(c.env)
                        and c.option("ltma_dual_reading") == "guarded")  # fmt: skip
     notes = [f"rcmdp_jax: on {env}, {', '.join(names)} train(s) under the robust method {method!r} (-Robust's there; "
-             "ALGO+METHOD names another)" for (env, method), names in by.items()]
+             "ALGO+METHOD names another)" for (env, method), names in by.items()]  # fmt: skip
     return notes + [f"rcmdp_jax: on {env} (not the study's limit), {', '.join(names)} read C^ on LTMA's guarded kernel "
                     "(the study's reading, --set ltma_dual_reading=found, broke the constraint at the nominal kernel "
                     "in more seeds than plain -Lag there: docs/robustness_findings.md)"
@@ -65,8 +58,7 @@ def robust_notes(configs) -> list[str]:
 
 
 def say_before_training(args, plan, folder, mesh, first: bool, split_note: str) -> None:
-    """Print the lines, each as it comes (the check of the costs takes a while), on stdout:
-    stderr holds only what went wrong."""
+    """Print the lines, each as it comes (the check of the costs takes a while)."""
     every = [c for cfgs in plan.configs.values() for c in cfgs.values()]
     given = [s.split("=", 1)[0].strip() for s in args.sets]  # checked by the plan (``plan.parse_sets``)
     lines = [split_note] + unused_options(given, every) + margin_notes(every) + robust_notes(every)
@@ -93,7 +85,5 @@ def say_before_training(args, plan, folder, mesh, first: bool, split_note: str) 
 
 
 def unsaved(names, saved: dict) -> list[str]:
-    """The names among ``names`` that ``envs.register`` made in this process and that a
-    fresh process cannot rebuild: ``saved`` (a plan's ``env_sources``) has no file or
-    module for them."""
+    """The names this process registered that a fresh one cannot rebuild (not in ``saved``)."""
     return [n for n in names if n in envs.registered() and n not in saved]

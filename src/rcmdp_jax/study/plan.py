@@ -1,7 +1,5 @@
-"""The run plan from the command line: every input checked and every config built before
-anything is compiled or written (``build_plan`` -> ``run_plan.Plan``), a user's environment
-loaded (``user_code``), and the algorithms an environment without constraint costs can run
-(``keep_constrained``)."""
+"""The run plan from the command line (``build_plan`` -> ``run_plan.Plan``): every input
+checked and every config built before anything is compiled or written."""
 
 from __future__ import annotations
 
@@ -57,15 +55,13 @@ def parse_sets(sets) -> dict:
     return out
 
 
-GYMNAX_ONLY = ("uncertain", "costs", "noise")  # the options of a gymnax or brax environment
 _ALSO = ("; or all, gymnax:ID or brax:NAME (any id, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your "
          "own environment)")  # fmt: skip
 
 
 def plan_envs(args) -> list[str]:
-    """The environments of ``--env`` (a gymnax or brax one with its ``--uncertain``/``--costs``/
-    ``--noise``; a user's ``PACKAGE.MODULE:NAME`` / ``FILE.py:NAME`` loaded and registered)."""
-    given = any(getattr(args, k) is not None for k in GYMNAX_ONLY)
+    """The environments of ``--env`` (with a gymnax or brax one's options; a user's loaded)."""
+    given = any(x is not None for x in (args.uncertain, args.costs, args.noise))  # a gymnax or brax env's options
     outside, brax = args.env.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)), args.env.startswith(envs.BRAX_PREFIX)
     if given and not outside:
         raise PlanError("--uncertain, --costs and --noise apply to a gymnax environment (--env gymnax:ID; "
@@ -120,7 +116,7 @@ def plan_algos(args) -> list[str]:
 
 
 def check_numbers(args) -> None:
-    """``--seeds``, ``--seed``, ``--steps``, ``--n-test``, ``--budget auto``'s and ``--devices``."""
+    """The counts of the command line, ``--budget auto``'s and ``--devices``."""
     if args.steps is not None and args.steps < 1:
         raise PlanError(f"--steps must be a positive integer, got {args.steps}")
     try:
@@ -147,9 +143,7 @@ def check_devices(args) -> None:
 
 
 def check_before_processes(args) -> None:
-    """``--distributed``: what can be checked before joining the other processes (importing
-    gymnax starts JAX's backend, which must wait for the handshake): the numbers, the
-    algorithm names, the ``--set`` fields and every hyperparameter. The rest follows."""
+    """``--distributed``: what can be checked before the handshake (gymnax's import starts JAX)."""
     plan_algos(args)
     check_numbers(args)
     overrides = parse_sets(args.sets)
@@ -161,8 +155,7 @@ def check_before_processes(args) -> None:
 
 
 def check_distinct(configs: dict) -> None:
-    """Two names of ``--algos`` for one configuration (``MDPO-Lag@lr=1e-3`` and
-    ``MDPO-Lag@lr=0.001``) would train the same lanes twice."""
+    """Two names of ``--algos`` for one configuration (``@lr=1e-3``, ``@lr=0.001``) are refused."""
     seen: dict = {}
     for algo, cfg in configs.items():  # a plug-in number none of its plug-ins reads changes nothing it trains
         unread = set(cfg.hparams.plugin_names) - options.numbers_read(cfg)
@@ -186,8 +179,7 @@ def _named_alone(env: str, algo: str, budget: str) -> bool:
 
 
 def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
-    """Each plug-in of ``cfg`` refuses an environment it cannot run (``options.check_env``) now,
-    not when the family compiles; a gymnax environment is built abstractly."""
+    """Each plug-in of ``cfg`` refuses an environment it cannot run now, not when it compiles."""
 
     def check():
         options.check_env(cfg, envs.make(env)[0], adversary.family_methods([cfg]))
@@ -200,8 +192,7 @@ def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
 
 
 def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list) -> Config:
-    """``algo`` on ``env`` as the command builds it, checked; a budget it rounds, or ``--steps``
-    it runs otherwise, said in ``notes``."""
+    """``algo`` on ``env``, checked; a budget it rounds, or ``--steps`` it does not run, in ``notes``."""
     try:
         with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
             warnings.simplefilter("always", BudgetRounded)  # said as a note; a value beyond float32 is refused
@@ -266,8 +257,7 @@ def build_plan(args) -> Plan:
 
 
 def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
-    """An environment without constraint costs (a gymnax id named without --costs) runs the
-    unconstrained algorithms only: ``--algos all`` is cut to them, a constrained one named is refused."""
+    """An environment without constraint costs runs the unconstrained algorithms only."""
     if not any(e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e) for e in envs_):
         return algos
     constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
@@ -282,9 +272,7 @@ def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
 
 
 def unmeasured_budget_notes(envs_, args) -> list[str]:
-    """A line for each environment that trains at a budget nobody measured (``LearnerSpec``'s
-    defaults: a user's own, an id without a preset; a study domain at a limit the rule was not run
-    at), and for a study domain at another limit that trains at the budget the rule measured there."""
+    """A line for each environment whose budget the budget rule did not measure there."""
     if args.budget == AUTO or args.steps is not None:
         return []
     default, notes = LearnerSpec().budgets, []
@@ -308,7 +296,7 @@ def unmeasured_budget_notes(envs_, args) -> list[str]:
 
 
 def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
-    """``plan`` with every algorithm on environment ``env`` at ``budgets[env]`` policy steps."""
+    """``plan`` with every algorithm on ``env`` at ``budgets[env]`` policy steps."""
     with warnings.catch_warnings():  # a budget whole batches round up: the search's lines say the budget
         warnings.simplefilter("ignore", BudgetRounded)
         return plan.with_configs({e: {a: c.replace(total_timesteps=int(budgets[e])) if e in budgets else c
@@ -316,8 +304,8 @@ def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
 
 
 def new_plan(args) -> Plan | None:
-    """Every input of a training command checked and its plan built (nothing started
-    yet, not even the other processes of ``--distributed``); None for ``--eval-only``."""
+    """Every input checked and the plan built, before ``--distributed``'s handshake; None for
+    ``--eval-only``."""
     if args.eval_only:
         check_devices(args)
         return None
@@ -336,11 +324,7 @@ BUILT = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "
 
 
 def resumed_plan(args) -> Plan | None:
-    """``--resume`` of a run folder: the options the command leaves out are the run's
-    (run.json), so ``--resume --out DIR`` alone continues it; an option given must agree
-    (``plan_and_folder``). The saved plan with the given ``SAVED`` options; where the command
-    gives any that builds configs (``BUILT``), a plan built from ``args`` with the run's
-    environments, algorithms and (none of ``--budget``, ``--steps``, ``--set`` given) configs.
+    """``--resume``: the options left out are run.json's (``--resume --out DIR`` alone continues);
     None for a command that resumes nothing."""
     if not (args.resume and args.out and (Path(args.out) / "run.json").is_file()):
         return None
@@ -361,8 +345,7 @@ def resumed_plan(args) -> Plan | None:
 
 
 def load_plugins(args) -> None:
-    """``--plugins`` imported before anything reads the registries; with ``--resume`` the run
-    folder's own first (its run.json's ``plugins``), so the command need not name them again."""
+    """``--plugins`` imported, with ``--resume`` run.json's first."""
     try:
         saved = json.loads((Path(args.out) / "run.json").read_text()) if args.resume and args.out else None
     except (OSError, ValueError):  # a run.json that cannot be read is said when the plan is read

@@ -1,11 +1,5 @@
-"""The run plan: what one command trains and tests, as ``run.json`` records it
-(``Plan.to_json`` / ``Plan.from_json``), and what ``--resume`` compares
-(``Plan.differences``). ``plan.build_plan`` makes one from the command line.
-
-A saved ``run.json`` is checked with the command line's rules before anything is read,
-restored or rewritten (``plan_problem``): an edited file is refused, never "repaired".
-The study's refusals, ``PlanError`` (the library's ``sizes``) and ``RunFolderError``, live
-here: this module imports no other of the study."""
+"""The run plan as ``run.json`` records it (``Plan``), what ``--resume`` compares, and the check of
+a saved run.json with the command line's rules (``plan_problem``: an edited file is refused)."""
 
 from __future__ import annotations
 
@@ -22,9 +16,7 @@ from rcmdp_jax.sizes import PlanError, derived_counts  # noqa: F401  (PlanError:
 
 
 class RunFolderError(ValueError):
-    """A run folder this command cannot use (not a run folder, an edited ``run.json``, in
-    use by another run, not writable); the command line reports it in one line, exit
-    status 2."""
+    """A run folder this command cannot use: one line, exit status 2."""
 
 
 # the keys every run.json has; the others default (``Plan.from_dict``)
@@ -33,8 +25,7 @@ REQUIRED_KEYS = ("envs", "algos", "seeds", "seed", "vmap", "configs", "n_test")
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """Every choice of a run, checked (``plan.build_plan``); ``configs`` as ``run.json`` records
-    them, and what the user environments and plug-ins it names are (``user_code``)."""
+    """Every choice of a run, checked (``plan.build_plan``)."""
 
     envs: tuple[str, ...]
     algos: tuple[str, ...]
@@ -51,8 +42,6 @@ class Plan:
     plugins: tuple[dict[str, Any], ...] = ()  # --plugins' files and modules (``user_code.load_plugin``)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``run.json`` object (``env_sources`` and ``env_descriptions`` only where there are
-        user environments)."""
         out = {"envs": list(self.envs), "algos": list(self.algos), "seeds": self.seeds, "seed": self.seed,
                "vmap": self.vmap, "n_test": self.n_test, "worst_case": self.worst_case, "devices": self.devices,
                "configs": {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()},
@@ -66,9 +55,7 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:
-        """The plan of a ``run.json`` object that ``plan_problem`` accepts
-        (which refuses unknown keys; here they are ignored); ``worst_case``, ``devices``,
-        ``will_run``, ``env_sources`` and ``env_descriptions`` default."""
+        """The plan of a ``run.json`` object that ``plan_problem`` accepts."""
         known = {f.name for f in dataclasses.fields(cls)}
         kept = {k: v for k, v in d.items() if k in known and (v is not None or k == "n_test")}
         if isinstance(kept.get("worst_case"), bool):  # a folder from before --worst-case took a value
@@ -77,10 +64,6 @@ class Plan:
         kept["plugins"] = tuple(kept.get("plugins", ()))
         return cls(**{**kept, "envs": tuple(d["envs"]), "algos": tuple(d["algos"]), "configs": configs})
 
-    @classmethod
-    def from_json(cls, text: str) -> Plan:
-        return cls.from_dict(json.loads(text))
-
     def with_configs(self, configs: dict) -> Plan:
         """This plan with ``configs``, each as run.json records it, and what each will run."""
         configs = {e: {a: config_from_dict(config_to_dict(c)) for a, c in cs.items()} for e, cs in configs.items()}
@@ -88,8 +71,7 @@ class Plan:
         return dataclasses.replace(self, configs=configs, will_run=will_run)
 
     def differences(self, current: Plan) -> list[str]:
-        """What differs between this saved plan and the ``current`` command's, as
-        ``--resume`` names it (``[]``: none)."""
+        """What differs between this saved plan and the ``current`` command's (``[]``: none)."""
         differ = [k for k in ("envs", "algos", "seeds", "seed", "vmap", "n_test")
                   if getattr(self, k) != getattr(current, k)]  # fmt: skip
         if self.worst_case != current.worst_case:  # else a table of only the resumed part
@@ -100,8 +82,7 @@ class Plan:
 
 
 def _fields(cfg: Config, options: set[str], numbers: set[str]) -> dict[str, Any]:
-    """One level: the hyperparameters (``numbers``: the plug-ins' numbers either side sets),
-    the config's other fields, then ``options`` (names)."""
+    """The hyperparameters, plug-in ``numbers``, other fields and ``options`` of ``cfg`` in one dict."""
     hp = {f: getattr(cfg.hparams, f) for f in HPARAM_FIELDS}
     hp |= {n: cfg.hparams.number(n) for n in {*cfg.hparams.plugin_names, *numbers}}
     own = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(Config) if f.name not in ("hparams", "options")}
@@ -112,9 +93,7 @@ _DEFAULT = object()  # an option a config leaves at its default (``Config.option
 
 
 def config_differences(saved: dict, current: dict) -> str:
-    """The config fields and plug-ins' options in which a saved run's configs differ from this
-    command's, as ``env/algo: field, ...`` ("" if none; a field the saved run.json lacks is
-    its default, as ``config_from_dict`` reads it)."""
+    """The fields and options in which the saved configs differ, ``env/algo: field, ...`` ("" if none)."""
     out = []
     for env in current:
         for algo, cfg in current[env].items():
@@ -130,7 +109,6 @@ def config_differences(saved: dict, current: dict) -> str:
 
 # --- a saved run.json checked before it is read ---
 _FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
-_HP_FIELDS = set(HPARAM_FIELDS)
 
 
 def _is_int(v) -> bool:
@@ -140,13 +118,14 @@ def _is_int(v) -> bool:
 def _type_problem(field: str, value) -> str:
     """A JSON value that is not of ``Config.field``'s type ("" if it is)."""
     default = getattr(Config(), field)
-    if field == "options":  # plug-ins' options: [name, value] pairs
-        ok = isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
-                                             for p in value)  # fmt: skip
-    elif isinstance(default, tuple):
-        ok = isinstance(value, list) and all(_is_int(h) for h in value)
-    else:  # a bool, a whole number, a number or a string: as a plug-in's option is read
+    if not isinstance(default, tuple):  # a bool, a whole number, a number or a string: as a plug-in's option
         return f"{field}={value!r} must be {why}" if (why := kind_problem(value, default)) else ""
+    if field == "options":  # plug-ins' options: [name, value] pairs
+        ok = isinstance(value, list) and all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in value
+        )
+    else:
+        ok = isinstance(value, list) and all(_is_int(h) for h in value)
     return "" if ok else f"{field}={value!r} is not a {type(default).__name__}"
 
 
@@ -168,7 +147,7 @@ def config_problem(env: str, algo: str, d) -> str:
     hp = d.get("hparams", {})
     if not isinstance(hp, dict):
         return "hparams is not an object"
-    unknown = sorted((set(d) - set(_FIELDS) - {"hparams"}) | (set(hp) - _HP_FIELDS - set(plug_ins.declared_numbers())))
+    unknown = sorted((set(d) - set(_FIELDS) - {"hparams"}) | (set(hp) - {*HPARAM_FIELDS, *plug_ins.declared_numbers()}))
     if unknown:
         return f"unknown config field(s) {unknown}"
     for field, value in d.items():
@@ -202,8 +181,7 @@ def will_run_of(cfg: Config) -> dict[str, int]:
 
 
 def check_run_fields(seeds, seed, n_test, option: bool = False) -> None:
-    """``seeds``, ``seed`` and ``n_test`` as the command line (``option``: named ``--seeds``) and a
-    saved run.json both check them: ``ValueError`` naming the field."""
+    """``seeds``, ``seed`` and ``n_test`` checked, named as options (``--seeds``) or as run.json's."""
     name = (lambda f: "--" + f.replace("_", "-")) if option else (lambda f: f)
     check_count(name("seeds"), seeds)
     check_seed(name("seed"), seed)
@@ -212,8 +190,7 @@ def check_run_fields(seeds, seed, n_test, option: bool = False) -> None:
 
 
 def plan_problem(plan: dict) -> str:
-    """What makes a ``run.json`` unusable ("" if nothing): a value the command line would
-    refuse, or configs that do not match its environments and algorithms."""
+    """What makes a ``run.json`` unusable ("" if nothing)."""
     from rcmdp_jax import envs
     from rcmdp_jax.presets import parse_algorithm, split_variant
 
