@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import signal
 import sys
 import threading
 import time
@@ -110,29 +109,6 @@ def resume_command(out: Path) -> str:
     if called == "run.py":  # a script: run by Python
         called = f"python {shlex.quote(sys.argv[0]) if sys.argv and sys.argv[0] else 'experiments/run.py'}"
     return f"{called} --resume --out {shlex.quote(str(out))}"
-
-
-@contextlib.contextmanager
-def ctrl_c_exits(out: Path, release=lambda: None, saved: str = "finished algorithms are saved", again: str = ""):
-    """Ctrl-C (SIGTERM) prints one line (``saved``, ``again``: the command that continues), calls
-    ``release`` and exits at once: 130 (143). A handler: a library that catches the exception cannot swallow it."""
-
-    def interrupted(signum=signal.SIGINT, *_):
-        print(f"\ninterrupted: {saved}; continue with {again or f'--resume --out {out}'}", file=sys.stderr)
-        sys.stderr.flush()
-        release()
-        os._exit(128 + signum)  # now: don't wait for a background compile
-
-    main_thread = threading.current_thread() is threading.main_thread()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    previous = {s: signal.signal(s, interrupted) for s in signals} if main_thread else {}
-    try:
-        yield
-    except KeyboardInterrupt:
-        interrupted()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 _SAID: list[bool] = []
