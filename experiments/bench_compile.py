@@ -46,6 +46,7 @@ OPTIONS = {
     "O0_no_fusion_emitters": {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False},
 }
 PHASES = ("collect", "update", "adversary", "dual", "curve")
+MORE_PHASES = ("search", "starts")  # parts of the search method's phase (``--phases``)
 
 
 def cpu_s() -> float:
@@ -114,6 +115,21 @@ def stub_phase(family, phase: str) -> None:
             return zeros(out[0]), state, zeros(out[2])
 
         s.learner.collect = collect
+    elif phase == "search":  # the search method's searches (``worst_case.search``), its restarts kept
+        from rcmdp_jax.adversary import search as search_module
+
+        real = search_module.search
+        search_module.search = lambda *a: zeros(jax.eval_shape(lambda: real(*a)))
+    elif phase == "starts":  # the search method's restarts (valuing its points and corners)
+        from rcmdp_jax.adversary.search import GradientSearch
+
+        real = GradientSearch.starts
+
+        def starts(self, ctx, key, params, points, *rest):
+            out = jax.eval_shape(lambda: real(self, ctx, key, params, points, *rest))
+            return points, zeros(out[1])
+
+        GradientSearch.starts = starts
     else:
         raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
 
@@ -276,6 +292,7 @@ def main(argv=None) -> int:
     p.add_argument("--before", default=None, help="another checkout: its build and this one's, interleaved, "
                    "each in a fresh process (labels 'before' and 'after')")
     p.add_argument("--label", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--phases", default=None, help=f"with --knockout, these phases: {', '.join(PHASES + MORE_PHASES)}")
     p.add_argument("--phase", default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", default=None, help="append each record as a JSON line")
     args = p.parse_args(argv)
@@ -301,7 +318,7 @@ def main(argv=None) -> int:
         base += ["--steps", str(args.steps)] if args.steps else []
         base += ["--json", args.json] if args.json else []
         for _ in range(args.repeats):
-            for phase in (None, *PHASES):
+            for phase in (None, *(args.phases.split(",") if args.phases else PHASES)):
                 subprocess.run(base + (["--phase", phase] if phase else []), check=True)
         return 0
     records = one_process(args)
