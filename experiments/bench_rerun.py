@@ -112,12 +112,14 @@ def main() -> int:
     p.add_argument("--job", choices=("quick", "main"), default="quick")
     p.add_argument("--lr", default="0.0006", help="the rerun's --set lr=")
     p.add_argument("--steps", default=None, help="a shorter budget (default: the preset's)")
+    p.add_argument("--reverse", action="store_true", help="with --before: this checkout's run first in each pair")
     p.add_argument("--json", default=None, help="append the figures to this file")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_rerun_"))
     codes = {args.label: None}
     if args.before:
         codes = {"before": package_path(args.before, work / "before"), args.label: None}
+        codes = dict(reversed(codes.items())) if args.reverse else codes
     job = QUICK if args.job == "quick" else MAIN
     runs = {}
     for name, extra in (("first", []), ("rerun_lr", ["--set", f"lr={args.lr}"])):
@@ -132,6 +134,7 @@ def main() -> int:
     from launch import describe, machine
 
     record = {"job": args.job, "machine": describe(machine()), "command": job, "before": args.before, "runs": runs,
+              "order": list(codes),
               "load_average": os.getloadavg()}  # fmt: skip
     if args.json:
         with open(args.json, "a") as f:
