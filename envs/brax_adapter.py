@@ -19,6 +19,8 @@ name them: the adapter under ``envs.robustify`` for brax (``envs.brax_wrapper``)
 from __future__ import annotations
 
 import contextlib
+import copyreg
+import functools
 import math
 
 import jax
@@ -49,6 +51,27 @@ def import_brax():
     except ImportError:
         raise ImportError('brax environments need the optional extra: pip install -e ".[brax]"') from None
     return brax, benvs
+
+
+class ParamsType(type):
+    """The type of a brax system's ``EnvParams`` classes (``params_class``): made per system, so
+    pickled as the call that makes them, not by a name the module lacks."""
+
+
+@functools.cache
+def params_class(name: str, nominal: tuple[tuple[str, float], ...], length: int) -> ParamsType:
+    """The ``EnvParams`` class of a brax system: its fields ``nominal`` (``(field, nominal value)``
+    pairs) and ``max_steps_in_episode`` (``length``). One class per arguments in a process, so that
+    a compiled program pickled in one process (``rcmdp_jax.program_store``: its arguments' tree
+    names this class) and loaded in another meets the class of the env built there."""
+    body = {**dict(nominal), "max_steps_in_episode": length, "__module__": __name__, "__qualname__": name}
+    body["__annotations__"] = {**{f: float for f, _ in nominal}, "max_steps_in_episode": int}
+    cls = struct.dataclass(ParamsType(name, (environment.EnvParams,), body))
+    cls._made_by = (name, nominal, length)
+    return cls
+
+
+copyreg.pickle(ParamsType, lambda cls: (params_class, cls._made_by))
 
 
 @struct.dataclass
@@ -91,9 +114,7 @@ class BraxGymnax(environment.Environment):
         length = episode_length or wrapped_length or 1000
         self.nominal = {f: float(m) for f, m in zip(self.mass_fields, np.asarray(sys.link.inertia.mass))}
         self.nominal.update({f: 1.0 for f in MULTIPLIERS})
-        body = {**self.nominal, "max_steps_in_episode": int(length)}
-        body["__annotations__"] = {**{f: float for f in self.nominal}, "max_steps_in_episode": int}
-        self.params_cls = struct.dataclass(type(f"{type(inner).__name__}Params", (environment.EnvParams,), body))
+        self.params_cls = params_class(f"{type(inner).__name__}Params", tuple(self.nominal.items()), int(length))
         template = jax.eval_shape(inner.reset, jax.random.key(0))
         self.ps_def = jax.tree.structure(template.pipeline_state)
         self.ps_shapes = [leaf.shape for leaf in jax.tree.leaves(template.pipeline_state)]

@@ -17,7 +17,9 @@ first on the path) beside this one's, interleaved in one session (before's first
 before's rerun, after's), so that both meet the same load: their ratios are the fair figure on
 a shared machine. ``--job main`` times the main job (``experiments/run.py --seeds 10 --vmap``,
 ``--plots off``) instead of the quick start. Every run also sums JAX's compile events (tracing,
-lowering, XLA's compiles and persistent-cache reads: ``compile_s``) and their share of the wall.
+lowering, XLA's compiles and persistent-cache reads: ``compile_s``) and their share of the wall, and
+the run's CPU seconds (user and system, with its children's: ``cpu_s``), which a loaded machine
+inflates less than the wall.
 """
 
 from __future__ import annotations
@@ -83,8 +85,9 @@ def timed(cmd: list[str], env: dict | None = None, log: Path | None = None) -> d
             marks.setdefault("program_line", line.strip())
         if re.search(r"%\s+elapsed", line):
             marks.setdefault("first_chunk", t)
-    rc = proc.wait()
-    out = {"rc": rc, "wall_s": round(time.perf_counter() - t0, 2)}
+    _, status, usage = os.wait4(proc.pid, 0)  # the run's CPU seconds: steadier than its wall on a shared machine
+    rc = proc.returncode = os.waitstatus_to_exitcode(status)
+    out = {"rc": rc, "wall_s": round(time.perf_counter() - t0, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1)}
     out.update({k: round(v, 2) if isinstance(v, float) else v for k, v in marks.items()})
     if "first_line" in marks and "first_chunk" in marks:
         out["first_line_to_first_chunk_s"] = round(marks["first_chunk"] - marks["first_line"], 2)
@@ -109,12 +112,14 @@ def main() -> int:
     p.add_argument("--job", choices=("quick", "main"), default="quick")
     p.add_argument("--lr", default="0.0006", help="the rerun's --set lr=")
     p.add_argument("--steps", default=None, help="a shorter budget (default: the preset's)")
+    p.add_argument("--reverse", action="store_true", help="with --before: this checkout's run first in each pair")
     p.add_argument("--json", default=None, help="append the figures to this file")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_rerun_"))
     codes = {args.label: None}
     if args.before:
         codes = {"before": package_path(args.before, work / "before"), args.label: None}
+        codes = dict(reversed(codes.items())) if args.reverse else codes
     job = QUICK if args.job == "quick" else MAIN
     runs = {}
     for name, extra in (("first", []), ("rerun_lr", ["--set", f"lr={args.lr}"])):
@@ -129,6 +134,7 @@ def main() -> int:
     from launch import describe, machine
 
     record = {"job": args.job, "machine": describe(machine()), "command": job, "before": args.before, "runs": runs,
+              "order": list(codes),
               "load_average": os.getloadavg()}  # fmt: skip
     if args.json:
         with open(args.json, "a") as f:

@@ -48,7 +48,8 @@ def jobs() -> list[tuple[str, str, list]]:
                 [("cartpole", "MDPO-Robust-Lag", {"alpha_schedule": s, "alpha_tick": t}) for s, t in schedules]))  # fmt: skip
     for env, algos in (("cartpole", ("MDPO", "MDPO-Lag", "MDPO-Robust-Lag")), ("inventory", ("PPO-Lag", "PPO-Robust-Lag")),
                        ("inventory3d", ("MDPO-Lag", "MDPO-Robust-Augmented-Lag")), ("cartpole", ("MCPMD-Lag", "RMCPMD-Lag")),
-                       ("gymnax:CartPole-v1", ("MDPO-Lag", "MDPO-Robust-Lag"))):  # fmt: skip
+                       ("gymnax:CartPole-v1", ("MDPO-Lag", "MDPO-Robust-Lag")),
+                       ("gymnax:CartPole-v1", ("PPO-Lag", "PPO-Robust-Lag"))):  # fmt: skip (the last: the search)
         sizes = {} if "MCPMD" in algos[0] else {"total_timesteps": 7 * 64}
         out.append((f"runner/{env}/{algos[0]}", "runner", [(env, a, sizes) for a in algos]))
     return out

@@ -111,6 +111,23 @@ def test_a_heavier_pole_reaches_the_physics(pendulum):
     assert abs(m_cart * v_heavy[0] + m_pole * v_heavy[1]) > 0.2 * m_cart * abs(v_heavy[0])
 
 
+def test_a_brax_kernel_pickles_so_its_compiled_programs_can_be_stored(pendulum):
+    """The program store pickles a family's compiled programs with their arguments' tree, which
+    names the brax system's ``EnvParams`` class (made per system): the tree comes back equal, and
+    the class is the one another build of the same system makes, as in a new process that loads a
+    stored program and then builds its env."""
+    import pickle
+
+    inner, robust, _, _ = pendulum
+    params = robust.default_params
+    tree = jax.tree.structure(params)
+    again_tree, again = pickle.loads(pickle.dumps((tree, params)))
+    assert again_tree == tree
+    assert type(again.inner) is type(params.inner) and again.inner == params.inner
+    other = envs.robustify(inner, uncertain={"gear": 0.1}, episode_length=20, costs={"speed": speed_cost(0.2)})
+    assert type(other.default_params.inner) is type(params.inner)
+
+
 @pytest.mark.slow  # a reverse-mode program through brax's step: ~1 min of compile on the 2-core CPU
 def test_pathwise_gradient_matches_finite_differences_on_the_inverted_pendulum():
     """The positional pipeline's pathwise gradient in (pole_mass, gear) of the Lagrangian cost of

@@ -99,12 +99,12 @@ def test_separate_needs_an_env_per_objective():
     assert not get("worst-of-n").separate(preset("gymnax:Pendulum-v1", "RMCPMD-Lag"))
 
 
-def _search_case(restarts: int, seed: int):
+def _search_case(restarts: int, seed: int, steps: int = 2):
     """Pendulum's search method with ``restarts``, a random actor and four envs' points near the
     nominal kernel: ``(env, params, actor, actor_params, ctx, hp, start [4, 3])``."""
     from rcmdp_jax.networks import build_networks
 
-    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+search", adversary_episodes=4, search_steps=2,
+    cfg = preset("gymnax:Pendulum-v1", "PPO-Lag+search", adversary_episodes=4, search_steps=steps,
                  search_restarts=restarts)  # fmt: skip
     env, params = envs.make(cfg.env)
     actor, _ = build_networks(cfg, env)
@@ -133,6 +133,31 @@ def test_the_search_method_trains_each_objective_on_the_point_the_search_returns
     np.testing.assert_allclose(dual_xi, want_c, rtol=1e-5)  # the dual reads at the constraint's point
     np.testing.assert_allclose(own.xi, want_r, rtol=1e-5)
     assert np.all(np.abs(np.asarray(env_xi) - np.asarray(params.xi_c)) <= np.asarray(params.kappa) + 1e-6)
+
+
+def test_the_search_method_holds_one_search_for_all_objectives():
+    """The return's search and the constraint's are one search in the program (a ``lax.map`` over
+    the objectives, the objective a traced index), not a copy each: the search's projected-gradient
+    scan (``search_steps`` = 3 long, a length nothing else in the step has) appears once in the
+    step's jaxpr, where Pendulum's two objectives gave two."""
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+
+    env, params, actor, actor_params, ctx, hp, start = _search_case(restarts=0, seed=0, steps=3)
+    jaxpr = jax.make_jaxpr(lambda k: get("search").step(ctx, k, params, start, actor_params, jnp.ones(1), hp))(
+        jax.random.PRNGKey(7)
+    )
+
+    def scans(j) -> int:
+        n = 0
+        for eqn in j.eqns:
+            n += eqn.primitive.name == "scan" and eqn.params["length"] == 3
+            for v in eqn.params.values():
+                for sub in v if isinstance(v, (tuple, list)) else (v,):
+                    if isinstance(sub, (ClosedJaxpr, Jaxpr)):
+                        n += scans(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)
+        return n
+
+    assert env.num_constraints == 1 and scans(jaxpr.jaxpr) == 1
 
 
 def test_the_search_restarts_each_objective_from_the_worst_corner_for_it():

@@ -110,7 +110,12 @@ def value_and_jacobian(xi, env, env_params, policy, keys, gamma, horizon: int, e
 
 
 def objective(values: jax.Array, jac: jax.Array, name: str, lambda_max: float):
-    """``(value to minimise, its gradient)`` of objective ``name`` from ``[V, C]`` and their Jacobian."""
+    """``(value to minimise, its gradient)`` of objective ``name`` from ``[V, C]`` and their Jacobian;
+    ``name`` may be an index, traced (0: the return, ``1 + j``: ``cost<j>``), so that one search
+    serves every objective (``adversary.search``)."""
+    if not isinstance(name, str):
+        sign = jnp.where(name == 0, 1.0, -1.0)  # the return minimised, a C_j maximised
+        return sign * values[name], sign * jac[name]
     if name == "return":
         return values[0], jac[0]
     if name == "r_pen":

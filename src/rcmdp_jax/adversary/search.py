@@ -114,19 +114,19 @@ class GradientSearch(Adversary):
         sc = SearchConfig(steps=cfg.option("search_steps"), episodes=episodes, eval_episodes=episodes,
                           eta0=hp.number(f"{self.name}.eta"), estimator=estimator_of(env, cfg))  # fmt: skip
         policy = Policy(ctx.actor, actor_params, dropout=cfg.act_dropout)
-        names = ("return",) + tuple(f"cost{j}" for j in range(m))
         start, start_steps = env_xi[: 1 + m], jnp.float32(0.0)
         if cfg.option("search_restarts"):  # (without, the keys are the plain search's: old runs resume as they ran)
             key, k_start = jax.random.split(key)
             start, start_steps = self.starts(ctx, k_start, params, start, actor_params, lam_tilde, hp)
-        found, values = [], []
-        for j, (name, k) in enumerate(zip(names, jax.random.split(key, 1 + m))):
-            xi, totals, _ = search(k, start[j], env, params, policy, name, sc, hp.gamma, env.lambda_max)
-            found.append(xi)
-            values.append(totals.mean(0))
-        found = jnp.stack(found)  # [1 + m, *xi]
+
+        def one(args):  # objective j's search (0: the return, 1 + i: cost i), one copy in the program for all
+            j, k, x0 = args
+            xi, totals, _ = search(k, x0, env, params, policy, j, sc, hp.gamma, env.lambda_max)
+            return xi, totals.mean(0)
+
+        found, values = jax.lax.map(one, (jnp.arange(1 + m), jax.random.split(key, 1 + m), start))  # [1 + m, ...]
         objective = jnp.arange(env_xi.shape[0]) % (1 + m)
-        worst_c = jnp.argmax(jnp.stack([values[1 + j][1 + j] for j in range(m)])) if m else 0
+        worst_c = jnp.argmax(jnp.diagonal(values[1:, 1:])) if m else 0
         dual_xi = found[1 + worst_c] if m else found[0]
         # at most: per objective (steps + 1) batches of whole episodes and the fresh ones that value the point
         steps = jnp.float32((1 + m) * (sc.steps + 2) * episodes * env.episode_length) + start_steps
