@@ -1,7 +1,7 @@
 """Where a family program's compile time goes, and what XLA CPU's compile options save (a
 benchmark, not a test). In one process, for each family of a job (``--job quick``: the quick
 start's PPO family on ``gymnax:CartPole-v1``, 3 seeds; ``--job main``: the CartPole grid's three
-families, 10 seeds), built as the runner builds it (``study.compiled.Prepared``, on the CPU's
+families, 10 seeds), built as the runner builds it (``chunked.Prepared``, on the CPU's
 two devices):
 
 * the seconds of tracing, lowering and XLA's compile of its training chunk, and the program's
@@ -140,7 +140,10 @@ def build(cfgs, keys, mesh, phase: str | None = None):
     import jax
     import jax.monitoring
 
-    from rcmdp_jax.study.compiled import Prepared
+    try:
+        from rcmdp_jax.chunked import Prepared
+    except ImportError:  # the code before (--before): the runner's own module
+        from rcmdp_jax.study.compiled import Prepared
 
     class Bench(Prepared):
         def make_family(self, cfgs):
