@@ -11,6 +11,8 @@ import numpy as np
 from rcmdp_jax.kernel_text import kernel_names
 
 RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"  # the command users call
+TOY = Path(__file__).resolve().parent / "feasibility_toy.py"  # a toy environment for rcmdp feasibility
+FEAS = ["feasibility", "--seeds", "2", "--steps", "2000", "--n-test", "2"]  # its tiny check
 
 def _load(out, algo, name):
     return dict(np.load(Path(out) / "cartpole" / algo / name))
