@@ -30,7 +30,8 @@ BUDGETS = ("short", "long", "quick")
 def budget_steps(budgets: dict, budget: str) -> int:
     """The policy steps of ``budget`` in a domain's ``budgets`` ("quick" falls back to "short")."""
     return int(budgets.get(budget, budgets["short"]))
-# the reference study's own choices where docs/method.md §3 is silent (``Config``'s defaults)
+# the reference study's own choices where docs/method.md §3 is silent (the defaults of ``HParams.dropout``
+# and ``Config.dual_estimator``)
 STUDY_CHOICES = dict(dropout=0.6, adversary="ltma", dual_estimator="cost_to_go", plugins={"ltma": {"dual_reading": "found"}})
 
 
@@ -151,7 +152,7 @@ def learner_spec(learner: dict | LearnerSpec | None = None) -> LearnerSpec:
 def study_learner(**table: Any) -> LearnerSpec:
     """A study domain's table (docs/method.md §3, complete: no default hyperparameter is
     kept); what §3 leaves out (dropout, robust method, multiplier estimator) is the
-    ``Config`` default, the study's own choice."""
+    study's own choice (``STUDY_CHOICES``; the defaults of ``HParams.dropout`` and ``Config.dual_estimator``)."""
     plugins = {n: {**STUDY_CHOICES["plugins"].get(n, {}), **v} for n, v in table.pop("plugins", {}).items()}
     return LearnerSpec(**{**STUDY_CHOICES, **table, "plugins": {**STUDY_CHOICES["plugins"], **plugins}})
 

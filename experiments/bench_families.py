@@ -5,7 +5,7 @@ lane selection, in one run (a benchmark, not a test).
 
 For every domain and algorithm family of the study (10 seeds, the runner's program
 and sharding, ``--devices auto``), three programs are compiled and timed on the same
-first ``--chunks`` chunks of the runner's (``compiled.CHUNK_SLOTS``: 5 batches or 100 episodes each) of training:
+first ``--chunks`` chunks of the runner's (``chunked.CHUNK_SLOTS``: 5 batches or 100 episodes each) of training:
 
 * ``before``: one SPMD program over all lanes (jit with shardings), LTMA on every lane;
 * ``per-device``: each device runs its own lanes (``shard_map``);

@@ -5,7 +5,7 @@ files that touch that code run on the copy (``-m "not slow"``, stopping at the f
 *caught* when a test fails, *not caught* when all pass. The unchanged copy runs first and must
 pass, or no verdict means anything.
 
-    python experiments/mutation_check.py                 # every mutation, today's tests
+    python experiments/mutation_check.py                 # every mutation, the tests as they are
     python experiments/mutation_check.py --only abs,any  # some of them
     python experiments/mutation_check.py --tests-from REF  # the tests as they were at git REF
 

@@ -107,7 +107,7 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
                 try:  # the same tree
                     return ckpt.restore(path, abstract_tree)
                 except ValueError:  # the same leaves, in containers of another shape: an older version's tree
-                    pass  # without a container that is empty today (``DualState.own``, the plug-in slots)
+                    pass  # without a container that is empty in this version (``DualState.own``, the plug-in slots)
             leaves = jax.tree_util.tree_flatten_with_path(abstract_tree)[0]
             wanted = {key_of(p): leaf for p, leaf in leaves}
             saved = ckpt.metadata(path)  # the checkpoint's own tree, each leaf as the abstract one

@@ -103,7 +103,7 @@ class HParams:
 
 
 # The values of a number that a program is built for, not given as an argument: ``max_grad_norm``
-# inf (an optimiser without the clip: MCPMD's). A config at one and one off it are not one program
+# inf (an optimiser without the clip: MCPMD's), ``dropout`` 0 (networks without the layer). A config at one and one off it are not one program
 # (``family.family_key``); either way the number itself is an argument of the program.
 BUILT_FOR = {"max_grad_norm": math.inf, "dropout": 0.0}
 

@@ -101,7 +101,7 @@ NOW_NUMBERS = ("adam_eps", "max_grad_norm", "dropout")
 
 
 def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
-    """A config dict of an older version read as today's: its keys that are not ``fields`` but
+    """A config dict of an older version read as this version's: its keys that are not ``fields`` but
     plug-ins' options (flat fields then, e.g. ``adversary_candidates``) moved into its ``options``
     pairs, and its settings that are traced numbers now (``NOW_NUMBERS``; a plug-in's option
     then, ``Number.formerly``, e.g. ``search_eta``) into its ``hparams``."""

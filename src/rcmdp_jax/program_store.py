@@ -325,7 +325,7 @@ class Stored:
 def policy_program(what: str, env: str, built_from: tuple, **more):
     """What wraps the jitted program ``what`` (``sweep``, ``search``) of a trained policy in a
     ``Stored``: keyed on ``built_from`` (the environment, the policy's shape: the runner's
-    ``compiled.policy_key``) and ``more``."""
+    ``chunked.policy_key``) and ``more``."""
     names = ("env", "policy_hidden", "dropout_rng", "init")
     registered = [env] if isinstance(built_from[0], tuple) else []  # envs.register's: by identity
     return lambda jitted: Stored(jitted, f"{what} {env}", {**dict(zip(names, built_from)), **more}, registered)

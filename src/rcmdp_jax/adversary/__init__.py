@@ -1,7 +1,7 @@
 """Robust training methods: how a robust algorithm chooses the kernels it trains on.
 
 One file per method, each an ``Adversary`` (``base.py``) registered here by name. A
-method is chosen per lane of a family program (``train.Variant.adversary`` indexes the
+method is chosen per lane of a family program (``step.Variant.adversary`` indexes the
 family's methods), like the constraint rule, so several methods train in one program.
 
 * ``ltma``: the study's Lagrangian transition mirror ascent (score function, raw step ``eta_xi``);

@@ -115,7 +115,7 @@ class Lanes:
         reads the constraint's own worst candidate (``reads_cost``), that candidate."""
         cfg = self.context.cfg
         per_env = env_xi if self.per_env else None
-        if not any(a.reads_cost(cfg) for a in self.methods):  # static: today's reading everywhere
+        if not any(a.reads_cost(cfg) for a in self.methods):  # static: the method's kernel everywhere
             return env_params, per_env
         reads = self.where(which, lambda a: a.reads_cost(cfg))
         params = env_params.replace(xi=jnp.where(reads, dual_xi, env_params.xi))

@@ -63,8 +63,8 @@ class Learner(Plugin):
     @classmethod
     def preset(cls, fields, settings, domain):
         """Stable-Baselines3's conventions (docs/method.md §3), PPO's and MDPO's and any learner's
-        that does not say otherwise: the Config defaults (orthogonal init, Adam eps 1e-5,
-        gradient-norm clip 0.5), a batch of ``BATCH_ENVS`` x 400 steps, minibatches of 32, 5 epochs;
+        that does not say otherwise: the ``Config`` and ``HParams`` defaults (orthogonal init, Adam eps
+        1e-5, gradient-norm clip 0.5), a batch of ``BATCH_ENVS`` x 400 steps, minibatches of 32, 5 epochs;
         5 x 13 = 65 dual steps per iteration."""
         return {**fields, "n_envs": BATCH_ENVS, "n_steps": 400, "minibatch_size": 32, "epochs": 5, "dual_epochs": 5,
                 "dual_epochs_from_policy": False}  # fmt: skip

@@ -1,5 +1,6 @@
 """The process's runtime for a command: several processes, the device mesh, the CPU split, the
-compilation caches, Ctrl-C, and the lines said while a program compiles (``ticking``)."""
+compilation caches, the command that continues a run (``resume_command``, said on Ctrl-C), and the
+lines said while a program compiles (``ticking``)."""
 
 from __future__ import annotations
 
