@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     p.add_argument("--envs", default="cartpole,inventory,inventory3d")
     p.add_argument("--budget", default="long", choices=("short", "long"))
     p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--chunks", type=int, default=2, help="the runner's chunks timed per program (compiled.CHUNK_SLOTS iterations each)")
+    p.add_argument("--chunks", type=int, default=2, help="the runner's chunks timed per program (chunked.CHUNK_SLOTS iterations each)")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--json", default="bench_results/bench_families.json")
     args = p.parse_args(argv)
