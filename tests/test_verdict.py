@@ -128,3 +128,39 @@ def test_the_section_rows_say_what_summary_json_holds():
     assert e["nominal_kept"] == (False if "broken" in e["nominal_verdicts"] else
                                  None if "too close to call" in e["nominal_verdicts"] else True)
     assert cells[8].startswith(f"{e['nominal_counts']['kept']} kept, {e['nominal_counts']['broken']} broken")
+
+
+def test_each_close_seed_is_named_with_its_mean_and_the_command_that_decides_it():
+    # seeds x (level 0 and level 1, direction 0) x episodes of EpCost against a budget of 5
+    ep = np.zeros((3, 2, 1, 4))
+    ep[:, 0, 0] = [[0, 0, 0, 0], [4, 8, 2, 10], [1, 2, 1, 2]]  # seed 1 close at the nominal kernel
+    ep[:, 1, 0] = [[9, 9, 9, 9], [1, 11, 3, 9], [0, 12, 1, 9]]  # worst: seed 0 broken, 1 and 2 close
+    kind = verdict.Constraint("budget", gamma_c=1.0, budget=5.0)
+    e = verdict.judge(ep - 5.0 * 0.5, ep, kind)  # C: any values; EpCost decides
+    assert (e["worst_level_index"], e["worst_direction"]) == (1, 0)
+    lines = verdict.close_calls(e, "PPO-Lag", "x>0.3", {"nominal": "nominal", "worst": "g=11.76"}, env="gymnax:X")
+    assert len(lines) == 3 and [ln.split(": seed ")[1].split()[0] for ln in lines] == ["1", "1", "2"]
+    for line, (where, seed) in zip(lines, [(0, 1), (1, 1), (1, 2)]):
+        m, se = mean_se(ep[seed, where, 0])
+        assert f"EpCost {m:.4g} ± {se:.2g}, {'above' if m > 5 else 'under'} 5" in line
+        needed = math.floor(4 * (2 * se / (m - 5)) ** 2) + 1  # |m - 5| > 2 se / sqrt(n / 4)
+        kernel = "nominal" if where == 0 else "g=11.76"
+        assert line.endswith(f"--env gymnax:X --algo PPO-Lag --seed {seed} --kernel '{kernel}' --n-episodes {needed}")
+    assert "at the nominal kernel" in lines[0] and "on its worst kernel" in lines[2]
+    # a limit: C decides, against 0; a decided seed gives no line
+    c = np.array([[[[0.5, -0.3, 0.4, -0.2]]], [[[-1.0, -1.1, -0.9, -1.0]]]])
+    e = verdict.judge(c, None, verdict.Constraint("limit"))
+    (line,) = verdict.close_calls(e, "A", "speed", {"nominal": "nominal", "worst": "nominal"})
+    m, se = mean_se(c[0, 0, 0])
+    assert f": seed 0 C {m:.4g} ± {se:.2g}, above 0" in line and "--env" not in line
+
+
+def test_a_kernel_spelled_for_rcmdp_eval_reads_back_exactly():
+    from rcmdp_jax.kernel_text import parse, spell
+
+    xi_c, names = np.array([9.8, 1.0, 0.0], np.float32), ("g", "m", "xi[0,1]")
+    xi = np.array([9.8 * 1.2, 1.0, -0.013], np.float32)
+    text = spell(xi, xi_c, names)
+    assert "m=" not in text and text.startswith("g=")
+    np.testing.assert_array_equal(parse(text, xi_c, names), xi)
+    assert spell(xi_c, xi_c, names) == "nominal"

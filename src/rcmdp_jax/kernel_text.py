@@ -38,6 +38,14 @@ def describe(xi, xi_c, names) -> str:
     return ", ".join(parts) if parts else "the nominal kernel"
 
 
+def spell(xi, xi_c, names) -> str:
+    """``xi`` as ``parse`` reads it back exactly: each changed entry at its absolute value
+    (``g=11.7600002,m=1``), ``nominal`` if none changed."""
+    xi, xi_c = np.ravel(np.asarray(xi, np.float32)), np.ravel(np.asarray(xi_c, np.float32))
+    parts = [f"{name}={float(x):.9g}" for name, x, c in zip(names, xi, xi_c) if x != c]
+    return ",".join(parts) if parts else "nominal"
+
+
 def parse(text: str | None, xi_c, names) -> np.ndarray:
     """The kernel a person names by its fields, ``"g=+20%,m=11.0"``: each named entry at a
     relative change from its nominal value (``+20%``, ``-5%``) or at an absolute value

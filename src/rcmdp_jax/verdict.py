@@ -141,8 +141,34 @@ def judge(C, ep_cost, constraint: Constraint) -> dict:
         if ep_cost is not None:
             entry[f"ep_cost_{where}"] = float(pick(np.asarray(ep_cost, np.float64)).mean())
         entry |= {f"{where}_kept": overall(counts), f"{where}_verdicts": list(v.verdict), f"{where}_counts": counts,
-                  f"{where}_seeds_broken": counts[BROKEN], f"{where}_episodes_to_decide": v.most_needed()}  # fmt: skip
+                  f"{where}_seeds_broken": counts[BROKEN], f"{where}_episodes_to_decide": v.most_needed(),
+                  f"{where}_seed_means": v.mean.tolist(), f"{where}_seed_ses": v.se.tolist(),
+                  f"{where}_seed_needed": list(v.needed)}  # fmt: skip
     return entry
+
+
+def close_calls(entry: dict, algo: str, name: str, kernels: dict, env: str | None = None) -> list[str]:
+    """One line per seed too close to call in ``judge``'s ``entry`` (``algo``'s constraint ``name``):
+    where, the seed, its mean ± standard error against the limit, and the command that decides it
+    with more test episodes; ``kernels``: ``{"nominal": ..., "worst": ...}`` as ``rcmdp eval --kernel``
+    reads them; ``env``: the run's environment, for a folder of several."""
+    by_ep, shift = entry.get("decides", "C <= 0") != "C <= 0", entry.get("budget") or 0.0
+    what, limit = ("EpCost", f"{shift:g}") if by_ep else ("C", "0")
+    out = []
+    for where in ("nominal", "worst") if entry.get("worst_level_index") else ("nominal",):  # level 0: nominal
+        for seed, v in enumerate(entry.get(f"{where}_verdicts", ())):
+            if v != CLOSE:
+                continue
+            mean, se = entry[f"{where}_seed_means"][seed], entry[f"{where}_seed_ses"][seed]
+            needed = entry[f"{where}_seed_needed"][seed]
+            side = "above" if mean > 0 else "under" if mean < 0 else "at"
+            line = (f"{algo}, {name}, {'at the nominal kernel' if where == 'nominal' else 'on its worst kernel'}: seed "
+                    f"{seed} {what} {mean + (shift if by_ep else 0.0):.4g} ± {se:.2g}, {side} {limit}")  # fmt: skip
+            if needed is not None:
+                cmd = f"rcmdp eval RUN_DIR{f' --env {env}' if env else ''} --algo {algo} --seed {seed}"
+                line += f"; {needed} episodes decide it: {cmd} --kernel '{kernels[where]}' --n-episodes {needed}"
+            out.append(line)
+    return out
 
 
 def overall(counts: dict) -> bool | None:
