@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from launch import launch  # noqa: E402  (experiments/launch.py)
 
+from rcmdp_jax.auto_budget import curves_of  # noqa: E402
 from rcmdp_jax.convergence import converged_budget  # noqa: E402
 
 SETTINGS = ("gymnax:Pendulum-v1", "gymnax:CartPole-v1", "gymnax:Acrobot-v1")
@@ -46,13 +47,12 @@ def train(setting: str, out: Path, steps: int, seeds: int, algo: str) -> float:
     return time.time() - t0
 
 
-def curves(out: Path, algo: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def curves(out: Path, algo: str):
+    """The rule's curves of the run in ``out`` (``auto_budget.curves_of``: constraints named by
+    index), its steps and each constraint's multiplier."""
     env_dir = next(p for p in out.iterdir() if p.is_dir())
-    m = np.load(env_dir / algo / "train_metrics.npz")
-    out = {"return": m["eval_return"]}
-    for j in range(m["eval_costs"].shape[-1]):
-        out[f"C[{j}]"] = m["eval_costs"][..., j]
-    return out, np.asarray(m["policy_steps"][0], float)
+    m = dict(np.load(env_dir / algo / "train_metrics.npz"))
+    return curves_of(m, range(m["eval_costs"].shape[-1]))
 
 
 def main(argv=None) -> None:
@@ -69,16 +69,17 @@ def main(argv=None) -> None:
     for setting in args.settings.split(","):
         folder = args.out / folder_name(setting)
         wall = train(setting, folder, args.max_steps, args.seeds, args.algo)
-        c, steps = curves(folder, args.algo)
-        found, table = converged_budget(c, steps, GRID)
+        c, steps, mult = curves(folder, args.algo)
+        found, table = converged_budget(c, steps, GRID, multipliers=mult)
         results[setting] = dict(converged=found, max_steps=args.max_steps, seeds=args.seeds, wall_s=round(wall, 1),
-                                table={str(n): {k: [round(a, 4), round(b, 4)] for k, (a, b) in row.items()}
+                                table={str(n): {k: [round(a, 4), round(b, 4), *v[2:]] for k, (a, b, *v) in row.items()}
                                        for n, row in table.items()})  # fmt: skip
         print(f"\n{setting}: converged budget {found if found else 'none within the grid'}")
         print("| budget | " + " | ".join(f"{k}: moved / SE" for k in c) + " |")
         print("|---" * (1 + len(c)) + "|")
         for n, row in table.items():
-            print(f"| {n:,} | " + " | ".join(f"{a:.3f} / {b:.3f}" for a, b in row.values()) + " |")
+            print(f"| {n:,} | " + " | ".join(f"{v[0]:.3f} / {v[1]:.3f}{'' if len(v) == 2 else ' (not binding)'}"
+                                             for v in row.values()) + " |")  # fmt: skip
     saved.write_text(json.dumps(results, indent=1) + "\n")
 
 

@@ -134,8 +134,8 @@ def budget(name: str, where: Path) -> dict:
                      "--plots", "off", "--n-test", "10"], log=where / "log.txt")  # fmt: skip
         (out / "done").write_text("")
     env_dir = next(p for p in out.iterdir() if p.is_dir())
-    curves, steps = curves_of(dict(np.load(env_dir / "PPO-Lag" / "train_metrics.npz")), envs.spec(name).cost_names)
-    found, table = converged_budget(curves, steps, GRID)
+    curves, steps, _ = curves_of(dict(np.load(env_dir / "PPO-Lag" / "train_metrics.npz")), envs.spec(name).cost_names)
+    found, table = converged_budget(curves, steps, GRID)  # the rule as committed before the results (no multipliers)
     result = {"steps": int(found or UNCONVERGED_STEPS), "converged": found is not None,
               "table": {str(n): {k: [round(a, 4), round(b, 4)] for k, (a, b) in row.items()} for n, row in table.items()}}
     done.write_text(json.dumps(result, indent=1))

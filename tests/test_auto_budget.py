@@ -162,3 +162,22 @@ def test_margin_z_is_bounded():
     for bad in (-1.0, 101.0, 3e38, float("nan"), float("inf")):
         with pytest.raises(ValueError, match=r"margin_z must be in \[0, 100\]"):
             preset("gymnax:Pendulum-v1", "PPO-Lag", margin_z=bad)
+
+
+def test_the_search_reads_each_constraints_multiplier_and_says_when_one_did_not_decide():
+    lam = np.zeros((10, STEPS.size, 2))
+    lam[:, :, 1] = 0.5  # the torque limit binds throughout, the speed limit never
+    c = curves(lambda s: 0.0 * s + 50.0, noise=1.0)["return"]
+    drift = np.log2(STEPS / 1_600.0)[None, :] + curves(lambda s: 0.0 * s, seed=2)["return"]  # +1 a doubling
+    metrics = {"eval_return": c, "eval_costs": np.stack([drift, c - 50.0], -1), "policy_steps": np.tile(STEPS, (10, 1)),
+               "lam": lam}  # fmt: skip
+    got, steps, mult = auto_budget.curves_of(metrics, ("speed", "torque"))
+    np.testing.assert_array_equal(mult["C[torque]"], lam[..., 1])
+    assert set(mult) == {"C[speed]", "C[torque]"}
+    assert auto_budget.stop_at(got, steps)[0] is None  # the drifting speed curve fails every budget
+    found, table = auto_budget.stop_at(got, steps, multipliers=mult)
+    assert found == auto_budget.GRID[0] and len(table[found]["C[torque]"]) == 2
+    why = auto_budget.Found(found, int(steps[-1]), 800_000, table).why()
+    assert "C[speed] by" in why and "(not binding: its multiplier 0 in every seed; it does not decide)" in why
+    assert f"C[torque] by {table[found]['C[torque]'][0]:.3g} < SE" in why
+    assert auto_budget.curves_of({k: v for k, v in metrics.items() if k != "lam"}, ("speed",))[2] == {}

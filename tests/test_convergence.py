@@ -43,3 +43,26 @@ def test_a_plateau_that_training_leaves_is_not_convergence():
     found, table = converged_budget(curves, STEPS, GRID)
     assert table[50_000]["return"][0] == 0.0 and table[100_000]["return"][0] > 1.0
     assert found == 200_000
+
+
+def test_a_constraint_that_does_not_bind_does_not_decide_and_one_that_binds_once_does():
+    # the return flat from the start; C drifts by 1 a doubling with the seeds agreeing (SE 0.115): it
+    # alone fails every budget. Its multiplier 0 everywhere: the return decides, the first budget passes.
+    flat = np.zeros_like(STEPS)[None] + OFFSETS
+    drift = np.log2(STEPS / 10_000.0)[None] + OFFSETS
+    curves = {"return": flat, "C": drift}
+    assert converged_budget(curves, STEPS, GRID)[0] is None
+    lam = np.zeros((4, STEPS.size))
+    found, table = converged_budget(curves, STEPS, GRID, multipliers={"C": lam})
+    assert found == GRID[0] and all(len(table[n]["C"]) == 3 and table[n]["C"][2] is False for n in GRID)
+    assert table[GRID[0]]["C"][:2] == converged_budget(curves, STEPS, GRID)[1][GRID[0]]["C"]  # the same move
+    # one seed's multiplier above 0 at one iteration, at 700k: the window (640k, 1.6M] of 800k and
+    # (320k, 800k] of 400k hold it, so those two read C again (and fail); (160k, 400k] of 200k does not
+    lam[2, np.flatnonzero(STEPS == 700_000)] = 0.01
+    found, table = converged_budget(curves, STEPS, GRID, multipliers={"C": lam})
+    assert [len(table[n]["C"]) for n in GRID] == [3, 3, 3, 2, 2]
+    assert found is None  # 800k, the last budget measured, fails on C: no budget from which on all pass
+    lam[2] = 0.0
+    lam[:, STEPS <= 150_000] = 1.0  # binding at the start only: from 200k's window on it does not
+    found, table = converged_budget(curves, STEPS, GRID, multipliers={"C": lam})
+    assert [len(table[n]["C"]) for n in GRID] == [2, 2, 3, 3, 3] and found == 200_000

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from rcmdp_jax.convergence import converged_budget, passes
+from rcmdp_jax.convergence import converged_budget, row_passes
 
 GRID = tuple(25_000 * 2**i for i in range(16))  # 25k, 50k, ... (the rule's doubling grid)
 DEFAULT_CAP = 1_600_000  # the grid's top in docs/budgets.md: every budget measured there converged below it
@@ -49,7 +49,8 @@ class Found:
             return (f"not converged within the cap of {self.cap:,} policy steps (the budget rule moved some curve by "
                     f"its standard error at every doubling measured); the run trains at the cap, unconverged")  # fmt: skip
         row = self.table[self.converged]
-        moved = ", ".join(f"{k} by {m:.3g} < SE {se:.3g}" for k, (m, se) in row.items())
+        moved = ", ".join(f"{k} by {v[0]:.3g} " + (f"< SE {v[1]:.3g}" if len(v) == 2 else "(not binding: its multiplier "
+                          "0 in every seed; it does not decide)") for k, v in row.items())  # fmt: skip
         said = f"converged at {self.converged:,} policy steps: doubling it to {2 * self.converged:,} moved {moved}"
         if self.converged == GRID[0]:  # the first budget: a flat start, which training may still leave
             said += (" (the grid's first budget: a plateau the learners may leave, as on the study's Inventory and "
@@ -57,22 +58,26 @@ class Found:
         return said
 
 
-def stop_at(curves: dict[str, np.ndarray], steps: np.ndarray, grid=GRID) -> tuple[int | None, dict]:
+def stop_at(curves: dict[str, np.ndarray], steps: np.ndarray, grid=GRID, multipliers=None) -> tuple[int | None, dict]:
     """The rule on the curves so far (``name -> [seeds, iterations]``, ``steps [iterations]`` the
-    cumulative policy steps): ``(N, table)``, ``N`` the converged budget once one is (its doubling
-    within the curves), else None."""
-    return converged_budget(curves, np.asarray(steps, float), grid)
+    cumulative policy steps; ``multipliers``: each constraint curve's multiplier, as ``curves_of``
+    gives them): ``(N, table)``, ``N`` the converged budget once one is (its doubling within the
+    curves), else None."""
+    return converged_budget(curves, np.asarray(steps, float), grid, multipliers=multipliers)
 
 
-def curves_of(metrics: dict, cost_names=None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def curves_of(metrics: dict, cost_names=None) -> tuple[dict[str, np.ndarray], np.ndarray, dict]:
     """The rule's curves from training metrics (leading axes seeds, iterations): the return and
     each constraint's value ``C[name]`` at the nominal kernel (``cost_names`` None: none, an
-    unconstrained learner's), and the cumulative policy steps."""
-    out = {"return": np.asarray(metrics["eval_return"], float)}
+    unconstrained learner's), the cumulative policy steps, and each constraint curve's
+    multiplier ``lam`` (where the metrics hold it)."""
+    out, mult = {"return": np.asarray(metrics["eval_return"], float)}, {}
     costs = np.asarray(metrics["eval_costs"], float)
     for j, name in enumerate(cost_names or ()):
         out[f"C[{name}]"] = costs[..., j]
-    return out, np.asarray(metrics["policy_steps"], float)[0]
+        if "lam" in metrics:
+            mult[f"C[{name}]"] = np.asarray(metrics["lam"], float)[..., j]
+    return out, np.asarray(metrics["policy_steps"], float)[0], mult
 
 
 def check(seeds: int, cap: int) -> None:
@@ -100,13 +105,13 @@ def search(config, keys, cap: int = DEFAULT_CAP, chunk: int | None = None, repor
 
     def read(_member, metrics, *_) -> bool:
         nonlocal found, table, steps
-        parts.append({k: metrics[k] for k in ("eval_return", "eval_costs", "policy_steps")})
-        curves, steps = curves_of({k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}, names)
+        parts.append({k: metrics[k] for k in ("eval_return", "eval_costs", "policy_steps", "lam") if k in metrics})
+        curves, steps, mult = curves_of({k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}, names)
         before = len(table)
-        found, table = stop_at(curves, steps, GRID)
+        found, table = stop_at(curves, steps, GRID, mult)
         if report is not None and len(table) > before:
             n = max(table)
-            verdict = "passes" if all(passes(m, se) for m, se in table[n].values()) else "moved"
+            verdict = "passes" if row_passes(table[n]) else "moved"
             report(f"{int(steps[-1]):,} policy steps: budget {n:,} {verdict} ({time.perf_counter() - t0:.0f} s)")
         return found is not None
 
