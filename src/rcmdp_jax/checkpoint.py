@@ -26,6 +26,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from rcmdp_jax import atomic
+
 # leaves added to the trained result after checkpoints without them were written (the episode
 # cost: the training metrics' ``episode_ep_cost`` and ``eval_ep_cost``, the rollout's running
 # ``ep_costs`` and ``steps``; the dual's margin and its episodes' spread, ``margin`` and ``spread``):
@@ -171,10 +173,7 @@ def write_files(path: Path) -> None:
     """Record every file of the finished checkpoint at ``path`` and its size (a temporary
     name, then renamed: a list is whole or absent)."""
     listing = {str(p.relative_to(path)): p.stat().st_size for p in sorted(path.rglob("*")) if p.is_file()}
-    target = files_path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(listing, indent=0))
-    os.replace(tmp, target)
+    atomic.write_text(files_path(path), json.dumps(listing, indent=0))
 
 
 def files_problem(path: Path) -> str | None:

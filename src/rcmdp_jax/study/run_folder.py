@@ -4,6 +4,7 @@ environment and algorithm its results and ``checkpoint/``, and its lock ``.lock`
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import stat
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax import envs
+from rcmdp_jax.atomic import write_bytes, write_text
 from rcmdp_jax.divergence import nonfinite_episodes
 from rcmdp_jax.study import user_code
 from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_problem
@@ -53,26 +55,10 @@ def n_test(plan: Plan, env: str) -> int:
     return plan.n_test or envs.spec(env).n_test
 
 
-def write_atomic(path: Path, write) -> None:
-    """``write(file)`` into a temporary file renamed to ``path``: a failed write leaves no half-written file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException as err:
-        tmp.unlink(missing_ok=True)
-        if isinstance(err, OSError):  # named by the file it was for
-            raise OSError(err.errno, err.strerror, str(path)) from None
-        raise
-
-
-def write_text(path: Path, text: str) -> None:
-    write_atomic(path, lambda f: f.write(text.encode()))
-
-
-def save_npz(path: Path, **arrays) -> None:
-    write_atomic(path, lambda f: np.savez_compressed(f, **arrays))
+def _save_npz(path: Path, **arrays) -> None:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    write_bytes(path, buf.getvalue())
 
 
 def _saved_problems(d: Path, plan: Plan, env: str):
@@ -225,7 +211,7 @@ class RunFolder:
     def save_training(self, env: str, algo: str, metrics: dict, timing: dict | None = None) -> None:
         d = self.algo_dir(env, algo)
         d.mkdir(parents=True, exist_ok=True)
-        save_npz(d / "train_metrics.npz", **metrics)
+        _save_npz(d / "train_metrics.npz", **metrics)
         if timing is not None:
             write_text(d / "timing.json", json.dumps(timing))
 
@@ -233,12 +219,12 @@ class RunFolder:
         """``test_results.npz``; ``kept``: the episode costs ``EpCost``, ``gamma_c`` and ``horizon``."""
         d = self.algo_dir(env, algo)
         arrays = dict(V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi, seed=np.int64(seed))
-        save_npz(d / "test_results.npz", **arrays, **kept)
+        _save_npz(d / "test_results.npz", **arrays, **kept)
         write_text(d / "diverged.json", json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
 
     def save_worst_case(self, env: str, algo: str, found: dict) -> None:
         flat = {f"{name}/{field}": value for name, d in found.items() for field, value in d.items()}
-        save_npz(self.algo_dir(env, algo) / "worst_case.npz", **flat)
+        _save_npz(self.algo_dir(env, algo) / "worst_case.npz", **flat)
 
     def load_results(self, env: str, algos, bounds=None, seeds=None, costs=None):
         """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``; fills the
