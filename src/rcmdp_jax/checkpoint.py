@@ -94,7 +94,8 @@ def remove_partial(path: Path) -> None:
 
 
 def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
-    """Read the checkpoint at ``path`` into the structure of ``abstract_tree``."""
+    """Read the checkpoint at ``path`` into the structure of ``abstract_tree``; ``Damaged`` in one line
+    for one that cannot be read into it (cut short, foreign)."""
     path = Path(path).absolute()
     if not exists(path):
         raise FileNotFoundError(f"no complete checkpoint at {path}")
@@ -115,10 +116,11 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
             saved = ckpt.metadata(path)  # the checkpoint's own tree, each leaf as the abstract one
             saved = jax.tree_util.tree_map_with_path(lambda p, _: wanted[key_of(p)], metadata_tree(saved))
             restored = {key_of(p): x for p, x in jax.tree_util.tree_flatten_with_path(ckpt.restore(path, saved))[0]}
-    except Exception:
+    except Exception as err:
         asyncio_quiet_from_now()
         time.sleep(0.5)  # the reads in flight end now, while the filter is on, not at the process's exit
-        raise
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise Damaged(f"{type(err).__name__}: {first}" if first else type(err).__name__) from None
     out = []
     for p, leaf in leaves:
         if key_of(p) in missing:  # a metric unknown to the old run: NaN; a running sum: 0

@@ -48,8 +48,8 @@ class Evaluation:
         """Plain numbers (strict JSON: a value that is not finite is null)."""
         num = lambda x: float(x) if np.isfinite(x) else None
         pair = lambda ms: {"mean": num(ms[0]), "se": num(ms[1])}
-        out = {k: getattr(self, k) for k in ("env", "algorithm", "seed", "kernel")}
-        out |= {"xi": np.asarray(self.xi).tolist(), "in_box": self.in_box, "n_episodes": self.n_episodes}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "episodes"}
+        out["xi"] = np.asarray(self.xi).tolist()
         out["metrics"] = {k: pair(v) for k, v in self.metrics.items()}
         out["constraints"] = {c: {k: pair(v) for k, v in d.items()} for c, d in self.constraints.items()}
         return out
@@ -96,15 +96,13 @@ class LoadedPolicy:
     def observation(self, obs):
         """``obs`` as one observation ``(obs_dim,)``; ``TypeError`` (not numbers) / ``ValueError`` (shape)."""
         want = (int(self.env.obs_dim),)
-        try:  # a tracer is a jax.Array: checked by its dtype and shape
-            if isinstance(obs, (str, bytes)) or obs is None:
-                raise TypeError
-            obs = obs if isinstance(obs, jax.Array) else np.asarray(obs)
-            if not (jnp.issubdtype(obs.dtype, jnp.floating) or jnp.issubdtype(obs.dtype, jnp.integer)):
-                raise TypeError
-        except (TypeError, ValueError):
+        try:  # a tracer is a jax.Array: checked by its dtype and shape; None, text: of no number's dtype
+            dtype = obs.dtype if isinstance(obs, jax.Array) else np.asarray(obs).dtype
+        except (TypeError, ValueError):  # a ragged list
+            dtype = np.dtype(object)
+        if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
             got = f"{type(obs).__name__} {getattr(obs, 'dtype', '')}".rstrip()
-            raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got {got}") from None
+            raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got {got}")
         obs = obs if isinstance(obs, jax.Array) else jnp.asarray(obs, jnp.float32)
         if tuple(obs.shape) != want:
             raise ValueError(f"obs must have shape {want} (one observation of {self.env_name}; jax.vmap(policy.act) "
@@ -157,10 +155,10 @@ class LoadedPolicy:
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
         stats = {k: mean_se(v) for k, v in episodes.items()}  # a value with a constraint axis: per constraint
         metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in stats.items() if m.ndim == 0}
-        per_cost = {k: (m, s) for k, (m, s) in stats.items() if m.ndim == 1}
         names = cost_names(self.env_name, self.env.num_constraints)
         constraints = {
-            c: {k: (float(m[j]), float(s[j])) for k, (m, s) in per_cost.items()} for j, c in enumerate(names)
+            c: {k: (float(m[j]), float(s[j])) for k, (m, s) in stats.items() if m.ndim == 1}
+            for j, c in enumerate(names)
         }
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))

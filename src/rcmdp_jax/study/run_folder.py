@@ -39,15 +39,12 @@ def load_npz(path: Path) -> dict:
                           "checkpoint") from None  # fmt: skip
 
 
-def _npz_or_none(path: Path) -> dict | None:
+def readable(path: Path) -> dict | None:
+    """All arrays of ``path``, or None where it cannot be read."""
     try:
         return load_npz(path)
     except DamagedFile:
         return None
-
-
-def readable(path: Path) -> bool:
-    return _npz_or_none(path) is not None
 
 
 def n_test(plan: Plan, env: str) -> int:
@@ -64,7 +61,7 @@ def _save_npz(path: Path, **arrays) -> None:
 def _saved_problems(d: Path, plan: Plan, env: str):
     """``(of the results file alone, what)`` for each thing saved in ``d`` (an algorithm's
     folder) that contradicts ``plan``, ``{where}`` in place of its name."""
-    metrics, test = _npz_or_none(d / "train_metrics.npz"), _npz_or_none(d / "test_results.npz")
+    metrics, test = readable(d / "train_metrics.npz"), readable(d / "test_results.npz")
     try:
         seed = json.loads((d / "timing.json").read_text()).get("seed")  # a folder of an older version has none
     except (OSError, ValueError, AttributeError):
@@ -119,18 +116,12 @@ class RunFolder:
         """``algo``'s checkpoint read into ``abstract``'s arrays, or ``checkpoint.Damaged`` saying why not."""
         from rcmdp_jax import checkpoint
 
-        try:
-            return checkpoint.restore(self.ckpt_dir(env, algo), abstract)
-        except checkpoint.Damaged:
-            raise
-        except Exception as err:  # a truncated or foreign checkpoint
-            first = (str(err).strip().splitlines() or [""])[0][:200]
-            raise checkpoint.Damaged(f"{type(err).__name__}: {first}" if first else type(err).__name__) from None
+        return checkpoint.restore(self.ckpt_dir(env, algo), abstract)
 
     def tested(self, env: str, algo: str, searched: bool = False) -> bool:
         """Whether ``algo``'s test results and training metrics (``searched``: its search) are readable."""
         names = ("test_results.npz", "train_metrics.npz") + (("worst_case.npz",) if searched else ())
-        return all(readable(self.algo_dir(env, algo) / n) for n in names)
+        return all(readable(self.algo_dir(env, algo) / n) is not None for n in names)
 
     def read_plan(self, flag: str) -> Plan:
         """``run.json`` with its plug-ins and user environments loaded again, or a ``RunFolderError``."""
@@ -167,12 +158,11 @@ class RunFolder:
                                              f"{self.root} re-creates it from the checkpoint")  # fmt: skip
         return plan
 
-    def check_checkpoints(self, plan: Plan, keys, groups: dict | None = None, flag: str = "") -> None:
+    def check_checkpoints(self, plan: Plan, keys, groups: dict, flag: str = "") -> None:
         """``RunFolderError`` unless every finished checkpoint of ``groups`` (``{env: [[algo, ...]]}``,
-        families of one array layout; default: each algorithm alone) holds what its config trains."""
+        families of one array layout) holds what its config trains."""
         from rcmdp_jax import checkpoint, make_train
 
-        groups = groups or {env: [[a] for a in plan.algos] for env in plan.envs}
         for env, env_groups in groups.items():
             for group in env_groups:
                 if done := [a for a in group if self.trained(env, a)]:
@@ -226,9 +216,9 @@ class RunFolder:
         flat = {f"{name}/{field}": value for name, d in found.items() for field, value in d.items()}
         _save_npz(self.algo_dir(env, algo) / "worst_case.npz", **flat)
 
-    def load_results(self, env: str, algos, bounds=None, seeds=None, costs=None):
-        """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``; fills the
-        dicts given: ``bounds`` (state-bound flags), ``seeds`` (used, trained), ``costs`` (EpCost, ...)."""
+    def load_results(self, env: str, algos, bounds: dict, seeds: dict, costs: dict):
+        """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``; fills
+        ``bounds`` (state-bound flags), ``seeds`` (used, trained) and ``costs`` (EpCost, ...)."""
         results, metrics, levels, first = {}, {}, None, None
         for algo in algos:
             d = self.algo_dir(env, algo)
@@ -244,11 +234,10 @@ class RunFolder:
                                   "--eval-only re-creates it from the checkpoints")  # fmt: skip
             keep, levels = kept_seeds(z), z["levels"]
             results[algo] = (z["V"][keep], z["C"][keep]) if keep.any() else None
-            if seeds is not None:
-                seeds[algo] = (int(keep.sum()), int(keep.size))
-            if bounds is not None and keep.any():
+            seeds[algo] = (int(keep.sum()), int(keep.size))
+            if keep.any():
                 bounds[algo] = z["bound"][keep]
-            if costs is not None and keep.any() and "EpCost" in z:
+            if keep.any() and "EpCost" in z:
                 costs[algo] = {"EpCost": z["EpCost"][keep], "gamma_c": z["gamma_c"], "horizon": int(z["horizon"])}
         return results, metrics, levels
 
