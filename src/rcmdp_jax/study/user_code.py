@@ -70,17 +70,15 @@ def _one_line(said: str, err: BaseException) -> ValueError:
 def _import(record: dict, failed: str):
     """The module of ``record``, or ``_one_line(failed, ...)``."""
     try:
+        if "file" in record and not Path(record["file"]).is_file():
+            raise FileNotFoundError(f"no such file {record['file']}")
+        folder = record.get("path") if "module" in record else str(Path(record["file"]).parent)
+        if folder and folder not in sys.path:  # a module beside the command's folder or the file, as `python -m`
+            sys.path.insert(0, folder)  # or `python FILE.py` finds it
         if "module" in record:
-            if record.get("path") and record["path"] not in sys.path:
-                sys.path.insert(0, record["path"])  # a module beside the command's folder, as `python -m` finds it
             return importlib.import_module(record["module"])
-        path = Path(record["file"])
-        if not path.is_file():
-            raise FileNotFoundError(f"no such file {path}")
-        if str(path.parent) not in sys.path:  # a module beside the file, as `python FILE.py` finds it
-            sys.path.insert(0, str(path.parent))
-        name = "rcmdp_user_" + re.sub(r"\W", "_", path.stem)
-        spec = importlib.util.spec_from_file_location(name, path)
+        name = "rcmdp_user_" + re.sub(r"\W", "_", Path(record["file"]).stem)
+        spec = importlib.util.spec_from_file_location(name, record["file"])
         sys.modules[name] = module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
