@@ -109,21 +109,6 @@ class LoadedPolicy:
                              f"for a batch), got {tuple(obs.shape)}")  # fmt: skip
         return obs
 
-    def _episodes(self, n: int):
-        """The jitted ``policy_sweep`` of one kernel (axes ``[1, 1]``), kept per policy shape
-        (``chunked.cached``)."""
-        from rcmdp_jax.chunked import cached, policy_key
-        from rcmdp_jax.evaluate import policy_sweep
-        from rcmdp_jax.rollout import Policy
-
-        env, actor = self.env, self.actor
-
-        def run(params, env_params, xi, key, gamma):
-            kernels = jax.tree.map(lambda x: jnp.asarray(x)[None, None], env_params.replace(xi=xi))
-            return policy_sweep(env, kernels, Policy(actor, params, deterministic=True), n, gamma, key)
-
-        return cached(("one kernel", *policy_key(self.env_name, self.config), n), lambda: jax.jit(run))
-
     @property
     def field_names(self) -> tuple[str, ...]:
         """The kernel's entries as the run's report names them (``kernel_text.kernel_names``)."""
@@ -137,6 +122,9 @@ class LoadedPolicy:
         """The deterministic policy on ``kernel`` (None: the nominal one), ``n_episodes`` (default the
         run's ``n_test``) from ``PRNGKey(seed)``; ``seed=None``: the robustness test's key of this seed
         (with ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
+        from rcmdp_jax.chunked import cached, policy_key
+        from rcmdp_jax.evaluate import policy_sweep
+        from rcmdp_jax.rollout import Policy
         from rcmdp_jax.study.report import cost_names
 
         xi = self.kernel(kernel)
@@ -145,13 +133,20 @@ class LoadedPolicy:
             raise ValueError(f"n_episodes must be a positive whole number (at most 2^31 - 1), got {n!r}")
         if seed is not None:
             check_seed("seed", seed)
-        total, need = machine_bytes(), sweep_bytes(self.config, int(n), 1, 1)  # the runner's estimate of a sweep
+        env, actor, n = self.env, self.actor, int(n)
+        total, need = machine_bytes(), sweep_bytes(self.config, n, 1, 1)  # the runner's estimate of a sweep
         if total is not None and need > 0.9 * total:  # refused before anything is allocated
             fit = int(0.9 * total // sweep_bytes(self.config, 1, 1, 1))
             raise ValueError(f"n_episodes={n:,} needs about {need / 2**30:,.1f} GiB of this machine's "
                              f"{total / 2**30:,.1f} GiB; at most about {fit:,} fit")  # fmt: skip
+
+        def one_kernel(params, env_params, xi, key, gamma):  # the sweep's axes [1, 1]: one level, one kernel
+            kernels = jax.tree.map(lambda x: jnp.asarray(x)[None, None], env_params.replace(xi=xi))
+            return policy_sweep(env, kernels, Policy(actor, params, deterministic=True), n, gamma, key)
+
+        run = cached(("one kernel", *policy_key(self.env_name, self.config), n), lambda: jax.jit(one_kernel))
         key = self.test_key if seed is None else jax.random.PRNGKey(int(seed))
-        out = self._episodes(int(n))(self.params, self.env_params, xi, key, np.float32(self.config.hparams.gamma))
+        out = run(self.params, self.env_params, xi, key, np.float32(self.config.hparams.gamma))
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
         stats = {k: mean_se(v) for k, v in episodes.items()}  # a value with a constraint axis: per constraint
         metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in stats.items() if m.ndim == 0}
@@ -163,9 +158,7 @@ class LoadedPolicy:
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
         said = describe(xi, xi_c, self.field_names)
-        return Evaluation(
-            self.env_name, self.algorithm, self.seed, said, xi, in_box, int(n), metrics, constraints, episodes
-        )
+        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, n, metrics, constraints, episodes)
 
 
 def _choice(what: str, value, allowed) -> None:
