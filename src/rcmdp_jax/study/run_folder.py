@@ -58,27 +58,27 @@ def _save_npz(path: Path, **arrays) -> None:
     write_bytes(path, buf.getvalue())
 
 
-def _saved_problems(d: Path, plan: Plan, env: str):
-    """``(of the results file alone, what)`` for each thing saved in ``d`` (an algorithm's
-    folder) that contradicts ``plan``, ``{where}`` in place of its name."""
+def _saved_problems(d: Path, plan: Plan, env: str, where: str):
+    """``(of the results file alone, what)`` for each thing saved in ``d`` (the algorithm's folder
+    ``where``) that contradicts ``plan``."""
     metrics, test = readable(d / "train_metrics.npz"), readable(d / "test_results.npz")
     try:
         seed = json.loads((d / "timing.json").read_text()).get("seed")  # a folder of an older version has none
     except (OSError, ValueError, AttributeError):
         seed = None
     if metrics is not None and "active" in metrics and metrics["active"].shape[0] != plan.seeds:
-        yield False, f"run.json says {plan.seeds} seed(s) but {{where}} was trained with {metrics['active'].shape[0]}"
+        yield False, f"run.json says {plan.seeds} seed(s) but {where} was trained with {metrics['active'].shape[0]}"
     if seed is None and test is not None and "seed" in test:
         seed = int(test["seed"])
     if seed is not None and seed != plan.seed:
-        yield False, f"run.json says seed {plan.seed} but {{where}} was trained with seed {seed}"
+        yield False, f"run.json says seed {plan.seed} but {where} was trained with seed {seed}"
     if test is None:
         return
     if "V" in test and test["V"].ndim == 4 and test["V"].shape[3] != (n := n_test(plan, env)):
-        yield False, (f"run.json says {n} test episode(s) per kernel (n_test) but {{where}} was tested with "
+        yield False, (f"run.json says {n} test episode(s) per kernel (n_test) but {where} was tested with "
                       f"{test['V'].shape[3]}")  # fmt: skip
     # the arrays of one run: V [seeds, levels, kernels, episodes], C the same and a constraint axis, the flags per seed
-    V, C, file = test.get("V"), test.get("C"), "{where}/test_results.npz"
+    V, C, file = test.get("V"), test.get("C"), f"{where}/test_results.npz"
     if V is None or C is None:
         yield True, f"{file} lacks {'V' if V is None else 'C'}"
     elif V.ndim != 4 or V.shape[0] != plan.seeds:
@@ -149,8 +149,7 @@ class RunFolder:
         plan = self.read_plan(flag)
         for env in plan.envs:
             for algo in plan.algos:
-                for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env):
-                    problem = problem.format(where=f"{env}/{algo}")
+                for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env, f"{env}/{algo}"):
                     if not of_results:
                         raise RunFolderError(f"{flag}: {problem}; it was edited: restore it")
                     if results:  # --eval-only re-creates the results: not refused there
