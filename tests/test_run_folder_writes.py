@@ -44,6 +44,22 @@ class _FullDisk:
         return f
 
 
+def test_a_write_cut_short_keeps_the_old_file_and_names_it(tmp_path, monkeypatch):
+    """``rcmdp_jax.atomic`` (the run folder's, the program store's and a checkpoint's file list's
+    writes): a full disk or Ctrl-C leaves the old file whole and no temporary file."""
+    path = tmp_path / "x.json"
+    atomic.write_text(path, "old")
+    monkeypatch.setattr(atomic, "open", _FullDisk("x.json"), raising=False)
+    with pytest.raises(OSError) as err:
+        atomic.write_bytes(path, b"new")
+    assert (err.value.errno, err.value.filename) == (errno.ENOSPC, str(path))  # the file, not the temporary one
+    monkeypatch.setattr(atomic, "open", open, raising=False)
+    monkeypatch.setattr(atomic.os, "replace", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_text(path, "new")
+    assert path.read_text() == "old" and list(tmp_path.iterdir()) == [path]
+
+
 def test_a_full_disk_on_run_json_leaves_nothing_that_blocks_a_rerun(tmp_path, capsys, monkeypatch):
     from rcmdp_jax.study import run_folder
 
