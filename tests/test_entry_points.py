@@ -145,12 +145,12 @@ def test_report_under_sigint_and_sigterm_exits_130_143_and_keeps_the_old_files(t
     (["--json", ""], ["--json is empty"]),
 ])  # fmt: skip
 def test_eval_refuses_bad_input_before_evaluating(trained, tmp_path, capsys, monkeypatch, extra, words):
-    from rcmdp_jax.study import policy
+    from rcmdp_jax import chunked
 
     def never(*_):
         raise AssertionError("evaluated before refusing")
 
-    monkeypatch.setattr(policy.LoadedPolicy, "_episodes", never)
+    monkeypatch.setattr(chunked, "cached", never)  # where LoadedPolicy.evaluate gets its program
     if extra[0] == "--n-episodes":  # a machine of 4 GiB (the check reads this one's)
         monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**20}[name])
     before = _snapshot(trained)

@@ -20,12 +20,13 @@ import pytest
 from cli_helpers import RUN_PY, _copy, _one_line
 from tiny_configs import HOSTILE_TINY as TINY
 
+from rcmdp_jax import atomic
 from rcmdp_jax.study import cli
 
 
 # ------------------------------------------------------------------ 3. a full disk
 class _FullDisk:
-    """``open`` for the module under test: files named ``names`` get a few bytes, then ENOSPC."""
+    """``open`` for ``rcmdp_jax.atomic`` (the run folder's writes): files named ``names`` get a few bytes, then ENOSPC."""
 
     def __init__(self, *names):
         self.names = names
@@ -43,11 +44,27 @@ class _FullDisk:
         return f
 
 
+def test_a_write_cut_short_keeps_the_old_file_and_names_it(tmp_path, monkeypatch):
+    """``rcmdp_jax.atomic`` (the run folder's, the program store's and a checkpoint's file list's
+    writes): a full disk or Ctrl-C leaves the old file whole and no temporary file."""
+    path = tmp_path / "x.json"
+    atomic.write_text(path, "old")
+    monkeypatch.setattr(atomic, "open", _FullDisk("x.json"), raising=False)
+    with pytest.raises(OSError) as err:
+        atomic.write_bytes(path, b"new")
+    assert (err.value.errno, err.value.filename) == (errno.ENOSPC, str(path))  # the file, not the temporary one
+    monkeypatch.setattr(atomic, "open", open, raising=False)
+    monkeypatch.setattr(atomic.os, "replace", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_text(path, "new")
+    assert path.read_text() == "old" and list(tmp_path.iterdir()) == [path]
+
+
 def test_a_full_disk_on_run_json_leaves_nothing_that_blocks_a_rerun(tmp_path, capsys, monkeypatch):
     from rcmdp_jax.study import run_folder
 
     out = tmp_path / "full"
-    monkeypatch.setattr(run_folder, "open", _FullDisk("run.json"), raising=False)
+    monkeypatch.setattr(atomic, "open", _FullDisk("run.json"), raising=False)
     assert cli.main(TINY + ["--out", str(out)]) == 2
     _one_line(capsys, f"--out {out}: cannot write run.json: No space left on device")
     assert not out.exists()  # a re-run with the same --out is not blocked
@@ -60,8 +77,6 @@ def test_a_full_disk_on_run_json_leaves_nothing_that_blocks_a_rerun(tmp_path, ca
 
 def test_a_full_disk_while_saving_is_one_line_and_resume_finishes(trained, tmp_path, capsys, monkeypatch):
     import orbax.checkpoint as ocp
-
-    from rcmdp_jax.study import run_folder
 
     out = tmp_path / "full"
     real = ocp.StandardCheckpointer.save
@@ -83,7 +98,7 @@ def test_a_full_disk_while_saving_is_one_line_and_resume_finishes(trained, tmp_p
     assert sorted(p.name for p in algo.iterdir()) == ["tensorboard", "timing.json", "train_metrics.csv", "train_metrics.npz"]
     monkeypatch.setattr(ocp.StandardCheckpointer, "save", real)
     # a result file cut short: the old one stays, no temporary file is left
-    monkeypatch.setattr(run_folder, "open", _FullDisk("test_results.npz"), raising=False)
+    monkeypatch.setattr(atomic, "open", _FullDisk("test_results.npz"), raising=False)
     assert cli.main(TINY + ["--out", str(out), "--resume"]) == 2
     _one_line(capsys, "test_results.npz: No space left on device")
     assert not (algo / "test_results.npz").exists() and not list(algo.glob(".*.tmp"))
@@ -98,11 +113,9 @@ def test_a_full_disk_while_saving_is_one_line_and_resume_finishes(trained, tmp_p
 def test_a_full_disk_in_the_report_keeps_the_old_summary(trained, tmp_path, capsys, monkeypatch):
     import report
 
-    from rcmdp_jax.study import run_folder
-
     out = _copy(trained, tmp_path)
     before = (out / "cartpole" / "summary.md").read_text()
-    monkeypatch.setattr(run_folder, "open", _FullDisk("summary.md"), raising=False)
+    monkeypatch.setattr(atomic, "open", _FullDisk("summary.md"), raising=False)
     assert report.main([str(out)]) == 2
     _one_line(capsys, "summary.md: No space left on device")
     assert (out / "cartpole" / "summary.md").read_text() == before

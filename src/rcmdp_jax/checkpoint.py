@@ -26,6 +26,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from rcmdp_jax import atomic
+
 # leaves added to the trained result after checkpoints without them were written (the episode
 # cost: the training metrics' ``episode_ep_cost`` and ``eval_ep_cost``, the rollout's running
 # ``ep_costs`` and ``steps``; the dual's margin and its episodes' spread, ``margin`` and ``spread``):
@@ -92,7 +94,8 @@ def remove_partial(path: Path) -> None:
 
 
 def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
-    """Read the checkpoint at ``path`` into the structure of ``abstract_tree``."""
+    """Read the checkpoint at ``path`` into the structure of ``abstract_tree``; ``Damaged`` in one line
+    for one that cannot be read into it (cut short, foreign)."""
     path = Path(path).absolute()
     if not exists(path):
         raise FileNotFoundError(f"no complete checkpoint at {path}")
@@ -113,10 +116,11 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
             saved = ckpt.metadata(path)  # the checkpoint's own tree, each leaf as the abstract one
             saved = jax.tree_util.tree_map_with_path(lambda p, _: wanted[key_of(p)], metadata_tree(saved))
             restored = {key_of(p): x for p, x in jax.tree_util.tree_flatten_with_path(ckpt.restore(path, saved))[0]}
-    except Exception:
+    except Exception as err:
         asyncio_quiet_from_now()
         time.sleep(0.5)  # the reads in flight end now, while the filter is on, not at the process's exit
-        raise
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise Damaged(f"{type(err).__name__}: {first}" if first else type(err).__name__) from None
     out = []
     for p, leaf in leaves:
         if key_of(p) in missing:  # a metric unknown to the old run: NaN; a running sum: 0
@@ -171,10 +175,7 @@ def write_files(path: Path) -> None:
     """Record every file of the finished checkpoint at ``path`` and its size (a temporary
     name, then renamed: a list is whole or absent)."""
     listing = {str(p.relative_to(path)): p.stat().st_size for p in sorted(path.rglob("*")) if p.is_file()}
-    target = files_path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(listing, indent=0))
-    os.replace(tmp, target)
+    atomic.write_text(files_path(path), json.dumps(listing, indent=0))
 
 
 def files_problem(path: Path) -> str | None:

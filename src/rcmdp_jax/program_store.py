@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from rcmdp_jax import executables
+from rcmdp_jax import atomic, executables
 
 FORMAT = 1
 SUFFIX = ".program"
@@ -190,13 +190,7 @@ def load(parts: dict) -> tuple[Any, str]:
 def _write(path: Path, data: bytes) -> None:
     """``data`` to ``path`` whole or not at all (a temporary file renamed), then the bound kept."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+    atomic.write_bytes(path, data)
     evict(keep=path)
 
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import jax
 
+from rcmdp_jax.atomic import write_text
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.study import runtime
 from rcmdp_jax.study.commands import Parser, UsageError, refuse, signals_exit
 from rcmdp_jax.study.notes import say_before_training
 from rcmdp_jax.study.plan import AUTO, build_plan, new_plan, resumed_plan, with_budgets
-from rcmdp_jax.study.run_folder import RunFolder, write_text
+from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
 from rcmdp_jax.study.training_log import event_files

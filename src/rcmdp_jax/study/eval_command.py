@@ -53,7 +53,7 @@ def run(argv: list) -> int:
             return refuse(PROG, as_options(str(err)))
         print("\n".join(result.lines()))
         if args.json is not None:
-            from rcmdp_jax.study.run_folder import write_text
+            from rcmdp_jax.atomic import write_text
             from rcmdp_jax.study.runtime import os_error
 
             try:

@@ -10,8 +10,9 @@ import os
 import time
 from pathlib import Path
 
+from rcmdp_jax.atomic import write_text
 from rcmdp_jax.study.commands import Parser, refuse, signals_exit
-from rcmdp_jax.study.run_folder import take, write_text
+from rcmdp_jax.study.run_folder import take
 from rcmdp_jax.study.runtime import os_error
 
 PROG = "rcmdp feasibility"

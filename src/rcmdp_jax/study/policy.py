@@ -48,8 +48,8 @@ class Evaluation:
         """Plain numbers (strict JSON: a value that is not finite is null)."""
         num = lambda x: float(x) if np.isfinite(x) else None
         pair = lambda ms: {"mean": num(ms[0]), "se": num(ms[1])}
-        out = {k: getattr(self, k) for k in ("env", "algorithm", "seed", "kernel")}
-        out |= {"xi": np.asarray(self.xi).tolist(), "in_box": self.in_box, "n_episodes": self.n_episodes}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "episodes"}
+        out["xi"] = np.asarray(self.xi).tolist()
         out["metrics"] = {k: pair(v) for k, v in self.metrics.items()}
         out["constraints"] = {c: {k: pair(v) for k, v in d.items()} for c, d in self.constraints.items()}
         return out
@@ -96,35 +96,18 @@ class LoadedPolicy:
     def observation(self, obs):
         """``obs`` as one observation ``(obs_dim,)``; ``TypeError`` (not numbers) / ``ValueError`` (shape)."""
         want = (int(self.env.obs_dim),)
-        try:  # a tracer is a jax.Array: checked by its dtype and shape
-            if isinstance(obs, (str, bytes)) or obs is None:
-                raise TypeError
-            obs = obs if isinstance(obs, jax.Array) else np.asarray(obs)
-            if not (jnp.issubdtype(obs.dtype, jnp.floating) or jnp.issubdtype(obs.dtype, jnp.integer)):
-                raise TypeError
-        except (TypeError, ValueError):
+        try:  # a tracer is a jax.Array: checked by its dtype and shape; None, text: of no number's dtype
+            dtype = obs.dtype if isinstance(obs, jax.Array) else np.asarray(obs).dtype
+        except (TypeError, ValueError):  # a ragged list
+            dtype = np.dtype(object)
+        if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
             got = f"{type(obs).__name__} {getattr(obs, 'dtype', '')}".rstrip()
-            raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got {got}") from None
+            raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got {got}")
         obs = obs if isinstance(obs, jax.Array) else jnp.asarray(obs, jnp.float32)
         if tuple(obs.shape) != want:
             raise ValueError(f"obs must have shape {want} (one observation of {self.env_name}; jax.vmap(policy.act) "
                              f"for a batch), got {tuple(obs.shape)}")  # fmt: skip
         return obs
-
-    def _episodes(self, n: int):
-        """The jitted ``policy_sweep`` of one kernel (axes ``[1, 1]``), kept per policy shape
-        (``chunked.cached``)."""
-        from rcmdp_jax.chunked import cached, policy_key
-        from rcmdp_jax.evaluate import policy_sweep
-        from rcmdp_jax.rollout import Policy
-
-        env, actor = self.env, self.actor
-
-        def run(params, env_params, xi, key, gamma):
-            kernels = jax.tree.map(lambda x: jnp.asarray(x)[None, None], env_params.replace(xi=xi))
-            return policy_sweep(env, kernels, Policy(actor, params, deterministic=True), n, gamma, key)
-
-        return cached(("one kernel", *policy_key(self.env_name, self.config), n), lambda: jax.jit(run))
 
     @property
     def field_names(self) -> tuple[str, ...]:
@@ -139,6 +122,9 @@ class LoadedPolicy:
         """The deterministic policy on ``kernel`` (None: the nominal one), ``n_episodes`` (default the
         run's ``n_test``) from ``PRNGKey(seed)``; ``seed=None``: the robustness test's key of this seed
         (with ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
+        from rcmdp_jax.chunked import cached, policy_key
+        from rcmdp_jax.evaluate import policy_sweep
+        from rcmdp_jax.rollout import Policy
         from rcmdp_jax.study.report import cost_names
 
         xi = self.kernel(kernel)
@@ -147,27 +133,32 @@ class LoadedPolicy:
             raise ValueError(f"n_episodes must be a positive whole number (at most 2^31 - 1), got {n!r}")
         if seed is not None:
             check_seed("seed", seed)
-        total, need = machine_bytes(), sweep_bytes(self.config, int(n), 1, 1)  # the runner's estimate of a sweep
+        env, actor, n = self.env, self.actor, int(n)
+        total, need = machine_bytes(), sweep_bytes(self.config, n, 1, 1)  # the runner's estimate of a sweep
         if total is not None and need > 0.9 * total:  # refused before anything is allocated
             fit = int(0.9 * total // sweep_bytes(self.config, 1, 1, 1))
             raise ValueError(f"n_episodes={n:,} needs about {need / 2**30:,.1f} GiB of this machine's "
                              f"{total / 2**30:,.1f} GiB; at most about {fit:,} fit")  # fmt: skip
+
+        def one_kernel(params, env_params, xi, key, gamma):  # the sweep's axes [1, 1]: one level, one kernel
+            kernels = jax.tree.map(lambda x: jnp.asarray(x)[None, None], env_params.replace(xi=xi))
+            return policy_sweep(env, kernels, Policy(actor, params, deterministic=True), n, gamma, key)
+
+        run = cached(("one kernel", *policy_key(self.env_name, self.config), n), lambda: jax.jit(one_kernel))
         key = self.test_key if seed is None else jax.random.PRNGKey(int(seed))
-        out = self._episodes(int(n))(self.params, self.env_params, xi, key, np.float32(self.config.hparams.gamma))
+        out = run(self.params, self.env_params, xi, key, np.float32(self.config.hparams.gamma))
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
         stats = {k: mean_se(v) for k, v in episodes.items()}  # a value with a constraint axis: per constraint
         metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in stats.items() if m.ndim == 0}
-        per_cost = {k: (m, s) for k, (m, s) in stats.items() if m.ndim == 1}
         names = cost_names(self.env_name, self.env.num_constraints)
         constraints = {
-            c: {k: (float(m[j]), float(s[j])) for k, (m, s) in per_cost.items()} for j, c in enumerate(names)
+            c: {k: (float(m[j]), float(s[j])) for k, (m, s) in stats.items() if m.ndim == 1}
+            for j, c in enumerate(names)
         }
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
         said = describe(xi, xi_c, self.field_names)
-        return Evaluation(
-            self.env_name, self.algorithm, self.seed, said, xi, in_box, int(n), metrics, constraints, episodes
-        )
+        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, n, metrics, constraints, episodes)
 
 
 def _choice(what: str, value, allowed) -> None:

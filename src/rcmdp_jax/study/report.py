@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax import envs, stats, verdict
+from rcmdp_jax.atomic import write_text
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.study.plots import drop_stale, plot_aggregate, plot_robustness, plot_training
 from rcmdp_jax.study.report_sections import constraint_section, legend, margin_of, md_cell, md_table, worst_case_section
-from rcmdp_jax.study.run_folder import RunFolder, load_npz, write_text
+from rcmdp_jax.study.run_folder import RunFolder, load_npz
 from rcmdp_jax.worst_case import compare_with_grid
 
 HEADERS = ("Algorithm", "Return", "R_pen±", "R_pen")

@@ -4,6 +4,7 @@ environment and algorithm its results and ``checkpoint/``, and its lock ``.lock`
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import stat
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax import envs
+from rcmdp_jax.atomic import write_bytes, write_text
 from rcmdp_jax.divergence import nonfinite_episodes
 from rcmdp_jax.study import user_code
 from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_problem
@@ -37,15 +39,12 @@ def load_npz(path: Path) -> dict:
                           "checkpoint") from None  # fmt: skip
 
 
-def _npz_or_none(path: Path) -> dict | None:
+def readable(path: Path) -> dict | None:
+    """All arrays of ``path``, or None where it cannot be read."""
     try:
         return load_npz(path)
     except DamagedFile:
         return None
-
-
-def readable(path: Path) -> bool:
-    return _npz_or_none(path) is not None
 
 
 def n_test(plan: Plan, env: str) -> int:
@@ -53,49 +52,33 @@ def n_test(plan: Plan, env: str) -> int:
     return plan.n_test or envs.spec(env).n_test
 
 
-def write_atomic(path: Path, write) -> None:
-    """``write(file)`` into a temporary file renamed to ``path``: a failed write leaves no half-written file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException as err:
-        tmp.unlink(missing_ok=True)
-        if isinstance(err, OSError):  # named by the file it was for
-            raise OSError(err.errno, err.strerror, str(path)) from None
-        raise
+def _save_npz(path: Path, **arrays) -> None:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    write_bytes(path, buf.getvalue())
 
 
-def write_text(path: Path, text: str) -> None:
-    write_atomic(path, lambda f: f.write(text.encode()))
-
-
-def save_npz(path: Path, **arrays) -> None:
-    write_atomic(path, lambda f: np.savez_compressed(f, **arrays))
-
-
-def _saved_problems(d: Path, plan: Plan, env: str):
-    """``(of the results file alone, what)`` for each thing saved in ``d`` (an algorithm's
-    folder) that contradicts ``plan``, ``{where}`` in place of its name."""
-    metrics, test = _npz_or_none(d / "train_metrics.npz"), _npz_or_none(d / "test_results.npz")
+def _saved_problems(d: Path, plan: Plan, env: str, where: str):
+    """``(of the results file alone, what)`` for each thing saved in ``d`` (the algorithm's folder
+    ``where``) that contradicts ``plan``."""
+    metrics, test = readable(d / "train_metrics.npz"), readable(d / "test_results.npz")
     try:
         seed = json.loads((d / "timing.json").read_text()).get("seed")  # a folder of an older version has none
     except (OSError, ValueError, AttributeError):
         seed = None
     if metrics is not None and "active" in metrics and metrics["active"].shape[0] != plan.seeds:
-        yield False, f"run.json says {plan.seeds} seed(s) but {{where}} was trained with {metrics['active'].shape[0]}"
+        yield False, f"run.json says {plan.seeds} seed(s) but {where} was trained with {metrics['active'].shape[0]}"
     if seed is None and test is not None and "seed" in test:
         seed = int(test["seed"])
     if seed is not None and seed != plan.seed:
-        yield False, f"run.json says seed {plan.seed} but {{where}} was trained with seed {seed}"
+        yield False, f"run.json says seed {plan.seed} but {where} was trained with seed {seed}"
     if test is None:
         return
     if "V" in test and test["V"].ndim == 4 and test["V"].shape[3] != (n := n_test(plan, env)):
-        yield False, (f"run.json says {n} test episode(s) per kernel (n_test) but {{where}} was tested with "
+        yield False, (f"run.json says {n} test episode(s) per kernel (n_test) but {where} was tested with "
                       f"{test['V'].shape[3]}")  # fmt: skip
     # the arrays of one run: V [seeds, levels, kernels, episodes], C the same and a constraint axis, the flags per seed
-    V, C, file = test.get("V"), test.get("C"), "{where}/test_results.npz"
+    V, C, file = test.get("V"), test.get("C"), f"{where}/test_results.npz"
     if V is None or C is None:
         yield True, f"{file} lacks {'V' if V is None else 'C'}"
     elif V.ndim != 4 or V.shape[0] != plan.seeds:
@@ -133,18 +116,12 @@ class RunFolder:
         """``algo``'s checkpoint read into ``abstract``'s arrays, or ``checkpoint.Damaged`` saying why not."""
         from rcmdp_jax import checkpoint
 
-        try:
-            return checkpoint.restore(self.ckpt_dir(env, algo), abstract)
-        except checkpoint.Damaged:
-            raise
-        except Exception as err:  # a truncated or foreign checkpoint
-            first = (str(err).strip().splitlines() or [""])[0][:200]
-            raise checkpoint.Damaged(f"{type(err).__name__}: {first}" if first else type(err).__name__) from None
+        return checkpoint.restore(self.ckpt_dir(env, algo), abstract)
 
     def tested(self, env: str, algo: str, searched: bool = False) -> bool:
         """Whether ``algo``'s test results and training metrics (``searched``: its search) are readable."""
         names = ("test_results.npz", "train_metrics.npz") + (("worst_case.npz",) if searched else ())
-        return all(readable(self.algo_dir(env, algo) / n) for n in names)
+        return all(readable(self.algo_dir(env, algo) / n) is not None for n in names)
 
     def read_plan(self, flag: str) -> Plan:
         """``run.json`` with its plug-ins and user environments loaded again, or a ``RunFolderError``."""
@@ -172,8 +149,7 @@ class RunFolder:
         plan = self.read_plan(flag)
         for env in plan.envs:
             for algo in plan.algos:
-                for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env):
-                    problem = problem.format(where=f"{env}/{algo}")
+                for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env, f"{env}/{algo}"):
                     if not of_results:
                         raise RunFolderError(f"{flag}: {problem}; it was edited: restore it")
                     if results:  # --eval-only re-creates the results: not refused there
@@ -181,12 +157,11 @@ class RunFolder:
                                              f"{self.root} re-creates it from the checkpoint")  # fmt: skip
         return plan
 
-    def check_checkpoints(self, plan: Plan, keys, groups: dict | None = None, flag: str = "") -> None:
+    def check_checkpoints(self, plan: Plan, keys, groups: dict, flag: str = "") -> None:
         """``RunFolderError`` unless every finished checkpoint of ``groups`` (``{env: [[algo, ...]]}``,
-        families of one array layout; default: each algorithm alone) holds what its config trains."""
+        families of one array layout) holds what its config trains."""
         from rcmdp_jax import checkpoint, make_train
 
-        groups = groups or {env: [[a] for a in plan.algos] for env in plan.envs}
         for env, env_groups in groups.items():
             for group in env_groups:
                 if done := [a for a in group if self.trained(env, a)]:
@@ -225,7 +200,7 @@ class RunFolder:
     def save_training(self, env: str, algo: str, metrics: dict, timing: dict | None = None) -> None:
         d = self.algo_dir(env, algo)
         d.mkdir(parents=True, exist_ok=True)
-        save_npz(d / "train_metrics.npz", **metrics)
+        _save_npz(d / "train_metrics.npz", **metrics)
         if timing is not None:
             write_text(d / "timing.json", json.dumps(timing))
 
@@ -233,16 +208,16 @@ class RunFolder:
         """``test_results.npz``; ``kept``: the episode costs ``EpCost``, ``gamma_c`` and ``horizon``."""
         d = self.algo_dir(env, algo)
         arrays = dict(V=V, C=C, bound=bound, diverged=diverged, levels=levels, test_xi=test_xi, seed=np.int64(seed))
-        save_npz(d / "test_results.npz", **arrays, **kept)
+        _save_npz(d / "test_results.npz", **arrays, **kept)
         write_text(d / "diverged.json", json.dumps({"seeds": np.flatnonzero(diverged).tolist()}))
 
     def save_worst_case(self, env: str, algo: str, found: dict) -> None:
         flat = {f"{name}/{field}": value for name, d in found.items() for field, value in d.items()}
-        save_npz(self.algo_dir(env, algo) / "worst_case.npz", **flat)
+        _save_npz(self.algo_dir(env, algo) / "worst_case.npz", **flat)
 
-    def load_results(self, env: str, algos, bounds=None, seeds=None, costs=None):
-        """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``; fills the
-        dicts given: ``bounds`` (state-bound flags), ``seeds`` (used, trained), ``costs`` (EpCost, ...)."""
+    def load_results(self, env: str, algos, bounds: dict, seeds: dict, costs: dict):
+        """``(results {algo: (V, C) of the kept seeds, or None}, training metrics, levels)``; fills
+        ``bounds`` (state-bound flags), ``seeds`` (used, trained) and ``costs`` (EpCost, ...)."""
         results, metrics, levels, first = {}, {}, None, None
         for algo in algos:
             d = self.algo_dir(env, algo)
@@ -258,11 +233,10 @@ class RunFolder:
                                   "--eval-only re-creates it from the checkpoints")  # fmt: skip
             keep, levels = kept_seeds(z), z["levels"]
             results[algo] = (z["V"][keep], z["C"][keep]) if keep.any() else None
-            if seeds is not None:
-                seeds[algo] = (int(keep.sum()), int(keep.size))
-            if bounds is not None and keep.any():
+            seeds[algo] = (int(keep.sum()), int(keep.size))
+            if keep.any():
                 bounds[algo] = z["bound"][keep]
-            if costs is not None and keep.any() and "EpCost" in z:
+            if keep.any() and "EpCost" in z:
                 costs[algo] = {"EpCost": z["EpCost"][keep], "gamma_c": z["gamma_c"], "horizon": int(z["horizon"])}
         return results, metrics, levels
 

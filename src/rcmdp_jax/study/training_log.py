@@ -11,8 +11,9 @@ import shutil
 import numpy as np
 
 from rcmdp_jax import envs
+from rcmdp_jax.atomic import write_text
 from rcmdp_jax.kernel_text import kernel_names
-from rcmdp_jax.study.run_folder import RunFolder, write_text
+from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import PlanError
 
 # each metric's name in the log: ``{c}`` a constraint's name, ``{f}`` a kernel field's

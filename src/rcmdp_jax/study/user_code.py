@@ -48,11 +48,13 @@ def check_folder_names(names) -> None:
         seen[folder] = n
 
 
-def _record(target: str) -> dict:
-    """How to import ``target`` again: a file by its absolute path, a module with the command's folder."""
+def _record(spec: str) -> dict:
+    """How to import ``spec`` (``FILE.py``, ``MODULE``, either ``:NAME``) again: a file by its absolute
+    path, a module with the command's folder."""
+    target, _, attr = spec.rpartition(":") if is_source(spec) else (spec, "", "")
     if target.endswith(".py"):
-        return {"file": str(Path(target).expanduser().resolve())}
-    return {"module": target, "path": os.getcwd()}
+        return {"file": str(Path(target).expanduser().resolve())} | ({"attr": attr} if attr else {})
+    return {"module": target, "path": os.getcwd()} | ({"attr": attr} if attr else {})
 
 
 def _where(record: dict) -> str:
@@ -68,17 +70,15 @@ def _one_line(said: str, err: BaseException) -> ValueError:
 def _import(record: dict, failed: str):
     """The module of ``record``, or ``_one_line(failed, ...)``."""
     try:
+        if "file" in record and not Path(record["file"]).is_file():
+            raise FileNotFoundError(f"no such file {record['file']}")
+        folder = record.get("path") if "module" in record else str(Path(record["file"]).parent)
+        if folder and folder not in sys.path:  # a module beside the command's folder or the file, as `python -m`
+            sys.path.insert(0, folder)  # or `python FILE.py` finds it
         if "module" in record:
-            if record.get("path") and record["path"] not in sys.path:
-                sys.path.insert(0, record["path"])  # a module beside the command's folder, as `python -m` finds it
             return importlib.import_module(record["module"])
-        path = Path(record["file"])
-        if not path.is_file():
-            raise FileNotFoundError(f"no such file {path}")
-        if str(path.parent) not in sys.path:  # a module beside the file, as `python FILE.py` finds it
-            sys.path.insert(0, str(path.parent))
-        name = "rcmdp_user_" + re.sub(r"\W", "_", path.stem)
-        spec = importlib.util.spec_from_file_location(name, path)
+        name = "rcmdp_user_" + re.sub(r"\W", "_", Path(record["file"]).stem)
+        spec = importlib.util.spec_from_file_location(name, record["file"])
         sys.modules[name] = module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
@@ -99,8 +99,7 @@ def load_object(spec: str):
     """What ``MODULE:NAME`` / ``FILE.py:NAME`` names; ``ValueError`` in one line if it cannot be imported."""
     if not is_source(spec):
         raise ValueError(f"{spec!r} is not PACKAGE.MODULE:NAME or FILE.py:NAME")
-    target, _, attr = spec.rpartition(":")
-    return _attr({**_record(target), "attr": attr})
+    return _attr(_record(spec))
 
 
 def load_env(record: dict, name: str) -> str:
@@ -128,9 +127,8 @@ def load_env(record: dict, name: str) -> str:
 
 def load_spec(spec: str) -> tuple[str, dict]:
     """Load ``--env spec``: ``(registered name, its record for run.json)``."""
-    target, _, attr = spec.rpartition(":")
-    record = {**_record(target), "attr": attr}
-    name = f"{Path(record['file']).name}:{attr}" if "file" in record else spec
+    record = _record(spec)
+    name = f"{Path(record['file']).name}:{record['attr']}" if "file" in record else spec
     return load_env(record, name), record
 
 
@@ -197,15 +195,14 @@ def check_described(name: str, described, ignore=()) -> None:
         return
     fields = getattr(envs.make(name)[0], "fields", None)
     short = lambda x: f"{x:.6g}" if isinstance(x, float) else json.dumps(x)  # float32's 0.2, not 0.2000000029
-    for i, key in enumerate(differ):
+    for i, key in enumerate(differ):  # the box's and the kernel's entries named by their fields
         n, w = now.get(key), was.get(key)
         if key not in ("params.xi", "params.xi_c", "params.kappa") or not fields:
             continue
+        said = f"the uncertain fields: {', '.join(fields)}"
         if isinstance(n, list) and isinstance(w, list) and len(n) == len(w) == len(fields):
-            changed = [f"{f}: {short(b)} -> {short(a)}" for f, a, b in zip(fields, n, w) if not same(a, b)]
-            differ[i] = f"{key} ({'; '.join(changed)})"
-        else:
-            differ[i] = f"{key} (the uncertain fields: {', '.join(fields)})"
+            said = "; ".join(f"{f}: {short(b)} -> {short(a)}" for f, a, b in zip(fields, n, w) if not same(a, b))
+        differ[i] = f"{key} ({said})"
     said = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
     raise ValueError(f"environment {name!r} is not the one this run was trained on ({said} "
                      f"{'differs' if len(differ) == 1 else 'differ'}): register or load that environment, "
@@ -243,10 +240,9 @@ def load_plugin_specs(specs) -> list[dict]:
     for value in specs or ():
         if not all(parts := [v.strip() for v in value.split(",")]):
             raise ValueError(f"--plugins {value!r} has an empty name; give FILE.py or PACKAGE.MODULE, comma-separated")
+        if bad := [p for p in parts if not p.endswith(".py") and not _MODULE.match(p)]:
+            raise ValueError(f"--plugins {bad[0]!r} is not allowed; give FILE.py or PACKAGE.MODULE")
         names += parts
-    for spec in names:
-        if not spec.endswith(".py") and not _MODULE.match(spec):
-            raise ValueError(f"--plugins {spec!r} is not allowed; give FILE.py or PACKAGE.MODULE")
     return [load_plugin(_record(s)) for s in dict.fromkeys(names)]
 
 
