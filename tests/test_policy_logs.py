@@ -286,3 +286,16 @@ def test_a_kernel_of_several_axes_gets_a_column_per_entry():
     assert values.shape == (2, 5, 10)
     np.testing.assert_array_equal(values[1, 3, 3:9], metrics["xi"][1, 3].ravel())  # xi[i, j] at column 3 + 2i + j
     np.testing.assert_array_equal(values[..., :3], metrics["eval_costs"])
+
+
+def test_eval_says_each_constraints_verdict_over_its_episodes(full_run):
+    ev = load_policy(full_run, "PPO-Lag", 0).evaluate("cart velocity=+20%", n_episodes=6, seed=3)
+    c = ev.episodes["C"][:, 0].astype(np.float64)  # the study's CartPole: a limit, C <= 0 decides
+    mean, se = c.mean(), c.std(ddof=1) / np.sqrt(c.size)
+    want = "too close to call" if abs(mean) <= 2 * se else "kept" if mean <= 0 else "broken"
+    (said,) = ev.verdicts.values()
+    assert said.startswith(f"{want} (kept when C <= 0")
+    if want == "too close to call":
+        assert said.endswith(f"; {int(np.floor(6 * (2 * se / mean) ** 2)) + 1} episodes decide)")
+    assert ev.lines()[-1].startswith("  verdict |x_dot|-0.15") and ev.lines()[-1].endswith(said)
+    assert ev.to_dict()["verdicts"] == ev.verdicts

@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcmdp_jax import box, checkpoint, envs, make_train
+from rcmdp_jax import box, checkpoint, envs, make_train, verdict
 from rcmdp_jax.kernel_text import describe, kernel_names, parse
 from rcmdp_jax.networks import build_networks
 from rcmdp_jax.plugin import check_seed
-from rcmdp_jax.rollout import check_key
+from rcmdp_jax.rollout import check_key, cost_discounts
 from rcmdp_jax.sizes import machine_bytes, sweep_bytes
 from rcmdp_jax.stats import mean_se
 from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, n_test
@@ -43,12 +43,14 @@ class Evaluation:
     metrics: dict
     constraints: dict
     episodes: dict
+    verdicts: dict = dataclasses.field(default_factory=dict)  # {cost name: one line, rcmdp_jax.verdict's}
 
     def to_dict(self) -> dict:
         """Plain numbers (strict JSON: a value that is not finite is null)."""
         num = lambda x: float(x) if np.isfinite(x) else None
         pair = lambda ms: {"mean": num(ms[0]), "se": num(ms[1])}
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "episodes"}
+        out["verdicts"] = dict(self.verdicts)
         out["xi"] = np.asarray(self.xi).tolist()
         out["metrics"] = {k: pair(v) for k, v in self.metrics.items()}
         out["constraints"] = {c: {k: pair(v) for k, v in d.items()} for c, d in self.constraints.items()}
@@ -61,8 +63,10 @@ class Evaluation:
                f"{self.n_episodes} episode(s) of the deterministic policy, mean ± standard error"]  # fmt: skip
         rows = list(self.metrics.items())
         rows += [(f"{k} {cost}", ms) for cost, d in self.constraints.items() for k, ms in d.items()]
-        width = max([16] + [len(k) for k, _ in rows])  # one column of numbers, however long a name
+        said = [(f"verdict {cost}", text) for cost, text in self.verdicts.items()]
+        width = max([16] + [len(k) for k, _ in rows + said])  # one column of numbers, however long a name
         out += [f"  {k:<{width}} {m:10.4f} ± {s:.4f}" for k, (m, s) in rows]
+        out += [f"  {k:<{width}} {text}" for k, text in said]
         if not all(np.isfinite(m) for _, (m, _s) in rows):
             out.append("note: some values are not finite (NaN or inf): the episodes diverged on this kernel"
                        + ("" if self.in_box else ", far outside the box the policy was trained on"))  # fmt: skip
@@ -158,7 +162,24 @@ class LoadedPolicy:
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
         said = describe(xi, xi_c, self.field_names)
-        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, n, metrics, constraints, episodes)
+        verdicts = self._verdicts(episodes, names)
+        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, n, metrics, constraints, episodes,
+                          verdicts)  # fmt: skip
+
+    def _verdicts(self, episodes: dict, names) -> dict:
+        """Per constraint, this seed's verdict over these episodes (``rcmdp_jax.verdict``, the report's rule)."""
+        if "C" not in episodes:
+            return {}
+        gamma_c = np.broadcast_to(np.asarray(cost_discounts(self.env, self.config.hparams.gamma), np.float64),
+                                  (len(names),))  # fmt: skip
+        out = {}
+        for j, (name, kind) in enumerate(zip(names, verdict.kinds(self.env))):
+            kind = dataclasses.replace(kind, gamma_c=float(gamma_c[j]))
+            ep = episodes["EpCost"][:, j] if "EpCost" in episodes else None
+            v = verdict.seed_verdicts(verdict.episode_values(kind, episodes["C"][:, j], ep)[None])
+            needed = f"; {v.needed[0]} episodes decide" if v.needed[0] is not None else ""
+            out[name] = f"{v.verdict[0]} (kept when {kind.decides}{needed})"
+        return out
 
 
 def _choice(what: str, value, allowed) -> None:
