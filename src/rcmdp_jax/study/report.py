@@ -1,12 +1,10 @@
-"""The report of a run folder's environment (``write_env_report``): its tables (Markdown and
-LaTeX from one writer, JSON), ``summary.md`` with the sections in words (``report_sections``)
-and rliable's statistics (``aggregate_section``), and its figures (``plots``)."""
+"""A run folder's environment reported (``write_env_report``): its tables (Markdown and LaTeX from one
+writer, JSON), the sections in words (``report_sections``), rliable's statistics, its figures (``plots``)."""
 
 from __future__ import annotations
 
 import importlib
 import json
-from pathlib import Path
 
 import numpy as np
 
@@ -83,13 +81,11 @@ def installed(module: str) -> bool:
     return True
 
 
-def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa, plots: bool = True,
-                     *, env, configs: dict | None = None, out: Path | None = None) -> str:  # fmt: skip
-    """Write summary.{md,tex,json} and (``plots``) the figures of one environment's results into ``out``
-    (default: its folder ``env_dir``); return the Markdown table and the verdict. ``env``: the robust
-    environment; ``configs``: ``{algo: Config}`` (each one's margin, ``margin_of``)."""
-    folder, bounds, seeds, costs = RunFolder(env_dir.parent), {}, {}, {}
-    out = env_dir if out is None else out
+def write_env_report(folder: RunFolder, env_name: str, algos, made, configs=None, plots=True, out=None) -> str:
+    """One environment's summary.{md,tex,json} and (``plots``) figures into ``out`` (default: its folder); its
+    Markdown table and verdict. ``made``: ``envs.make(env_name)``; ``configs``: ``{algo: Config}`` (the margins)."""
+    (env, params), bounds, seeds, costs = made, {}, {}, {}
+    out = folder.env_dir(env_name) if out is None else out
     results, metrics, levels = folder.load_results(env_name, algos, bounds, seeds, costs)
     if not results:
         return ""
@@ -102,10 +98,11 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     test_xi = next((np.asarray(z["test_xi"], np.float64) for z in files if np.ndim(z.get("test_xi")) >= 2), None)
     xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
     margins = {a: margin_of(c, metrics.get(a)) for a, c in (configs or {}).items() if c.constrained and a in kept}
-    kinds, rows = verdict.kinds(env), summary_rows(results, lambda_max, seeds)
+    rows = summary_rows(results, env.lambda_max, seeds)
     md = markdown_table(rows)
-    kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs, kinds, margins)
-    text = f"# {env_name}: robustness test\n\n{md}{legend(lambda_max)}{kept_text}"
+    kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs, verdict.kinds(env),
+                                              margins)  # fmt: skip
+    text = f"# {env_name}: robustness test\n\n{md}{legend(env.lambda_max)}{kept_text}"
     if diverged := ", ".join(f"{a} {t - u}" for a, (u, t) in seeds.items() if u < t):
         text += ("\nDiverged seeds (non-finite parameters, multipliers, kernel, losses or test episodes) are left out "
                  f"of every statistic; their rows are never marked: {diverged}.\n")  # fmt: skip
@@ -119,15 +116,15 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
                  "of the clipped dynamics.\n\n" + "\n".join(table) + "\n")  # fmt: skip
     if kept and installed("rliable.library"):
         figures = out if plots and installed("matplotlib") else None
-        agg_text, agg_json = aggregate_section(kept, lambda_max, env_name, figures)
+        agg_text, agg_json = aggregate_section(kept, env.lambda_max, env_name, figures)
         text += agg_text
         write_text(out / "aggregate.json", json.dumps(agg_json, indent=2))
     elif kept:
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
     found = {}
-    for a in [a for a in kept if (folder.algo_dir(env_name, a) / "worst_case.npz").exists()]:
+    for a in (a for a in kept if (folder.algo_dir(env_name, a) / "worst_case.npz").exists()):
         nested, grid_xi = folder.load_worst_case(env_name, a)
-        found[a] = compare_with_grid(*kept[a], nested, lambda_max, grid_xi)
+        found[a] = compare_with_grid(*kept[a], nested, env.lambda_max, grid_xi)
     if found:
         wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)},
                                               None if test_xi is None else test_xi[0, 0], xi_names)  # fmt: skip
@@ -149,7 +146,7 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
             worst = {j: {a: _where(c[n]) for a, c in kept_json.items() if n in c} for j, n in enumerate(names)}
             plot_robustness(out, kept, levels, env_name, names, worst)
         if metrics:
-            plot_training(out, metrics, np.asarray(xi_c), np.asarray(kappa), env_name, names or None)
+            plot_training(out, metrics, np.asarray(params.xi_c), np.asarray(params.kappa), env_name, names)
     return md + kept_text  # what the run's end and ``rcmdp report`` print: the table and the verdict
 
 

@@ -1,6 +1,5 @@
-"""The process's runtime for a command: several processes, the device mesh, the CPU split, the
-compilation caches, the command that continues a run (``resume_command``, said on Ctrl-C), and the
-lines said while a program compiles (``ticking``)."""
+"""The process's runtime for a command: several processes, the device mesh, the CPU split, the compilation
+caches, the command that continues a run (``resume_command``), the lines while a program compiles (``ticking``)."""
 
 from __future__ import annotations
 
@@ -121,10 +120,9 @@ def split_in_process(devices: str, seeds: int) -> str:
     cores = sharding.available_cores()
     if devices != "auto" or cores < 2 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return ""
-    if sharding.split_cpu(cores) or _SAID:
+    if sharding.split_cpu(cores) or _SAID or jax.default_backend() != "cpu" or seeds < 2:
         return ""
-    have = jax.local_device_count()
-    if jax.default_backend() != "cpu" or have >= cores or seeds < 2:
+    if (have := jax.local_device_count()) >= cores:
         return ""
     _SAID.append(True)
     return (f"rcmdp_jax: note: JAX started in this process before rcmdp_jax could split the CPU, so the seeds "

@@ -10,8 +10,8 @@ import shutil
 
 import numpy as np
 
-from rcmdp_jax import envs
 from rcmdp_jax.kernel_text import kernel_names
+from rcmdp_jax.study.report import cost_names
 from rcmdp_jax.study.run_folder import RunFolder, write_text
 from rcmdp_jax.study.run_plan import PlanError
 
@@ -112,15 +112,10 @@ class TrainingLog:
             shutil.rmtree(d / "tensorboard", ignore_errors=True)
 
     def _cols(self, algo: str, metrics: dict):
-        if algo not in self.cols:
-            xi, lam = metrics.get("xi"), metrics.get("lam")
-            names = kernel_names(self.env, np.shape(xi)[2:]) if xi is not None and np.ndim(xi) > 2 else ()
-            try:  # the constraints by their spec's names where it names each (else ``columns`` numbers them)
-                costs = tuple(envs.spec(self.env).cost_names)
-            except (ValueError, TypeError):
-                costs = ()
-            lam_ok = lam is not None and np.ndim(lam) > 2 and len(costs) == np.shape(lam)[-1]
-            self.cols[algo] = columns(metrics, names, costs if lam_ok else ())
+        if algo not in self.cols:  # the constraints by their spec's names where it names each, else numbered
+            xi, lam = np.shape(metrics.get("xi", 0)), np.shape(metrics.get("lam", 0))
+            names = kernel_names(self.env, xi[2:]) if len(xi) > 2 else ()
+            self.cols[algo] = columns(metrics, names, cost_names(self.env, lam[-1]) if len(lam) > 2 else ())
         return self.cols[algo]
 
     def chunk(self, member: int, metrics: dict, first_iteration: int, seeds=None) -> None:
