@@ -76,12 +76,11 @@ class Study:
         with ticking(label, what, since):
             prepared = future.result()
         self.prepare(idx + 1)
-        log = TrainingLog(self.folder, env, group, self.tensorboard, algos=missing) if self.writer else None
-        try:
-            per_member, train_s = train_prepared(prepared, label, None if log is None else log.chunk)
+        log = TrainingLog(self.folder, env, group, self.tensorboard, algos=missing if self.writer else [])
+        try:  # (several processes: no process's log is called while it trains)
+            per_member, train_s = train_prepared(prepared, label, log.chunk)
         except BaseException:  # Ctrl-C, a full disk: the event files written so far are closed
-            if log is not None:
-                log.close()
+            log.close()
             raise
         timing = {"compile_s": prepared.compile_s, "train_s": train_s, "family": list(group), "seed": self.plan.seed}
         trained = {}

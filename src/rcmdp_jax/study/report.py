@@ -22,9 +22,8 @@ REPS = 500
 
 
 def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
-    """``[(algo, label, {metric: {"mean", "se", "min", "marked"}} or None)]`` in the order of ``results``
-    (``seeds``: ``{algo: (seeds used, seeds trained)}``): an algorithm with diverged seeds is summarised
-    over the others, labelled with the count and never marked; one with none left is a row that says so."""
+    """``[(algo, label, {metric: {"mean", "se", "min", "marked"}} or None)]``; ``seeds``: ``{algo: (used, trained)}``
+    (an algorithm with diverged seeds: summarised over the others, labelled with the count, never marked)."""
     seeds = seeds or {}
     kept = {a: r for a, r in results.items() if r is not None}
     complete = [a for a in kept if seeds.get(a, (1, 1))[0] == seeds.get(a, (1, 1))[1]]
@@ -157,9 +156,8 @@ def _where(entry: dict) -> str:
 
 
 def aggregate_section(results: dict, lambda_max: float, env_name: str, out_dir=None) -> tuple[str, dict]:
-    """Markdown and JSON of rliable's statistics (Agarwal et al., 2021) of ``Return`` and ``R_pen``, a run
-    a seed and a task a test kernel: the IQM with its interval, the probability that the best IQM improves
-    on each other (point estimates: rliable's bootstrap of it is slow), profiles; ``out_dir``: figures."""
+    """Markdown and JSON of rliable's IQM with its interval, the best's probability of improvement (a point
+    estimate) and profiles of ``Return`` and ``R_pen``, a run a seed, a task a test kernel; figures into ``out_dir``."""
     from rliable import library as rly
     from rliable import metrics as rm
 
@@ -172,10 +170,8 @@ def aggregate_section(results: dict, lambda_max: float, env_name: str, out_dir=N
         "other on a kernel, averaged over kernels.\n",
     ]
     for metric in ("Return", "R_pen"):
-        scores = {}
-        for algo, (V, C) in results.items():
-            x = stats.penalised_returns(V, C, lambda_max)[metric].mean(-1)  # [S, L, D]
-            scores[algo] = x.reshape(x.shape[0], -1)
+        per = {a: stats.penalised_returns(V, C, lambda_max)[metric].mean(-1) for a, (V, C) in results.items()}
+        scores = {a: x.reshape(x.shape[0], -1) for a, x in per.items()}  # [S, L * D]
         np.random.seed(0)  # rliable draws from NumPy's global generator
         point, ci = rly.get_interval_estimates(scores, lambda x: np.array([rm.aggregate_iqm(x)]), reps=REPS)
         iqm = {a: (float(point[a][0]), float(ci[a][0, 0]), float(ci[a][1, 0])) for a in scores}

@@ -51,9 +51,8 @@ def report_error(message: str) -> int:
     from rcmdp_jax.study.runtime import program_name
 
     called = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    prog, runner = {"rcmdp-report": ("rcmdp-report", "rcmdp"), "report.py": ("report.py", "run.py")}.get(
-        called, (PROG, program_name()))  # fmt: skip
-    return refuse(prog, message.replace("run.py --", f"{runner} --"))
+    prog = called if called in ("rcmdp-report", "report.py") else PROG
+    return refuse(prog, message.replace("run.py --", f"{program_name()} --"))
 
 
 def _rewrite(folder, plan, state: SignalState) -> int:
@@ -96,9 +95,8 @@ def _rewrite(folder, plan, state: SignalState) -> int:
                 for f in stage.iterdir():
                     if f.is_file():
                         os.replace(f, env_dir / f.name)
-            drop_stages()
-        state.said = "the report was rewritten"
-    finally:
+            state.said = "the report was rewritten"
+    finally:  # the stages go (emptied when renamed)
         drop_stages()
         state.undo.remove(drop_stages)
     for table in tables:

@@ -40,11 +40,11 @@ def ticking(label: str, what: str, since: float | None = None, every: float = TI
 
 
 def program_name() -> str:
-    """How this command was called, as its messages name it: ``rcmdp``, ``python -m rcmdp_jax`` or ``run.py``."""
+    """The runner as messages name it: ``rcmdp`` (also ``rcmdp-report``'s), ``python -m rcmdp_jax``, ``run.py``."""
     called = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
     if called.name == "__main__.py" and called.parent.name == "rcmdp_jax":
         return "python -m rcmdp_jax"
-    return "rcmdp" if called.name == "rcmdp" else "run.py"
+    return "rcmdp" if called.name in ("rcmdp", "rcmdp-report") else "run.py"
 
 
 def start_processes(args) -> bool:

@@ -27,15 +27,8 @@ NAMES = {
     "alpha": "update/alpha", "n_updates": "update/n_updates", "policy_epochs": "update/policy_epochs",
     "xi": "kernel/{f}", "active": "run/active", "valid_input": "run/valid_input",
 }  # fmt: skip
-STEP_METRIC = "policy_steps"  # the event files' step
 CSV_NAME = "train_metrics.csv"
 INSTALL = "pip install 'rcmdp_jax[tensorboard]'"
-
-
-def tensorboard_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("tensorboardX") is not None
 
 
 def event_files(choice: str) -> tuple[bool, str]:
@@ -43,14 +36,14 @@ def event_files(choice: str) -> tuple[bool, str]:
     ``PlanError`` for ``on`` without a working tensorboardX."""
     if choice == "off":
         return False, ""
-    why = "is not installed"
-    if tensorboard_available():
-        try:  # installed is not enough: one that fails on import would fail after the run started
-            from tensorboardX import SummaryWriter  # noqa: F401
-        except Exception as err:
-            why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
-        else:
-            return True, ""
+    try:  # installed is not enough: one that fails on import would fail after the run started
+        from tensorboardX import SummaryWriter  # noqa: F401
+    except Exception as err:
+        why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
+        if isinstance(err, ModuleNotFoundError) and err.name == "tensorboardX":
+            why = "is not installed"
+    else:
+        return True, ""
     if choice == "on":
         raise PlanError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
     return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
@@ -139,7 +132,7 @@ class TrainingLog:
         cols = self._cols(algo, metrics)
         values = table(metrics, cols)
         ran = np.asarray(metrics.get("active", np.ones(values.shape[:2]))).reshape(values.shape[:2]) > 0
-        steps = np.asarray(metrics[STEP_METRIC]).reshape(values.shape[:2]) if STEP_METRIC in metrics else None
+        steps = np.asarray(metrics["policy_steps"]).reshape(values.shape[:2]) if "policy_steps" in metrics else None
         for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
             if (algo, s) not in self.writers:
                 logdir = self.folder.algo_dir(self.env, algo) / "tensorboard" / f"seed_{s}"
