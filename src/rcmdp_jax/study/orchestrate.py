@@ -49,10 +49,8 @@ class Study:
         self.outcome = Outcome()
         # a family is trained (as a whole, so resumed runs give identical numbers) while any
         # member lacks a checkpoint; the next family compiles in a background thread
-        self.todo = [
-            (e, tuple(g)) for e in plan.envs for g in self.groups[e]
-            if not eval_only and not all(self.folder.trained(e, a) for a in g)
-        ]  # fmt: skip
+        done = lambda e, g: eval_only or all(folder.trained(e, a) for a in g)
+        self.todo = [(e, tuple(g)) for e in plan.envs for g in self.groups[e] if not done(e, g)]
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.pending: dict = {}
 

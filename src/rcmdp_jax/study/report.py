@@ -39,14 +39,9 @@ def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
 
 def _cells(rows, esc, bold: str, no_seed: str) -> list[list[str]]:
     """Each row's texts through ``esc``, the marked in ``bold`` (a format); ``no_seed``: the row of none left."""
-    out = []
-    for _, label, cells in rows:
-        row = [esc(label)] if cells else [esc(label), no_seed]
-        for c in (cells or {}).values():
-            text = esc(f"{c['mean']:.2f} ± {c['se']:.2f} (min {c['min']:.2f})")
-            row.append(bold.format(text) if c["marked"] else text)
-        out.append(row)
-    return out
+    text = lambda c: esc(f"{c['mean']:.2f} ± {c['se']:.2f} (min {c['min']:.2f})")
+    cell = lambda c: bold.format(text(c)) if c["marked"] else text(c)
+    return [[esc(label), *map(cell, cells.values())] if cells else [esc(label), no_seed] for _, label, cells in rows]
 
 
 def markdown_table(rows) -> str:

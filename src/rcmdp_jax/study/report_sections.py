@@ -40,8 +40,7 @@ def legend(lambda_max: float) -> str:
 def margin_of(cfg, metrics: dict | None = None) -> dict:
     """The safety margin an algorithm trained with (``cfg``: its ``Config``) and its ``rule`` in words, as JSON;
     ``derived``: the margin its dual read at the last iteration (``metrics["margin"]``), the seeds' mean."""
-    hp = cfg.hparams
-    m, z, n = float(hp.cost_margin), float(hp.margin_z), float(hp.margin_n)
+    m, z, n = (float(getattr(cfg.hparams, k)) for k in ("cost_margin", "margin_z", "margin_n"))
     if z:
         rule = f"the data margin {f'{m:g} + ' if m else ''}{z:g} sigma_j / sqrt({n:g})"
     elif m:

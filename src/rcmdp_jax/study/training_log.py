@@ -81,9 +81,8 @@ def table(metrics: dict, cols) -> np.ndarray:
 def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header: bool = False) -> str:
     """CSV text of ``metrics``, a row per seed and iteration, seed-major."""
     values = table(metrics, cols)
-    n_seeds, n_iter = values.shape[:2]
-    seeds = np.arange(n_seeds) if seeds is None else np.asarray(seeds)
-    index = np.stack(np.meshgrid(seeds, first_iteration + np.arange(n_iter), indexing="ij"), -1)[..., ::-1]
+    seeds = np.arange(values.shape[0]) if seeds is None else np.asarray(seeds)
+    index = np.stack(np.meshgrid(seeds, first_iteration + np.arange(values.shape[1]), indexing="ij"), -1)[..., ::-1]
     buf = io.StringIO()
     if header:
         csv.writer(buf, lineterminator="\n").writerow(["iteration", "seed", *(c for c, _, _ in cols)])
