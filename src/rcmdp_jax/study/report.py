@@ -124,12 +124,9 @@ def write_env_report(folder: RunFolder, env_name: str, algos, made, configs=None
                                               None if test_xi is None else test_xi[0, 0], xi_names)  # fmt: skip
         text += wc_text
         write_text(out / "worst_case.json", json.dumps(wc_json, indent=2))
-    summary = {algo: dict(cells or {}) for algo, _, cells in rows}
-    for algo, (used, trained) in seeds.items():
-        summary[algo] |= {"seeds_used": used, "seeds_trained": trained}
-    for key, per in (("constraints", kept_json), ("margin", margins), ("state_bound_fraction", bound)):
-        for algo, value in per.items():
-            summary[algo][key] = value
+    used = {f"seeds_{k}": {a: s[i] for a, s in seeds.items()} for i, k in enumerate(("used", "trained"))}
+    per = {**used, "constraints": kept_json, "margin": margins, "state_bound_fraction": bound}  # summary.json's keys
+    summary = {a: {**(cells or {}), **{k: v[a] for k, v in per.items() if a in v}} for a, _, cells in rows}
     write_text(out / "summary.md", text)
     write_text(out / "summary.tex", latex_table(rows))
     write_text(out / "summary.json", json.dumps(summary, indent=2))
