@@ -170,22 +170,19 @@ class Study:
         stored = policy_program("search", env, policy_key(env, cfg), objectives=self.worst_case)
         finder = cached(key, lambda: stored(jax.jit(make_worst_case(cfg, objectives=self.worst_case))))
         t0 = time.perf_counter()
-        robust_env, params = made  # envs.make(env), once per environment
-        starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
+        starts = corner_starts(*made, V[:, int(np.argmax(levels))].mean(-1))  # made: envs.make(env), once per env
         with ticking(label, "the worst-case search (compiled on its first call)"):
             gamma = np.float32(cfg.hparams.gamma)  # an argument of the search
             found = finder(result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2), gamma)
             found = jax.tree.map(np.asarray, found)
         if self.writer:
             self.folder.save_worst_case(env, algo, found)
-        kept = jax.tree.map(lambda x: x[~bad], found)
-        cmp = compare_with_grid(V[~bad], C[~bad], kept, robust_env.lambda_max, test_xi)
+        cmp = compare_with_grid(V[~bad], C[~bad], jax.tree.map(lambda x: x[~bad], found), made[0].lambda_max, test_xi)
         d = cmp["Return" if "Return" in cmp else "C0"]  # --worst-case costs: the first constraint's
-        beyond = d["beyond"]
         what = "lowest return" if d["lower_is_worse"] else "highest C"
         print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed {d['grid'].mean():.2f} on the "
               f"grid, {d['search'].mean():.2f} by the search ({'lower' if d['lower_is_worse'] else 'higher'} in "
-              f"{int(beyond.sum())}/{beyond.size} seeds)", flush=True)  # fmt: skip
+              f"{int(d['beyond'].sum())}/{d['beyond'].size} seeds)", flush=True)  # fmt: skip
 
     def environment(self, env: str) -> str | None:
         """Every family of ``env``: train or restore, test, search; then its report."""

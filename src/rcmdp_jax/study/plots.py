@@ -102,8 +102,7 @@ def drop_stale(out_dir: Path, n_costs: int) -> list[str]:
 def plot_training(out_dir: Path, metrics: dict, xi_c, kappa, env_name: str, cost_names=None):
     """``train_curves.png`` (mean over seeds; the figure): evaluation return, the first constraint's value,
     its multiplier lambda (constrained algorithms only) and the kernel's distortion, against policy steps."""
-    cost = (cost_names or ["C_1"])[0]
-    look = styles(metrics)
+    cost, look = (cost_names or ["C_1"])[0], styles(metrics)
     fig, axes = pyplot().subplots(2, 2, figsize=(10, 7))
     for algo, m in metrics.items():
         steps = np.asarray(m["policy_steps"]).mean(0)
@@ -135,8 +134,7 @@ def plot_training(out_dir: Path, metrics: dict, xi_c, kappa, env_name: str, cost
 def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
     """rliable's figures from ``report.aggregate_section``'s JSON: ``intervals.png`` (each algorithm's
     IQM with its interval) and ``profiles.png``."""
-    plt = pyplot()
-    metrics, algos = list(figures), list(next(iter(figures.values()))["iqm"])
+    plt, metrics, algos = pyplot(), list(figures), list(next(iter(figures.values()))["iqm"])
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 0.35 * len(algos) + 1.5), squeeze=False)
     y = np.arange(len(algos))[::-1]
     for ax, metric in zip(axes[0], metrics):

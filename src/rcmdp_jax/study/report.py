@@ -115,10 +115,9 @@ def write_env_report(folder: RunFolder, env_name: str, algos, made, configs=None
         write_text(out / "aggregate.json", json.dumps(agg_json, indent=2))
     elif kept:
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
-    found = {}
-    for a in (a for a in kept if (folder.algo_dir(env_name, a) / "worst_case.npz").exists()):
-        nested, grid_xi = folder.load_worst_case(env_name, a)
-        found[a] = compare_with_grid(*kept[a], nested, env.lambda_max, grid_xi)
+    searched = [a for a in kept if (folder.algo_dir(env_name, a) / "worst_case.npz").exists()]
+    loaded = {a: folder.load_worst_case(env_name, a) for a in searched}  # (the search's kernels, the grid's xi)
+    found = {a: compare_with_grid(*kept[a], nested, env.lambda_max, grid_xi) for a, (nested, grid_xi) in loaded.items()}
     if found:
         wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)},
                                               None if test_xi is None else test_xi[0, 0], xi_names)  # fmt: skip
@@ -130,21 +129,16 @@ def write_env_report(folder: RunFolder, env_name: str, algos, made, configs=None
     write_text(out / "summary.md", text)
     write_text(out / "summary.tex", latex_table(rows))
     write_text(out / "summary.json", json.dumps(summary, indent=2))
+    where = lambda e: f"level {e['worst_level']:g}, " + e.get("worst_kernel", f"direction {e['worst_direction']}")
     if plots and not installed("matplotlib"):
         print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")
     elif plots:
         if kept:
-            worst = {j: {a: _where(c[n]) for a, c in kept_json.items() if n in c} for j, n in enumerate(names)}
+            worst = {j: {a: where(c[n]) for a, c in kept_json.items() if n in c} for j, n in enumerate(names)}
             plot_robustness(out, kept, levels, env_name, names, worst)
         if metrics:
             plot_training(out, metrics, np.asarray(params.xi_c), np.asarray(params.kappa), env_name, names)
     return md + kept_text  # what the run's end and ``rcmdp report`` print: the table and the verdict
-
-
-def _where(entry: dict) -> str:
-    """A constraint's worst kernel (``constraint_section``'s entry) in words."""
-    kernel = entry.get("worst_kernel", f"direction {entry['worst_direction']}")
-    return f"level {entry['worst_level']:g}, {kernel}"
 
 
 def aggregate_section(results: dict, lambda_max: float, env_name: str, out_dir=None) -> tuple[str, dict]:

@@ -99,6 +99,5 @@ def _rewrite(folder, plan, state: SignalState) -> int:
     finally:  # the stages go (emptied when renamed)
         drop_stages()
         state.undo.remove(drop_stages)
-    for table in tables:
-        print(table)
+    print(*tables, sep="\n")  # a plan has at least one environment
     return 0

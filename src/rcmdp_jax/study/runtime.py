@@ -17,11 +17,11 @@ from rcmdp_jax import sharding
 from rcmdp_jax.chunked import fmt
 from rcmdp_jax.study.run_plan import PlanError
 
-TICK_S = 15.0  # seconds between the lines that say a program is still compiling
+_SAID: list[bool] = []  # split_in_process's note, once said
 
 
 @contextlib.contextmanager
-def ticking(label: str, what: str, since: float | None = None, every: float = TICK_S):
+def ticking(label: str, what: str, since: float | None = None, every: float = 15.0):
     """While the block runs, ``{label} {what}: 45.0s so far`` every ``every`` seconds counted from ``since``."""
     t0 = time.perf_counter() if since is None else since
     done = threading.Event()
@@ -109,9 +109,6 @@ def resume_command(out: Path) -> str:
     if called == "run.py":  # a script: run by Python
         called = f"python {shlex.quote(sys.argv[0]) if sys.argv and sys.argv[0] else 'experiments/run.py'}"
     return f"{called} --resume --out {shlex.quote(str(out))}"
-
-
-_SAID: list[bool] = []
 
 
 def split_in_process(devices: str, seeds: int) -> str:
