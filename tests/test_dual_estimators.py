@@ -3,6 +3,7 @@ against a NumPy re-derivation, the shuffled minibatches, the ascent over them, t
 wiring in training, bad input; and ``ALGO@FIELD=VALUE`` hyperparameter lanes. Divergence
 (``rcmdp_jax.divergence``) on lanes of one tiny program: blow-ups, and a seed that diverged."""
 
+import dataclasses
 import functools
 
 import jax
@@ -182,6 +183,16 @@ def test_finite_blow_ups_count_as_divergence_and_the_exit_status_says_so():
         m[key][seed, -1] = value  # finite, far beyond any domain's scale
         bad = diverged_seeds(result.replace(metrics=m))
         np.testing.assert_array_equal(bad, np.arange(3) == seed)
+    # a multiplier step behind lam's clip: |C^| * eta_lam beyond BLOW_UP on an iteration, read from the config
+    c_hat = np.asarray(result.metrics["c_hat"]).copy()
+    c_hat[1] = 1e-6  # seed 1: every entry of its C^ small enough
+    steps = dict(result.metrics, c_hat=c_hat)
+    wild = dataclasses.replace(TINY_LAG, hparams=TINY_LAG.hparams.replace(eta_lam=1e17))
+    assert np.abs(c_hat[[0, 2]]).max() * 1e17 > BLOW_UP and np.abs(c_hat[1]).max() * 1e17 <= BLOW_UP
+    np.testing.assert_array_equal(diverged_seeds(result.replace(metrics=steps), wild), [True, False, True])
+    assert not diverged_seeds(result.replace(metrics=steps), TINY_LAG).any()
+    unconstrained = dataclasses.replace(wild, constraint="none")  # its lam is never read
+    assert not diverged_seeds(result.replace(metrics=steps), unconstrained).any()
     status = lambda d: Study.exit_status(types.SimpleNamespace(outcome=Outcome(diverged=d)))  # noqa: E731
     assert (
         status({}) == 0 and status({"inventory/MDPO-Lag": (1, 3)}) == 3 and status({"inventory/MDPO-Lag": (3, 3)}) == 4

@@ -238,7 +238,6 @@ def _broken_tensorboardx(monkeypatch, **_) -> str:
 
     from rcmdp_jax.study import training_log
 
-    monkeypatch.setattr(training_log, "tensorboard_available", lambda: True)
     monkeypatch.setitem(sys.modules, "tensorboardX", types.ModuleType("tensorboardX"))  # no SummaryWriter in it
     with pytest.raises(PlanError) as err:
         training_log.event_files("on")

@@ -248,7 +248,11 @@ def test_the_event_files_hold_the_scalars(full_run):
 
 
 def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(training_log, "tensorboard_available", lambda: False)
+    import sys
+
+    import tensorboardX
+
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)  # as if not installed
     assert training_log.event_files("off") == (False, "")
     on, note = training_log.event_files("auto")
     assert not on and "tensorboardX is not installed" in note and "rcmdp_jax[tensorboard]" in note
@@ -257,7 +261,7 @@ def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
     assert cli.main(["--algos", "MDPO-Lag", "--tensorboard", "on", "--out", str(out)]) == 2
     _one_line(capsys, "--tensorboard on: tensorboardX is not installed")
     assert not out.exists()
-    monkeypatch.setattr(training_log, "tensorboard_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "tensorboardX", tensorboardX)
     assert training_log.event_files("auto") == (True, "") == training_log.event_files("on")
 
 

@@ -79,7 +79,7 @@ def test_costs_are_named():
     assert report.cost_names("nowhere", 2) == ("C_1", "C_2")
 
 
-def test_fourteen_lines_are_told_apart_and_lambda_only_for_constrained():
+def test_fourteen_lines_are_told_apart_and_lambda_only_for_constrained(tmp_path):
     look = plots.styles(ALGORITHMS)
     pairs = {(s["color"], str(s["linestyle"])) for s in look.values()}
     assert len(pairs) == 14
@@ -92,7 +92,7 @@ def test_fourteen_lines_are_told_apart_and_lambda_only_for_constrained():
     steps = np.tile(np.arange(3.0), (2, 1))
     m = {"policy_steps": steps, "eval_return": steps, "eval_costs": steps[..., None], "lam": np.full((2, 3, 1), 5.0),
          "xi": np.ones((2, 3, 1))}  # fmt: skip
-    fig = plots.training_figure({a: m for a in ALGORITHMS}, np.ones(1), np.ones(1), "x", ("speed",))
+    fig = plots.plot_training(tmp_path, {a: m for a in ALGORITHMS}, np.ones(1), np.ones(1), "x", ("speed",))
     lam_lines = [line.get_label() for line in fig.axes[2].get_lines()]
     assert lam_lines == [a for a in ALGORITHMS if "Lag" in a]
     assert len(fig.axes[0].get_lines()) == 14 and "speed" in fig.axes[1].get_title()

@@ -24,11 +24,12 @@ def _all_finite_per_seed(tree, n_seeds: int) -> np.ndarray:
     return ok
 
 
-def diverged_seeds(result) -> np.ndarray:
+def diverged_seeds(result, config=None) -> np.ndarray:
     """``(seeds,)`` bool: True where a seed of a vmapped ``TrainResult`` has a non-finite
     parameter, optimizer state, multiplier or kernel, or a non-finite loss, ``lam``,
     ``xi`` or ``C^`` on an iteration that ran (MCPMD's idle slots are NaN by design), or
-    one beyond ``BLOW_UP`` in magnitude."""
+    one beyond ``BLOW_UP`` in magnitude; with its ``config``, a constrained one's unclipped
+    multiplier step ``eta_lam * C^`` beyond ``BLOW_UP`` too (the clip hides it)."""
     n = np.asarray(result.metrics["lam"]).shape[0]
     state = result.state
     ok = _all_finite_per_seed((state.params, state.opt_state, state.dual, state.env_params.xi), n)
@@ -42,6 +43,10 @@ def diverged_seeds(result) -> np.ndarray:
         ok &= finite.all(axis=1)
     if "valid_input" in result.metrics:  # hyperparameters or kernel out of range (traced values)
         ok &= (np.asarray(result.metrics["valid_input"]).reshape(n, -1) > 0).all(axis=1)
+    if config is not None and config.constrained:
+        c_hat = np.abs(np.asarray(result.metrics["c_hat"], np.float64))
+        step = c_hat.reshape(n, c_hat.shape[1], -1).max(-1) * abs(float(config.hparams.eta_lam))
+        ok &= ~((step > BLOW_UP) & (True if active is None else active)).any(axis=1)
     return ~ok
 
 

@@ -1,5 +1,5 @@
-"""The study: per environment and family, train (or restore), test on the robustness grid, optionally
-search the box for the worst kernel, then report. ``Study(plan, folder, ...).run()``: the exit status."""
+"""The study: per environment and family, train (or restore), test on the robustness grid, optionally search
+the box for the worst kernel, then report. ``Study(plan, folder, ...).run()``: the exit status."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from rcmdp_jax import checkpoint, envs, family, make_train
 from rcmdp_jax.chunked import Prepared, cached, env_identity, fmt, policy_key, train_prepared
-from rcmdp_jax.divergence import BLOW_UP, diverged_seeds, nonfinite_episodes
+from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
 from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.program_store import policy_program
 from rcmdp_jax.rollout import cost_discounts
@@ -24,15 +24,6 @@ from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name, ticking
 from rcmdp_jax.study.training_log import CSV_NAME, TrainingLog
 from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
-
-
-def dual_blow_up(result, cfg) -> np.ndarray:
-    """``(seeds,)`` bool: the unclipped multiplier step ``eta_lam * C^`` beyond ``BLOW_UP`` (the clip hides it)."""
-    c_hat = np.abs(np.asarray(result.metrics["c_hat"], np.float64))
-    n, t = c_hat.shape[:2]
-    step = c_hat.reshape(n, t, -1).max(-1) * abs(float(cfg.hparams.eta_lam))
-    active = np.asarray(result.metrics["active"]).reshape(n, t) > 0 if "active" in result.metrics else True
-    return np.asarray(cfg.constrained & ((step > BLOW_UP) & active).any(1))
 
 
 @dataclasses.dataclass
@@ -58,10 +49,8 @@ class Study:
         self.outcome = Outcome()
         # a family is trained (as a whole, so resumed runs give identical numbers) while any
         # member lacks a checkpoint; the next family compiles in a background thread
-        self.todo = [
-            (e, tuple(g)) for e in plan.envs for g in self.groups[e]
-            if not eval_only and not all(self.folder.trained(e, a) for a in g)
-        ]  # fmt: skip
+        done = lambda e, g: eval_only or all(folder.trained(e, a) for a in g)
+        self.todo = [(e, tuple(g)) for e in plan.envs for g in self.groups[e] if not done(e, g)]
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.pending: dict = {}
 
@@ -85,12 +74,11 @@ class Study:
         with ticking(label, what, since):
             prepared = future.result()
         self.prepare(idx + 1)
-        log = TrainingLog(self.folder, env, group, self.tensorboard, algos=missing) if self.writer else None
-        try:
-            per_member, train_s = train_prepared(prepared, label, None if log is None else log.chunk)
+        log = TrainingLog(self.folder, env, group, self.tensorboard, algos=missing if self.writer else [])
+        try:  # (several processes: no process's log is called while it trains)
+            per_member, train_s = train_prepared(prepared, label, log.chunk)
         except BaseException:  # Ctrl-C, a full disk: the event files written so far are closed
-            if log is not None:
-                log.close()
+            log.close()
             raise
         timing = {"compile_s": prepared.compile_s, "train_s": train_s, "family": list(group), "seed": self.plan.seed}
         trained = {}
@@ -137,23 +125,19 @@ class Study:
             print(f"{label} {metrics.name} could not be read: re-created from the checkpoint", flush=True)
         return result
 
-    def _sweep(self, env: str, cfg):
-        """The compiled robustness sweep of ``cfg``'s policy shape (shared by algorithms)."""
+    def test(self, env: str, algo: str, result):
+        """The robustness test: ``(V, C, diverged seeds, levels, test kernels' xi)``; None if all diverged."""
+        label, plan, cfg = self._label(env, [algo]), self.plan, self.cfgs[env][algo]
 
-        def build():
-            sweep = make_eval(cfg, self.plan.n_test)
-            stored = policy_program("sweep", env, policy_key(env, cfg), n_test=self.plan.n_test, mesh=self.mesh)
+        def build():  # the sweep of the config's policy shape, shared by algorithms
+            sweep = make_eval(cfg, plan.n_test)
+            stored = policy_program("sweep", env, policy_key(env, cfg), n_test=plan.n_test, mesh=self.mesh)
             if self.mesh is not None:
                 return sharded_blocks(sweep.from_keys, self.mesh, stored), sweep
             return stored(jax.jit(sweep.from_keys)), sweep
 
-        return cached(("sweep", *policy_key(env, cfg), self.plan.n_test, self.mesh), build)
-
-    def test(self, env: str, algo: str, result):
-        """The robustness test: ``(V, C, diverged seeds, levels, test kernels' xi)``; None if all diverged."""
-        label, plan = self._label(env, [algo]), self.plan
-        sweep_fn, sweep = self._sweep(env, self.cfgs[env][algo])  # a config's of its policy shape
-        gamma = self.cfgs[env][algo].hparams.gamma  # an argument of the sweep
+        sweep_fn, sweep = cached(("sweep", *policy_key(env, cfg), plan.n_test, self.mesh), build)
+        gamma = cfg.hparams.gamma  # an argument of the sweep
         t0 = time.perf_counter()
         seed_keys = jax.random.split(jax.random.PRNGKey(plan.seed + 1), plan.seeds)[self.block]
         local = jax.tree.map(lambda x: x[self.block], result)
@@ -161,12 +145,10 @@ class Study:
             gammas = np.full(len(seed_keys), gamma, np.float32)
             res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys, gammas), plan.seeds)
         V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
-        bad = diverged_seeds(result) | dual_blow_up(result, self.cfgs[env][algo]) | nonfinite_episodes(V, C)
+        bad = diverged_seeds(result, cfg) | nonfinite_episodes(V, C)
         test_xi = np.asarray(sweep.kernels.xi)
-        if self.writer:
-            # what C is: each constraint's discount and the episodes' length, beside the episode costs
-            gamma_c = np.asarray(cost_discounts(sweep.env, gamma), np.float64)
-            gamma_c = np.broadcast_to(gamma_c, (sweep.env.num_constraints,))
+        if self.writer:  # what C is: each constraint's discount and the episodes' length, beside the episode costs
+            gamma_c = np.broadcast_to(cost_discounts(sweep.env, gamma), sweep.env.num_constraints).astype(np.float64)
             epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length), gamma_c=gamma_c)
             self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed, **epcost)
         if bad.any():
@@ -188,28 +170,19 @@ class Study:
         stored = policy_program("search", env, policy_key(env, cfg), objectives=self.worst_case)
         finder = cached(key, lambda: stored(jax.jit(make_worst_case(cfg, objectives=self.worst_case))))
         t0 = time.perf_counter()
-        robust_env, params = made  # envs.make(env), once per environment
-        starts = corner_starts(robust_env, params, V[:, int(np.argmax(levels))].mean(-1))
+        starts = corner_starts(*made, V[:, int(np.argmax(levels))].mean(-1))  # made: envs.make(env), once per env
         with ticking(label, "the worst-case search (compiled on its first call)"):
             gamma = np.float32(cfg.hparams.gamma)  # an argument of the search
             found = finder(result.state.params["actor"], starts, jax.random.PRNGKey(self.plan.seed + 2), gamma)
             found = jax.tree.map(np.asarray, found)
         if self.writer:
             self.folder.save_worst_case(env, algo, found)
-        kept = jax.tree.map(lambda x: x[~bad], found)
-        cmp = compare_with_grid(V[~bad], C[~bad], kept, robust_env.lambda_max, test_xi)
+        cmp = compare_with_grid(V[~bad], C[~bad], jax.tree.map(lambda x: x[~bad], found), made[0].lambda_max, test_xi)
         d = cmp["Return" if "Return" in cmp else "C0"]  # --worst-case costs: the first constraint's
-        beyond = d["beyond"]
         what = "lowest return" if d["lower_is_worse"] else "highest C"
         print(f"{label} worst case in {fmt(time.perf_counter() - t0)}: {what} per seed {d['grid'].mean():.2f} on the "
               f"grid, {d['search'].mean():.2f} by the search ({'lower' if d['lower_is_worse'] else 'higher'} in "
-              f"{int(beyond.sum())}/{beyond.size} seeds)", flush=True)  # fmt: skip
-
-    def csv_of_older_run(self, env: str, algo: str) -> None:
-        """An older run folder without ``train_metrics.csv`` gets it from ``train_metrics.npz``."""
-        d = self.folder.algo_dir(env, algo)
-        if self.writer and not (d / CSV_NAME).exists() and readable(d / "train_metrics.npz"):
-            TrainingLog(self.folder, env, [algo], False, algos=[]).finish(algo, load_npz(d / "train_metrics.npz"))
+              f"{int(d['beyond'].sum())}/{d['beyond'].size} seeds)", flush=True)  # fmt: skip
 
     def environment(self, env: str) -> str | None:
         """Every family of ``env``: train or restore, test, search; then its report."""
@@ -221,7 +194,9 @@ class Study:
             trained = self.train(env, group, missing) if missing and not self.eval_only else {}
             for algo in group:
                 result = trained[algo] if algo in trained else self.restore(env, algo)
-                self.csv_of_older_run(env, algo)
+                npz = self.folder.algo_dir(env, algo) / "train_metrics.npz"  # an older run folder: its CSV from it
+                if self.writer and not npz.with_name(CSV_NAME).exists() and readable(npz):
+                    TrainingLog(self.folder, env, [algo], False, algos=[]).finish(algo, load_npz(npz))
                 if result is None:
                     continue
                 tested = self.test(env, algo, result)
@@ -229,12 +204,9 @@ class Study:
                     self.search(env, algo, result, made, *tested)
         if not self.writer:
             return None
-        robust_env, params = made
-        o = self.outcome
-        stale = {a.split("/", 1)[1] for a in o.missing + o.damaged if a.startswith(env + "/")}
-        algos = [a for a in self.plan.algos if a not in stale]
-        return write_env_report(self.folder.env_dir(env), env, algos, robust_env.lambda_max, params.xi_c, params.kappa,
-                                plots=self.plots, env=robust_env, configs=self.cfgs[env])  # fmt: skip
+        stale = self.outcome.missing + self.outcome.damaged
+        algos = [a for a in self.plan.algos if f"{env}/{a}" not in stale]
+        return write_env_report(self.folder, env, algos, made, self.cfgs[env], self.plots)
 
     def run(self) -> int:
         self.folder.check_checkpoints(self.plan, self.all_keys, self.groups)

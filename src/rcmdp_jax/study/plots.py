@@ -1,6 +1,5 @@
-"""The report's figures: test return and each constraint's value against the distortion level,
-the training curves and rliable's figures; one colour per learner and one line style (and
-marker) per variant, so the 14 algorithms are told apart."""
+"""The report's figures: test return and each constraint's value against the distortion level, the
+training curves and rliable's figures; a colour per learner, a line style and marker per variant."""
 
 from __future__ import annotations
 
@@ -56,15 +55,10 @@ def styles(algos) -> dict[str, dict]:
     return out
 
 
-def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: str, cost_names=None,
-                    worst_kernels=None) -> None:  # fmt: skip
-    """Test Return against the distortion level (mean over each level's kernels, SE bands across
-    directions), and each constraint's value on each level's worst kernel (the level's mean as a
-    faint second line), where the summary's "Is the constraint kept?" says it breaks.
-    ``worst_kernels``: per constraint ``j``, ``{algo: its worst kernel in words}`` (the caption)."""
+def plot_robustness(out_dir: Path, results: dict, levels, env_name: str, cost_names, worst_kernels=None) -> None:
+    """Test Return against the distortion level (SE bands across directions), and each constraint's value on
+    each level's worst kernel (faint: the level's mean); ``worst_kernels``: ``{j: {algo: kernel in words}}``."""
     plt, look = pyplot(), styles(results)
-    m = next(iter(results.values()))[1].shape[-1]
-    names = list(cost_names) if cost_names and len(cost_names) == m else [f"C_{j + 1}" for j in range(m)]
     fig, ax = plt.subplots(figsize=(6, 4))
     for algo, (V, _) in results.items():
         mean, se = stats.per_level(V)
@@ -75,7 +69,7 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
     ax.set_title(f"{env_name}: test Return", fontsize=10)
     ax.grid(alpha=0.3)
     save(fig, out_dir / TEST_RETURN)
-    for j, name in enumerate(names):
+    for j, name in enumerate(cost_names):
         fig, ax = plt.subplots(figsize=(6, 4))
         for algo, (_, C) in results.items():
             scores = stats.environment_scores(C[..., j])  # (level, direction)
@@ -97,8 +91,7 @@ def plot_robustness(out_dir: Path, results: dict, levels: np.ndarray, env_name: 
 
 def drop_stale(out_dir: Path, n_costs: int) -> list[str]:
     """Remove the figures an earlier report drew in ``out_dir`` (``--plots off`` must not leave figures of
-    other results beside its tables): the report's names, ``test_cost_1.png`` .. ``test_cost_<n_costs>.png``
-    among them; their names."""
+    other results beside its tables), ``test_cost_<n_costs>.png`` the last; their names."""
     names = [TEST_RETURN, TRAIN_CURVES, INTERVALS, PROFILES] + [TEST_COST.format(j) for j in range(1, n_costs + 1)]
     stale = sorted(out_dir / n for n in names if (out_dir / n).is_file())
     for path in stale:
@@ -106,17 +99,10 @@ def drop_stale(out_dir: Path, n_costs: int) -> list[str]:
     return [p.name for p in stale]
 
 
-def plot_training(out_dir: Path, metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str,
-                  cost_names=None) -> None:  # fmt: skip
-    """Training curves (mean over seeds), saved as ``train_curves.png``: ``training_figure``."""
-    save(training_figure(metrics, xi_c, kappa, env_name, cost_names), out_dir / TRAIN_CURVES)
-
-
-def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name: str, cost_names=None):
-    """Evaluation return, the first constraint's value, its multiplier lambda (constrained
-    algorithms only) and the kernel's distortion, against policy steps."""
-    cost = (cost_names or ["C_1"])[0]
-    look = styles(metrics)
+def plot_training(out_dir: Path, metrics: dict, xi_c, kappa, env_name: str, cost_names=None):
+    """``train_curves.png`` (mean over seeds; the figure): evaluation return, the first constraint's value,
+    its multiplier lambda (constrained algorithms only) and the kernel's distortion, against policy steps."""
+    cost, look = (cost_names or ["C_1"])[0], styles(metrics)
     fig, axes = pyplot().subplots(2, 2, figsize=(10, 7))
     for algo, m in metrics.items():
         steps = np.asarray(m["policy_steps"]).mean(0)
@@ -141,14 +127,14 @@ def training_figure(metrics: dict, xi_c: np.ndarray, kappa: np.ndarray, env_name
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=6, ncol=2)
     fig.suptitle(f"{env_name}: training curves (mean over seeds)")
+    save(fig, out_dir / TRAIN_CURVES)
     return fig
 
 
 def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
     """rliable's figures from ``report.aggregate_section``'s JSON: ``intervals.png`` (each algorithm's
     IQM with its interval) and ``profiles.png``."""
-    plt = pyplot()
-    metrics, algos = list(figures), list(next(iter(figures.values()))["iqm"])
+    plt, metrics, algos = pyplot(), list(figures), list(next(iter(figures.values()))["iqm"])
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 0.35 * len(algos) + 1.5), squeeze=False)
     y = np.arange(len(algos))[::-1]
     for ax, metric in zip(axes[0], metrics):

@@ -1,12 +1,10 @@
-"""The report of a run folder's environment (``write_env_report``): its tables (Markdown and
-LaTeX from one writer, JSON), ``summary.md`` with the sections in words (``report_sections``)
-and rliable's statistics (``aggregate_section``), and its figures (``plots``)."""
+"""A run folder's environment reported (``write_env_report``): its tables (Markdown and LaTeX from one
+writer, JSON), the sections in words (``report_sections``), rliable's statistics, its figures (``plots``)."""
 
 from __future__ import annotations
 
 import importlib
 import json
-from pathlib import Path
 
 import numpy as np
 
@@ -25,9 +23,8 @@ REPS = 500
 
 
 def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
-    """``[(algo, label, {metric: {"mean", "se", "min", "marked"}} or None)]`` in the order of ``results``
-    (``seeds``: ``{algo: (seeds used, seeds trained)}``): an algorithm with diverged seeds is summarised
-    over the others, labelled with the count and never marked; one with none left is a row that says so."""
+    """``[(algo, label, {metric: {"mean", "se", "min", "marked"}} or None)]``; ``seeds``: ``{algo: (used, trained)}``
+    (an algorithm with diverged seeds: summarised over the others, labelled with the count, never marked)."""
     seeds = seeds or {}
     kept = {a: r for a, r in results.items() if r is not None}
     complete = [a for a in kept if seeds.get(a, (1, 1))[0] == seeds.get(a, (1, 1))[1]]
@@ -43,14 +40,9 @@ def summary_rows(results: dict, lambda_max: float, seeds: dict | None = None):
 
 def _cells(rows, esc, bold: str, no_seed: str) -> list[list[str]]:
     """Each row's texts through ``esc``, the marked in ``bold`` (a format); ``no_seed``: the row of none left."""
-    out = []
-    for _, label, cells in rows:
-        row = [esc(label)] if cells else [esc(label), no_seed]
-        for c in (cells or {}).values():
-            text = esc(f"{c['mean']:.2f} ± {c['se']:.2f} (min {c['min']:.2f})")
-            row.append(bold.format(text) if c["marked"] else text)
-        out.append(row)
-    return out
+    text = lambda c: esc(f"{c['mean']:.2f} ± {c['se']:.2f} (min {c['min']:.2f})")
+    cell = lambda c: bold.format(text(c)) if c["marked"] else text(c)
+    return [[esc(label), *map(cell, cells.values())] if cells else [esc(label), no_seed] for _, label, cells in rows]
 
 
 def markdown_table(rows) -> str:
@@ -84,13 +76,11 @@ def installed(module: str) -> bool:
     return True
 
 
-def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_c, kappa, plots: bool = True,
-                     *, env, configs: dict | None = None, out: Path | None = None) -> str:  # fmt: skip
-    """Write summary.{md,tex,json} and (``plots``) the figures of one environment's results into ``out``
-    (default: its folder ``env_dir``); return the Markdown table and the verdict. ``env``: the robust
-    environment; ``configs``: ``{algo: Config}`` (each one's margin, ``margin_of``)."""
-    folder, bounds, seeds, costs = RunFolder(env_dir.parent), {}, {}, {}
-    out = env_dir if out is None else out
+def write_env_report(folder: RunFolder, env_name: str, algos, made, configs=None, plots=True, out=None) -> str:
+    """One environment's summary.{md,tex,json} and (``plots``) figures into ``out`` (default: its folder); its
+    Markdown table and verdict. ``made``: ``envs.make(env_name)``; ``configs``: ``{algo: Config}`` (the margins)."""
+    (env, params), bounds, seeds, costs = made, {}, {}, {}
+    out = folder.env_dir(env_name) if out is None else out
     results, metrics, levels = folder.load_results(env_name, algos, bounds, seeds, costs)
     if not results:
         return ""
@@ -103,10 +93,11 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
     test_xi = next((np.asarray(z["test_xi"], np.float64) for z in files if np.ndim(z.get("test_xi")) >= 2), None)
     xi_names = kernel_names(env_name, test_xi.shape[2:]) if test_xi is not None else None
     margins = {a: margin_of(c, metrics.get(a)) for a, c in (configs or {}).items() if c.constrained and a in kept}
-    kinds, rows = verdict.kinds(env), summary_rows(results, lambda_max, seeds)
+    rows = summary_rows(results, env.lambda_max, seeds)
     md = markdown_table(rows)
-    kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs, kinds, margins)
-    text = f"# {env_name}: robustness test\n\n{md}{legend(lambda_max)}{kept_text}"
+    kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs, verdict.kinds(env),
+                                              margins)  # fmt: skip
+    text = f"# {env_name}: robustness test\n\n{md}{legend(env.lambda_max)}{kept_text}"
     if diverged := ", ".join(f"{a} {t - u}" for a, (u, t) in seeds.items() if u < t):
         text += ("\nDiverged seeds (non-finite parameters, multipliers, kernel, losses or test episodes) are left out "
                  f"of every statistic; their rows are never marked: {diverged}.\n")  # fmt: skip
@@ -120,50 +111,40 @@ def write_env_report(env_dir: Path, env_name: str, algos, lambda_max: float, xi_
                  "of the clipped dynamics.\n\n" + "\n".join(table) + "\n")  # fmt: skip
     if kept and installed("rliable.library"):
         figures = out if plots and installed("matplotlib") else None
-        agg_text, agg_json = aggregate_section(kept, lambda_max, env_name, figures)
+        agg_text, agg_json = aggregate_section(kept, env.lambda_max, env_name, figures)
         text += agg_text
         write_text(out / "aggregate.json", json.dumps(agg_json, indent=2))
     elif kept:
         text += "\n(rliable is not installed: no IQM / probability-of-improvement section; pip install -e '.[stats]')\n"
-    found = {}
-    for a in [a for a in kept if (folder.algo_dir(env_name, a) / "worst_case.npz").exists()]:
-        nested, grid_xi = folder.load_worst_case(env_name, a)
-        found[a] = compare_with_grid(*kept[a], nested, lambda_max, grid_xi)
+    searched = [a for a in kept if (folder.algo_dir(env_name, a) / "worst_case.npz").exists()]
+    loaded = {a: folder.load_worst_case(env_name, a) for a in searched}  # (the search's kernels, the grid's xi)
+    found = {a: compare_with_grid(*kept[a], nested, env.lambda_max, grid_xi) for a, (nested, grid_xi) in loaded.items()}
     if found:
         wc_text, wc_json = worst_case_section(found, env_name, {f"C{j}": n for j, n in enumerate(names)},
                                               None if test_xi is None else test_xi[0, 0], xi_names)  # fmt: skip
         text += wc_text
         write_text(out / "worst_case.json", json.dumps(wc_json, indent=2))
-    summary = {algo: dict(cells or {}) for algo, _, cells in rows}
-    for algo, (used, trained) in seeds.items():
-        summary[algo] |= {"seeds_used": used, "seeds_trained": trained}
-    for key, per in (("constraints", kept_json), ("margin", margins), ("state_bound_fraction", bound)):
-        for algo, value in per.items():
-            summary[algo][key] = value
+    used = {f"seeds_{k}": {a: s[i] for a, s in seeds.items()} for i, k in enumerate(("used", "trained"))}
+    per = {**used, "constraints": kept_json, "margin": margins, "state_bound_fraction": bound}  # summary.json's keys
+    summary = {a: {**(cells or {}), **{k: v[a] for k, v in per.items() if a in v}} for a, _, cells in rows}
     write_text(out / "summary.md", text)
     write_text(out / "summary.tex", latex_table(rows))
     write_text(out / "summary.json", json.dumps(summary, indent=2))
+    where = lambda e: f"level {e['worst_level']:g}, " + e.get("worst_kernel", f"direction {e['worst_direction']}")
     if plots and not installed("matplotlib"):
         print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")
     elif plots:
         if kept:
-            worst = {j: {a: _where(c[n]) for a, c in kept_json.items() if n in c} for j, n in enumerate(names)}
+            worst = {j: {a: where(c[n]) for a, c in kept_json.items() if n in c} for j, n in enumerate(names)}
             plot_robustness(out, kept, levels, env_name, names, worst)
         if metrics:
-            plot_training(out, metrics, np.asarray(xi_c), np.asarray(kappa), env_name, names or None)
+            plot_training(out, metrics, np.asarray(params.xi_c), np.asarray(params.kappa), env_name, names)
     return md + kept_text  # what the run's end and ``rcmdp report`` print: the table and the verdict
 
 
-def _where(entry: dict) -> str:
-    """A constraint's worst kernel (``constraint_section``'s entry) in words."""
-    kernel = entry.get("worst_kernel", f"direction {entry['worst_direction']}")
-    return f"level {entry['worst_level']:g}, {kernel}"
-
-
 def aggregate_section(results: dict, lambda_max: float, env_name: str, out_dir=None) -> tuple[str, dict]:
-    """Markdown and JSON of rliable's statistics (Agarwal et al., 2021) of ``Return`` and ``R_pen``, a run
-    a seed and a task a test kernel: the IQM with its interval, the probability that the best IQM improves
-    on each other (point estimates: rliable's bootstrap of it is slow), profiles; ``out_dir``: figures."""
+    """Markdown and JSON of rliable's IQM with its interval, the best's probability of improvement (a point
+    estimate) and profiles of ``Return`` and ``R_pen``, a run a seed, a task a test kernel; figures into ``out_dir``."""
     from rliable import library as rly
     from rliable import metrics as rm
 
@@ -176,10 +157,8 @@ def aggregate_section(results: dict, lambda_max: float, env_name: str, out_dir=N
         "other on a kernel, averaged over kernels.\n",
     ]
     for metric in ("Return", "R_pen"):
-        scores = {}
-        for algo, (V, C) in results.items():
-            x = stats.penalised_returns(V, C, lambda_max)[metric].mean(-1)  # [S, L, D]
-            scores[algo] = x.reshape(x.shape[0], -1)
+        per = {a: stats.penalised_returns(V, C, lambda_max)[metric].mean(-1) for a, (V, C) in results.items()}
+        scores = {a: x.reshape(x.shape[0], -1) for a, x in per.items()}  # [S, L * D]
         np.random.seed(0)  # rliable draws from NumPy's global generator
         point, ci = rly.get_interval_estimates(scores, lambda x: np.array([rm.aggregate_iqm(x)]), reps=REPS)
         iqm = {a: (float(point[a][0]), float(ci[a][0, 0]), float(ci[a][1, 0])) for a in scores}

@@ -1,7 +1,6 @@
-"""``rcmdp report RUN_DIR`` (also ``rcmdp-report`` and ``python experiments/report.py``): a run
-folder's tables and plots rewritten from its saved results (``report.write_env_report``) in a fresh
-process, each environment's written in a stage in its folder (``.report-PID``) and renamed over its files
-at the end: Ctrl-C (SIGTERM) at any moment is one line and exit 130 (143), the files all old or all new."""
+"""``rcmdp report RUN_DIR`` (``rcmdp-report``, ``experiments/report.py``): a run folder's report written again
+from its results, each environment's in a stage (``.report-PID``) renamed over its files at the end: all old or
+all new, whenever Ctrl-C (SIGTERM) comes."""
 
 from __future__ import annotations
 
@@ -52,9 +51,8 @@ def report_error(message: str) -> int:
     from rcmdp_jax.study.runtime import program_name
 
     called = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    prog, runner = {"rcmdp-report": ("rcmdp-report", "rcmdp"), "report.py": ("report.py", "run.py")}.get(
-        called, (PROG, program_name()))  # fmt: skip
-    return refuse(prog, message.replace("run.py --", f"{runner} --"))
+    prog = called if called in ("rcmdp-report", "report.py") else PROG
+    return refuse(prog, message.replace("run.py --", f"{program_name()} --"))
 
 
 def _rewrite(folder, plan, state: SignalState) -> int:
@@ -63,7 +61,7 @@ def _rewrite(folder, plan, state: SignalState) -> int:
     from rcmdp_jax.study.run_folder import DamagedFile
     from rcmdp_jax.study.runtime import os_error
 
-    envs_, algos = list(plan.envs), list(plan.algos)
+    envs_, algos = plan.envs, plan.algos
     missing = [f"{e}/{a}" for e in envs_ for a in algos if not (folder.algo_dir(e, a) / "test_results.npz").exists()]
     if missing:
         return report_error(f"no test results for {', '.join(missing)}; {KEPT} (run.py --resume or --eval-only "
@@ -80,15 +78,14 @@ def _rewrite(folder, plan, state: SignalState) -> int:
     tables = []
     try:
         for env_name in envs_:
-            env, params = envs.make(env_name)
             env_dir = folder.env_dir(env_name)
             try:  # a fresh stage ``env_dir/.report-PID``; one a killed report left goes first (the lock is held)
                 for old in env_dir.glob(STAGE + "*"):
                     shutil.rmtree(old, ignore_errors=True)
                 stages[env_dir] = env_dir / f"{STAGE}{os.getpid()}"
                 stages[env_dir].mkdir()
-                md = write_env_report(env_dir, env_name, algos, env.lambda_max, params.xi_c, params.kappa, env=env,
-                                      configs=plan.configs[env_name], out=stages[env_dir])  # fmt: skip
+                md = write_env_report(folder, env_name, algos, envs.make(env_name), plan.configs[env_name],
+                                      out=stages[env_dir])  # fmt: skip
             except (DamagedFile, OSError) as err:  # a file named by where it goes, not by the stage
                 said = str(err) if isinstance(err, DamagedFile) else os_error(err, env_dir)  # a full disk: the file
                 return report_error(f"{said.replace(str(stages.get(env_dir, env_dir)), str(env_dir))}; {KEPT}")
@@ -98,11 +95,9 @@ def _rewrite(folder, plan, state: SignalState) -> int:
                 for f in stage.iterdir():
                     if f.is_file():
                         os.replace(f, env_dir / f.name)
-            drop_stages()
-        state.said = "the report was rewritten"
-    finally:
+            state.said = "the report was rewritten"
+    finally:  # the stages go (emptied when renamed)
         drop_stages()
         state.undo.remove(drop_stages)
-    for table in tables:
-        print(table)
+    print(*tables, sep="\n")  # a plan has at least one environment
     return 0

@@ -1,6 +1,5 @@
-"""The summary's sections in words beside its table (``report.write_env_report``), each as Markdown and
-its JSON: the legend, whether each constraint is kept (``constraint_section``, with the margins trained
-with) and the grid's worst against a gradient search's (``worst_case_section``, ``run.py --worst-case``)."""
+"""The summary's sections in words, each as Markdown and JSON: the legend, whether each constraint is kept
+(with the margins trained with), the grid's worst against a gradient search's (``--worst-case``)."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ def legend(lambda_max: float) -> str:
 def margin_of(cfg, metrics: dict | None = None) -> dict:
     """The safety margin an algorithm trained with (``cfg``: its ``Config``) and its ``rule`` in words, as JSON;
     ``derived``: the margin its dual read at the last iteration (``metrics["margin"]``), the seeds' mean."""
-    hp = cfg.hparams
-    m, z, n = float(hp.cost_margin), float(hp.margin_z), float(hp.margin_n)
+    m, z, n = (float(getattr(cfg.hparams, k)) for k in ("cost_margin", "margin_z", "margin_n"))
     if z:
         rule = f"the data margin {f'{m:g} + ' if m else ''}{z:g} sigma_j / sqrt({n:g})"
     elif m:
@@ -75,9 +73,8 @@ CONSTRAINT_HEAD = ("Algorithm", "constraint", "kept when", "gamma_c", "C: nomina
 
 def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None, xi_names=None,
                        costs: dict | None = None, kinds=None, margins: dict | None = None):  # fmt: skip
-    """Markdown (a row per algorithm and constraint) and JSON of ``verdict.judge``; ``test_xi`` ``[L, D, *xi]``
-    and ``xi_names``: each worst kernel by its fields; ``costs``: ``RunFolder.load_results``'s (absent: "?",
-    C decides); ``kinds``: ``verdict.kinds(env)`` (None: limits); ``margins``: ``{algo: margin_of(cfg)}``."""
+    """Markdown (a row per algorithm and constraint) and JSON of ``verdict.judge``; ``test_xi`` ``[L, D, *xi]``:
+    each worst kernel by its fields; ``costs`` absent: "?", C decides; ``kinds`` None: limits."""
     costs, margins = costs or {}, margins or {}
     horizons = sorted({c["horizon"] for c in costs.values()})
     over = f"over H = {horizons[0]} steps" if len(horizons) == 1 else "over the episode"
@@ -120,14 +117,9 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
     return text + "\n".join(md_table(head, rows)) + "\n" + margin_text(margins), js
 
 
-def worst_case_section(found: dict, env_name: str, labels: dict | None = None, xi_c=None,
-                       xi_names=None) -> tuple[str, dict]:  # fmt: skip
-    """The grid-vs-search table (Markdown) and its JSON from ``found``, ``{algo: worst_case.compare_with_grid(...)}``:
-    per algorithm and quantity (``labels`` names them) the seeds' mean worst on the grid and by the search,
-    per quantity the domain's count and mean gap; with the nominal ``xi_c`` and its entries' ``xi_names``,
-    each found kernel as its fields' changes."""
-    if not found:
-        return "", {}
+def worst_case_section(found: dict, env_name: str, labels=None, xi_c=None, xi_names=None) -> tuple[str, dict]:
+    """The grid-vs-search table and its JSON from ``{algo: worst_case.compare_with_grid(...)}`` (``labels``
+    names the quantities); with the nominal ``xi_c``, each found kernel as its fields' changes."""
     first = next(iter(found.values()))
     metrics = list(first)
     label = {m: md_cell((labels or {}).get(m, m)) for m in metrics}

@@ -1,6 +1,5 @@
-"""The process's runtime for a command: several processes, the device mesh, the CPU split, the
-compilation caches, the command that continues a run (``resume_command``, said on Ctrl-C), and the
-lines said while a program compiles (``ticking``)."""
+"""The process's runtime for a command: several processes, the device mesh, the CPU split, the compilation
+caches, the command that continues a run (``resume_command``), the lines while a program compiles (``ticking``)."""
 
 from __future__ import annotations
 
@@ -18,11 +17,11 @@ from rcmdp_jax import sharding
 from rcmdp_jax.chunked import fmt
 from rcmdp_jax.study.run_plan import PlanError
 
-TICK_S = 15.0  # seconds between the lines that say a program is still compiling
+_SAID: list[bool] = []  # split_in_process's note, once said
 
 
 @contextlib.contextmanager
-def ticking(label: str, what: str, since: float | None = None, every: float = TICK_S):
+def ticking(label: str, what: str, since: float | None = None, every: float = 15.0):
     """While the block runs, ``{label} {what}: 45.0s so far`` every ``every`` seconds counted from ``since``."""
     t0 = time.perf_counter() if since is None else since
     done = threading.Event()
@@ -41,11 +40,11 @@ def ticking(label: str, what: str, since: float | None = None, every: float = TI
 
 
 def program_name() -> str:
-    """How this command was called, as its messages name it: ``rcmdp``, ``python -m rcmdp_jax`` or ``run.py``."""
+    """The runner as messages name it: ``rcmdp`` (also ``rcmdp-report``'s), ``python -m rcmdp_jax``, ``run.py``."""
     called = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
     if called.name == "__main__.py" and called.parent.name == "rcmdp_jax":
         return "python -m rcmdp_jax"
-    return "rcmdp" if called.name == "rcmdp" else "run.py"
+    return "rcmdp" if called.name in ("rcmdp", "rcmdp-report") else "run.py"
 
 
 def start_processes(args) -> bool:
@@ -112,19 +111,15 @@ def resume_command(out: Path) -> str:
     return f"{called} --resume --out {shlex.quote(str(out))}"
 
 
-_SAID: list[bool] = []
-
-
 def split_in_process(devices: str, seeds: int) -> str:
     """From a script: the CPU split into a device per core (``--devices auto``) unless JAX started; else,
     once per process, the line that says how to get them all (or "")."""
     cores = sharding.available_cores()
     if devices != "auto" or cores < 2 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return ""
-    if sharding.split_cpu(cores) or _SAID:
+    if sharding.split_cpu(cores) or _SAID or jax.default_backend() != "cpu" or seeds < 2:
         return ""
-    have = jax.local_device_count()
-    if jax.default_backend() != "cpu" or have >= cores or seeds < 2:
+    if (have := jax.local_device_count()) >= cores:
         return ""
     _SAID.append(True)
     return (f"rcmdp_jax: note: JAX started in this process before rcmdp_jax could split the CPU, so the seeds "

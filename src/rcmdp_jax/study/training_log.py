@@ -10,9 +10,9 @@ import shutil
 
 import numpy as np
 
-from rcmdp_jax import envs
 from rcmdp_jax.atomic import write_text
 from rcmdp_jax.kernel_text import kernel_names
+from rcmdp_jax.study.report import cost_names
 from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import PlanError
 
@@ -28,15 +28,8 @@ NAMES = {
     "alpha": "update/alpha", "n_updates": "update/n_updates", "policy_epochs": "update/policy_epochs",
     "xi": "kernel/{f}", "active": "run/active", "valid_input": "run/valid_input",
 }  # fmt: skip
-STEP_METRIC = "policy_steps"  # the event files' step
 CSV_NAME = "train_metrics.csv"
 INSTALL = "pip install 'rcmdp_jax[tensorboard]'"
-
-
-def tensorboard_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("tensorboardX") is not None
 
 
 def event_files(choice: str) -> tuple[bool, str]:
@@ -44,14 +37,14 @@ def event_files(choice: str) -> tuple[bool, str]:
     ``PlanError`` for ``on`` without a working tensorboardX."""
     if choice == "off":
         return False, ""
-    why = "is not installed"
-    if tensorboard_available():
-        try:  # installed is not enough: one that fails on import would fail after the run started
-            from tensorboardX import SummaryWriter  # noqa: F401
-        except Exception as err:
-            why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
-        else:
-            return True, ""
+    try:  # installed is not enough: one that fails on import would fail after the run started
+        from tensorboardX import SummaryWriter  # noqa: F401
+    except Exception as err:
+        why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
+        if isinstance(err, ModuleNotFoundError) and err.name == "tensorboardX":
+            why = "is not installed"
+    else:
+        return True, ""
     if choice == "on":
         raise PlanError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
     return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
@@ -89,9 +82,8 @@ def table(metrics: dict, cols) -> np.ndarray:
 def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header: bool = False) -> str:
     """CSV text of ``metrics``, a row per seed and iteration, seed-major."""
     values = table(metrics, cols)
-    n_seeds, n_iter = values.shape[:2]
-    seeds = np.arange(n_seeds) if seeds is None else np.asarray(seeds)
-    index = np.stack(np.meshgrid(seeds, first_iteration + np.arange(n_iter), indexing="ij"), -1)[..., ::-1]
+    seeds = np.arange(values.shape[0]) if seeds is None else np.asarray(seeds)
+    index = np.stack(np.meshgrid(seeds, first_iteration + np.arange(values.shape[1]), indexing="ij"), -1)[..., ::-1]
     buf = io.StringIO()
     if header:
         csv.writer(buf, lineterminator="\n").writerow(["iteration", "seed", *(c for c, _, _ in cols)])
@@ -113,15 +105,10 @@ class TrainingLog:
             shutil.rmtree(d / "tensorboard", ignore_errors=True)
 
     def _cols(self, algo: str, metrics: dict):
-        if algo not in self.cols:
-            xi, lam = metrics.get("xi"), metrics.get("lam")
-            names = kernel_names(self.env, np.shape(xi)[2:]) if xi is not None and np.ndim(xi) > 2 else ()
-            try:  # the constraints by their spec's names where it names each (else ``columns`` numbers them)
-                costs = tuple(envs.spec(self.env).cost_names)
-            except (ValueError, TypeError):
-                costs = ()
-            lam_ok = lam is not None and np.ndim(lam) > 2 and len(costs) == np.shape(lam)[-1]
-            self.cols[algo] = columns(metrics, names, costs if lam_ok else ())
+        if algo not in self.cols:  # the constraints by their spec's names where it names each, else numbered
+            xi, lam = np.shape(metrics.get("xi", 0)), np.shape(metrics.get("lam", 0))
+            names = kernel_names(self.env, xi[2:]) if len(xi) > 2 else ()
+            self.cols[algo] = columns(metrics, names, cost_names(self.env, lam[-1]) if len(lam) > 2 else ())
         return self.cols[algo]
 
     def chunk(self, member: int, metrics: dict, first_iteration: int, seeds=None) -> None:
@@ -145,7 +132,7 @@ class TrainingLog:
         cols = self._cols(algo, metrics)
         values = table(metrics, cols)
         ran = np.asarray(metrics.get("active", np.ones(values.shape[:2]))).reshape(values.shape[:2]) > 0
-        steps = np.asarray(metrics[STEP_METRIC]).reshape(values.shape[:2]) if STEP_METRIC in metrics else None
+        steps = np.asarray(metrics["policy_steps"]).reshape(values.shape[:2]) if "policy_steps" in metrics else None
         for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
             if (algo, s) not in self.writers:
                 logdir = self.folder.algo_dir(self.env, algo) / "tensorboard" / f"seed_{s}"
