@@ -145,7 +145,7 @@ def test_each_close_seed_is_named_with_its_mean_and_the_command_that_decides_it(
         assert f"EpCost {m:.4g} ± {se:.2g}, {'above' if m > 5 else 'under'} 5" in line
         needed = math.floor(4 * (2 * se / (m - 5)) ** 2) + 1  # |m - 5| > 2 se / sqrt(n / 4)
         kernel = "nominal" if where == 0 else "g=11.76"
-        assert line.endswith(f"--env gymnax:X --algo PPO-Lag --seed {seed} --kernel '{kernel}' --n-episodes {needed}")
+        assert line.endswith(f"--env 'gymnax:X' --algo 'PPO-Lag' --seed {seed} --kernel '{kernel}' --n-episodes {needed}")
     assert "at the nominal kernel" in lines[0] and "on its worst kernel" in lines[2]
     # a limit: C decides, against 0; a decided seed gives no line
     c = np.array([[[[0.5, -0.3, 0.4, -0.2]]], [[[-1.0, -1.1, -0.9, -1.0]]]])
@@ -164,3 +164,23 @@ def test_a_kernel_spelled_for_rcmdp_eval_reads_back_exactly():
     assert "m=" not in text and text.startswith("g=")
     np.testing.assert_array_equal(parse(text, xi_c, names), xi)
     assert spell(xi_c, xi_c, names) == "nominal"
+
+
+def test_the_section_lists_each_close_seed_with_the_kernel_rcmdp_eval_reads():
+    from rcmdp_jax.kernel_text import parse
+
+    C = np.full((2, 2, 2, 4, 1), -5.0)
+    C[0, 1, 1, :, 0] = [1.0, -1.5, 2.0, -1.0]  # seed 0 on the worst kernel: mean 0.125, too close to call
+    test_xi = np.array([[[9.8, 1.0]] * 2, [[9.8 * 0.8, 1.0], [9.8 * 1.2, 1.5]]], np.float32)  # [L, D, xi]
+    text, js = report.constraint_section({"A-Lag": (None, C)}, ("speed",), np.array([0.0, 1.0]), test_xi=test_xi,
+                                         xi_names=("g", "m"), env_name="gymnax:X@costs=v:1")  # fmt: skip
+    assert js["A-Lag"]["speed"]["worst_verdicts"] == ["too close to call", "kept"]
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("- ")]
+    kernel = line.split("--kernel '")[1].split("'")[0]
+    np.testing.assert_array_equal(parse(kernel, test_xi[0, 0], ("g", "m")), test_xi[1, 1])
+    assert line.startswith("- A-Lag, speed, on its worst kernel: seed 0 C 0.125 ±")
+    assert "rcmdp eval RUN_DIR --env 'gymnax:X@costs=v:1' --algo 'A-Lag' --seed 0" in line
+    assert "The seeds too close to call" in text
+    quiet, _ = report.constraint_section({"A-Lag": (None, np.minimum(C, -5.0))}, ("speed",), np.array([0.0, 1.0]),
+                                         test_xi=test_xi, xi_names=("g", "m"))  # fmt: skip
+    assert "too close to call (RUN_DIR" not in quiet and "\n- " not in quiet

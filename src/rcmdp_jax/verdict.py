@@ -165,7 +165,8 @@ def close_calls(entry: dict, algo: str, name: str, kernels: dict, env: str | Non
             line = (f"{algo}, {name}, {'at the nominal kernel' if where == 'nominal' else 'on its worst kernel'}: seed "
                     f"{seed} {what} {mean + (shift if by_ep else 0.0):.4g} ± {se:.2g}, {side} {limit}")  # fmt: skip
             if needed is not None:
-                cmd = f"rcmdp eval RUN_DIR{f' --env {env}' if env else ''} --algo {algo} --seed {seed}"
+                where_env = f" --env '{env}'" if env else ""
+                cmd = f"rcmdp eval RUN_DIR{where_env} --algo '{algo}' --seed {seed}"
                 line += f"; {needed} episodes decide it: {cmd} --kernel '{kernels[where]}' --n-episodes {needed}"
             out.append(line)
     return out

@@ -96,7 +96,7 @@ def write_env_report(folder: RunFolder, env_name: str, algos, made, configs=None
     rows = summary_rows(results, env.lambda_max, seeds)
     md = markdown_table(rows)
     kept_text, kept_json = constraint_section(results, names, levels, test_xi, xi_names, costs, verdict.kinds(env),
-                                              margins)  # fmt: skip
+                                              margins, env_name)  # fmt: skip
     text = f"# {env_name}: robustness test\n\n{md}{legend(env.lambda_max)}{kept_text}"
     if diverged := ", ".join(f"{a} {t - u}" for a, (u, t) in seeds.items() if u < t):
         text += ("\nDiverged seeds (non-finite parameters, multipliers, kernel, losses or test episodes) are left out "

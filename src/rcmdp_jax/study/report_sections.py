@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 
 from rcmdp_jax import verdict
-from rcmdp_jax.kernel_text import describe
+from rcmdp_jax.kernel_text import describe, spell
 from rcmdp_jax.worst_case import beyond_grid
 
 
@@ -72,10 +72,11 @@ CONSTRAINT_HEAD = ("Algorithm", "constraint", "kept when", "gamma_c", "C: nomina
 
 
 def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None, xi_names=None,
-                       costs: dict | None = None, kinds=None, margins: dict | None = None):  # fmt: skip
-    """Markdown (a row per algorithm and constraint) and JSON of ``verdict.judge``; ``test_xi`` ``[L, D, *xi]``:
-    each worst kernel by its fields; ``costs`` absent: "?", C decides; ``kinds`` None: limits."""
-    costs, margins = costs or {}, margins or {}
+                       costs: dict | None = None, kinds=None, margins: dict | None = None, env_name=None):  # fmt: skip
+    """Markdown (a row per algorithm and constraint, then each seed too close to call) and JSON of
+    ``verdict.judge``; ``test_xi`` ``[L, D, *xi]``: each worst kernel by its fields; ``costs`` absent: "?",
+    C decides; ``kinds`` None: limits; ``env_name``: for the commands that decide a close seed."""
+    costs, margins, close = costs or {}, margins or {}, []
     horizons = sorted({c["horizon"] for c in costs.values()})
     over = f"over H = {horizons[0]} steps" if len(horizons) == 1 else "over the episode"
     rows, js = [], {}
@@ -98,6 +99,8 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
             if test_xi is not None:
                 e["worst_kernel"] = where = describe(test_xi[lvl, d], test_xi[0, 0], xi_names)
                 e["worst_xi"] = np.asarray(test_xi[lvl, d], np.float64).tolist()
+                kernels = {"nominal": "nominal", "worst": spell(test_xi[lvl, d], test_xi[0, 0], xi_names)}
+                close += verdict.close_calls(e, algo, name, kernels, env_name)
             epc = [f"{e[k]:.3f}" if k in e else "?" for k in ("ep_cost_nominal", "ep_cost_worst")]
             said = [verdict.counts_text(e[f"{w}_counts"], e[f"{w}_episodes_to_decide"]) for w in ("nominal", "worst")]
             rows.append([md_cell(algo), md_cell(name), kind.decides, "?" if c is None else f"{kind.gamma_c:.6g}",
@@ -111,10 +114,12 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
             "counts its unsafe steps against the whole B (C, which training reads, grants it B*T/H for its T steps); "
             "any other constraint when C <= 0. Too close: the seed's mean lies within "
             f"{verdict.Z:g} standard errors of the limit, so noise could flip it (never counted broken); beside it, "
-            "the test episodes that would decide it at the same spread. The worst kernel: its distortion level and "
-            "each uncertain field's change from the nominal value.\n\n")  # fmt: skip
+            "the test episodes that would decide it at the same spread. The worst kernel: its distortion level x and "
+            "each uncertain field's change from the nominal value (x^2 times the field's half-width).\n\n")  # fmt: skip
     head = [h.format(over=over) for h in CONSTRAINT_HEAD]
-    return text + "\n".join(md_table(head, rows)) + "\n" + margin_text(margins), js
+    close = ("\nThe seeds too close to call (RUN_DIR: this run's folder):\n\n" + "".join(f"- {c}\n" for c in close)
+             if close else "")  # fmt: skip
+    return text + "\n".join(md_table(head, rows)) + "\n" + close + margin_text(margins), js
 
 
 def worst_case_section(found: dict, env_name: str, labels=None, xi_c=None, xi_names=None) -> tuple[str, dict]:
