@@ -9,9 +9,9 @@ from typing import Any
 
 from rcmdp_jax import options as plug_ins
 from rcmdp_jax.adversary import NONE
-from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict, legacy_fields
+from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict
 from rcmdp_jax.hparams import HPARAM_FIELDS
-from rcmdp_jax.plugin import check_count, check_seed, kind_problem, options_of
+from rcmdp_jax.plugin import check_count, check_seed, options_of
 from rcmdp_jax.sizes import PlanError, derived_counts  # noqa: F401  (PlanError: the study's refusal)
 
 
@@ -108,54 +108,15 @@ def config_differences(saved: dict, current: dict) -> str:
 
 
 # --- a saved run.json checked before it is read ---
-_FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _type_problem(field: str, value) -> str:
-    """A JSON value that is not of ``Config.field``'s type ("" if it is)."""
-    default = getattr(Config(), field)
-    if not isinstance(default, tuple):  # a bool, a whole number, a number or a string: as a plug-in's option
-        return f"{field}={value!r} must be {why}" if (why := kind_problem(value, default)) else ""
-    if field == "options":  # plug-ins' options: [name, value] pairs
-        ok = isinstance(value, list) and all(
-            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in value
-        )
-    else:
-        ok = isinstance(value, list) and all(_is_int(h) for h in value)
-    return "" if ok else f"{field}={value!r} is not a {type(default).__name__}"
-
-
 def config_problem(env: str, algo: str, d) -> str:
     """What is wrong with the saved config of ``algo`` on ``env`` ("" if nothing)."""
     from rcmdp_jax.presets import preset
 
     if not isinstance(d, dict):
         return "a config is not an object"
-    pairs = d.get("options", [])
-    pairs = pairs if isinstance(pairs, list) else []
-    named = {p[0] for p in pairs if isinstance(p, list) and p and isinstance(p[0], str)}
-    if twice := sorted(named & (set(d) - set(_FIELDS))):  # else the options' value would win unseen
-        return f"{', '.join(twice)} given both as a key and in options; keep one"
-    d = plug_ins.lifted(d, set(_FIELDS) | {"hparams"})  # an older version's flat fields that are options now
     # an older version's ``robust`` beside the ``adversary`` it named either way (``--set adversary``
     # chose the method of a robust algorithm then): what the name decides of it is robust or not
-    legacy, d = "robust" in d, legacy_fields(d)
-    hp = d.get("hparams", {})
-    if not isinstance(hp, dict):
-        return "hparams is not an object"
-    unknown = sorted((set(d) - set(_FIELDS) - {"hparams"}) | (set(hp) - {*HPARAM_FIELDS, *plug_ins.declared_numbers()}))
-    if unknown:
-        return f"unknown config field(s) {unknown}"
-    for field, value in d.items():
-        if field != "hparams" and (problem := _type_problem(field, value)):
-            return problem
-    for field, value in hp.items():
-        if not (_is_int(value) or isinstance(value, float)):
-            return f"hparams.{field}={value!r} is not a number"
+    legacy = isinstance(d.get("robust"), bool)
     try:
         cfg = config_from_dict(d)
     except (TypeError, ValueError) as err:
