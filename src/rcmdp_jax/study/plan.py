@@ -3,7 +3,6 @@ checked and every config built before anything is compiled or written."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import os
@@ -19,7 +18,7 @@ from rcmdp_jax.config import BudgetRounded, Config, chosen_by, config_to_dict
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
 from rcmdp_jax.hparams import validate_hparams
-from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
+from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset, schedule_variants, split_variant
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.sizes import check_counts, check_memory
 from rcmdp_jax.study import user_code
@@ -37,18 +36,14 @@ CHOSEN_ELSEWHERE = {f: _BY[by] for f, by in chosen_by().items()}
 
 
 def parse_sets(sets) -> dict:
-    """``--set KEY=VALUE ...`` as ``{key: value}`` (a Python literal, else the text)."""
+    """``--set KEY=VALUE ...`` as ``{key: value}`` (``presets.parse_setting``)."""
     out = {}
     for item in sets:
-        key, eq, raw = (x.strip() for x in item.partition("="))
-        if not (eq and key):
+        if (parsed := parse_setting(item)) is None:
             raise PlanError(f"--set expects KEY=VALUE, got {item!r}")
+        key, value = parsed
         if key in CHOSEN_ELSEWHERE:
             raise PlanError(f"--set {key}=...: {key} is chosen by {CHOSEN_ELSEWHERE[key]}, not --set")
-        try:
-            value = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            value = float(raw) if raw.lower() in ("inf", "+inf", "-inf") else raw
         if key in out:  # else the last would win without the first being checked
             raise PlanError(f"--set {key}=... is given more than once; give it once")
         out[key] = value
