@@ -10,10 +10,9 @@ import sys
 import warnings
 from pathlib import Path
 
-import jax
 import numpy as np
 
-from rcmdp_jax import adversary, envs, options
+from rcmdp_jax import envs, options
 from rcmdp_jax.config import BudgetRounded, Config, chosen_by, config_to_dict
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
@@ -115,7 +114,7 @@ def check_numbers(args) -> None:
     if args.steps is not None and args.steps < 1:
         raise PlanError(f"--steps must be a positive integer, got {args.steps}")
     try:
-        check_run_fields(args.seeds, args.seed, args.n_test, option=True)
+        check_run_fields(args.seeds, args.seed, args.n_test, lambda field: "--" + field.replace("_", "-"))
         if args.budget == AUTO:
             from rcmdp_jax import auto_budget
 
@@ -173,19 +172,6 @@ def _named_alone(env: str, algo: str, budget: str) -> bool:
     return False
 
 
-def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
-    """Each plug-in of ``cfg`` refuses an environment it cannot run now, not when it compiles."""
-
-    def check():
-        options.check_env(cfg, envs.make(env)[0], adversary.family_methods([cfg]))
-        return 0
-
-    try:
-        jax.eval_shape(check) if env.startswith(envs.GYMNAX_PREFIX) else check()
-    except ValueError as err:
-        raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
-
-
 def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list) -> Config:
     """``algo`` on ``env``, checked; a budget it rounds, or ``--steps`` it does not run, in ``notes``."""
     try:
@@ -203,7 +189,10 @@ def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list
     if args.n_test is not None and "margin_n" not in overrides and float(cfg.hparams.margin_z):
         cfg = cfg.replace(margin_n=float(args.n_test))  # the data margin, for the run's test
     check_counts(cfg, f"{algo} on {env}")
-    check_plugins_env(env, algo, cfg)
+    try:  # each plug-in refuses an environment it cannot run now, not when it compiles
+        options.check_env_named(cfg)
+    except ValueError as err:
+        raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
     rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
     for w in caught:  # any other warning as it was
         if w not in rounded:
@@ -239,7 +228,7 @@ def build_plan(args) -> Plan:
     notes += unmeasured_budget_notes(envs_, args)
     check_memory(built, args.seeds, args.n_test)
     plan = Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
-                n_test=args.n_test, worst_case=args.worst_case, devices=args.devices, configs={},
+                n_test=args.n_test, worst_case=args.worst_case, devices=args.devices,
                 env_sources=user_code.sources(envs_), env_descriptions=user_code.descriptions(envs_),
                 plugins=tuple(user_code.loaded_plugins())).with_configs(built)  # fmt: skip
     steps = args.seeds * sum(r["policy_steps"] for w in plan.will_run.values() for r in w.values())

@@ -33,22 +33,19 @@ class Plan:
     seed: int
     vmap: bool
     n_test: int | None
-    configs: dict[str, dict[str, Config]]  # {env: {algo: Config}}
     worst_case: str | None = None  # --worst-case: None, "all" or "costs"
     devices: str = "auto"
+    configs: dict[str, dict[str, Config]] = dataclasses.field(default_factory=dict)  # {env: {algo: Config}}
     will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)  # ``will_run_of``
     env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # how a fresh process rebuilds
     env_descriptions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # what tells them apart
     plugins: tuple[dict[str, Any], ...] = ()  # --plugins' files and modules (``user_code.load_plugin``)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"envs": list(self.envs), "algos": list(self.algos), "seeds": self.seeds, "seed": self.seed,
-               "vmap": self.vmap, "n_test": self.n_test, "worst_case": self.worst_case, "devices": self.devices,
-               "configs": {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()},
-               "will_run": self.will_run}  # fmt: skip
-        optional = {"env_sources": self.env_sources, "env_descriptions": self.env_descriptions,
-                    "plugins": list(self.plugins)}  # fmt: skip
-        return out | {k: v for k, v in optional.items() if v}
+        """run.json's object: every field in order, the last three only where they hold something."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["configs"] = {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()}
+        return {k: v for k, v in out.items() if v or k not in ("env_sources", "env_descriptions", "plugins")}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -141,9 +138,8 @@ def will_run_of(cfg: Config) -> dict[str, int]:
     return {"iterations": cfg.num_iterations, "policy_steps": steps}
 
 
-def check_run_fields(seeds, seed, n_test, option: bool = False) -> None:
-    """``seeds``, ``seed`` and ``n_test`` checked, named as options (``--seeds``) or as run.json's."""
-    name = (lambda f: "--" + f.replace("_", "-")) if option else (lambda f: f)
+def check_run_fields(seeds, seed, n_test, name=lambda field: field) -> None:
+    """``seeds``, ``seed`` and ``n_test`` checked, each called ``name(field)`` (``--seeds`` or run.json's)."""
     check_count(name("seeds"), seeds)
     check_seed(name("seed"), seed)
     if n_test is not None:
