@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax import envs, options
-from rcmdp_jax.config import BudgetRounded, Config, chosen_by, config_to_dict
+from rcmdp_jax.config import BudgetRounded, Config, chosen_by
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
 from rcmdp_jax.hparams import validate_hparams
@@ -152,10 +152,7 @@ def check_distinct(configs: dict) -> None:
     """Two names of ``--algos`` for one configuration (``@lr=1e-3``, ``@lr=0.001``) are refused."""
     seen: dict = {}
     for algo, cfg in configs.items():  # a plug-in number none of its plug-ins reads changes nothing it trains
-        unread = set(cfg.hparams.plugin_names) - options.numbers_read(cfg)
-        d = config_to_dict(dataclasses.replace(cfg, name=""))
-        d["hparams"] = {k: v for k, v in d["hparams"].items() if k not in unread}
-        key = json.dumps(d, sort_keys=True, default=str)
+        key = dataclasses.replace(cfg, name="", hparams=cfg.hparams.for_program(options.numbers_read(cfg)))
         if key in seen:
             raise PlanError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
         seen[key] = algo
