@@ -78,15 +78,11 @@ class Plan:
         return differ
 
 
-def _fields(cfg: Config, options: set[str], numbers: set[str]) -> dict[str, Any]:
-    """The hyperparameters, plug-in ``numbers``, other fields and ``options`` of ``cfg`` in one dict."""
-    hp = {f: getattr(cfg.hparams, f) for f in HPARAM_FIELDS}
-    hp |= {n: cfg.hparams.number(n) for n in {*cfg.hparams.plugin_names, *numbers}}
+def _fields(cfg: Config, read: set[str], numbers: set[str]) -> dict[str, Any]:
+    """The hyperparameters, plug-in ``numbers``, other fields and the options ``read`` of ``cfg`` in one dict."""
+    hp = {f: getattr(cfg.hparams, f) for f in HPARAM_FIELDS} | {n: cfg.hparams.number(n) for n in sorted(numbers)}
     own = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(Config) if f.name not in ("hparams", "options")}
-    return {**hp, **own, **{o: dict(cfg.options).get(o, _DEFAULT) for o in sorted(options)}}
-
-
-_DEFAULT = object()  # an option a config leaves at its default (``Config.options`` holds the others)
+    return {**hp, **own, **{o: cfg.option(o) for o in sorted(read)}}
 
 
 def config_differences(saved: dict, current: dict) -> str:
@@ -94,11 +90,10 @@ def config_differences(saved: dict, current: dict) -> str:
     out = []
     for env in current:
         for algo, cfg in current[env].items():
-            # the options either side sets that a plug-in of the algorithm reads (another has no effect)
+            # the options a plug-in of the algorithm reads (another has no effect)
             read = {o for cls in plug_ins.used(cfg) for o in options_of(cls)}
-            options = {o for c in (saved[env][algo], cfg) for o, _ in c.options} & read
-            numbers = {n for c in (saved[env][algo], cfg) for n in c.hparams.plugin_names}
-            old, new = _fields(saved[env][algo], options, numbers), _fields(cfg, options, numbers)
+            numbers = {*saved[env][algo].hparams.plugin_names, *cfg.hparams.plugin_names}
+            old, new = _fields(saved[env][algo], read, numbers), _fields(cfg, read, numbers)
             if fields := [k for k in new if old[k] != new[k]]:
                 out.append(f"{env}/{algo}: {', '.join(fields)}")
     return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")
