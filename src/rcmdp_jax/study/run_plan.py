@@ -111,7 +111,7 @@ def config_problem(env: str, algo: str, d) -> str:
     legacy = isinstance(d.get("robust"), bool)
     try:
         cfg = config_from_dict(d)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: an int beyond every float
         return str(err)
     if cfg.env != env:
         return f"its env is {cfg.env!r}, not {env!r}"
