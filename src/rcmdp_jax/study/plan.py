@@ -19,10 +19,10 @@ from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
 from rcmdp_jax.hparams import validate_hparams
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset, schedule_variants, split_variant
 from rcmdp_jax.sharding import available_cores
-from rcmdp_jax.sizes import check_counts, check_memory
+from rcmdp_jax.sizes import check_counts, check_memory, check_run_fields
 from rcmdp_jax.study import user_code
 from rcmdp_jax.study.run_folder import RunFolder
-from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, check_run_fields
+from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 
 AUTO = "auto"  # --budget auto: the budget rule read while training (rcmdp_jax.auto_budget)
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
@@ -224,10 +224,10 @@ def build_plan(args) -> Plan:
                          f"({budgets['short']:,} steps)")  # fmt: skip
     notes += unmeasured_budget_notes(envs_, args)
     check_memory(built, args.seeds, args.n_test)
-    plan = Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
-                n_test=args.n_test, worst_case=args.worst_case, devices=args.devices,
-                env_sources=user_code.sources(envs_), env_descriptions=user_code.descriptions(envs_),
-                plugins=tuple(user_code.loaded_plugins())).with_configs(built)  # fmt: skip
+    plan = Plan.built(built, envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
+                      n_test=args.n_test, worst_case=args.worst_case, devices=args.devices,
+                      env_sources=user_code.sources(envs_), env_descriptions=user_code.descriptions(envs_),
+                      plugins=tuple(user_code.loaded_plugins()))  # fmt: skip
     steps = args.seeds * sum(r["policy_steps"] for w in plan.will_run.values() for r in w.values())
     if steps > LONG_RUN:
         notes.append(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core "

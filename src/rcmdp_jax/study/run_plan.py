@@ -11,8 +11,8 @@ from rcmdp_jax import options as plug_ins
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict
 from rcmdp_jax.hparams import HPARAM_FIELDS
-from rcmdp_jax.plugin import check_count, check_seed, options_of
-from rcmdp_jax.sizes import PlanError, derived_counts  # noqa: F401  (PlanError: the study's refusal)
+from rcmdp_jax.plugin import options_of
+from rcmdp_jax.sizes import PlanError, check_run_fields, derived_counts  # noqa: F401  (PlanError: the study's refusal)
 
 
 class RunFolderError(ValueError):
@@ -60,6 +60,11 @@ class Plan:
         configs = {e: {a: config_from_dict(c) for a, c in cs.items()} for e, cs in d["configs"].items()}
         kept["plugins"] = tuple(kept.get("plugins", ()))
         return cls(**{**kept, "envs": tuple(d["envs"]), "algos": tuple(d["algos"]), "configs": configs})
+
+    @classmethod
+    def built(cls, configs: dict, **fields) -> Plan:
+        """A new plan of ``fields`` and ``configs`` (``with_configs``)."""
+        return cls(**fields).with_configs(configs)
 
     def with_configs(self, configs: dict) -> Plan:
         """This plan with ``configs``, each as run.json records it, and what each will run."""
@@ -131,14 +136,6 @@ def will_run_of(cfg: Config) -> dict[str, int]:
     """What will run, recorded in run.json: MCPMD stops once its episodes have spent the budget."""
     steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
     return {"iterations": cfg.num_iterations, "policy_steps": steps}
-
-
-def check_run_fields(seeds, seed, n_test, name=lambda field: field) -> None:
-    """``seeds``, ``seed`` and ``n_test`` checked, each called ``name(field)`` (``--seeds`` or run.json's)."""
-    check_count(name("seeds"), seeds)
-    check_seed(name("seed"), seed)
-    if n_test is not None:
-        check_count(name("n_test"), n_test)
 
 
 def plan_problem(plan: dict) -> str:
