@@ -167,13 +167,14 @@ def check_sizes(name: str, cfg: FeasibilityConfig) -> None:
 
 
 def check_method_env(name: str, config) -> None:
-    """The robust method's own checks of the environment (``options.check_env_named``: LTMA's score
+    """The robust method's own checks of the environment (``presets.check_plugins_env``: LTMA's score
     gradient on brax's deterministic physics, corners beyond 8 parameters), before anything
     is trained, as the runner makes them."""
-    from rcmdp_jax import adversary, options
+    from rcmdp_jax import adversary
+    from rcmdp_jax.presets import check_plugins_env
 
     try:
-        options.check_env_named(config)
+        check_plugins_env(config)
     except ValueError as err:
         raise ValueError(f"feasibility: method={adversary.method_of(config)!r} on {name}: {err}") from None
 

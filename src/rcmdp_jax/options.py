@@ -198,20 +198,6 @@ def check_env(cfg, env, methods: tuple[str, ...]) -> None:
                              f"{cfg.learner!r} does not honour (Learner.per_env_kernels)")  # fmt: skip
 
 
-def check_env_named(cfg) -> None:
-    """``check_env`` of ``cfg`` on its own environment and robust method, before anything compiles
-    (a gymnax environment, or one made of it, made abstractly: ``jax.eval_shape``)."""
-    import jax
-
-    from rcmdp_jax import envs
-
-    def check():
-        check_env(cfg, envs.make(cfg.env)[0], adversary.family_methods([cfg]))
-        return 0
-
-    jax.eval_shape(check) if envs.GYMNAX_PREFIX in cfg.env else check()
-
-
 def plain(value: Any) -> Any:
     """NumPy scalars (and tuples of them) as Python's: ``np.int64(2)`` is an integer, and
     a config stays hashable and JSON-ready."""

@@ -155,6 +155,18 @@ def robust_default(env: str, learner: str) -> str:
     return method if score and learner != "mcpmd" and BATCH_ENVS >= 1 + m else FALLBACK_METHOD
 
 
+def check_plugins_env(cfg: Config) -> None:
+    """``options.check_env`` of ``cfg`` on its own environment and robust method, before anything
+    compiles (a gymnax environment, or one made of it, made abstractly: ``jax.eval_shape``)."""
+    import jax
+
+    def check():
+        options.check_env(cfg, envs.make(cfg.env)[0], adversary.family_methods([cfg]))
+        return 0
+
+    jax.eval_shape(check) if envs.GYMNAX_PREFIX in cfg.env else check()
+
+
 def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) -> Config:
     """The docs/method.md §3 configuration of ``algorithm`` on ``env`` at ``budget``.
 

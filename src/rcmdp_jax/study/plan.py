@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcmdp_jax import envs, options
+from rcmdp_jax import envs, options, presets
 from rcmdp_jax.config import BudgetRounded, Config, chosen_by
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
@@ -187,7 +187,7 @@ def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list
         cfg = cfg.replace(margin_n=float(args.n_test))  # the data margin, for the run's test
     check_counts(cfg, f"{algo} on {env}")
     try:  # each plug-in refuses an environment it cannot run now, not when it compiles
-        options.check_env_named(cfg)
+        presets.check_plugins_env(cfg)
     except ValueError as err:
         raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
     rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
