@@ -148,7 +148,7 @@ def test_an_edited_run_json_is_refused_where_resume_would_be_silent():
 
 def test_a_bad_count_is_said_in_one_wording_by_the_command_line_and_a_saved_run_json(capsys, tmp_path):
     """``--seeds``, ``--n-test`` and ``--seed`` and their run.json fields are checked by one
-    function (``run_plan.check_run_fields``): one wording, the option's or the field's name."""
+    function (``sizes.check_run_fields``): one wording, the option's or the field's name."""
     from rcmdp_jax.study.run_plan import plan_problem
 
     saved = json.loads(_plan(["--algos", "MDPO-Lag", *TINY]).to_json())

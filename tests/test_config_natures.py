@@ -156,7 +156,9 @@ def test_robust_and_adversary_are_one_field_and_an_older_run_json_reads_into_it(
         assert run_plan.config_problem("cartpole", algo, other) == ""
     # a run.json written now names the method: another is refused
     assert "adversary do not match" in run_plan.config_problem("cartpole", algo, {**written, "adversary": "search"})
-    assert run_plan.config_problem("cartpole", algo, {**written, "robust": None}) == "unknown config field(s) ['robust']"
+    assert (
+        run_plan.config_problem("cartpole", algo, {**written, "robust": None}) == "unknown config field(s) ['robust']"
+    )
     with pytest.raises(ValueError, match="unknown config field"):
         cfg.replace(robust=True)
 
@@ -176,3 +178,18 @@ def test_an_alpha_schedule_run_resumes_and_reports(tmp_path, capsys):
     assert cli.main([*args, "--out", str(out), "--resume"]) == 0
     assert report.main([str(out)]) == 0, capsys.readouterr().err
     assert "MDPO-Lag:linear-batch" in (out / "cartpole" / "summary.md").read_text()
+
+
+def test_set_and_an_algorithm_name_read_a_value_alike():
+    """``--set lr=V`` and ``ALGO@lr=V`` parse V one way (``presets.parse_setting``): a number of
+    one is the same number (a float) of the other; what ``--set`` reads as no number the name refuses."""
+    from rcmdp_jax.presets import split_variant
+
+    for raw in ("1e-3", "2", "-1", "inf", "-inf", "0x10", "1_000", "nan", "abc", "True", "(1,)", "1j"):
+        (value,) = plan.parse_sets([f"lr={raw}"]).values()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            named = split_variant(f"MDPO-Lag@lr={raw}")[1]["lr"]
+            assert type(named) is float and named == float(value), raw
+        else:
+            with pytest.raises(ValueError, match="ALGO@FIELD=NUMBER"):
+                split_variant(f"MDPO-Lag@lr={raw}")

@@ -55,11 +55,9 @@ def test_feasibility_refuses_ltma_on_brax_before_training(capsys, tmp_path, no_t
 
 def _partial(out: Path, edit=None) -> None:
     """A partial file as an interrupted check on the toy writes it (one constraint's row), then ``edit``-ed."""
-    from rcmdp_jax.study.feasibility_command import PARTIAL, _digest, _inputs, _prepare, feasibility_args
+    from rcmdp_jax.study.feasibility_command import PARTIAL, _digest, _prepare, feasibility_args
 
-    args = feasibility_args([*FEAS[1:], "--env", f"{TOY}:make2", "--out", str(out)])
-    name, cfg, *_ = _prepare(args)
-    inputs = _inputs(name, cfg, args)
+    inputs = _prepare(feasibility_args([*FEAS[1:], "--env", f"{TOY}:make2", "--out", str(out)]))[4]
     row = {"constraint": "C0", "keepable": False, "least_worst_C": 0.5, "learned_worst_C_per_seed": [0.5, 0.7]}
     saved = {"inputs": inputs, "rows": [row], "digest": _digest(inputs, [row])}
     out.mkdir()

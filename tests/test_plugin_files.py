@@ -148,10 +148,10 @@ def test_my_rule_from_the_command_line_swept_resumed_and_reported(tmp_path):
 
 
 def test_feasibility_refuses_a_bad_plugin_file(tmp_path, capsys):
-    from rcmdp_jax.study.console import feasibility as feasibility_main
+    from rcmdp_jax.study.console import main
 
     (tmp_path / "nothing.py").write_text("x = 1\n")
     out = tmp_path / "feas"
-    assert feasibility_main(["--plugins", str(tmp_path / "nothing.py"), "--out", str(out)]) == 2
+    assert main(["feasibility", "--plugins", str(tmp_path / "nothing.py"), "--out", str(out)]) == 2
     _one_line(capsys, "registers nothing")
     assert not out.exists()

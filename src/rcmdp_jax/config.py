@@ -24,7 +24,7 @@ from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.envs.domain import STUDY_CHOICES
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams, validate_hparams
 from rcmdp_jax.learners import LEARNER_NAMES
-from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count, check_kind
+from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count, check_kind, refusal
 from rcmdp_jax.schedules import SCHEDULE_NAMES, TICKS
 
 # The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples;
@@ -82,7 +82,6 @@ def budget(default: Any) -> Any:
 def label(default: Any, by: str | None = None) -> Any:
     """A name nothing that trains reads."""
     return _declared("label", default, by)
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +241,7 @@ class Config:
         _check_env(self.env)
         for field, allowed in CHOICES.items():
             check_choice(field, getattr(self, field), REGISTERED[field]() if field in REGISTERED else allowed)
+        check_kind("name", self.name, "")
         for f in _OF_TYPE["bool"]:
             check_kind(f, getattr(self, f), False)
         for f in _OF_TYPE["int"]:  # every count and size
@@ -357,20 +357,28 @@ def legacy_fields(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_from_dict(d: dict[str, Any]) -> Config:
-    """Inverse of ``config_to_dict``; an older version's dict with plug-ins' options as flat
-    fields (``ltma_iterations``, ``adversary_candidates``, ...) reads into ``options``, one with
-    ``robust`` and ``adversary`` into ``adversary`` (``legacy_fields``)."""
-    d = options.lifted(legacy_fields(dict(d)), {f.name for f in dataclasses.fields(Config)})
-    hp_dict = {k: float(v) for k, v in d.pop("hparams", {}).items()}
+    """Inverse of ``config_to_dict``, converting nothing: a value of the wrong JSON type is refused
+    by ``validate``'s wording. An older version's dict with plug-ins' options as flat fields
+    (``ltma_iterations``, ...) reads into ``options``, one with ``robust`` and ``adversary`` into
+    ``adversary`` (``legacy_fields``)."""
+    fields = {f.name for f in dataclasses.fields(Config)}
+    d = options.lifted(legacy_fields(dict(d)), fields)
+    hp_dict = d.pop("hparams", {})
+    if not isinstance(hp_dict, dict):
+        raise refusal("hparams", "an object", hp_dict)
+    if unknown := sorted((set(d) - fields) | (set(hp_dict) - {*HPARAM_FIELDS, *options.declared_numbers()})):
+        raise ValueError(f"unknown config field(s) {unknown}")
+    hp_dict = {k: float(v) if type(v) is int else v for k, v in hp_dict.items()}  # JSON's 1 for 1.0
     hp = HParams(**{k: v for k, v in hp_dict.items() if "." not in k})
     hp = hp.with_numbers(**{k: v for k, v in hp_dict.items() if "." in k})  # plug-ins' numbers
-    for key in ("policy_hidden", "critic_hidden"):
-        if key in d:
-            d[key] = tuple(int(h) for h in d[key])
-    named = {str(p[0]) for p in d.get("options", []) if isinstance(p, (list, tuple)) and p}
+    d |= {k: tuple(d[k]) for k in ("policy_hidden", "critic_hidden") if isinstance(d.get(k), list)}
+    pairs = d.get("options", [])
+    named = {p[0] for p in pairs} if options.json_pairs(pairs) else set()
     if "options" in d:
-        d["options"] = options.from_json(d["options"])
+        d["options"] = options.from_json(pairs)
     cfg = Config(**d, hparams=hp)
     # an option added since the dict was written: what the code then did (``Plugin.legacy_options``)
-    legacy = {o: v for cls in options.used(cfg) for o, v in getattr(cls, "legacy_options", {}).items() if o not in named}
+    legacy = {
+        o: v for cls in options.used(cfg) for o, v in getattr(cls, "legacy_options", {}).items() if o not in named
+    }
     return (cfg.replace(**legacy) if legacy else cfg).validate()

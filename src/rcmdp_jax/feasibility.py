@@ -167,17 +167,14 @@ def check_sizes(name: str, cfg: FeasibilityConfig) -> None:
 
 
 def check_method_env(name: str, config) -> None:
-    """The robust method's own checks of the environment (``options.check_env``: LTMA's score
+    """The robust method's own checks of the environment (``presets.check_plugins_env``: LTMA's score
     gradient on brax's deterministic physics, corners beyond 8 parameters), before anything
-    is trained, as the runner makes them (``study.plan.check_plugins_env``)."""
-    from rcmdp_jax import adversary, options
-
-    def check():
-        options.check_env(config, envs.make(config.env)[0], adversary.family_methods([config]))
-        return 0
+    is trained, as the runner makes them."""
+    from rcmdp_jax import adversary
+    from rcmdp_jax.presets import check_plugins_env
 
     try:
-        jax.eval_shape(check) if name.startswith(envs.GYMNAX_PREFIX) else check()
+        check_plugins_env(config)
     except ValueError as err:
         raise ValueError(f"feasibility: method={adversary.method_of(config)!r} on {name}: {err}") from None
 

@@ -81,9 +81,18 @@ def merged(own: tuple, changes: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return canonical(tuple({**dict(own), **changes}.items()))
 
 
+def json_pairs(pairs) -> bool:
+    """Whether ``pairs`` is ``Config.options``' JSON form: ``[name, value]`` pairs (lists or tuples)."""
+    return isinstance(pairs, (list, tuple)) and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and isinstance(p[0], str) for p in pairs)  # fmt: skip
+
+
 def from_json(pairs) -> tuple[tuple[str, Any], ...]:
-    """``Config.options`` from its JSON form (pairs as lists, tuples as lists)."""
-    return canonical(tuple((str(k), tuple(v) if isinstance(v, list) else v) for k, v in pairs))
+    """``Config.options`` from its JSON form (pairs as lists, tuples as lists); another form as it
+    is, for ``check`` to refuse."""
+    if not json_pairs(pairs):
+        return pairs
+    return canonical(tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in pairs))
 
 
 def explicit(cfg) -> tuple[tuple[str, Any], ...]:
@@ -108,10 +117,10 @@ def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     d = _numbers_lifted(d, fields)
     known = declared()
     flat, pairs = [k for k in d if k not in fields and k in known], d.get("options", [])
-    if not flat or not isinstance(pairs, list) or not all(
-        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs
-    ):
+    if not flat or not json_pairs(pairs):
         return d  # nothing to move, or options refused as they are
+    if twice := sorted(set(flat) & {p[0] for p in pairs}):  # else the pairs' value would win unseen
+        raise ValueError(f"{', '.join(twice)} given both as a key and in options; keep one")
     out = {k: v for k, v in d.items() if k not in flat}
     out["options"] = [[k, v] for k, v in {**{k: d[k] for k in flat}, **dict(pairs)}.items()]
     return out

@@ -5,6 +5,7 @@ validated ``Config`` of one algorithm on one environment, from the environment's
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 import re
@@ -27,6 +28,7 @@ ALGORITHMS = (
     "RMCPMD-Lag", "PPO-Robust-Lag", "MDPO-Robust-Lag",
     "MDPO-Robust-Augmented-Lag",
 )  # fmt: skip
+
 
 def rule_suffixes() -> dict[str, str]:
     """The constraint rules' name parts, ``{"": "lagrangian", "Augmented": "augmented", "PID":
@@ -71,6 +73,18 @@ def schedule_variants(algorithms=SCHEDULE_STUDY_ALGORITHMS) -> tuple[str, ...]:
     return tuple(f"{a}:{k}" for a in algorithms for k in kinds)
 
 
+def parse_setting(item: str) -> tuple[str, Any] | None:
+    """``"KEY=VALUE"`` (``--set`` and ``ALGO@FIELD=VALUE`` alike) -> ``(KEY, VALUE)``: a Python literal
+    (``8``, ``1e-3``, ``(64, 64)``, ``True``), ``inf`` a float, else the text; None without ``KEY=``."""
+    key, eq, raw = (x.strip() for x in item.partition("="))
+    if not (eq and key):
+        return None
+    try:
+        return key, ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return key, float(raw) if raw.lower() in ("inf", "+inf", "-inf") else raw
+
+
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:
     """An algorithm name with variants -> ``(algorithm, Config/HParams overrides)``:
     ``"MDPO-Robust-Lag:restart-batch"`` -> ``("MDPO-Robust-Lag", {"alpha_schedule":
@@ -88,17 +102,13 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
         overrides = {"adversary": method}
     hp_fields = set(HPARAM_FIELDS) | set(options.declared_numbers())  # plug-ins' numbers too: pid.kp
     for item in hp_items:
-        key, eq, raw = item.partition("=")
-        try:
-            value = float(raw)
-        except ValueError:
-            value = None
-        if not eq or key not in hp_fields or value is None:
+        key, value = parse_setting(item) or ("", None)
+        if key not in hp_fields or not isinstance(value, (int, float)) or isinstance(value, bool):
             raise ValueError(f"unknown hyperparameter variant {item!r} in {name!r}: write ALGO@FIELD=NUMBER with FIELD "
                              f"one of {', '.join(sorted(hp_fields))}")  # fmt: skip
         if key in overrides:
             raise ValueError(f"{key} given twice in {name}@{'@'.join(hp_items)}: give each hyperparameter once")
-        overrides[key] = value
+        overrides[key] = float(value)
     if ":" not in name:
         return name, overrides
     algo, _, variant = name.partition(":")
@@ -145,6 +155,18 @@ def robust_default(env: str, learner: str) -> str:
     return method if score and learner != "mcpmd" and BATCH_ENVS >= 1 + m else FALLBACK_METHOD
 
 
+def check_plugins_env(cfg: Config) -> None:
+    """``options.check_env`` of ``cfg`` on its own environment and robust method, before anything
+    compiles (a gymnax environment, or one made of it, made abstractly: ``jax.eval_shape``)."""
+    import jax
+
+    def check():
+        options.check_env(cfg, envs.make(cfg.env)[0], adversary.family_methods([cfg]))
+        return 0
+
+    jax.eval_shape(check) if envs.GYMNAX_PREFIX in cfg.env else check()
+
+
 def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) -> Config:
     """The docs/method.md §3 configuration of ``algorithm`` on ``env`` at ``budget``.
 
@@ -188,7 +210,9 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     if fields["hparams"].get("margin_z"):  # the data margin is sized for the domain's test
         fields["hparams"] = {"margin_n": float(domain.n_test), **fields["hparams"]}
     own = {f.name for f in dataclasses.fields(Config)}
-    cfg = Config(**{k: v for k, v in fields.items() if k in own and k != "hparams"}, hparams=HParams(**fields["hparams"]))
+    cfg = Config(
+        **{k: v for k, v in fields.items() if k in own and k != "hparams"}, hparams=HParams(**fields["hparams"])
+    )
     plugin_options = {k: v for k, v in fields.items() if k not in own}
     if overrides.get("alpha_schedule") == "geometric" and "alpha" not in overrides:
         # docs/method.md §2d: alpha_0 = 5 when ticking per epoch, 2 per batch

@@ -12,11 +12,21 @@ import os
 
 from rcmdp_jax import options as plug_ins
 from rcmdp_jax.config import INT32_MAX, Config
+from rcmdp_jax.plugin import check_count, check_seed
 
 
 class PlanError(ValueError):
     """An input the plan refuses (the message names the option and the allowed values);
     the command line reports it in one line, exit status 2, nothing written."""
+
+
+def check_run_fields(seeds, seed, n_test, name=lambda field: field) -> None:
+    """A run's ``seeds``, ``seed`` and ``n_test``, each called ``name(field)`` (the runner's ``--seeds``,
+    a saved run.json's ``seeds``)."""
+    check_count(name("seeds"), seeds)
+    check_seed(name("seed"), seed)
+    if n_test is not None:
+        check_count(name("n_test"), n_test)
 
 
 # the fields a memory estimate depends on (and the robust methods' ``size_fields``): the

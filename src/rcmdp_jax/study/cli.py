@@ -4,6 +4,7 @@ anything compiles or is written (exit 2), then plan -> run folder -> devices -> 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
 import sys
@@ -143,9 +144,7 @@ def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
     budgets, found = search_envs(plan.configs, keys, report=lambda line: print(line, flush=True))
     plan = with_budgets(plan, budgets)
     folder.create(plan)
-    record = {e: {lr: {"converged": f.converged, "reached": f.reached, "cap": f.cap, "why": f.why(),
-                       "table": {str(n): {k: list(v) for k, v in row.items()} for n, row in f.table.items()}}
-                  for lr, f in by.items()} for e, by in found.items()}  # fmt: skip
+    record = {e: {lr: {**dataclasses.asdict(f), "why": f.why()} for lr, f in by.items()} for e, by in found.items()}
     write_text(folder.root / "budget_auto.json", json.dumps(record, indent=1) + "\n")
     return plan
 

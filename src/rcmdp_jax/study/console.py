@@ -4,7 +4,6 @@ are inside the commands: ``rcmdp`` imports nothing before the CPU split."""
 
 from __future__ import annotations
 
-import functools
 import importlib
 import sys
 
@@ -57,30 +56,29 @@ def train(argv=None) -> int:
     return _started(command, argv, "nothing was trained")
 
 
-def _run(module: str, argv) -> int:
-    return importlib.import_module(f"rcmdp_jax.study.{module}").run(sys.argv[1:] if argv is None else list(argv))
+# ``rcmdp COMMAND``: its module (``run(argv)``), and what Ctrl-C while it starts leaves (None: its own handling)
+COMMANDS = {"report": ("report_command", None), "eval": ("eval_command", None),
+            "feasibility": ("feasibility_command", "no feasibility.json was written")}  # fmt: skip
 
 
-def feasibility(argv=None) -> int:
-    return _started(functools.partial(_run, "feasibility_command"), argv, "no feasibility.json was written")
-
-
-def evaluate(argv=None) -> int:
-    return _run("eval_command", argv)
+def _command(name: str, argv) -> int:
+    module, said = COMMANDS[name]
+    run = importlib.import_module(f"rcmdp_jax.study.{module}").run
+    return run(argv) if said is None else _started(run, argv, said)
 
 
 def report(argv=None) -> int:
-    if argv is None:  # experiments/report.py
+    """``rcmdp report`` (``experiments/report.py``: the command's own process)."""
+    if argv is None:
         ENTRY.append(True)
-    return _run("report_command", argv)
+    return _command("report", sys.argv[1:] if argv is None else list(argv))
 
 
 def main(argv=None) -> int:
     if argv is None:
         ENTRY.append(True)
     argv = sys.argv[1:] if argv is None else list(argv)
-    commands = {"report": report, "feasibility": feasibility, "eval": evaluate}
-    return commands[argv[0]](argv[1:]) if argv[:1] and argv[0] in commands else train(argv)
+    return _command(argv[0], argv[1:]) if argv[:1] and argv[0] in COMMANDS else train(argv)
 
 
 def report_main() -> int:

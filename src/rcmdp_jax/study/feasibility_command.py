@@ -39,12 +39,9 @@ def feasibility_args(argv):
     return p.parse_args(argv)
 
 
-def _inputs(name: str, cfg, args) -> dict:
-    return json.loads(json.dumps({**dataclasses.asdict(cfg), "env": name, "controller": args.controller}))
-
-
 def _prepare(args):
-    """Every input checked: ``(env name, FeasibilityConfig, controller, out, rows to resume)``."""
+    """Every input checked: ``(env name, FeasibilityConfig, controller, out, inputs, rows to resume)``,
+    ``inputs`` what ``--resume`` compares (as the file holds them)."""
     from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
     from rcmdp_jax.study import user_code
     from rcmdp_jax.study.plan import plan_envs
@@ -79,7 +76,8 @@ def _prepare(args):
         raise ValueError(f"--out {out} is a file, not a folder")
     if (out / "feasibility.json").exists():
         raise ValueError(f"{out / 'feasibility.json'} already exists; choose another --out")
-    return name, cfg, controller, out, _resumed(out, _inputs(name, cfg, args), args.resume)
+    inputs = json.loads(json.dumps({**dataclasses.asdict(cfg), "env": name, "controller": args.controller}))
+    return name, cfg, controller, out, inputs, _resumed(out, inputs, args.resume)
 
 
 def _checked_out(out: Path) -> Path:
@@ -136,7 +134,7 @@ def _digest(inputs: dict, rows: list) -> str:
 def run(argv: list) -> int:
     try:
         args = feasibility_args(argv)
-        name, cfg, controller, out, done = _prepare(args)
+        name, cfg, controller, out, inputs, done = _prepare(args)
         made = not out.exists()
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -146,7 +144,7 @@ def run(argv: list) -> int:
     except (ValueError, TypeError) as err:
         return refuse(PROG, str(err))
     try:
-        code = _run(name, cfg, controller, out, done, _inputs(name, cfg, args), release)
+        code = _run(name, cfg, controller, out, done, inputs, release)
     finally:
         release()
     if code != 0 and made and not any(out.iterdir()):  # refused while it started: no empty folder left

@@ -7,6 +7,7 @@ import jax
 
 from rcmdp_jax import envs, options
 from rcmdp_jax.plugin import option_owners, options_of
+from rcmdp_jax.presets import parse_setting
 
 
 def _grouped(pairs) -> dict:
@@ -60,7 +61,7 @@ def robust_notes(configs) -> list[str]:
 def say_before_training(args, plan, folder, mesh, first: bool, split_note: str) -> None:
     """Print the lines, each as it comes (the check of the costs takes a while)."""
     every = [c for cfgs in plan.configs.values() for c in cfgs.values()]
-    given = [s.split("=", 1)[0].strip() for s in args.sets]  # checked by the plan (``plan.parse_sets``)
+    given = [parse_setting(s)[0] for s in args.sets]  # checked by the plan (``plan.parse_sets``)
     lines = [split_note] + unused_options(given, every) + margin_notes(every) + robust_notes(every)
     lines += [args.event_note if not args.eval_only else ""]
     where = f", sharded over {mesh.size} {mesh.devices.flat[0].platform.upper()} devices" if mesh is not None else ""

@@ -3,7 +3,6 @@ checked and every config built before anything is compiled or written."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import os
@@ -11,20 +10,19 @@ import sys
 import warnings
 from pathlib import Path
 
-import jax
 import numpy as np
 
-from rcmdp_jax import adversary, envs, options
-from rcmdp_jax.config import BudgetRounded, Config, chosen_by, config_to_dict
+from rcmdp_jax import envs, options, presets
+from rcmdp_jax.config import BudgetRounded, Config, chosen_by
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
 from rcmdp_jax.hparams import validate_hparams
-from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, preset, schedule_variants, split_variant
+from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset, schedule_variants, split_variant
 from rcmdp_jax.sharding import available_cores
-from rcmdp_jax.sizes import check_counts, check_memory
+from rcmdp_jax.sizes import check_counts, check_memory, check_run_fields
 from rcmdp_jax.study import user_code
 from rcmdp_jax.study.run_folder import RunFolder
-from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, check_run_fields
+from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 
 AUTO = "auto"  # --budget auto: the budget rule read while training (rcmdp_jax.auto_budget)
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
@@ -37,18 +35,14 @@ CHOSEN_ELSEWHERE = {f: _BY[by] for f, by in chosen_by().items()}
 
 
 def parse_sets(sets) -> dict:
-    """``--set KEY=VALUE ...`` as ``{key: value}`` (a Python literal, else the text)."""
+    """``--set KEY=VALUE ...`` as ``{key: value}`` (``presets.parse_setting``)."""
     out = {}
     for item in sets:
-        key, eq, raw = (x.strip() for x in item.partition("="))
-        if not (eq and key):
+        if (parsed := parse_setting(item)) is None:
             raise PlanError(f"--set expects KEY=VALUE, got {item!r}")
+        key, value = parsed
         if key in CHOSEN_ELSEWHERE:
             raise PlanError(f"--set {key}=...: {key} is chosen by {CHOSEN_ELSEWHERE[key]}, not --set")
-        try:
-            value = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            value = float(raw) if raw.lower() in ("inf", "+inf", "-inf") else raw
         if key in out:  # else the last would win without the first being checked
             raise PlanError(f"--set {key}=... is given more than once; give it once")
         out[key] = value
@@ -120,7 +114,7 @@ def check_numbers(args) -> None:
     if args.steps is not None and args.steps < 1:
         raise PlanError(f"--steps must be a positive integer, got {args.steps}")
     try:
-        check_run_fields(args.seeds, args.seed, args.n_test, option=True)
+        check_run_fields(args.seeds, args.seed, args.n_test, lambda field: "--" + field.replace("_", "-"))
         if args.budget == AUTO:
             from rcmdp_jax import auto_budget
 
@@ -158,10 +152,7 @@ def check_distinct(configs: dict) -> None:
     """Two names of ``--algos`` for one configuration (``@lr=1e-3``, ``@lr=0.001``) are refused."""
     seen: dict = {}
     for algo, cfg in configs.items():  # a plug-in number none of its plug-ins reads changes nothing it trains
-        unread = set(cfg.hparams.plugin_names) - options.numbers_read(cfg)
-        d = config_to_dict(dataclasses.replace(cfg, name=""))
-        d["hparams"] = {k: v for k, v in d["hparams"].items() if k not in unread}
-        key = json.dumps(d, sort_keys=True, default=str)
+        key = dataclasses.replace(cfg, name="", hparams=cfg.hparams.for_program(options.numbers_read(cfg)))
         if key in seen:
             raise PlanError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
         seen[key] = algo
@@ -176,19 +167,6 @@ def _named_alone(env: str, algo: str, budget: str) -> bool:
     except (ValueError, TypeError):
         return True
     return False
-
-
-def check_plugins_env(env: str, algo: str, cfg: Config) -> None:
-    """Each plug-in of ``cfg`` refuses an environment it cannot run now, not when it compiles."""
-
-    def check():
-        options.check_env(cfg, envs.make(env)[0], adversary.family_methods([cfg]))
-        return 0
-
-    try:
-        jax.eval_shape(check) if env.startswith(envs.GYMNAX_PREFIX) else check()
-    except ValueError as err:
-        raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
 
 
 def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list) -> Config:
@@ -208,7 +186,10 @@ def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list
     if args.n_test is not None and "margin_n" not in overrides and float(cfg.hparams.margin_z):
         cfg = cfg.replace(margin_n=float(args.n_test))  # the data margin, for the run's test
     check_counts(cfg, f"{algo} on {env}")
-    check_plugins_env(env, algo, cfg)
+    try:  # each plug-in refuses an environment it cannot run now, not when it compiles
+        presets.check_plugins_env(cfg)
+    except ValueError as err:
+        raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
     rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
     for w in caught:  # any other warning as it was
         if w not in rounded:
@@ -243,10 +224,10 @@ def build_plan(args) -> Plan:
                          f"({budgets['short']:,} steps)")  # fmt: skip
     notes += unmeasured_budget_notes(envs_, args)
     check_memory(built, args.seeds, args.n_test)
-    plan = Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
-                n_test=args.n_test, worst_case=args.worst_case, devices=args.devices, configs={},
-                env_sources=user_code.sources(envs_), env_descriptions=user_code.descriptions(envs_),
-                plugins=tuple(user_code.loaded_plugins())).with_configs(built)  # fmt: skip
+    plan = Plan.built(built, envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
+                      n_test=args.n_test, worst_case=args.worst_case, devices=args.devices,
+                      env_sources=user_code.sources(envs_), env_descriptions=user_code.descriptions(envs_),
+                      plugins=tuple(user_code.loaded_plugins()))  # fmt: skip
     steps = args.seeds * sum(r["policy_steps"] for w in plan.will_run.values() for r in w.values())
     if steps > LONG_RUN:
         notes.append(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core "

@@ -9,10 +9,10 @@ from typing import Any
 
 from rcmdp_jax import options as plug_ins
 from rcmdp_jax.adversary import NONE
-from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict, legacy_fields
+from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict
 from rcmdp_jax.hparams import HPARAM_FIELDS
-from rcmdp_jax.plugin import check_count, check_seed, kind_problem, options_of
-from rcmdp_jax.sizes import PlanError, derived_counts  # noqa: F401  (PlanError: the study's refusal)
+from rcmdp_jax.plugin import options_of
+from rcmdp_jax.sizes import PlanError, check_run_fields, derived_counts  # noqa: F401  (PlanError: the study's refusal)
 
 
 class RunFolderError(ValueError):
@@ -33,22 +33,19 @@ class Plan:
     seed: int
     vmap: bool
     n_test: int | None
-    configs: dict[str, dict[str, Config]]  # {env: {algo: Config}}
     worst_case: str | None = None  # --worst-case: None, "all" or "costs"
     devices: str = "auto"
+    configs: dict[str, dict[str, Config]] = dataclasses.field(default_factory=dict)  # {env: {algo: Config}}
     will_run: dict[str, dict[str, dict[str, int]]] = dataclasses.field(default_factory=dict)  # ``will_run_of``
     env_sources: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)  # how a fresh process rebuilds
     env_descriptions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # what tells them apart
     plugins: tuple[dict[str, Any], ...] = ()  # --plugins' files and modules (``user_code.load_plugin``)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"envs": list(self.envs), "algos": list(self.algos), "seeds": self.seeds, "seed": self.seed,
-               "vmap": self.vmap, "n_test": self.n_test, "worst_case": self.worst_case, "devices": self.devices,
-               "configs": {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()},
-               "will_run": self.will_run}  # fmt: skip
-        optional = {"env_sources": self.env_sources, "env_descriptions": self.env_descriptions,
-                    "plugins": list(self.plugins)}  # fmt: skip
-        return out | {k: v for k, v in optional.items() if v}
+        """run.json's object: every field in order, the last three only where they hold something."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["configs"] = {e: {a: config_to_dict(c) for a, c in cs.items()} for e, cs in self.configs.items()}
+        return {k: v for k, v in out.items() if v or k not in ("env_sources", "env_descriptions", "plugins")}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -63,6 +60,11 @@ class Plan:
         configs = {e: {a: config_from_dict(c) for a, c in cs.items()} for e, cs in d["configs"].items()}
         kept["plugins"] = tuple(kept.get("plugins", ()))
         return cls(**{**kept, "envs": tuple(d["envs"]), "algos": tuple(d["algos"]), "configs": configs})
+
+    @classmethod
+    def built(cls, configs: dict, **fields) -> Plan:
+        """A new plan of ``fields`` and ``configs`` (``with_configs``)."""
+        return cls(**fields).with_configs(configs)
 
     def with_configs(self, configs: dict) -> Plan:
         """This plan with ``configs``, each as run.json records it, and what each will run."""
@@ -81,15 +83,11 @@ class Plan:
         return differ
 
 
-def _fields(cfg: Config, options: set[str], numbers: set[str]) -> dict[str, Any]:
-    """The hyperparameters, plug-in ``numbers``, other fields and ``options`` of ``cfg`` in one dict."""
-    hp = {f: getattr(cfg.hparams, f) for f in HPARAM_FIELDS}
-    hp |= {n: cfg.hparams.number(n) for n in {*cfg.hparams.plugin_names, *numbers}}
+def _fields(cfg: Config, read: set[str], numbers: set[str]) -> dict[str, Any]:
+    """The hyperparameters, plug-in ``numbers``, other fields and the options ``read`` of ``cfg`` in one dict."""
+    hp = {f: getattr(cfg.hparams, f) for f in HPARAM_FIELDS} | {n: cfg.hparams.number(n) for n in sorted(numbers)}
     own = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(Config) if f.name not in ("hparams", "options")}
-    return {**hp, **own, **{o: dict(cfg.options).get(o, _DEFAULT) for o in sorted(options)}}
-
-
-_DEFAULT = object()  # an option a config leaves at its default (``Config.options`` holds the others)
+    return {**hp, **own, **{o: cfg.option(o) for o in sorted(read)}}
 
 
 def config_differences(saved: dict, current: dict) -> str:
@@ -97,68 +95,28 @@ def config_differences(saved: dict, current: dict) -> str:
     out = []
     for env in current:
         for algo, cfg in current[env].items():
-            # the options either side sets that a plug-in of the algorithm reads (another has no effect)
+            # the options a plug-in of the algorithm reads (another has no effect)
             read = {o for cls in plug_ins.used(cfg) for o in options_of(cls)}
-            options = {o for c in (saved[env][algo], cfg) for o, _ in c.options} & read
-            numbers = {n for c in (saved[env][algo], cfg) for n in c.hparams.plugin_names}
-            old, new = _fields(saved[env][algo], options, numbers), _fields(cfg, options, numbers)
+            numbers = {*saved[env][algo].hparams.plugin_names, *cfg.hparams.plugin_names}
+            old, new = _fields(saved[env][algo], read, numbers), _fields(cfg, read, numbers)
             if fields := [k for k in new if old[k] != new[k]]:
                 out.append(f"{env}/{algo}: {', '.join(fields)}")
     return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")
 
 
 # --- a saved run.json checked before it is read ---
-_FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "hparams"}
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _type_problem(field: str, value) -> str:
-    """A JSON value that is not of ``Config.field``'s type ("" if it is)."""
-    default = getattr(Config(), field)
-    if not isinstance(default, tuple):  # a bool, a whole number, a number or a string: as a plug-in's option
-        return f"{field}={value!r} must be {why}" if (why := kind_problem(value, default)) else ""
-    if field == "options":  # plug-ins' options: [name, value] pairs
-        ok = isinstance(value, list) and all(
-            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in value
-        )
-    else:
-        ok = isinstance(value, list) and all(_is_int(h) for h in value)
-    return "" if ok else f"{field}={value!r} is not a {type(default).__name__}"
-
-
 def config_problem(env: str, algo: str, d) -> str:
     """What is wrong with the saved config of ``algo`` on ``env`` ("" if nothing)."""
     from rcmdp_jax.presets import preset
 
     if not isinstance(d, dict):
         return "a config is not an object"
-    pairs = d.get("options", [])
-    pairs = pairs if isinstance(pairs, list) else []
-    named = {p[0] for p in pairs if isinstance(p, list) and p and isinstance(p[0], str)}
-    if twice := sorted(named & (set(d) - set(_FIELDS))):  # else the options' value would win unseen
-        return f"{', '.join(twice)} given both as a key and in options; keep one"
-    d = plug_ins.lifted(d, set(_FIELDS) | {"hparams"})  # an older version's flat fields that are options now
     # an older version's ``robust`` beside the ``adversary`` it named either way (``--set adversary``
     # chose the method of a robust algorithm then): what the name decides of it is robust or not
-    legacy, d = "robust" in d, legacy_fields(d)
-    hp = d.get("hparams", {})
-    if not isinstance(hp, dict):
-        return "hparams is not an object"
-    unknown = sorted((set(d) - set(_FIELDS) - {"hparams"}) | (set(hp) - {*HPARAM_FIELDS, *plug_ins.declared_numbers()}))
-    if unknown:
-        return f"unknown config field(s) {unknown}"
-    for field, value in d.items():
-        if field != "hparams" and (problem := _type_problem(field, value)):
-            return problem
-    for field, value in hp.items():
-        if not (_is_int(value) or isinstance(value, float)):
-            return f"hparams.{field}={value!r} is not a number"
+    legacy = isinstance(d.get("robust"), bool)
     try:
         cfg = config_from_dict(d)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: an int beyond every float
         return str(err)
     if cfg.env != env:
         return f"its env is {cfg.env!r}, not {env!r}"
@@ -178,15 +136,6 @@ def will_run_of(cfg: Config) -> dict[str, int]:
     """What will run, recorded in run.json: MCPMD stops once its episodes have spent the budget."""
     steps = cfg.total_timesteps if cfg.episodic else cfg.num_iterations * cfg.batch_size
     return {"iterations": cfg.num_iterations, "policy_steps": steps}
-
-
-def check_run_fields(seeds, seed, n_test, option: bool = False) -> None:
-    """``seeds``, ``seed`` and ``n_test`` checked, named as options (``--seeds``) or as run.json's."""
-    name = (lambda f: "--" + f.replace("_", "-")) if option else (lambda f: f)
-    check_count(name("seeds"), seeds)
-    check_seed(name("seed"), seed)
-    if n_test is not None:
-        check_count(name("n_test"), n_test)
 
 
 def plan_problem(plan: dict) -> str:
