@@ -25,6 +25,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
+from jax.extend.core import jaxpr_as_fun
 
 
 def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
@@ -32,6 +33,7 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
     return the same structure); vmapped, ``fn`` runs on the chunks of ``chunk`` lanes
     holding flagged lanes only. Every argument must be passed explicitly (no
     closed-over traced values)."""
+    fn = traced_once(fn)
 
     @custom_vmap
     def g(flag, *args):
@@ -66,3 +68,24 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
         return out, jax.tree.map(lambda _: True, out)
 
     return g
+
+
+def traced_once(fn: Callable) -> Callable:
+    """``fn`` traced once per argument shapes, then replayed from its jaxpr: the same program.
+    ``only_where``'s primal traces ``fn``, and its batching rule runs again each time an
+    enclosing ``scan`` or ``cond`` batches its body (a fixed point over what is batched): each
+    of those traced all of ``fn`` (a robust method's phase: a third of a family's tracing)."""
+    traces = {}
+
+    def replay(*args):
+        leaves, tree = jax.tree.flatten(args)
+        key = (tree, tuple(jax.typeof(x) for x in leaves))
+        if key not in traces:
+            closed, out = jax.make_jaxpr(fn, return_shape=True)(*args)
+            if any(isinstance(c, jax.core.Tracer) for c in closed.consts):  # closed over a trace: not kept
+                return fn(*args)
+            traces[key] = closed, jax.tree.structure(out)
+        closed, out_tree = traces[key]
+        return jax.tree.unflatten(out_tree, jaxpr_as_fun(closed)(*leaves))
+
+    return replay
