@@ -39,13 +39,9 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
     def g(flag, *args):
         return jax.lax.cond(flag, fn, otherwise, *args)
 
-    @g.def_vmap
-    def rule(axis_size, in_batched, flag, *args):
-        def batched(x, b):
-            return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-
-        flag = batched(flag, in_batched[0])
-        args = jax.tree.map(batched, args, tuple(in_batched[1:]))
+    @traced_once
+    def lanes(flag, args):  # every argument batched: [lanes, ...]
+        axis_size = flag.shape[0]
         n_chunks = -(-axis_size // chunk)
         size = -(-axis_size // n_chunks)  # chunks of at most `chunk` lanes, padded by < n_chunks
 
@@ -64,7 +60,14 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
 
         # the chunked path serves every lane flagged too; none flagged: ``otherwise`` alone
         none = lambda flag, args: jax.vmap(otherwise)(*args)
-        out = jax.lax.cond(jnp.any(flag), by_chunks, none, flag, args)
+        return jax.lax.cond(jnp.any(flag), by_chunks, none, flag, args)
+
+    @g.def_vmap
+    def rule(axis_size, in_batched, flag, *args):
+        def batched(x, b):
+            return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+
+        out = lanes(batched(flag, in_batched[0]), jax.tree.map(batched, args, tuple(in_batched[1:])))
         return out, jax.tree.map(lambda _: True, out)
 
     return g
