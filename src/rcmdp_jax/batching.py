@@ -83,12 +83,13 @@ def traced_once(fn: Callable) -> Callable:
     def replay(*args):
         leaves, tree = jax.tree.flatten(args)
         key = (tree, tuple(jax.typeof(x) for x in leaves))
-        if key not in traces:
+        if key in traces:
+            closed, out_tree = traces[key]
+        else:
             closed, out = jax.make_jaxpr(fn, return_shape=True)(*args)
-            if any(isinstance(c, jax.core.Tracer) for c in closed.consts):  # closed over a trace: not kept
-                return fn(*args)
-            traces[key] = closed, jax.tree.structure(out)
-        closed, out_tree = traces[key]
+            out_tree = jax.tree.structure(out)
+            if not any(isinstance(c, jax.core.Tracer) for c in closed.consts):  # else closed over a trace: not kept
+                traces[key] = closed, out_tree
         return jax.tree.unflatten(out_tree, jaxpr_as_fun(closed)(*leaves))
 
     return replay
