@@ -4,7 +4,7 @@ start's PPO family on ``gymnax:CartPole-v1``, 3 seeds; ``--job main``: the CartP
 families, 10 seeds), built as the runner builds it (``chunked.Prepared``, on the CPU's
 two devices):
 
-* the seconds of tracing, lowering and XLA's compile of its training chunk, and the program's
+* the seconds of tracing, lowering and XLA's compile of its training chunk (JAX's compile events, wall), the CPU seconds of the whole build (``build_cpu_s``) and of XLA's compiles, and the program's
   size (StableHLO characters, optimised HLO characters);
 * ``--options``: the same lowered program compiled again with each set of compiler options
   (``OPTIONS``), interleaved over ``--repeats`` rounds so that every set meets the same load,
@@ -172,12 +172,13 @@ def build(cfgs, keys, mesh, phase: str | None = None):
         return compiled
 
     jax.stages.Lowered.compile = recording
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     try:
         prep = Bench(cfgs, keys, True, mesh)
     finally:
         jax.stages.Lowered.compile = original
         listening = False
+    seconds["build_cpu_s"] = cpu_s() - c0  # tracing, lowering and XLA's compiles, every thread's
     return prep, lowered, {k: round(v, 2) for k, v in seconds.items()}, time.perf_counter() - t0
 
 
@@ -249,6 +250,7 @@ def one_process(args) -> list[dict]:
         rec = dict(job=args.job, label=args.label, family=name, members=len(cfgs), seeds=seeds, phase_removed=args.phase,
                    build_s=round(total, 2), **seconds, step_xla_wall_s=round(step["wall_s"], 2),
                    step_xla_cpu_s=round(step["cpu_s"], 2), init_xla_wall_s=round(init["wall_s"], 2),
+                   init_xla_cpu_s=round(init["cpu_s"], 2),
                    stablehlo_chars=len(step["lowered"].as_text()),
                    optimised_hlo_chars=len(step["compiled"].as_text()))  # fmt: skip
         print(json.dumps(rec), flush=True)

@@ -72,3 +72,23 @@ def test_one_algorithm_picks_its_adversary_while_tracing():
     assert robust.count("scan[") > plain.count("scan[")
     family = make_family([preset("inventory", a, **small) for a in ("MDPO-Robust", "MDPO")])
     assert "custom_vmap_call" in program(family, key, jnp.int32(0))
+
+
+def test_the_function_is_traced_once_inside_a_vmapped_scan():
+    """``only_where``'s primal traces ``fn``, and its batching rule runs again each time the
+    enclosing ``scan`` batches its body: ``fn`` (a robust method's phase) was traced three
+    times per family program. Now once, replayed from its jaxpr; the values those of a cond."""
+    traced = []
+
+    def fn(x, k):
+        traced.append(x)
+        return x * k
+
+    g = only_where(fn, lambda x, k: x + 1.0, chunk=2)
+    body = lambda c, flag: (g(flag, c, 2.0), c)  # noqa: E731
+    run = jax.jit(jax.vmap(lambda x, flags: jax.lax.scan(body, x, flags)))
+    flags = jnp.array([[True, True, False], [False, False, False], [False, True, True]])
+    x, seen = run(jnp.array([1.0, 2.0, 3.0]), flags)
+    assert len(traced) == 1, f"fn was traced {len(traced)} times"
+    np.testing.assert_array_equal(x, [5.0, 5.0, 16.0])  # 1*2*2+1; 2+1+1+1; (3+1)*2*2
+    np.testing.assert_array_equal(seen, [[1.0, 2.0, 4.0], [2.0, 3.0, 4.0], [3.0, 4.0, 8.0]])

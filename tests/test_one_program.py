@@ -158,3 +158,30 @@ def test_the_callback_gets_each_members_chunks_and_a_true_return_stops(first, ke
     stopped, _ = train_prepared(prep, None, lambda *call: True)
     assert stopped[0].metrics["lam"].shape[:2] == (len(keys) if vmap else 1, 5)
     np.testing.assert_array_equal(stopped[0].metrics["lam"][0], trained[0].metrics["lam"][0, :5])
+
+
+def test_an_episodic_slot_is_traced_once():
+    """MCPMD's slot (``MCPMD.iteration_slot``: a ``while_loop`` of at most one trip) takes its idle
+    metrics' shapes from the iteration's one trace (a second, ``jax.eval_shape``, traced the whole
+    train step again in every MCPMD family's compile), and each lane still stops at its budget."""
+    import jax.numpy as jnp
+
+    from rcmdp_jax.learners.mcpmd import MCPMD
+
+    State = collections.namedtuple("State", "samples x")
+    traced = []
+
+    def iteration(s):
+        traced.append(s)
+        return State(s.samples + 10.0, s.x * 2.0), {"y": s.x + 1.0, "active": jnp.float32(1.0)}
+
+    def slot(s, _):
+        return MCPMD.iteration_slot(None, iteration, s, lambda s: {"active": jnp.float32(0.0)}, 25.0)
+
+    run = jax.jit(jax.vmap(lambda s: jax.lax.scan(slot, s, None, length=4)))
+    state, metrics = run(State(jnp.array([[0.0], [20.0]]), jnp.array([1.0, 3.0])))
+    assert len(traced) == 1, f"the iteration was traced {len(traced)} times"
+    np.testing.assert_array_equal(state.samples[:, 0], [30.0, 30.0])  # lane 0: three trips, lane 1: one
+    np.testing.assert_array_equal(state.x, [8.0, 6.0])
+    np.testing.assert_array_equal(metrics["y"], [[2.0, 3.0, 5.0, np.nan], [4.0, np.nan, np.nan, np.nan]])
+    np.testing.assert_array_equal(metrics["active"], [[1, 1, 1, 0], [1, 0, 0, 0]])

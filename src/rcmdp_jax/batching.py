@@ -25,6 +25,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
+from jax.extend.core import jaxpr_as_fun
 
 
 def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
@@ -32,18 +33,15 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
     return the same structure); vmapped, ``fn`` runs on the chunks of ``chunk`` lanes
     holding flagged lanes only. Every argument must be passed explicitly (no
     closed-over traced values)."""
+    fn = traced_once(fn)
 
     @custom_vmap
     def g(flag, *args):
         return jax.lax.cond(flag, fn, otherwise, *args)
 
-    @g.def_vmap
-    def rule(axis_size, in_batched, flag, *args):
-        def batched(x, b):
-            return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-
-        flag = batched(flag, in_batched[0])
-        args = jax.tree.map(batched, args, tuple(in_batched[1:]))
+    @traced_once
+    def lanes(flag, args):  # every argument batched: [lanes, ...]
+        axis_size = flag.shape[0]
         n_chunks = -(-axis_size // chunk)
         size = -(-axis_size // n_chunks)  # chunks of at most `chunk` lanes, padded by < n_chunks
 
@@ -62,7 +60,36 @@ def only_where(fn: Callable, otherwise: Callable, chunk: int = 8) -> Callable:
 
         # the chunked path serves every lane flagged too; none flagged: ``otherwise`` alone
         none = lambda flag, args: jax.vmap(otherwise)(*args)
-        out = jax.lax.cond(jnp.any(flag), by_chunks, none, flag, args)
+        return jax.lax.cond(jnp.any(flag), by_chunks, none, flag, args)
+
+    @g.def_vmap
+    def rule(axis_size, in_batched, flag, *args):
+        def batched(x, b):
+            return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+
+        out = lanes(batched(flag, in_batched[0]), jax.tree.map(batched, args, tuple(in_batched[1:])))
         return out, jax.tree.map(lambda _: True, out)
 
     return g
+
+
+def traced_once(fn: Callable) -> Callable:
+    """``fn`` traced once per argument shapes, then replayed from its jaxpr: the same program.
+    ``only_where``'s primal traces ``fn``, and its batching rule runs again each time an
+    enclosing ``scan`` or ``cond`` batches its body (a fixed point over what is batched): each
+    of those traced all of ``fn`` (a robust method's phase: a third of a family's tracing)."""
+    traces = {}
+
+    def replay(*args):
+        leaves, tree = jax.tree.flatten(args)
+        key = (tree, tuple(jax.typeof(x) for x in leaves))
+        if key in traces:
+            closed, out_tree = traces[key]
+        else:
+            closed, out = jax.make_jaxpr(fn, return_shape=True)(*args)
+            out_tree = jax.tree.structure(out)
+            if not any(isinstance(c, jax.core.Tracer) for c in closed.consts):  # else closed over a trace: not kept
+                traces[key] = closed, out_tree
+        return jax.tree.unflatten(out_tree, jaxpr_as_fun(closed)(*leaves))
+
+    return replay

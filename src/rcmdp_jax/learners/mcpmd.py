@@ -9,6 +9,7 @@ import math
 import jax
 import jax.numpy as jnp
 import optax
+from jax.extend.core import jaxpr_as_fun
 
 from rcmdp_jax import losses
 from rcmdp_jax.advantages import discounted_returns
@@ -42,8 +43,11 @@ class MCPMD(Learner):
         while policy steps remain in the budget, else nothing (``idle(state)``'s metrics,
         ``active = 0``; the state and the counters are carried over, the other metrics are
         NaN). It is a ``while_loop`` of at most one trip, so under ``vmap`` a slot costs
-        nothing once every member has spent its budget."""
-        shapes = jax.eval_shape(lambda s: iteration(s)[1], state)
+        nothing once every member has spent its budget. The iteration is traced once: the
+        loop's body replays its trace (a jaxpr), whose output shapes give ``nothing``'s."""
+        traced, out = jax.make_jaxpr(iteration, return_shape=True)(state)
+        out_tree, shapes = jax.tree.structure(out), out[1]
+        replay = lambda s: jax.tree.unflatten(out_tree, jaxpr_as_fun(traced)(*jax.tree.leaves(s)))  # noqa: E731
         nothing = jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), shapes) | idle(state)
 
         budget = self.cfg.total_timesteps if budget is None else budget
@@ -54,7 +58,7 @@ class MCPMD(Learner):
 
         def body(carry):
             _, s, _ = carry
-            return (jnp.bool_(True), *iteration(s))
+            return (jnp.bool_(True), *replay(s))
 
         _, state, metrics = jax.lax.while_loop(cond, body, (jnp.bool_(False), state, nothing))
         return state, metrics
