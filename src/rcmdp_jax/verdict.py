@@ -172,6 +172,20 @@ def close_calls(entry: dict, algo: str, name: str, kernels: dict, env: str | Non
     return out
 
 
+def said_of(kinds_: list[Constraint], gamma_c, names, episodes: dict) -> dict[str, str]:
+    """Per constraint ``names[j]``, one seed's verdict over its episodes (``episodes["C"]`` and, where
+    kept, ``episodes["EpCost"]``, ``[E, m]``) in words: ``too close to call (kept when EpCost <= 5; 24
+    episodes decide)``; ``kinds_`` from ``kinds``, ``gamma_c`` each constraint's discount."""
+    gamma_c, out = np.broadcast_to(np.asarray(gamma_c, np.float64), (len(names),)), {}
+    for j, (name, kind) in enumerate(zip(names, kinds_)):
+        kind = Constraint(kind.kind, float(gamma_c[j]), kind.budget)
+        ep = episodes["EpCost"][:, j] if "EpCost" in episodes else None
+        v = seed_verdicts(episode_values(kind, episodes["C"][:, j], ep)[None])
+        needed = f"; {v.needed[0]} episodes decide" if v.needed[0] is not None else ""
+        out[name] = f"{v.verdict[0]} (kept when {kind.decides}{needed})"
+    return out
+
+
 def overall(counts: dict) -> bool | None:
     """Whether every seed keeps it (True), some seed breaks it (False), or neither is sure
     (None: no seed broken, some too close to call)."""

@@ -162,24 +162,10 @@ class LoadedPolicy:
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
         said = describe(xi, xi_c, self.field_names)
-        verdicts = self._verdicts(episodes, names)
+        gamma_c = cost_discounts(self.env, self.config.hparams.gamma)
+        verdicts = verdict.said_of(verdict.kinds(self.env), gamma_c, names, episodes) if "C" in episodes else {}
         return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, n, metrics, constraints, episodes,
                           verdicts)  # fmt: skip
-
-    def _verdicts(self, episodes: dict, names) -> dict:
-        """Per constraint, this seed's verdict over these episodes (``rcmdp_jax.verdict``, the report's rule)."""
-        if "C" not in episodes:
-            return {}
-        gamma_c = np.broadcast_to(np.asarray(cost_discounts(self.env, self.config.hparams.gamma), np.float64),
-                                  (len(names),))  # fmt: skip
-        out = {}
-        for j, (name, kind) in enumerate(zip(names, verdict.kinds(self.env))):
-            kind = dataclasses.replace(kind, gamma_c=float(gamma_c[j]))
-            ep = episodes["EpCost"][:, j] if "EpCost" in episodes else None
-            v = verdict.seed_verdicts(verdict.episode_values(kind, episodes["C"][:, j], ep)[None])
-            needed = f"; {v.needed[0]} episodes decide" if v.needed[0] is not None else ""
-            out[name] = f"{v.verdict[0]} (kept when {kind.decides}{needed})"
-        return out
 
 
 def _choice(what: str, value, allowed) -> None:
