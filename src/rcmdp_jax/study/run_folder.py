@@ -112,12 +112,6 @@ class RunFolder:
 
         return checkpoint.exists(self.ckpt_dir(env, algo))
 
-    def restore(self, env: str, algo: str, abstract):
-        """``algo``'s checkpoint read into ``abstract``'s arrays, or ``checkpoint.Damaged`` saying why not."""
-        from rcmdp_jax import checkpoint
-
-        return checkpoint.restore(self.ckpt_dir(env, algo), abstract)
-
     def tested(self, env: str, algo: str, searched: bool = False) -> bool:
         """Whether ``algo``'s test results and training metrics (``searched``: its search) are readable."""
         names = ("test_results.npz", "train_metrics.npz") + (("worst_case.npz",) if searched else ())
@@ -179,9 +173,6 @@ class RunFolder:
         except OSError as err:  # a name too long, a file on the way
             raise RunFolderError(f"{flag} {self.root}: {err.strerror}") from None
         return True
-
-    def lock(self):
-        return take(self.root)
 
     def create(self, plan: Plan) -> None:
         """Make the folder (it must not exist) and write ``run.json``."""
