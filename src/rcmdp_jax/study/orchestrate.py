@@ -74,7 +74,8 @@ class Study:
         with ticking(label, what, since):
             prepared = future.result()
         self.prepare(idx + 1)
-        log = TrainingLog(self.folder, env, group, self.tensorboard, algos=missing if self.writer else [])
+        dirs = {a: self.folder.algo_dir(env, a) for a in group}
+        log = TrainingLog(dirs, env, self.tensorboard, algos=missing if self.writer else [])
         try:  # (several processes: no process's log is called while it trains)
             per_member, train_s = train_prepared(prepared, label, log.chunk)
         except BaseException:  # Ctrl-C, a full disk: the event files written so far are closed
@@ -196,7 +197,7 @@ class Study:
                 result = trained[algo] if algo in trained else self.restore(env, algo)
                 npz = self.folder.algo_dir(env, algo) / "train_metrics.npz"  # an older run folder: its CSV from it
                 if self.writer and not npz.with_name(CSV_NAME).exists() and readable(npz):
-                    TrainingLog(self.folder, env, [algo], False, algos=[]).finish(algo, load_npz(npz))
+                    TrainingLog({algo: npz.parent}, env, False, algos=[]).finish(algo, load_npz(npz))
                 if result is None:
                     continue
                 tested = self.test(env, algo, result)

@@ -21,7 +21,7 @@ from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.sizes import check_counts, check_memory, check_run_fields
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_folder import RunFolder, check_folder_names
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 
 AUTO = "auto"  # --budget auto: the budget rule read while training (rcmdp_jax.auto_budget)
@@ -103,7 +103,7 @@ def plan_algos(args) -> list[str]:
     try:
         for a in algos:
             parse_algorithm(split_variant(a)[0])
-        user_code.check_folder_names(algos)
+        check_folder_names(algos)
     except ValueError as err:
         raise PlanError(f"--algos: {err}") from None
     return algos

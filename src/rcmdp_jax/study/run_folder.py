@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -23,6 +24,20 @@ def kept_seeds(test: dict) -> np.ndarray:
     """The seeds of a ``test_results.npz`` that count: not diverged in training, with finite test episodes."""
     keep = ~test["diverged"] if "diverged" in test else np.ones(test["V"].shape[0], bool)
     return keep & ~nonfinite_episodes(test["V"], test["C"])
+
+
+def folder_name(name: str) -> str:
+    """A run folder's name for an environment or algorithm: letters, digits, ``-``, ``_`` and ``.``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
+
+
+def check_folder_names(names) -> None:
+    """``ValueError`` if two names would share a run folder (``folder_name``)."""
+    seen: dict[str, str] = {}
+    for n in names:
+        if (folder := folder_name(n)) in seen:
+            raise ValueError(f"{seen[folder]!r} and {n!r} would share the folder {folder!r}; rename one")
+        seen[folder] = n
 
 
 class DamagedFile(ValueError):
@@ -98,10 +113,10 @@ class RunFolder:
 
     # an environment's and an algorithm's folder: its name in letters, digits, -, _ and . (run.json keeps it whole)
     def env_dir(self, env: str) -> Path:
-        return self.root / user_code.folder_name(env)
+        return self.root / folder_name(env)
 
     def algo_dir(self, env: str, algo: str) -> Path:
-        return self.env_dir(env) / user_code.folder_name(algo)
+        return self.env_dir(env) / folder_name(algo)
 
     def ckpt_dir(self, env: str, algo: str) -> Path:
         return self.algo_dir(env, algo) / "checkpoint"

@@ -21,7 +21,6 @@ from rcmdp_jax import envs
 from rcmdp_jax.plugin import REGISTRIES
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 SOURCES: dict[str, dict] = {}  # a user environment's registered name -> how it was loaded (run.json's env_sources)
 PLUGINS: dict[str, dict] = {}  # file path or module name -> its record, in load order (run.json's plugins)
 
@@ -32,20 +31,6 @@ def is_source(spec: str) -> bool:
         return False
     target, _, attr = spec.rpartition(":")
     return bool(attr.isidentifier() and (target.endswith(".py") or _MODULE.match(target)))
-
-
-def folder_name(name: str) -> str:
-    """A run folder's name for an environment or algorithm: letters, digits, ``-``, ``_`` and ``.``."""
-    return _SAFE.sub("_", name).strip("_") or "_"
-
-
-def check_folder_names(names) -> None:
-    """``ValueError`` if two names would share a run folder (``folder_name``)."""
-    seen: dict[str, str] = {}
-    for n in names:
-        if (folder := folder_name(n)) in seen:
-            raise ValueError(f"{seen[folder]!r} and {n!r} would share the folder {folder!r}; rename one")
-        seen[folder] = n
 
 
 def _record(spec: str) -> dict:
