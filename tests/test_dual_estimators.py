@@ -173,7 +173,7 @@ def test_finite_blow_ups_count_as_divergence_and_the_exit_status_says_so():
     import types
 
     from rcmdp_jax.divergence import BLOW_UP, diverged_seeds
-    from rcmdp_jax.study.orchestrate import Outcome, Study
+    from rcmdp_jax.study.orchestrate import Study
 
     result = three_seeds()
     assert not diverged_seeds(result).any()
@@ -193,7 +193,7 @@ def test_finite_blow_ups_count_as_divergence_and_the_exit_status_says_so():
     assert not diverged_seeds(result.replace(metrics=steps), TINY_LAG).any()
     unconstrained = dataclasses.replace(wild, constraint="none")  # its lam is never read
     assert not diverged_seeds(result.replace(metrics=steps), unconstrained).any()
-    status = lambda d: Study.exit_status(types.SimpleNamespace(outcome=Outcome(diverged=d)))  # noqa: E731
+    status = lambda d: Study.exit_status(types.SimpleNamespace(diverged=d, missing=[], damaged=[]))  # noqa: E731
     assert (
         status({}) == 0 and status({"inventory/MDPO-Lag": (1, 3)}) == 3 and status({"inventory/MDPO-Lag": (3, 3)}) == 4
     )

@@ -259,11 +259,11 @@ def _report_as(name: str, missing: bool):
 def _load_policy_while_training(trained, tmp_path, **_) -> str:
     import shutil
 
-    from rcmdp_jax.study.run_folder import RunFolder
+    from rcmdp_jax.study.run_folder import take
 
     out = _copy(trained, tmp_path)
     shutil.rmtree(out / "cartpole" / ALGO / "checkpoint")
-    release = RunFolder(out).lock()  # a run still training in it
+    release = take(out)  # a run still training in it
     try:
         with pytest.raises(RunFolderError) as err:
             load_policy(out, ALGO, 0)

@@ -26,11 +26,11 @@ def _metrics():
 def test_the_log_names_each_value_and_steps_in_environment_steps(tmp_path):
     env = "gymnax:CartPole-v1@costs=x>0.3:5,x>0.2"
     metrics = _metrics()
-    log = training_log.TrainingLog(RunFolder(tmp_path), env, ["PPO-Lag"], tensorboard=True)
+    folder = RunFolder(tmp_path).algo_dir(env, "PPO-Lag")
+    log = training_log.TrainingLog({"PPO-Lag": folder}, env, tensorboard=True)
     log.chunk(0, {k: v[:, :2] for k, v in metrics.items()}, 0)
     log.chunk(0, {k: v[:, 2:] for k, v in metrics.items()}, 2)
     log.finish("PPO-Lag", metrics)
-    folder = RunFolder(tmp_path).algo_dir(env, "PPO-Lag")
     header = (folder / "train_metrics.csv").read_text().splitlines()[0].split(",")
     a, b = "|x|>0.3 at most 5 per episode", "|x|>0.2 at most 0 per episode"
     assert header == ["iteration", "seed", f"cost/{a}/ep_cost", f"cost/{b}/ep_cost", "kernel/gravity", "kernel/masspole",

@@ -39,10 +39,10 @@ constraints.register("{name}", Doubled)
 @pytest.fixture(autouse=True)
 def _forget_loaded():
     """What a test loads leaves with it: a later plan in this process records no plug-in of ours."""
-    loaded, rules = dict(user_code._PLUGINS), set(constraints.names())
+    loaded, rules = dict(user_code.PLUGINS), set(constraints.names())
     yield
-    user_code._PLUGINS.clear()
-    user_code._PLUGINS.update(loaded)
+    user_code.PLUGINS.clear()
+    user_code.PLUGINS.update(loaded)
     for name in set(constraints.names()) - rules:
         constraints.unregister(name)
 
@@ -87,7 +87,7 @@ def test_a_plugin_file_is_recorded_and_a_changed_one_refused(tmp_path, capsys):
     (record,) = user_code.load_plugin_specs([f"{path},{path}"])  # the same file twice: loaded once
     assert record == {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
                       "registers": ["constraint rule doubled"]}  # fmt: skip
-    assert user_code.loaded_plugins()[-1] == record
+    assert list(user_code.PLUGINS.values())[-1] == record
     run = tmp_path / "run"
     run.mkdir()
     plan = {"envs": ["cartpole"], "algos": ["PPO-Doubled-Lag"], "seeds": 1, "seed": 0, "vmap": True, "configs": {},

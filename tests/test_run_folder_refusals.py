@@ -73,11 +73,11 @@ def test_the_report_names_a_run_that_still_writes_the_folder(trained, tmp_path, 
     results", and rewrites nothing; once the lock is free it reports."""
     import report
 
-    from rcmdp_jax.study.run_folder import RunFolder
+    from rcmdp_jax.study.run_folder import take
 
     out = _copy(trained, tmp_path)
     before = _snapshot(out)
-    release = RunFolder(out).lock()
+    release = take(out)
     try:
         assert report.main([str(out)]) == 2
         _one_line(capsys, f"{out} is in use by another run or report (PID {os.getpid()})", "nothing was rewritten")
@@ -193,24 +193,23 @@ def test_an_edited_run_json_is_refused_by_eval_only_and_the_report(trained, tmp_
 def test_the_lock_is_taken_by_exactly_one_of_racing_takers(tmp_path):
     """Eight takers at once on a stale lock (a killed run's), fifteen times: one holds it.
     ``flock`` locks are per open file, so threads race like processes do."""
-    from rcmdp_jax.study.run_folder import RunFolder
+    from rcmdp_jax.study.run_folder import take
     from rcmdp_jax.study.run_plan import RunFolderError
 
-    folder = RunFolder(tmp_path)
     dead = subprocess.Popen(["true"])
     dead.wait()
     for _ in range(15):
         (tmp_path / ".lock").write_text(str(dead.pid))
         barrier, held, refused = threading.Barrier(8), [], []
 
-        def take():
+        def taker():
             barrier.wait()
             try:
-                held.append(folder.lock())
+                held.append(take(tmp_path))
             except RunFolderError as err:
                 refused.append(str(err))
 
-        threads = [threading.Thread(target=take) for _ in range(8)]
+        threads = [threading.Thread(target=taker) for _ in range(8)]
         for t in threads:
             t.start()
         for t in threads:
@@ -219,5 +218,5 @@ def test_the_lock_is_taken_by_exactly_one_of_racing_takers(tmp_path):
         assert all("is in use by another run or report (PID" in r for r in refused)
         held[0]()
         assert not (tmp_path / ".lock").exists()
-    release = folder.lock()  # released: free again
+    release = take(tmp_path)  # released: free again
     release()

@@ -18,7 +18,7 @@ from rcmdp_jax.study import runtime
 from rcmdp_jax.study.commands import Parser, UsageError, refuse, signals_exit
 from rcmdp_jax.study.notes import say_before_training
 from rcmdp_jax.study.plan import AUTO, build_plan, new_plan, resumed_plan, with_budgets
-from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_folder import RunFolder, take
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
 from rcmdp_jax.study.training_log import event_files
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
         auto = args.budget == AUTO and not args.eval_only and not args.resume  # the folder after the search
         if not args.eval_only and not args.resume and first and not auto:
             folder.create(plan)
-        release = folder.lock() if first and not auto else (lambda: None)
+        release = take(folder.root) if first and not auto else (lambda: None)
     except (UsageError, PlanError, RunFolderError) as err:
         return refuse(program_name(), str(err))
     runtime.speed_up(args.compile_cache)
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
         except KeyboardInterrupt:
             print(f"{program_name()}: interrupted during --budget auto's search; nothing was written", file=sys.stderr)
             return 130
-        release = folder.lock()
+        release = take(folder.root)
     say_before_training(args, plan, folder, mesh, first, split_note)
     try:
         with signals_exit(program_name(), f"finished algorithms are saved; continue with "

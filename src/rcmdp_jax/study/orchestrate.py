@@ -3,7 +3,6 @@ the box for the worst kernel, then report. ``Study(plan, folder, ...).run()``: t
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,15 +25,6 @@ from rcmdp_jax.study.training_log import CSV_NAME, TrainingLog
 from rcmdp_jax.worst_case import compare_with_grid, corner_starts, make_worst_case
 
 
-@dataclasses.dataclass
-class Outcome:
-    """What went wrong, for the end of the run: ``env/algo`` names."""
-
-    diverged: dict = dataclasses.field(default_factory=dict)  # {name: (seeds diverged, seeds)}
-    missing: list = dataclasses.field(default_factory=list)  # no checkpoint (--eval-only)
-    damaged: list = dataclasses.field(default_factory=list)  # a checkpoint that could not be read
-
-
 class Study:
     def __init__(self, plan: Plan, folder: RunFolder, resume: bool, eval_only: bool, mesh=None,
                  worst_case: str | None = None, plots: bool = True, tensorboard: bool = False):  # fmt: skip
@@ -46,7 +36,9 @@ class Study:
         self.writer = jax.process_index() == 0
         self.cfgs = {e: {a: plan.configs[e][a] for a in plan.algos} for e in plan.envs}
         self.groups = {e: family.group(self.cfgs[e]) for e in plan.envs}
-        self.outcome = Outcome()
+        # what went wrong, for the end of the run, by ``env/algo``: {name: (seeds diverged, seeds)}, no
+        # checkpoint (--eval-only), a checkpoint that could not be read
+        self.diverged, self.missing, self.damaged = {}, [], []
         # a family is trained (as a whole, so resumed runs give identical numbers) while any
         # member lacks a checkpoint; the next family compiles in a background thread
         done = lambda e, g: eval_only or all(folder.trained(e, a) for a in g)
@@ -74,7 +66,8 @@ class Study:
         with ticking(label, what, since):
             prepared = future.result()
         self.prepare(idx + 1)
-        log = TrainingLog(self.folder, env, group, self.tensorboard, algos=missing if self.writer else [])
+        dirs = {a: self.folder.algo_dir(env, a) for a in group}
+        log = TrainingLog(dirs, env, self.tensorboard, algos=missing if self.writer else [])
         try:  # (several processes: no process's log is called while it trains)
             per_member, train_s = train_prepared(prepared, label, log.chunk)
         except BaseException:  # Ctrl-C, a full disk: the event files written so far are closed
@@ -102,7 +95,7 @@ class Study:
         label, ckpt = self._label(env, [algo]), self.folder.ckpt_dir(env, algo)
         if not self.folder.trained(env, algo):
             print(f"{label} no checkpoint in {self.folder.algo_dir(env, algo)}; skipped", flush=True)
-            self.outcome.missing.append(f"{env}/{algo}")
+            self.missing.append(f"{env}/{algo}")
             return None
         if not (self.resume or self.eval_only):
             raise RuntimeError(f"{ckpt} exists")  # guarded earlier; never overwrite
@@ -112,11 +105,11 @@ class Study:
         abstract = cached(("layout", cfg, env_identity(env), self.all_keys.shape),
                           lambda: checkpoint.abstract_result(make_train(cfg), self.all_keys))  # fmt: skip
         try:
-            result = self.folder.restore(env, algo, abstract)
+            result = checkpoint.restore(ckpt, abstract)
         except checkpoint.Damaged as why:
             print(f"{label} damaged checkpoint ({why}); moved to {checkpoint.set_aside(ckpt)}; "
                   f"run again with --resume to retrain {algo}", flush=True)  # fmt: skip
-            self.outcome.damaged.append(f"{env}/{algo}")
+            self.damaged.append(f"{env}/{algo}")
             return None
         print(f"{label} restored from {ckpt}", flush=True)
         metrics = self.folder.algo_dir(env, algo) / "train_metrics.npz"
@@ -152,7 +145,7 @@ class Study:
             epcost = dict(EpCost=np.asarray(res["EpCost"]), horizon=np.int64(sweep.env.episode_length), gamma_c=gamma_c)
             self.folder.save_test(env, algo, V, C, bound, bad, sweep.levels, test_xi, plan.seed, **epcost)
         if bad.any():
-            self.outcome.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
+            self.diverged[f"{env}/{algo}"] = (int(bad.sum()), int(bad.size))
             print(f"{label} DIVERGED: every seed has non-finite numbers; no result" if bad.all() else f"{label} "
                   f"WARNING: seed(s) {np.flatnonzero(bad).tolist()} diverged (non-finite numbers); left out of the "
                   "statistics", flush=True)  # fmt: skip
@@ -196,7 +189,7 @@ class Study:
                 result = trained[algo] if algo in trained else self.restore(env, algo)
                 npz = self.folder.algo_dir(env, algo) / "train_metrics.npz"  # an older run folder: its CSV from it
                 if self.writer and not npz.with_name(CSV_NAME).exists() and readable(npz):
-                    TrainingLog(self.folder, env, [algo], False, algos=[]).finish(algo, load_npz(npz))
+                    TrainingLog({algo: npz.parent}, env, False, algos=[]).finish(algo, load_npz(npz))
                 if result is None:
                     continue
                 tested = self.test(env, algo, result)
@@ -204,7 +197,7 @@ class Study:
                     self.search(env, algo, result, made, *tested)
         if not self.writer:
             return None
-        stale = self.outcome.missing + self.outcome.damaged
+        stale = self.missing + self.damaged
         algos = [a for a in self.plan.algos if f"{env}/{a}" not in stale]
         return write_env_report(self.folder, env, algos, made, self.cfgs[env], self.plots)
 
@@ -221,15 +214,15 @@ class Study:
 
     def exit_status(self) -> int:
         """0; 5: a checkpoint missing or damaged; 4: an algorithm with no seed left; 3: some seeds diverged."""
-        o = self.outcome
-        if o.damaged or o.missing:
-            why = (f"damaged checkpoint(s) of {', '.join(o.damaged)} set aside; --resume retrains them" if o.damaged
-                   else f"no checkpoint for {', '.join(o.missing)}: their sweep was not run and they are left out of the "
-                   "tables")  # fmt: skip
+        damaged, missing = ", ".join(self.damaged), ", ".join(self.missing)
+        if damaged or missing:
+            why = f"damaged checkpoint(s) of {damaged} set aside; --resume retrains them"
+            if not damaged:
+                why = f"no checkpoint for {missing}: their sweep was not run and they are left out of the tables"
             print(f"{program_name()}: error: {why}", file=sys.stderr)
             return 5
-        if o.diverged:
+        if self.diverged:
             print("DIVERGED seeds (left out of every statistic): "
-                  + ", ".join(f"{k} {n}/{t}" for k, (n, t) in o.diverged.items()), flush=True)  # fmt: skip
-            return 4 if any(n == t for n, t in o.diverged.values()) else 3
+                  + ", ".join(f"{k} {n}/{t}" for k, (n, t) in self.diverged.items()), flush=True)  # fmt: skip
+            return 4 if any(n == t for n, t in self.diverged.values()) else 3
         return 0

@@ -21,7 +21,7 @@ from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.sizes import check_counts, check_memory, check_run_fields
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_folder import RunFolder, check_folder_names
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 
 AUTO = "auto"  # --budget auto: the budget rule read while training (rcmdp_jax.auto_budget)
@@ -103,7 +103,7 @@ def plan_algos(args) -> list[str]:
     try:
         for a in algos:
             parse_algorithm(split_variant(a)[0])
-        user_code.check_folder_names(algos)
+        check_folder_names(algos)
     except ValueError as err:
         raise PlanError(f"--algos: {err}") from None
     return algos
@@ -226,8 +226,9 @@ def build_plan(args) -> Plan:
     check_memory(built, args.seeds, args.n_test)
     plan = Plan.built(built, envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
                       n_test=args.n_test, worst_case=args.worst_case, devices=args.devices,
-                      env_sources=user_code.sources(envs_), env_descriptions=user_code.descriptions(envs_),
-                      plugins=tuple(user_code.loaded_plugins()))  # fmt: skip
+                      env_sources={e: user_code.SOURCES[e] for e in envs_ if e in user_code.SOURCES},
+                      env_descriptions={e: user_code.description(e) for e in envs_ if e in envs.registered()},
+                      plugins=tuple(user_code.PLUGINS.values()))  # fmt: skip
     steps = args.seeds * sum(r["policy_steps"] for w in plan.will_run.values() for r in w.values())
     if steps > LONG_RUN:
         notes.append(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core "

@@ -198,10 +198,10 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     cfg = plan.configs[env][algorithm]
     all_keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)
     folder.check_checkpoints(plan, all_keys, {env: [[algorithm]]}, "load_policy: ")
+    ckpt = folder.ckpt_dir(env, algorithm)
     try:
-        result = folder.restore(env, algorithm, checkpoint.abstract_result(make_train(cfg), all_keys))
+        result = checkpoint.restore(ckpt, checkpoint.abstract_result(make_train(cfg), all_keys))
     except checkpoint.Damaged as why:
-        ckpt = folder.ckpt_dir(env, algorithm)
         raise RunFolderError(f"load_policy: the checkpoint {ckpt} cannot be read ({why}); it is damaged: rcmdp --resume "
                              f"--out {folder.root} sets it aside and trains it again") from None  # fmt: skip
     params = jax.tree.map(lambda x: jnp.asarray(x[seed]), result.state.params["actor"])

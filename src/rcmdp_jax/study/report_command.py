@@ -22,7 +22,7 @@ def run(argv: list) -> int:
         print("usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)", file=sys.stderr)
         return 0 if argv in (["-h"], ["--help"]) else 2
     with signals_exit(PROG, KEPT) as state:
-        from rcmdp_jax.study.run_folder import RunFolder, holder, in_use
+        from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, take
         from rcmdp_jax.study.run_plan import RunFolderError
 
         folder, release = RunFolder(Path(argv[0])), (lambda: None)
@@ -32,7 +32,7 @@ def run(argv: list) -> int:
             return report_error(str(err))
         try:  # not while a run writes the folder; one this user may not write: whether a run holds it
             if os.access(folder.root, os.W_OK | os.X_OK):
-                release = folder.lock()
+                release = take(folder.root)
             elif (pid := holder(folder.root)) is not None:
                 raise RunFolderError(in_use(folder.root, pid))
         except RunFolderError as err:

@@ -7,6 +7,7 @@ import errno
 import io
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -23,6 +24,20 @@ def kept_seeds(test: dict) -> np.ndarray:
     """The seeds of a ``test_results.npz`` that count: not diverged in training, with finite test episodes."""
     keep = ~test["diverged"] if "diverged" in test else np.ones(test["V"].shape[0], bool)
     return keep & ~nonfinite_episodes(test["V"], test["C"])
+
+
+def folder_name(name: str) -> str:
+    """A run folder's name for an environment or algorithm: letters, digits, ``-``, ``_`` and ``.``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
+
+
+def check_folder_names(names) -> None:
+    """``ValueError`` if two names would share a run folder (``folder_name``)."""
+    seen: dict[str, str] = {}
+    for n in names:
+        if (folder := folder_name(n)) in seen:
+            raise ValueError(f"{seen[folder]!r} and {n!r} would share the folder {folder!r}; rename one")
+        seen[folder] = n
 
 
 class DamagedFile(ValueError):
@@ -98,10 +113,10 @@ class RunFolder:
 
     # an environment's and an algorithm's folder: its name in letters, digits, -, _ and . (run.json keeps it whole)
     def env_dir(self, env: str) -> Path:
-        return self.root / user_code.folder_name(env)
+        return self.root / folder_name(env)
 
     def algo_dir(self, env: str, algo: str) -> Path:
-        return self.env_dir(env) / user_code.folder_name(algo)
+        return self.env_dir(env) / folder_name(algo)
 
     def ckpt_dir(self, env: str, algo: str) -> Path:
         return self.algo_dir(env, algo) / "checkpoint"
@@ -111,12 +126,6 @@ class RunFolder:
         from rcmdp_jax import checkpoint
 
         return checkpoint.exists(self.ckpt_dir(env, algo))
-
-    def restore(self, env: str, algo: str, abstract):
-        """``algo``'s checkpoint read into ``abstract``'s arrays, or ``checkpoint.Damaged`` saying why not."""
-        from rcmdp_jax import checkpoint
-
-        return checkpoint.restore(self.ckpt_dir(env, algo), abstract)
 
     def tested(self, env: str, algo: str, searched: bool = False) -> bool:
         """Whether ``algo``'s test results and training metrics (``searched``: its search) are readable."""
@@ -179,9 +188,6 @@ class RunFolder:
         except OSError as err:  # a name too long, a file on the way
             raise RunFolderError(f"{flag} {self.root}: {err.strerror}") from None
         return True
-
-    def lock(self):
-        return take(self.root)
 
     def create(self, plan: Plan) -> None:
         """Make the folder (it must not exist) and write ``run.json``."""

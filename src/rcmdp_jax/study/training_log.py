@@ -13,7 +13,6 @@ import numpy as np
 from rcmdp_jax.atomic import write_text
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.study.report import cost_names
-from rcmdp_jax.study.run_folder import RunFolder
 from rcmdp_jax.study.run_plan import PlanError
 
 # each metric's name in the log: ``{c}`` a constraint's name, ``{f}`` a kernel field's
@@ -93,16 +92,16 @@ def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header:
 
 
 class TrainingLog:
-    """The log of the members ``algos`` (default all) of a family ``group`` while they train, and their final CSV."""
+    """The log of the members ``algos`` (default all) of a family while they train, and their final CSV;
+    ``dirs``: each member's folder ``{algo: Path}``, in the family's order."""
 
-    def __init__(self, folder: RunFolder, env: str, group, tensorboard: bool, algos=None):
-        self.folder, self.env, self.tensorboard = folder, env, tensorboard
-        self.group, self.algos = list(group), list(group if algos is None else algos)
+    def __init__(self, dirs: dict, env: str, tensorboard: bool, algos=None):
+        self.dirs, self.env, self.tensorboard = dirs, env, tensorboard
+        self.group, self.algos = list(dirs), list(dirs if algos is None else algos)
         self.cols, self.writers, self.written = {}, {}, {}  # written: {(algo, seed): iterations in event files}
         for algo in self.algos:  # trained again from the start: the files of an earlier try go
-            d = folder.algo_dir(env, algo)
-            (d / CSV_NAME).unlink(missing_ok=True)
-            shutil.rmtree(d / "tensorboard", ignore_errors=True)
+            (dirs[algo] / CSV_NAME).unlink(missing_ok=True)
+            shutil.rmtree(dirs[algo] / "tensorboard", ignore_errors=True)
 
     def _cols(self, algo: str, metrics: dict):
         if algo not in self.cols:  # the constraints by their spec's names where it names each, else numbered
@@ -116,7 +115,7 @@ class TrainingLog:
         algo = self.group[member]
         if algo not in self.algos:
             return
-        path = self.folder.algo_dir(self.env, algo) / CSV_NAME
+        path = self.dirs[algo] / CSV_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", newline="") as f:
             f.write(csv_lines(metrics, self._cols(algo, metrics), first_iteration, seeds, header=not path.exists()))
@@ -135,7 +134,7 @@ class TrainingLog:
         steps = np.asarray(metrics["policy_steps"]).reshape(values.shape[:2]) if "policy_steps" in metrics else None
         for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
             if (algo, s) not in self.writers:
-                logdir = self.folder.algo_dir(self.env, algo) / "tensorboard" / f"seed_{s}"
+                logdir = self.dirs[algo] / "tensorboard" / f"seed_{s}"
                 self.writers[algo, s] = SummaryWriter(str(logdir), flush_secs=3600)
             w = self.writers[algo, s]._get_file_writer()
             for t in np.flatnonzero(ran[s_i]).tolist():
@@ -151,7 +150,7 @@ class TrainingLog:
         """``algo`` trained: its CSV written whole from ``metrics`` (``train_metrics.npz``), the event
         files completed (a run of several processes writes them all here) and closed."""
         text = csv_lines(metrics, self._cols(algo, metrics), header=True)
-        write_text(self.folder.algo_dir(self.env, algo) / CSV_NAME, text)
+        write_text(self.dirs[algo] / CSV_NAME, text)
         for s in range(next(iter(metrics.values())).shape[0]):
             done = self.written.get((algo, s), 0)
             rest = {k: np.asarray(v)[s : s + 1, done:] for k, v in metrics.items()}

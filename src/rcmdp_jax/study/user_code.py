@@ -21,9 +21,8 @@ from rcmdp_jax import envs
 from rcmdp_jax.plugin import REGISTRIES
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_RECORDS: dict[str, dict] = {}  # a user environment's registered name -> how it was loaded
-_PLUGINS: dict[str, dict] = {}  # file path or module name -> its record, in load order
+SOURCES: dict[str, dict] = {}  # a user environment's registered name -> how it was loaded (run.json's env_sources)
+PLUGINS: dict[str, dict] = {}  # file path or module name -> its record, in load order (run.json's plugins)
 
 
 def is_source(spec: str) -> bool:
@@ -32,20 +31,6 @@ def is_source(spec: str) -> bool:
         return False
     target, _, attr = spec.rpartition(":")
     return bool(attr.isidentifier() and (target.endswith(".py") or _MODULE.match(target)))
-
-
-def folder_name(name: str) -> str:
-    """A run folder's name for an environment or algorithm: letters, digits, ``-``, ``_`` and ``.``."""
-    return _SAFE.sub("_", name).strip("_") or "_"
-
-
-def check_folder_names(names) -> None:
-    """``ValueError`` if two names would share a run folder (``folder_name``)."""
-    seen: dict[str, str] = {}
-    for n in names:
-        if (folder := folder_name(n)) in seen:
-            raise ValueError(f"{seen[folder]!r} and {n!r} would share the folder {folder!r}; rename one")
-        seen[folder] = n
 
 
 def _record(spec: str) -> dict:
@@ -121,7 +106,7 @@ def load_env(record: dict, name: str) -> str:
         envs.register(name, obj)
     except (Exception, SystemExit) as err:
         raise _one_line(f"cannot load {where}: ", err) from None
-    _RECORDS[name] = record
+    SOURCES[name] = record
     return name
 
 
@@ -130,11 +115,6 @@ def load_spec(spec: str) -> tuple[str, dict]:
     record = _record(spec)
     name = f"{Path(record['file']).name}:{record['attr']}" if "file" in record else spec
     return load_env(record, name), record
-
-
-def sources(names) -> dict:
-    """``{name: record}`` of the user environments among ``names`` (for run.json)."""
-    return {n: _RECORDS[n] for n in names if n in _RECORDS}
 
 
 def restore_envs(plan: dict) -> None:
@@ -179,11 +159,6 @@ def description(name: str) -> dict:
     return out
 
 
-def descriptions(names) -> dict:
-    """``{name: description(name)}`` of the user environments among ``names`` (for run.json)."""
-    return {n: description(n) for n in names if n in envs.registered()}
-
-
 def check_described(name: str, described, ignore=()) -> None:
     """``ValueError`` in one line, naming what differs, unless ``described`` (a plan's ``env_descriptions``)
     holds ``name``'s ``description`` now (the keys in ``ignore`` not compared)."""
@@ -220,8 +195,8 @@ def _registered() -> set[tuple[str, str]]:
 def load_plugin(record: dict) -> dict:
     """Import the plug-ins of ``record`` (once a process): its record with ``sha256`` and ``registers``;
     ``ValueError`` in one line when it cannot be imported or registers nothing."""
-    if (key := _where(record)) in _PLUGINS:
-        return _PLUGINS[key]
+    if (key := _where(record)) in PLUGINS:
+        return PLUGINS[key]
     before = _registered()
     module = _import(record, f"--plugins {key}: cannot import it: ")
     if not (added := sorted(_registered() - before)):
@@ -230,8 +205,8 @@ def load_plugin(record: dict) -> dict:
                          "or envs.register in it")  # fmt: skip
     source = record.get("file") or getattr(module, "__file__", None)
     digest = hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else ""
-    _PLUGINS[key] = {**record, "sha256": digest, "registers": [f"{k} {n}" for k, n in added]}
-    return _PLUGINS[key]
+    PLUGINS[key] = {**record, "sha256": digest, "registers": [f"{k} {n}" for k, n in added]}
+    return PLUGINS[key]
 
 
 def load_plugin_specs(specs) -> list[dict]:
@@ -244,11 +219,6 @@ def load_plugin_specs(specs) -> list[dict]:
             raise ValueError(f"--plugins {bad[0]!r} is not allowed; give FILE.py or PACKAGE.MODULE")
         names += parts
     return [load_plugin(_record(s)) for s in dict.fromkeys(names)]
-
-
-def loaded_plugins() -> list[dict]:
-    """The records of every plug-in file and module this process loaded (for run.json)."""
-    return list(_PLUGINS.values())
 
 
 def restore_plugins(plan: dict) -> None:
