@@ -11,7 +11,7 @@ import types
 
 from rcmdp_jax.sizes import PlanError
 
-ENTRY: list = []  # non-empty in a console command's own process (``console.main``, ``report``)
+ENTRY: list = []  # non-empty in a console command's own process (``console.main``, ``report_main``)
 
 
 class Parser(argparse.ArgumentParser):

@@ -74,3 +74,8 @@ def main(argv=None) -> int:
         ENTRY.append(True)
     argv = sys.argv[1:] if argv is None else list(argv)
     return _command(argv[0], argv[1:]) if argv[:1] and argv[0] in COMMANDS else train(argv)
+
+
+def report_main() -> int:
+    ENTRY.append(True)
+    return report(sys.argv[1:])
