@@ -142,14 +142,14 @@ def test_resume_with_auto_takes_the_budgets_its_search_found_and_refuses_another
     plan = build_plan(cli.parse_args(argv))
     folder = RunFolder(tmp_path / "run")
     folder.root.mkdir()
-    with pytest.raises(cli.UsageError, match="was not trained with --budget auto"):
+    with pytest.raises(cli.PlanError, match="was not trained with --budget auto"):
         cli.searched_budgets(folder, plan)
     record = {"cartpole": {"ppo": {"converged": 25_000, "reached": 51_200, "cap": 60_000}}}
     (folder.root / "budget_auto.json").write_text(json.dumps(record))
     assert cli.searched_budgets(folder, plan) == {"cartpole": 25_000}
     record["cartpole"]["ppo"]["cap"] = 100_000  # searched with another --steps
     (folder.root / "budget_auto.json").write_text(json.dumps(record))
-    with pytest.raises(cli.UsageError, match="searched up to 100,000"):
+    with pytest.raises(cli.PlanError, match="searched up to 100,000"):
         cli.searched_budgets(folder, plan)
     record["cartpole"]["ppo"] |= {"cap": 60_000, "converged": None}  # none found: the cap
     (folder.root / "budget_auto.json").write_text(json.dumps(record))

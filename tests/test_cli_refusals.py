@@ -166,7 +166,7 @@ def test_eval_only_refuses_an_option_it_ignores_even_at_its_default(tmp_path):
     does for any other value: an option given is never ignored in silence."""
     for extra, name in ((["--seeds", "10"], "--seeds"), (["--budget", "short"], "--budget"), (["--set", "lr=1"], "--set")):
         args = cli.parse_args(["--eval-only", str(tmp_path / "run"), *extra])
-        with pytest.raises(cli.UsageError, match=f"it does not use {name}: drop it"):
+        with pytest.raises(cli.PlanError, match=f"it does not use {name}: drop it"):
             cli.plan_and_folder(args, None, first=True)
 
 

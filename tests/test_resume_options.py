@@ -54,7 +54,7 @@ def test_an_option_given_must_agree(saved):
     _, got = _resumed(["--resume", "--out", str(out), "--set", "cost_margin=2"])  # one config option: compared whole
     assert plan.differences(got)[0].startswith("configs: cartpole/MDPO-Lag: cost_margin")
     args = cli.parse_args(["--resume", "--out", str(out), "--seeds", "3"])
-    with pytest.raises(cli.UsageError, match=r"the options differ .* \(seeds\)"):
+    with pytest.raises(cli.PlanError, match=r"the options differ .* \(seeds\)"):
         cli.plan_and_folder(args, None, first=True)
 
 

@@ -57,6 +57,6 @@ def test_worst_case_takes_all_or_costs():
     assert [build_plan(cli.parse_args(ARGS + extra)).worst_case
             for extra in ([], ["--worst-case"], ["--worst-case", "costs"])] == [None, "all", "costs"]  # fmt: skip
     with pytest.raises(
-        cli.UsageError, match="--worst-case: invalid choice: 'return' \\(choose from '?all'?, '?costs'?\\)"
+        cli.PlanError, match="--worst-case: invalid choice: 'return' \\(choose from '?all'?, '?costs'?\\)"
     ):
         cli.parse_args(ARGS + ["--worst-case", "return"])

@@ -15,7 +15,7 @@ import jax
 from rcmdp_jax.atomic import write_text
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.study import runtime
-from rcmdp_jax.study.commands import Parser, UsageError, refuse, signals_exit
+from rcmdp_jax.study.commands import Parser, refuse, signals_exit
 from rcmdp_jax.study.notes import say_before_training
 from rcmdp_jax.study.plan import AUTO, build_plan, new_plan, resumed_plan, with_budgets
 from rcmdp_jax.study.run_folder import RunFolder, take
@@ -91,12 +91,12 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
     if args.eval_only:
         unused = [f"--{k.replace('_', '-')}".replace("--sets", "--set") for k in EVAL_ONLY_UNUSED if k in args.given]
         if unused:
-            raise UsageError(f"--eval-only reruns the sweep of a run folder as it was trained; it does not use "
+            raise PlanError(f"--eval-only reruns the sweep of a run folder as it was trained; it does not use "
                              f"{', '.join(unused)}: drop it, or train into a new --out")  # fmt: skip
         folder = RunFolder(args.eval_only)
         plan = folder.open("--eval-only", results=False)  # the results it re-creates
         if args.n_test is not None and args.n_test != plan.n_test:
-            raise UsageError(f"--eval-only reruns the sweep of {folder.root} as it was run (--n-test "
+            raise PlanError(f"--eval-only reruns the sweep of {folder.root} as it was run (--n-test "
                              f"{plan.n_test or 'default'}); to test with another --n-test, train into a new --out")  # fmt: skip
         return plan, folder
     plan = plan or resumed_plan(args) or build_plan(args)
@@ -106,11 +106,11 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
         if args.budget == AUTO:  # the budgets its search found, not the search's cap
             plan = with_budgets(plan, searched_budgets(folder, plan))
         if differ := saved.differences(plan):
-            raise UsageError(f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use "
+            raise PlanError(f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use "
                              "the same options")  # fmt: skip
         return saved, folder
     if first and folder.exists("--out"):
-        raise UsageError(f"output folder {folder.root} already exists; use --resume to continue it or choose another "
+        raise PlanError(f"output folder {folder.root} already exists; use --resume to continue it or choose another "
                          "--out" if folder.root.is_dir() else f"--out {folder.root} is a file, not a folder; choose "
                          "another --out")  # fmt: skip
     return plan, folder
@@ -123,14 +123,14 @@ def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
         record = json.loads(path.read_text())
         found = {e: [(f["converged"], int(f["cap"])) for f in record[e].values()] for e in plan.envs}
     except (OSError, ValueError, KeyError, TypeError):
-        raise UsageError(f"--resume --budget auto: {folder.root} was not trained with --budget auto (no readable "
+        raise PlanError(f"--resume --budget auto: {folder.root} was not trained with --budget auto (no readable "
                          f"{path.name}); resume it with the options it was started with, or --resume --out "
                          f"{folder.root} alone") from None  # fmt: skip
     budgets = {}
     for e, rows in found.items():
         cap = next(iter(plan.configs[e].values())).total_timesteps
         if any(c != cap for _, c in rows):
-            raise UsageError(f"--resume --budget auto: the run in {folder.root} searched up to {rows[0][1]:,} policy "
+            raise PlanError(f"--resume --budget auto: the run in {folder.root} searched up to {rows[0][1]:,} policy "
                              f"steps on {e}, this command up to {cap:,} (--steps); use the same options")  # fmt: skip
         budgets[e] = max(int(n or c) for n, c in rows)
     return budgets
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
         if not args.eval_only and not args.resume and first and not auto:
             folder.create(plan)
         release = take(folder.root) if first and not auto else (lambda: None)
-    except (UsageError, PlanError, RunFolderError) as err:
+    except (PlanError, RunFolderError) as err:
         return refuse(program_name(), str(err))
     runtime.speed_up(args.compile_cache)
     if auto:

@@ -7,32 +7,24 @@ import argparse
 import contextlib
 import os
 import sys
+import types
+
+from rcmdp_jax.sizes import PlanError
 
 ENTRY: list = []  # non-empty in a console command's own process (``console.main``, ``report_main``)
 
 
-class UsageError(ValueError):
-    """Bad command-line input: reported in one line, exit status 2, nothing written."""
-
-
 class Parser(argparse.ArgumentParser):
-    """A command's options: a wrong one is a ``UsageError`` the command says in one line."""
+    """A command's options: a wrong one is a ``PlanError`` the command says in one line."""
 
     def error(self, message):
-        raise UsageError(f"{message} (see --help)")
+        raise PlanError(f"{message} (see --help)")
 
 
 def refuse(prog: str, message: str) -> int:
     """``PROG: error: MESSAGE`` on stderr; 2, a refusal's exit status."""
     print(f"{prog}: error: {message}", file=sys.stderr)
     return 2
-
-
-class SignalState:
-    """What ``signals_exit``'s handler says (``said``) and calls before the exit (``undo``)."""
-
-    def __init__(self, said: str):
-        self.said, self.undo = said, []
 
 
 @contextlib.contextmanager
@@ -43,7 +35,7 @@ def signals_exit(prog: str, said: str):
     import signal
     import threading
 
-    state = SignalState(said)
+    state = types.SimpleNamespace(said=said, undo=[])  # what the handler says and calls before the exit
     signals = (signal.SIGINT, signal.SIGTERM)
 
     def interrupted(signum, frame):

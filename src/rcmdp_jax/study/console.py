@@ -19,26 +19,21 @@ def split_cpu() -> None:
         print(note, flush=True)
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's stop) while the command starts: handled as Ctrl-C is."""
-
-
-def _terminate(signum, frame):
-    raise _Terminated()
-
-
 def _started(command, argv, said: str) -> int:
     """``command(argv)``; Ctrl-C (SIGTERM) while it starts is one line (``said``), exit 130 (143)."""
     import signal
     import threading
 
+    def terminate(signum, frame):  # SIGTERM (a scheduler's stop) while the command starts: handled as Ctrl-C is
+        raise KeyboardInterrupt(signum)
+
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
     try:
         return command(argv)
     except KeyboardInterrupt as err:
         print(f"\ninterrupted while starting: {said}", file=sys.stderr)
-        return 128 + signal.SIGTERM if isinstance(err, _Terminated) else 130
+        return 128 + signal.SIGTERM if err.args == (signal.SIGTERM,) else 130
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)

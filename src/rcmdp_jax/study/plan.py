@@ -136,18 +136,6 @@ def check_devices(args) -> None:
             raise PlanError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
 
 
-def check_before_processes(args) -> None:
-    """``--distributed``: what can be checked before the handshake (gymnax's import starts JAX)."""
-    plan_algos(args)
-    check_numbers(args)
-    overrides = parse_sets(args.sets)
-    try:
-        with np.errstate(all="ignore"):
-            validate_hparams(Config().replace(**overrides).hparams)
-    except (ValueError, TypeError) as err:
-        raise PlanError(f"--set: {err}") from None
-
-
 def check_distinct(configs: dict) -> None:
     """Two names of ``--algos`` for one configuration (``@lr=1e-3``, ``@lr=0.001``) are refused."""
     seen: dict = {}
@@ -295,7 +283,13 @@ def new_plan(args) -> Plan | None:
         raise PlanError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
     load_plugins(args)
     if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
-        check_before_processes(args)
+        plan_algos(args)  # what can be checked before it
+        check_numbers(args)
+        try:
+            with np.errstate(all="ignore"):
+                validate_hparams(Config().replace(**parse_sets(args.sets)).hparams)
+        except (ValueError, TypeError) as err:
+            raise PlanError(f"--set: {err}") from None
         return None
     return resumed_plan(args) or build_plan(args)
 

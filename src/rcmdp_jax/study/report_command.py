@@ -9,7 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from rcmdp_jax.study.commands import SignalState, refuse, signals_exit, signals_held
+from rcmdp_jax.study.commands import refuse, signals_exit, signals_held
 
 PROG = "rcmdp report"  # as its error lines begin, like the runner's and feasibility's
 STAGE = ".report-"  # the folder (in an environment's) where a report is written before it replaces the old one
@@ -55,7 +55,7 @@ def report_error(message: str) -> int:
     return refuse(prog, message.replace("run.py --", f"{program_name()} --"))
 
 
-def _rewrite(folder, plan, state: SignalState) -> int:
+def _rewrite(folder, plan, state) -> int:
     from rcmdp_jax import envs
     from rcmdp_jax.study.report import write_env_report
     from rcmdp_jax.study.run_folder import DamagedFile

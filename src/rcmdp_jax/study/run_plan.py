@@ -63,7 +63,7 @@ class Plan:
 
     @classmethod
     def built(cls, configs: dict, **fields) -> Plan:
-        """A new plan of ``fields`` and ``configs`` (``with_configs``)."""
+        """A new plan of ``fields`` and ``configs`` (``with_configs``): one call into this module."""
         return cls(**fields).with_configs(configs)
 
     def with_configs(self, configs: dict) -> Plan:
