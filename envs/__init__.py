@@ -110,6 +110,16 @@ def check(name: str) -> None:
         import_module("rcmdp_jax.envs.brax_presets").check(name)
 
 
+def cost_names(name: str, m: int) -> tuple[str, ...]:
+    """The names of environment ``name``'s ``m`` constraint costs: its spec's, ``C_1, C_2, ...`` where
+    it names none, or another number of them (or is not known)."""
+    try:
+        names = tuple(spec(name).cost_names)
+    except (ValueError, TypeError):
+        names = ()
+    return names if len(names) == m else tuple(f"C_{j + 1}" for j in range(m))
+
+
 def spec(name: str):
     """The ``DomainSpec`` of environment ``name``, without building the environment: a
     built-in domain's ``SPEC``, a ``gymnax:`` name's (``gymnax_presets.domain_spec``) or

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rcmdp_jax import envs
 from rcmdp_jax.kernel_text import kernel_names
 
 RUN_PY = Path(__file__).resolve().parent.parent / "experiments" / "run.py"  # the command users call
@@ -60,10 +61,9 @@ def column_values(metrics, column, env="cartpole"):
     ``training_log.columns``: its metric and the entry of its trailing axes, flattened),
     ``[seeds, iterations]``."""
     from rcmdp_jax.study import training_log
-    from rcmdp_jax.study.report import cost_names
 
     xi, lam = np.shape(metrics["xi"]), np.shape(metrics.get("lam", np.zeros((1, 1))))
-    cols = training_log.columns(metrics, kernel_names(env, xi[2:]), cost_names(env, lam[-1]) if len(lam) > 2 else ())
+    cols = training_log.columns(metrics, kernel_names(env, xi[2:]), envs.cost_names(env, lam[-1]) if len(lam) > 2 else ())
     name, j = next((m, j) for c, m, j in cols if c == column)
     values = np.asarray(metrics[name])
     return values if j is None else values.reshape(values.shape[:2] + (-1,))[..., j]

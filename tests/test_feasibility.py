@@ -149,7 +149,7 @@ def test_a_cost_that_never_moves_is_warned_of_and_a_moving_one_is_not():
     assert costs.shape == (3, 10, 1) and np.ptp(costs) > 0.5  # s' = xi - a + noise, a random in {0, 1}
     assert cost_check.cannot_bind("drift-moving") == []
     (line,) = cost_check.cannot_bind("drift-fixed")
-    assert "constraint 'C0' cannot bind" in line and "+0.25 on every step" in line
+    assert "constraint 'C_1' cannot bind" in line and "+0.25 on every step" in line
     assert cost_check.constant(np.array([[[1.0, 2.0]], [[1.0, np.nan]], [[1.0, 3.0]]])) == [(0, 1.0)]
     # check_feasibility says it before it trains (the progress line that starts training stops it here)
     said = []

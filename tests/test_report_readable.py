@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 
+from rcmdp_jax import envs
 from rcmdp_jax.presets import ALGORITHMS, schedule_variants
 from rcmdp_jax.study import plots, report
 
@@ -73,10 +74,10 @@ def test_the_legend_defines_every_column_and_mark():
 
 
 def test_costs_are_named():
-    assert report.cost_names("cartpole", 1) == ("|x_dot|-0.15",)
-    assert report.cost_names("inventory3d", 3)[2] == "a_3-0.5s_3"
-    assert report.cost_names("gymnax:Pendulum-v1@costs=speed,torque", 2) == ("speed", "torque")
-    assert report.cost_names("nowhere", 2) == ("C_1", "C_2")
+    assert envs.cost_names("cartpole", 1) == ("|x_dot|-0.15",)
+    assert envs.cost_names("inventory3d", 3)[2] == "a_3-0.5s_3"
+    assert envs.cost_names("gymnax:Pendulum-v1@costs=speed,torque", 2) == ("speed", "torque")
+    assert envs.cost_names("nowhere", 2) == ("C_1", "C_2")
 
 
 def test_fourteen_lines_are_told_apart_and_lambda_only_for_constrained(tmp_path):

@@ -62,13 +62,12 @@ def cannot_bind(name: str, episodes: int = EPISODES, seed: int = 0) -> list[str]
 
     if name.startswith(envs.GYMNAX_PREFIX) and not envs.gymnax_has_costs(name):
         return []  # a gymnax id named without costs: its placeholder constraint is 0 by design
-    spec = envs.spec(name)
     try:
         costs = step_costs(name, episodes, seed)
     except (NotImplementedError, AttributeError):  # a space without ``sample``: training says what it needs
         return []
     m = costs.shape[-1]
-    names = tuple(spec.cost_names) if len(spec.cost_names) == m else tuple(f"C{j}" for j in range(m))
+    names = envs.cost_names(name, m)
     return [f"{name}: constraint {names[j]!r} cannot bind: its cost is {value:+.4g} on every step of {episodes} "
             f"random-policy episodes on the nominal kernel, and a cost no policy changes constrains nothing "
             f"(does its field move? is its limit within reach?)" for j, value in constant(costs)]  # fmt: skip

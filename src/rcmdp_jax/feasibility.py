@@ -221,7 +221,7 @@ def check_feasibility(name: str, config: FeasibilityConfig | None = None, contro
     check_sizes(name, cfg)
     cost_check.warn(name, progress)  # a cost no policy changes: said before anything trains
     n_test = int(cfg.n_test or spec.n_test)
-    names = tuple(spec.cost_names) if len(spec.cost_names) == m else tuple(f"C{j}" for j in range(m))
+    names = envs.cost_names(name, m)
     levels = np.asarray(DISTORTION_LEVELS, np.float64)
     grid = env.test_kernels(levels, params)
     labels, xi_c = kernel_names(name, np.shape(params.xi_c)), np.asarray(params.xi_c)

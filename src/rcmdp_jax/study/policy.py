@@ -129,7 +129,6 @@ class LoadedPolicy:
         from rcmdp_jax.chunked import cached, policy_key
         from rcmdp_jax.evaluate import policy_sweep
         from rcmdp_jax.rollout import Policy
-        from rcmdp_jax.study.report import cost_names
 
         xi = self.kernel(kernel)
         n = self.n_test if n_episodes is None else n_episodes
@@ -154,7 +153,7 @@ class LoadedPolicy:
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
         stats = {k: mean_se(v) for k, v in episodes.items()}  # a value with a constraint axis: per constraint
         metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in stats.items() if m.ndim == 0}
-        names = cost_names(self.env_name, self.env.num_constraints)
+        names = envs.cost_names(self.env_name, self.env.num_constraints)
         constraints = {
             c: {k: (float(m[j]), float(s[j])) for k, (m, s) in stats.items() if m.ndim == 1}
             for j, c in enumerate(names)

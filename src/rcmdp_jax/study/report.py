@@ -58,15 +58,6 @@ def latex_table(rows) -> str:
     return "\n".join(lines + [r"\bottomrule", r"\end{tabular}"]) + "\n"
 
 
-def cost_names(env_name: str, m: int) -> tuple[str, ...]:
-    """The names of the ``m`` constraint costs of ``env_name`` (its ``DomainSpec``'s; ``C_j`` where unknown)."""
-    try:
-        names = envs.spec(env_name).cost_names
-    except (ValueError, TypeError):
-        names = ()
-    return tuple(names) if len(names) == m else tuple(f"C_{j + 1}" for j in range(m))
-
-
 def installed(module: str) -> bool:
     """Whether an optional package imports (matplotlib, rliable)."""
     try:
@@ -85,7 +76,7 @@ def write_env_report(folder: RunFolder, env_name: str, algos, made, configs=None
     if not results:
         return ""
     kept = {a: r for a, r in results.items() if r is not None}
-    names = cost_names(env_name, env.num_constraints)
+    names = envs.cost_names(env_name, env.num_constraints)
     if not plots and (stale := drop_stale(out, len(names))):
         print(f"--plots off: removed the earlier report's figures ({', '.join(stale)}); 'rcmdp report RUN_DIR' draws "
               "them again")  # fmt: skip

@@ -10,9 +10,9 @@ import shutil
 
 import numpy as np
 
+from rcmdp_jax import envs
 from rcmdp_jax.atomic import write_text
 from rcmdp_jax.kernel_text import kernel_names
-from rcmdp_jax.study.report import cost_names
 from rcmdp_jax.study.run_plan import PlanError
 
 # each metric's name in the log: ``{c}`` a constraint's name, ``{f}`` a kernel field's
@@ -107,7 +107,7 @@ class TrainingLog:
         if algo not in self.cols:  # the constraints by their spec's names where it names each, else numbered
             xi, lam = np.shape(metrics.get("xi", 0)), np.shape(metrics.get("lam", 0))
             names = kernel_names(self.env, xi[2:]) if len(xi) > 2 else ()
-            self.cols[algo] = columns(metrics, names, cost_names(self.env, lam[-1]) if len(lam) > 2 else ())
+            self.cols[algo] = columns(metrics, names, envs.cost_names(self.env, lam[-1]) if len(lam) > 2 else ())
         return self.cols[algo]
 
     def chunk(self, member: int, metrics: dict, first_iteration: int, seeds=None) -> None:
