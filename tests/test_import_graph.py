@@ -110,3 +110,14 @@ def test_the_library_imports_nothing_of_the_shell_and_the_search_nothing_of_the_
     up = {m: sorted(t for t in graph[m] if t.startswith("rcmdp_jax.study")) for m in library}
     assert not {m: t for m, t in up.items() if t}, "library modules importing the study"
     assert not [t for t in graph["rcmdp_jax.worst_case"] if t.startswith("rcmdp_jax.adversary")]
+
+
+def test_the_console_imports_nothing_heavy_before_a_command_starts():
+    # the commands' entry point splits the CPU (XLA_FLAGS) and catches Ctrl-C as a command starts: importing
+    # it must not import JAX (a second and more under load, in which Ctrl-C would be a traceback)
+    import subprocess
+    import sys
+
+    code = "import sys, rcmdp_jax.study.console; print(sorted(m for m in ('jax', 'numpy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

@@ -9,8 +9,6 @@ import os
 import sys
 import types
 
-from rcmdp_jax.sizes import PlanError
-
 ENTRY: list = []  # non-empty in a console command's own process (``console.main``, ``report_main``)
 
 
@@ -18,6 +16,8 @@ class Parser(argparse.ArgumentParser):
     """A command's options: a wrong one is a ``PlanError`` the command says in one line."""
 
     def error(self, message):
+        from rcmdp_jax.sizes import PlanError  # here: a command imports nothing heavy before the CPU split
+
         raise PlanError(f"{message} (see --help)")
 
 
