@@ -152,8 +152,8 @@ def close_calls(entry: dict, algo: str, name: str, kernels: dict, env: str | Non
     where, the seed, its mean ± standard error against the limit, and the command that decides it
     with more test episodes; ``kernels``: ``{"nominal": ..., "worst": ...}`` as ``rcmdp eval --kernel``
     reads them; ``env``: the run's environment, for a folder of several."""
-    by_ep, shift = entry.get("decides", "C <= 0") != "C <= 0", entry.get("budget") or 0.0
-    what, limit = ("EpCost", f"{shift:g}") if by_ep else ("C", "0")
+    kind = Constraint(entry["kind"], entry["gamma_c"], entry["budget"])
+    what, shift = ("EpCost", kind.budget) if kind.by_ep_cost else ("C", 0.0)  # the limit the means are against
     out = []
     for where in ("nominal", "worst") if entry.get("worst_level_index") else ("nominal",):  # level 0: nominal
         for seed, v in enumerate(entry.get(f"{where}_verdicts", ())):
@@ -163,7 +163,7 @@ def close_calls(entry: dict, algo: str, name: str, kernels: dict, env: str | Non
             needed = entry[f"{where}_seed_needed"][seed]
             side = "above" if mean > 0 else "under" if mean < 0 else "at"
             line = (f"{algo}, {name}, {'at the nominal kernel' if where == 'nominal' else 'on its worst kernel'}: seed "
-                    f"{seed} {what} {mean + (shift if by_ep else 0.0):.4g} ± {se:.2g}, {side} {limit}")  # fmt: skip
+                    f"{seed} {what} {mean + shift:.4g} ± {se:.2g}, {side} {shift:g}")  # fmt: skip
             if needed is not None:
                 where_env = f" --env '{env}'" if env else ""
                 cmd = f"rcmdp eval RUN_DIR{where_env} --algo '{algo}' --seed {seed}"

@@ -50,7 +50,6 @@ class Evaluation:
         num = lambda x: float(x) if np.isfinite(x) else None
         pair = lambda ms: {"mean": num(ms[0]), "se": num(ms[1])}
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "episodes"}
-        out["verdicts"] = dict(self.verdicts)
         out["xi"] = np.asarray(self.xi).tolist()
         out["metrics"] = {k: pair(v) for k, v in self.metrics.items()}
         out["constraints"] = {c: {k: pair(v) for k, v in d.items()} for c, d in self.constraints.items()}
