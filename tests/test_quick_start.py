@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import events
+from doc_examples import QUICK_START, blocks, run
 
 from rcmdp_jax.study import cli, console
 
@@ -44,10 +45,10 @@ def seed_verdicts_by_hand(ep_cost: np.ndarray) -> list[str]:
 
 
 @pytest.mark.slow
-def test_the_quick_start_as_the_page_writes_it(tmp_path, capsys):
+def test_the_quick_start_as_the_page_writes_it(tmp_path, capsys, monkeypatch):
     argv = doc_command("--env gymnax:CartPole-v1")
     assert argv[argv.index("--out") + 1] == "runs/safe"
-    out = tmp_path / "safe"
+    out = tmp_path / "runs" / "safe"
     argv[argv.index("--out") + 1] = str(out)
     assert cli.main(argv + ["--plots", "off"]) == 0  # the figures aside: the page reads none
     printed = capsys.readouterr().out
@@ -89,6 +90,10 @@ def test_the_quick_start_as_the_page_writes_it(tmp_path, capsys):
     assert f'load_policy("runs/safe", "PPO-Lag", seed={seed})' in DOC.read_text() and f'kernel="{kernel}"' in DOC.read_text()
     policy = load_policy(out, "PPO-Lag", seed=seed)
     assert policy.evaluate(kernel=kernel).lines() == lines  # "the same six lines"
+
+    monkeypatch.chdir(tmp_path)  # the pages' Python blocks on this run, as they write it (doc_examples.py)
+    for page, i in sorted(QUICK_START):
+        run(blocks(page)[i], {}, f"{page}, block {i}")
 
     name = NAME.replace("/", " per ")
     got = events(out / ENV_DIR / "PPO-Lag" / "tensorboard" / "seed_1")
