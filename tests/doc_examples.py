@@ -13,20 +13,34 @@ import contextlib
 import io
 import numbers
 import re
+import shlex
 import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 # (page, block index): the blocks that read the quick start's ``runs/safe`` (test_quick_start runs them)
 QUICK_START = {("docs/api.md", 2), ("docs/cli.md", 0)}
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 VERDICT = re.compile(r"\b(?:kept|broken|too close to call)( \(kept when [^;)]*)(?:; # episodes? decide)?\)")
 
 
+def fenced(page: str) -> list[tuple[str, str]]:
+    """The fenced blocks of ``page`` (a path from the repository's root) in order: ``(language, text)``."""
+    found, language, lines = [], None, []
+    for line in (ROOT / page).read_text().splitlines(keepends=True):
+        if line.startswith("```") and language is None:
+            language, lines = line[3:].strip(), []
+        elif line.startswith("```"):
+            found.append((language, "".join(lines)))
+            language = None
+        elif language is not None:
+            lines.append(line)
+    return found
+
+
 def blocks(page: str) -> list[str]:
-    """The ```python blocks of ``page`` (a path from the repository's root), in order."""
-    return BLOCK.findall((ROOT / page).read_text())
+    """The ```python blocks of ``page``, in order."""
+    return [text for language, text in fenced(page) if language == "python"]
 
 
 def comments(source: str) -> dict[int, str]:
@@ -77,6 +91,29 @@ def printed_output(source: str) -> list[str] | None:
     while lines and lines[-1].startswith("#"):
         tail.insert(0, lines.pop()[1:].removeprefix(" "))
     return tail or None
+
+
+def transcripts(page: str, prefix: str) -> list[tuple[list[str], list[str]]]:
+    """The commands ``$ PREFIX ...`` of ``page``'s plain ``` blocks (a trailing ``\\`` joins
+    lines), each with the lines the page shows after it: ``(argv without the program, lines)``."""
+    found = []
+    for block in (text for language, text in fenced(page) if not language):
+        for part in re.split(r"^\$ ", block, flags=re.M)[1:]:
+            command, *shown = re.sub(r"\\\n\s*", " ", part).rstrip("\n").splitlines()
+            if command.startswith(prefix):
+                found.append((shlex.split(command)[1:], shown))
+    return found
+
+
+def run_command(argv: list[str], shown: list[str], main) -> None:
+    """``main(argv)`` (the console's), its stdout and stderr against the lines the page shows."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        main(argv)
+    got = out.getvalue().rstrip("\n").splitlines()
+    assert masked(got) == masked(shown), (
+        f"rcmdp {shlex.join(argv)} prints\n" + "\n".join(got) + "\nthe page shows\n" + "\n".join(shown)
+    )
 
 
 def run(source: str, namespace: dict, where: str) -> str:

@@ -7,11 +7,23 @@ trains that run; every block of every page is run by one of the two or named her
 import ast
 import re
 import shlex
+import sys
 
 import pytest
-from doc_examples import QUICK_START, ROOT, agrees, blocks, literal, masked, printed_output, run
+from doc_examples import (
+    QUICK_START,
+    ROOT,
+    agrees,
+    blocks,
+    literal,
+    masked,
+    printed_output,
+    run,
+    run_command,
+    transcripts,
+)
 
-from rcmdp_jax.study import cli
+from rcmdp_jax.study import cli, console
 
 NOT_RUN = {("docs/cli.md", 1): "reads the event files with TensorBoard's own reader (the tensorboard package, "
            "not a test dependency); test_quick_start reads the same tags with tensorboardX's"}  # fmt: skip
@@ -87,6 +99,11 @@ def test_readme_and_api_examples(tmp_path, monkeypatch):
     readme["make"]()  # README's my_env.py builds its environment
     assert cli.main([*tiny_run_args(), "--out", "runs/tiny"]) == 0
     run_page("docs/api.md")
+    monkeypatch.setattr(sys, "argv", ["rcmdp"])  # the commands' name in their messages
+    shown = transcripts("docs/cli.md", "rcmdp eval runs/tiny")
+    assert len(shown) == 2, shown  # a result and a refusal
+    for argv, lines in shown:
+        run_command(argv, lines, console.main)
 
 
 @pytest.mark.slow
