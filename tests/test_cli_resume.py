@@ -222,3 +222,39 @@ def test_run_folder_rules_eval_only_resume_lock_and_damaged_files(full_run, tmp_
                       (_load(out, "MDPO-Lag", "test_results.npz"), want_tests)):  # fmt: skip
         for key in want:
             np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+@pytest.mark.slow
+def test_a_run_stopped_mid_family_resumes_from_its_snapshot(tmp_path, capsys, monkeypatch):
+    """Ctrl-C in the middle of a family's training (a snapshot after every chunk here; every
+    ``snapshots.EVERY_S`` seconds by default): ``--resume`` continues from the last snapshot, and
+    the run folder holds what an uninterrupted run writes."""
+    from tiny_configs import HOSTILE_TINY
+
+    from rcmdp_jax import snapshots
+    from rcmdp_jax.study.training_log import TrainingLog
+
+    argv = list(HOSTILE_TINY)
+    argv[argv.index("--steps") + 1] = "768"  # 12 iterations: three chunks of the program `trained` runs
+    assert cli.main(argv + ["--out", str(tmp_path / "whole")]) == 0
+    monkeypatch.setattr(snapshots, "EVERY_S", 0.0)
+    logged = TrainingLog.chunk
+
+    def stopped(self, member, metrics, first_iteration, seeds=None):
+        if first_iteration >= 5:
+            raise KeyboardInterrupt  # the process dies in the second chunk: the snapshot holds iterations 0-4
+        return logged(self, member, metrics, first_iteration, seeds)
+
+    monkeypatch.setattr(TrainingLog, "chunk", stopped)
+    out = tmp_path / "stopped"
+    with pytest.raises(KeyboardInterrupt):  # (a real signal ends the process: commands.signals_exit)
+        cli.main(argv + ["--out", str(out)])
+    assert (out / "cartpole" / "MDPO-Lag" / snapshots.FILE).exists()
+    monkeypatch.setattr(TrainingLog, "chunk", logged)
+    capsys.readouterr()
+    assert cli.main(argv + ["--out", str(out), "--resume"]) == 0
+    assert "continuing from iteration 5 of 12" in capsys.readouterr().out
+    assert not (out / "cartpole" / "MDPO-Lag" / snapshots.FILE).exists()
+    _assert_same_run(tmp_path / "whole", out, ["MDPO-Lag"])
+    csv = [(d / "cartpole" / "MDPO-Lag" / "train_metrics.csv").read_text() for d in (tmp_path / "whole", out)]
+    assert csv[0] == csv[1]

@@ -1,7 +1,8 @@
 """A family compiled once and trained in chunks: ``Prepared`` (the programs, the lanes over the
-devices), ``train_prepared`` (the chunks, a callback after each); and the compiled programs kept
-for the life of the process (``cached``) that the family, the sweep, the search and
-``load_policy`` share. The study's runner and ``--budget auto`` (``auto_budget``) train this way."""
+devices), ``train_prepared`` (the chunks, a callback after each, a snapshot now and then that a
+stopped run continues from); and the compiled programs kept for the life of the process
+(``cached``) that the family, the sweep, the search and ``load_policy`` share. The study's runner
+and ``--budget auto`` (``auto_budget``) train this way."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -200,17 +202,24 @@ def host(x):
     return np.asarray(x) if getattr(x, "is_fully_addressable", True) else x
 
 
-def train_prepared(prep: Prepared, label: str | None = None, on_chunk=None):
+def train_prepared(prep: Prepared, label: str | None = None, on_chunk=None, snapshot=None):
     """Train all members and seeds chunk by chunk. After each, per member, ``on_chunk(member, metrics,
     start, seeds)``: its metrics (leaves ``[seeds, iterations, ...]`` in host memory, no rows past
     the run's end), the first iteration, the seeds (None: all); a true return stops there (the
     members and seeds begun are returned). Only where this process holds every lane (one process).
     ``label``: the progress printed (None: none).
 
+    ``snapshot`` (a file path; the vmapped layout in one process): every ``snapshots.EVERY_S``
+    seconds the state and the metrics so far are written there; a call that finds one of this
+    family (the same configurations, seeds, chunk and devices) continues from it, its metrics so
+    far passed to ``on_chunk`` first, and trains the numbers an uninterrupted call trains, bit for
+    bit. Removed when the family is trained; one of another family is said and ignored.
+
     Returns ``([TrainResult per member, leading axis = seed], train seconds)``."""
     import jax
     import jax.numpy as jnp
 
+    from rcmdp_jax import snapshots
     from rcmdp_jax.train import TrainResult
 
     n_iter, chunk = prep.n_iter, prep.chunk
@@ -218,37 +227,52 @@ def train_prepared(prep: Prepared, label: str | None = None, on_chunk=None):
         how = prep.store_note if prep.loaded else f"compiled in {fmt(prep.compile_s)}"
         note = f"; {prep.store_note}" if prep.store_note and not prep.loaded else ""
         print(f"{label} {how} ({n_iter} iterations, {chunk} per chunk{note})", flush=True)
+    keep = snapshot is not None and prep.use_vmap and jax.process_count() == 1
     results, t_train = [], time.perf_counter()
     total_chunks = -(-n_iter // chunk) * len(prep.batches)
     done, next_report, stop = 0, 0.0, False
     axis = 1 if prep.use_vmap else 0  # the metrics' iteration axis
+    join = lambda *xs: (np if isinstance(xs[0], np.ndarray) else jnp).concatenate(xs, axis)
+
+    def report(metrics, start, batch):
+        if on_chunk is None or jax.process_count() != 1:
+            return False
+        if prep.use_vmap:
+            parts = [(m, tree, None) for m, tree in enumerate(prep.by_member(metrics))]
+        else:  # one member and seed
+            n = prep.keys.shape[0]
+            parts = [(batch // n, jax.tree.map(lambda x: x[None], metrics), [batch % n])]
+        return any([on_chunk(m, tree, start, seeds) for m, tree, seeds in parts])
+
     for batch, (keys, members) in enumerate(prep.batches):
         state, members = prep.start(keys, members)
-        chunks = []
-        for start in range(0, n_iter, chunk):
+        chunks, first = [], 0
+        if keep and (found := snapshots.read(snapshot, prep, state, label)) is not None:
+            state, first, past = found
+            chunks.append(past)
+            stop = report(past, 0, batch)
+            done = first // chunk
+        done_here, saved_at = done, time.perf_counter()
+        for start in range(first, n_iter if not stop else first, chunk):
             state, metrics = prep.step(state, members, np.int32(start))
             metrics = jax.tree.map(host, metrics)
             if start + chunk > n_iter:  # the last chunk's slots past the run's end did nothing
                 metrics = jax.tree.map(lambda x: x[(slice(None),) * axis + (slice(n_iter - start),)], metrics)
             chunks.append(metrics)
-            if on_chunk is not None and jax.process_count() == 1:
-                if prep.use_vmap:
-                    parts = [(m, tree, None) for m, tree in enumerate(prep.by_member(metrics))]
-                else:  # one member and seed
-                    n = prep.keys.shape[0]
-                    parts = [(batch // n, jax.tree.map(lambda x: x[None], metrics), [batch % n])]
-                stop = any([on_chunk(m, tree, start, seeds) for m, tree, seeds in parts])
+            stop = report(metrics, start, batch)
             done += 1
+            if keep and start + chunk < n_iter and time.perf_counter() - saved_at >= snapshots.EVERY_S:
+                snapshots.write(snapshot, prep, state, start + chunk, jax.tree.map(join, *chunks))
+                saved_at = time.perf_counter()
             frac = done / total_chunks
             if label is not None and (frac >= next_report or done == total_chunks):
                 jax.block_until_ready(state)
                 elapsed = time.perf_counter() - t_train
-                eta = elapsed / frac - elapsed
+                eta = elapsed / (done - done_here) * (total_chunks - done)
                 print(f"{label} {100 * frac:5.1f}%  elapsed {fmt(elapsed)}  ETA {fmt(eta)}", flush=True)
                 next_report = frac + 0.2
             if stop:
                 break
-        join = lambda *xs: (np if isinstance(xs[0], np.ndarray) else jnp).concatenate(xs, axis)
         results.append(TrainResult(state=state, metrics=jax.tree.map(join, *chunks)))
         if stop:
             break
@@ -259,6 +283,8 @@ def train_prepared(prep: Prepared, label: str | None = None, on_chunk=None):
         stack = lambda *xs: np.stack([host(x) for x in xs])
         per_member = [jax.tree.map(stack, *results[i * n : (i + 1) * n]) for i in range(-(-len(results) // n))]
     jax.block_until_ready(per_member)
+    if keep and not stop:
+        Path(snapshot).unlink(missing_ok=True)
     return per_member, time.perf_counter() - t_train
 
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import numpy as np
 
-from rcmdp_jax import checkpoint, envs, family, make_train
+from rcmdp_jax import checkpoint, envs, family, make_train, snapshots
 from rcmdp_jax.chunked import Prepared, cached, env_identity, fmt, policy_key, train_prepared
 from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
 from rcmdp_jax.evaluate import make_eval
@@ -69,7 +69,7 @@ class Study:
         dirs = {a: self.folder.algo_dir(env, a) for a in group}
         log = TrainingLog(dirs, env, self.tensorboard, algos=missing if self.writer else [])
         try:  # (several processes: no process's log is called while it trains)
-            per_member, train_s = train_prepared(prepared, label, log.chunk)
+            per_member, train_s = train_prepared(prepared, label, log.chunk, dirs[group[0]] / snapshots.FILE)
         except BaseException:  # Ctrl-C, a full disk: the event files written so far are closed
             log.close()
             raise
