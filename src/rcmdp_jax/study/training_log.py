@@ -37,7 +37,7 @@ def event_files(choice: str) -> tuple[bool, str]:
     if choice == "off":
         return False, ""
     try:  # installed is not enough: one that fails on import would fail after the run started
-        from tensorboardX import SummaryWriter  # noqa: F401
+        from tensorboardX import FileWriter  # noqa: F401
     except Exception as err:
         why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
         if isinstance(err, ModuleNotFoundError) and err.name == "tensorboardX":
@@ -125,7 +125,7 @@ class TrainingLog:
         """One event per seed and iteration holding every column's scalar (NaN left out)."""
         if not self.tensorboard:
             return
-        from tensorboardX import SummaryWriter
+        from tensorboardX import FileWriter
         from tensorboardX.proto.summary_pb2 import Summary
 
         cols = self._cols(algo, metrics)
@@ -134,9 +134,8 @@ class TrainingLog:
         steps = np.asarray(metrics["policy_steps"]).reshape(values.shape[:2]) if "policy_steps" in metrics else None
         for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
             if (algo, s) not in self.writers:
-                logdir = self.dirs[algo] / "tensorboard" / f"seed_{s}"
-                self.writers[algo, s] = SummaryWriter(str(logdir), flush_secs=3600)
-            w = self.writers[algo, s]._get_file_writer()
+                self.writers[algo, s] = FileWriter(self.dirs[algo] / "tensorboard" / f"seed_{s}", flush_secs=3600)
+            w = self.writers[algo, s]
             for t in np.flatnonzero(ran[s_i]).tolist():
                 it = first_iteration + t
                 tags = [Summary.Value(tag="iteration", simple_value=it)]
