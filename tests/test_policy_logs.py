@@ -254,8 +254,8 @@ def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
     import tensorboardX
 
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # as if not installed
-    assert training_log.event_files("off") == (False, "")
-    on, note = training_log.event_files("auto")
+    assert runtime.event_files("off") == (False, "")
+    on, note = runtime.event_files("auto")
     assert not on and "tensorboardX is not installed" in note and "rcmdp_jax[tensorboard]" in note
     assert "train_metrics.csv" in note and "\n" not in note
     out = tmp_path / "never"
@@ -263,7 +263,7 @@ def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
     _one_line(capsys, "--tensorboard on: tensorboardX is not installed")
     assert not out.exists()
     monkeypatch.setitem(sys.modules, "tensorboardX", tensorboardX)
-    assert training_log.event_files("auto") == (True, "") == training_log.event_files("on")
+    assert runtime.event_files("auto") == (True, "") == runtime.event_files("on")
 
 
 def test_a_line_while_a_program_compiles(capsys):

@@ -21,7 +21,6 @@ from rcmdp_jax.study.plan import AUTO, build_plan, new_plan, resumed_plan, with_
 from rcmdp_jax.study.run_folder import RunFolder, take
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
-from rcmdp_jax.study.training_log import event_files
 
 
 def parse_args(argv):
@@ -152,13 +151,9 @@ def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
 def main(argv=None) -> int:
     from rcmdp_jax.study.orchestrate import Study
 
-    split_note = ""
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        if not args.distributed:  # before any JAX work
-            split_note = runtime.split_in_process(args.devices, args.seeds)
-        runtime.check_compile_cache(args.compile_cache)
-        args.event_files, args.event_note = event_files(args.tensorboard)
+        split_note = runtime.setup(args)
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
         plan, folder = plan_and_folder(args, plan, first)

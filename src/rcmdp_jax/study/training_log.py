@@ -13,7 +13,6 @@ import numpy as np
 from rcmdp_jax import envs
 from rcmdp_jax.atomic import write_text
 from rcmdp_jax.kernel_text import kernel_names
-from rcmdp_jax.study.run_plan import PlanError
 
 # each metric's name in the log: ``{c}`` a constraint's name, ``{f}`` a kernel field's
 NAMES = {
@@ -28,26 +27,6 @@ NAMES = {
     "xi": "kernel/{f}", "active": "run/active", "valid_input": "run/valid_input",
 }  # fmt: skip
 CSV_NAME = "train_metrics.csv"
-INSTALL = "pip install 'rcmdp_jax[tensorboard]'"
-
-
-def event_files(choice: str) -> tuple[bool, str]:
-    """``--tensorboard``: whether the run writes event files, and the note that says why not (``auto``);
-    ``PlanError`` for ``on`` without a working tensorboardX."""
-    if choice == "off":
-        return False, ""
-    try:  # installed is not enough: one that fails on import would fail after the run started
-        from tensorboardX import FileWriter  # noqa: F401
-    except Exception as err:
-        why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
-        if isinstance(err, ModuleNotFoundError) and err.name == "tensorboardX":
-            why = "is not installed"
-    else:
-        return True, ""
-    if choice == "on":
-        raise PlanError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
-    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
-                   "the training metrics are in each algorithm's train_metrics.csv")  # fmt: skip
 
 
 def flat(x: np.ndarray) -> np.ndarray:
