@@ -7,7 +7,6 @@ import errno
 import io
 import json
 import os
-import re
 import stat
 from pathlib import Path
 
@@ -17,27 +16,13 @@ from rcmdp_jax import envs
 from rcmdp_jax.atomic import write_bytes, write_text
 from rcmdp_jax.divergence import nonfinite_episodes
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_problem
+from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, folder_name, plan_problem
 
 
 def kept_seeds(test: dict) -> np.ndarray:
     """The seeds of a ``test_results.npz`` that count: not diverged in training, with finite test episodes."""
     keep = ~test["diverged"] if "diverged" in test else np.ones(test["V"].shape[0], bool)
     return keep & ~nonfinite_episodes(test["V"], test["C"])
-
-
-def folder_name(name: str) -> str:
-    """A run folder's name for an environment or algorithm: letters, digits, ``-``, ``_`` and ``.``."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
-
-
-def check_folder_names(names) -> None:
-    """``ValueError`` if two names would share a run folder (``folder_name``)."""
-    seen: dict[str, str] = {}
-    for n in names:
-        if (folder := folder_name(n)) in seen:
-            raise ValueError(f"{seen[folder]!r} and {n!r} would share the folder {folder!r}; rename one")
-        seen[folder] = n
 
 
 class DamagedFile(ValueError):
