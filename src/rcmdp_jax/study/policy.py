@@ -27,13 +27,6 @@ from rcmdp_jax.study.run_plan import RunFolderError
 EPISODE_METRICS = {"V": "return", "bound": "at_state_bound"}
 
 
-def has_state_bound(env) -> bool:
-    """Whether ``env`` has a state bound: it overrides ``kernel_saturated`` (Inventory's), else never at one."""
-    from rcmdp_jax.envs.base import RobustEnvironment
-
-    return type(env).kernel_saturated is not RobustEnvironment.kernel_saturated
-
-
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """``evaluate``'s answer: ``metrics`` ``{name: (mean, standard error)}`` over the episodes,
@@ -133,6 +126,7 @@ class LoadedPolicy:
         run's ``n_test``) from ``PRNGKey(seed)``; ``seed=None``: the robustness test's key of this seed
         (with ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
         from rcmdp_jax.chunked import cached, policy_key
+        from rcmdp_jax.envs.base import RobustEnvironment
         from rcmdp_jax.evaluate import policy_sweep
         from rcmdp_jax.rollout import Policy
 
@@ -158,7 +152,8 @@ class LoadedPolicy:
         out = run(self.params, self.env_params, xi, key, np.float32(self.config.hparams.gamma))
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
         stats = {k: mean_se(v) for k, v in episodes.items()}  # a value with a constraint axis: per constraint
-        kept = {k: ms for k, ms in stats.items() if k != "bound" or has_state_bound(self.env)}  # Inventory's only
+        bounded = type(env).kernel_saturated is not RobustEnvironment.kernel_saturated  # a state bound (Inventory's)
+        kept = {k: ms for k, ms in stats.items() if k != "bound" or bounded}  # else never reached: not said
         metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in kept.items() if m.ndim == 0}
         names = envs.cost_names(self.env_name, self.env.num_constraints)
         constraints = {
