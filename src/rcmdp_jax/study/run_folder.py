@@ -25,6 +25,19 @@ def kept_seeds(test: dict) -> np.ndarray:
     return keep & ~nonfinite_episodes(test["V"], test["C"])
 
 
+def looked_up(path, flag: str = "--out") -> tuple[Path, bool]:
+    """``path`` made absolute and whether it exists; ``RunFolderError`` in one line when it cannot be looked
+    up (a name too long, a file on the way, a loop of links): before anything is made."""
+    try:
+        path = Path(path).resolve()
+        os.stat(path)
+    except FileNotFoundError:
+        return path, False
+    except (OSError, RuntimeError) as err:
+        raise RunFolderError(f"{flag} {path}: {getattr(err, 'strerror', None) or err}") from None
+    return path, True
+
+
 class DamagedFile(ValueError):
     """A result file of the run folder that cannot be read (truncated, overwritten)."""
 
@@ -164,15 +177,6 @@ class RunFolder:
                         raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{bad[0]} does "
                                              "not match its checkpoint (other array shapes); it was edited: restore "
                                              "it")  # fmt: skip
-
-    def exists(self, flag: str) -> bool:
-        try:
-            os.stat(self.root)
-        except FileNotFoundError:
-            return False
-        except OSError as err:  # a name too long, a file on the way
-            raise RunFolderError(f"{flag} {self.root}: {err.strerror}") from None
-        return True
 
     def create(self, plan: Plan) -> None:
         """Make the folder (it must not exist) and write ``run.json``."""
