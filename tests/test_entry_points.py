@@ -236,12 +236,12 @@ def _budget_quick_note(tmp_path, capsys, **_) -> str:
 def _broken_tensorboardx(monkeypatch, **_) -> str:
     import types
 
-    from rcmdp_jax.study import training_log
+    from rcmdp_jax.study import runtime
 
-    monkeypatch.setitem(sys.modules, "tensorboardX", types.ModuleType("tensorboardX"))  # no SummaryWriter in it
+    monkeypatch.setitem(sys.modules, "tensorboardX", types.ModuleType("tensorboardX"))  # no FileWriter in it
     with pytest.raises(PlanError) as err:
-        training_log.event_files("on")
-    return f"{err.value} | {training_log.event_files('auto')[1]}"
+        runtime.event_files("on")
+    return f"{err.value} | {runtime.event_files('auto')[1]}"
 
 
 def _report_as(name: str, missing: bool):

@@ -134,6 +134,7 @@ def test_a_relative_kernel_and_one_outside_the_box(full_run):
     V = ev.episodes["V"].astype(np.float64)
     assert ev.metrics["return"] == pytest.approx((V.mean(), V.std(ddof=1) / 2))
     assert set(ev.constraints) == {"|x_dot|-0.15"} and "C" in ev.constraints["|x_dot|-0.15"]
+    assert list(ev.metrics) == ["return"] and "at_state_bound" not in "".join(ev.lines())  # CartPole has no bound
     one = policy.evaluate(n_episodes=1)
     assert one.in_box  # the nominal kernel
     # one episode: its standard error is 0, as stats.mean_se says of one value, and a number in the JSON
@@ -253,8 +254,8 @@ def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
     import tensorboardX
 
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # as if not installed
-    assert training_log.event_files("off") == (False, "")
-    on, note = training_log.event_files("auto")
+    assert runtime.event_files("off") == (False, "")
+    on, note = runtime.event_files("auto")
     assert not on and "tensorboardX is not installed" in note and "rcmdp_jax[tensorboard]" in note
     assert "train_metrics.csv" in note and "\n" not in note
     out = tmp_path / "never"
@@ -262,7 +263,7 @@ def test_tensorboard_without_tensorboardx(monkeypatch, tmp_path, capsys):
     _one_line(capsys, "--tensorboard on: tensorboardX is not installed")
     assert not out.exists()
     monkeypatch.setitem(sys.modules, "tensorboardX", tensorboardX)
-    assert training_log.event_files("auto") == (True, "") == training_log.event_files("on")
+    assert runtime.event_files("auto") == (True, "") == runtime.event_files("on")
 
 
 def test_a_line_while_a_program_compiles(capsys):
@@ -303,3 +304,27 @@ def test_eval_says_each_constraints_verdict_over_its_episodes(full_run):
         assert said.endswith(f"; {int(np.floor(6 * (2 * se / mean) ** 2)) + 1} episodes decide)")
     assert ev.lines()[-1].startswith("  verdict |x_dot|-0.15") and ev.lines()[-1].endswith(said)
     assert ev.to_dict()["verdicts"] == ev.verdicts
+
+
+@pytest.mark.parametrize("env, bounded", [("inventory", True), ("cartpole", False), ("gymnax:Pendulum-v1", False)])
+def test_eval_says_the_state_bound_where_the_environment_has_one(env, bounded):
+    """``at_state_bound`` (the share of episodes whose kernel mean reached Inventory's clip) on an
+    environment with a state bound only: an untrained actor on Inventory with its bound lowered to 0.5
+    reaches it in every episode; CartPole and a gymnax environment have none to report."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.networks import build_networks
+    from rcmdp_jax.presets import preset
+    from rcmdp_jax.study.policy import LoadedPolicy
+
+    cfg = preset(env, "PPO", "short")
+    robust, params = envs.make(env)
+    if bounded:
+        params = params.replace(state_bound=0.5)
+    actor, _ = build_networks(cfg, robust)
+    weights = actor.init(jax.random.PRNGKey(0), np.zeros(robust.obs_dim, np.float32))
+    policy = LoadedPolicy(None, env, "PPO", 0, cfg, weights, robust, params, actor, 4, jax.random.PRNGKey(1))
+    ev = policy.evaluate(n_episodes=4)
+    said = [line.split()[0] for line in ev.lines()[1:]]
+    assert ("at_state_bound" in ev.metrics) == ("at_state_bound" in said) == bounded, said
+    if bounded:
+        assert ev.metrics["at_state_bound"] == (1.0, 0.0) and ev.to_dict()["metrics"]["at_state_bound"]["mean"] == 1

@@ -80,16 +80,16 @@ def test_the_quick_start_as_the_page_writes_it(tmp_path, capsys, monkeypatch):
     eval_argv[1] = str(out)
     assert console.main(eval_argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert [ln.split()[0] for ln in lines[1:]] == ["return", "at_state_bound", "C", "EpCost", "verdict"]
-    ep_mean, ep_se = (float(x) for x in lines[4].split()[-3::2])  # EpCost's mean ± standard error
+    assert [ln.split()[0] for ln in lines[1:]] == ["return", "C", "EpCost", "verdict"]
+    ep_mean, ep_se = (float(x) for x in lines[3].split()[-3::2])  # EpCost's mean ± standard error
     want = "too close to call" if abs(ep_mean - 5) <= 2 * ep_se else "kept" if ep_mean <= 5 else "broken"
-    assert f" {want} (kept when EpCost <= 5" in lines[5]
+    assert f" {want} (kept when EpCost <= 5" in lines[4]
     from rcmdp_jax import load_policy
 
     seed, kernel = int(eval_argv[eval_argv.index("--seed") + 1]), eval_argv[eval_argv.index("--kernel") + 1]
     assert f'load_policy("runs/safe", "PPO-Lag", seed={seed})' in DOC.read_text() and f'kernel="{kernel}"' in DOC.read_text()
     policy = load_policy(out, "PPO-Lag", seed=seed)
-    assert policy.evaluate(kernel=kernel).lines() == lines  # "the same six lines"
+    assert policy.evaluate(kernel=kernel).lines() == lines  # "the same five lines"
 
     monkeypatch.chdir(tmp_path)  # the pages' Python blocks on this run, as they write it (doc_examples.py)
     for page, i in sorted(QUICK_START):

@@ -203,7 +203,7 @@ def test_a_file_path_loads_and_records_its_absolute_path(tmp_path, monkeypatch, 
 
 
 def test_folder_names_are_plain():
-    from rcmdp_jax.study.run_folder import check_folder_names, folder_name
+    from rcmdp_jax.study.run_plan import check_folder_names, folder_name
 
     name = "gymnax:MountainCarContinuous-v0@uncertain=power:0.2,gravity:abs:0.001@costs=speed"
     assert folder_name(name) == "gymnax_MountainCarContinuous-v0_uncertain_power_0.2_gravity_abs_0.001_costs_speed"

@@ -18,10 +18,9 @@ from rcmdp_jax.study import runtime
 from rcmdp_jax.study.commands import Parser, refuse, signals_exit
 from rcmdp_jax.study.notes import say_before_training
 from rcmdp_jax.study.plan import AUTO, build_plan, new_plan, resumed_plan, with_budgets
-from rcmdp_jax.study.run_folder import RunFolder, take
+from rcmdp_jax.study.run_folder import RunFolder, looked_up, take
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
-from rcmdp_jax.study.training_log import event_files
 
 
 def parse_args(argv):
@@ -109,7 +108,7 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
             raise PlanError(f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use "
                              "the same options")  # fmt: skip
         return saved, folder
-    if first and folder.exists("--out"):
+    if first and looked_up(folder.root)[1]:
         raise PlanError(f"output folder {folder.root} already exists; use --resume to continue it or choose another "
                          "--out" if folder.root.is_dir() else f"--out {folder.root} is a file, not a folder; choose "
                          "another --out")  # fmt: skip
@@ -152,13 +151,9 @@ def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
 def main(argv=None) -> int:
     from rcmdp_jax.study.orchestrate import Study
 
-    split_note = ""
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        if not args.distributed:  # before any JAX work
-            split_note = runtime.split_in_process(args.devices, args.seeds)
-        runtime.check_compile_cache(args.compile_cache)
-        args.event_files, args.event_note = event_files(args.tensorboard)
+        split_note = runtime.setup(args)
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
         plan, folder = plan_and_folder(args, plan, first)

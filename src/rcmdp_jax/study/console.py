@@ -63,7 +63,7 @@ def _command(name: str, argv) -> int:
 
 
 def report(argv=None) -> int:
-    """``rcmdp report`` (``experiments/report.py``: the command's own process)."""
+    """``rcmdp report`` (``rcmdp-report``, ``experiments/report.py``: the command's own process)."""
     if argv is None:
         ENTRY.append(True)
     return _command("report", sys.argv[1:] if argv is None else list(argv))
@@ -76,6 +76,4 @@ def main(argv=None) -> int:
     return _command(argv[0], argv[1:]) if argv[:1] and argv[0] in COMMANDS else train(argv)
 
 
-def report_main() -> int:
-    ENTRY.append(True)
-    return report(sys.argv[1:])
+report_main = report  # ``rcmdp-report``'s entry point

@@ -23,7 +23,7 @@ def as_options(message: str) -> str:
     return message
 
 
-def eval_args(argv):
+def run(argv: list) -> int:
     p = Parser(prog=PROG, description="A trained policy of a run folder on one kernel (docs/cli.md).")
     p.add_argument("run", metavar="RUN_DIR", help="a run folder (rcmdp --out)")
     p.add_argument("--algo", required=True, help="the algorithm, as run.json names it (e.g. MDPO-Lag)")
@@ -34,32 +34,26 @@ def eval_args(argv):
     p.add_argument("--episode-seed", type=int, default=None, help="the episodes' PRNGKey (default the test's)")
     p.add_argument("--env", default=None, help="the environment, when the run holds several")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to FILE (JSON)")
-    return p.parse_args(argv)
-
-
-def run(argv: list) -> int:
     with signals_exit(PROG, "nothing was evaluated or written"):
         try:
-            args = eval_args(argv)
+            args = p.parse_args(argv)
+            from rcmdp_jax.atomic import write_text
             from rcmdp_jax.study.policy import load_policy
-            from rcmdp_jax.study.runtime import ticking
+            from rcmdp_jax.study.runtime import os_error, ticking
 
             check_json_path(args.json)  # before anything is evaluated
             with ticking(f"{PROG}:", f"reading {args.algo}'s checkpoint"):
                 policy = load_policy(Path(args.run).absolute(), args.algo, args.seed, args.env)
             with ticking(f"{PROG}:", "compiling and running the episodes"):
                 result = policy.evaluate(args.kernel, args.n_episodes, args.episode_seed)
+            print("\n".join(result.lines()))
+            if args.json is not None:
+                try:
+                    write_text(Path(args.json), json.dumps(result.to_dict(), indent=1, allow_nan=False))
+                except OSError as err:
+                    return refuse(PROG, f"--json {os_error(err, args.json)}")
         except (ValueError, TypeError) as err:  # RunFolderError is a ValueError
             return refuse(PROG, as_options(str(err)))
-        print("\n".join(result.lines()))
-        if args.json is not None:
-            from rcmdp_jax.atomic import write_text
-            from rcmdp_jax.study.runtime import os_error
-
-            try:
-                write_text(Path(args.json), json.dumps(result.to_dict(), indent=1, allow_nan=False))
-            except OSError as err:
-                return refuse(PROG, f"--json {os_error(err, args.json)}")
         return 0
 
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import os
 import time
 from pathlib import Path
 
 from rcmdp_jax.atomic import write_text
 from rcmdp_jax.study.commands import Parser, refuse, signals_exit
-from rcmdp_jax.study.run_folder import take
+from rcmdp_jax.study.run_folder import looked_up, take
 from rcmdp_jax.study.runtime import os_error
 
 PROG = "rcmdp feasibility"
@@ -54,7 +53,7 @@ def _prepare(args):
     if args.controller is not None and not args.controller.strip():
         raise ValueError("--controller is empty; name FILE.py:NAME or MODULE:NAME (or leave --controller out)")
     out = Path(args.out) if args.out else Path("runs") / _dt.datetime.now().strftime("feasibility-%Y%m%d-%H%M%S")
-    out = _checked_out(out)
+    out = looked_up(out)[0]
     user_code.load_plugin_specs(args.plugins)  # before the environment and the method are read
     if args.env == "all":
         raise ValueError("--env: name one environment (not all)")
@@ -71,25 +70,12 @@ def _prepare(args):
         from rcmdp_jax.feasibility import check_controller
 
         check_controller(controller, envs.make(name)[0])
-    _checked_out(out)  # a user's module may have changed what the path names
-    if out.exists() and not out.is_dir():
+    if looked_up(out)[1] and not out.is_dir():  # a user's module may have changed what the path names
         raise ValueError(f"--out {out} is a file, not a folder")
     if (out / "feasibility.json").exists():
         raise ValueError(f"{out / 'feasibility.json'} already exists; choose another --out")
     inputs = json.loads(json.dumps({**dataclasses.asdict(cfg), "env": name, "controller": args.controller}))
     return name, cfg, controller, out, inputs, _resumed(out, inputs, args.resume)
-
-
-def _checked_out(out: Path) -> Path:
-    """``--out`` made absolute, its place readable (else one line, before anything is made)."""
-    try:
-        out = out.resolve()
-        os.stat(out)
-    except FileNotFoundError:
-        pass
-    except (OSError, RuntimeError) as err:
-        raise ValueError(f"--out {out}: {getattr(err, 'strerror', None) or err}") from None
-    return out
 
 
 def _resumed(out: Path, inputs: dict, resume: bool) -> list:

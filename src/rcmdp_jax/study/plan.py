@@ -21,8 +21,8 @@ from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.sizes import check_counts, check_memory, check_run_fields
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_folder import RunFolder, check_folder_names
-from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
+from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, check_folder_names
 
 AUTO = "auto"  # --budget auto: the budget rule read while training (rcmdp_jax.auto_budget)
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take
@@ -103,7 +103,6 @@ def plan_algos(args) -> list[str]:
     try:
         for a in algos:
             parse_algorithm(split_variant(a)[0])
-        check_folder_names(algos)
     except ValueError as err:
         raise PlanError(f"--algos: {err}") from None
     return algos
@@ -283,7 +282,10 @@ def new_plan(args) -> Plan | None:
         raise PlanError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
     load_plugins(args)
     if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
-        plan_algos(args)  # what can be checked before it
+        try:  # what can be checked before it (else ``Plan.built`` checks the folders)
+            check_folder_names(plan_algos(args))
+        except ValueError as err:
+            raise PlanError(f"--algos: {err}") from None
         check_numbers(args)
         try:
             with np.errstate(all="ignore"):

@@ -126,6 +126,7 @@ class LoadedPolicy:
         run's ``n_test``) from ``PRNGKey(seed)``; ``seed=None``: the robustness test's key of this seed
         (with ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
         from rcmdp_jax.chunked import cached, policy_key
+        from rcmdp_jax.envs.base import RobustEnvironment
         from rcmdp_jax.evaluate import policy_sweep
         from rcmdp_jax.rollout import Policy
 
@@ -151,7 +152,9 @@ class LoadedPolicy:
         out = run(self.params, self.env_params, xi, key, np.float32(self.config.hparams.gamma))
         episodes = {k: np.asarray(v)[0, 0] for k, v in out.items()}  # [E] or [E, m]
         stats = {k: mean_se(v) for k, v in episodes.items()}  # a value with a constraint axis: per constraint
-        metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in stats.items() if m.ndim == 0}
+        bounded = type(env).kernel_saturated is not RobustEnvironment.kernel_saturated  # a state bound (Inventory's)
+        kept = {k: ms for k, ms in stats.items() if k != "bound" or bounded}  # else never reached: not said
+        metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in kept.items() if m.ndim == 0}
         names = envs.cost_names(self.env_name, self.env.num_constraints)
         constraints = {
             c: {k: (float(m[j]), float(s[j])) for k, (m, s) in stats.items() if m.ndim == 1}

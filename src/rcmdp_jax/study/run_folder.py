@@ -7,7 +7,6 @@ import errno
 import io
 import json
 import os
-import re
 import stat
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from rcmdp_jax import envs
 from rcmdp_jax.atomic import write_bytes, write_text
 from rcmdp_jax.divergence import nonfinite_episodes
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, plan_problem
+from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, folder_name, plan_problem
 
 
 def kept_seeds(test: dict) -> np.ndarray:
@@ -26,18 +25,17 @@ def kept_seeds(test: dict) -> np.ndarray:
     return keep & ~nonfinite_episodes(test["V"], test["C"])
 
 
-def folder_name(name: str) -> str:
-    """A run folder's name for an environment or algorithm: letters, digits, ``-``, ``_`` and ``.``."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
-
-
-def check_folder_names(names) -> None:
-    """``ValueError`` if two names would share a run folder (``folder_name``)."""
-    seen: dict[str, str] = {}
-    for n in names:
-        if (folder := folder_name(n)) in seen:
-            raise ValueError(f"{seen[folder]!r} and {n!r} would share the folder {folder!r}; rename one")
-        seen[folder] = n
+def looked_up(path, flag: str = "--out") -> tuple[Path, bool]:
+    """``path`` made absolute and whether it exists; ``RunFolderError`` in one line when it cannot be looked
+    up (a name too long, a file on the way, a loop of links): before anything is made."""
+    try:
+        path = Path(path).resolve()
+        os.stat(path)
+    except FileNotFoundError:
+        return path, False
+    except (OSError, RuntimeError) as err:
+        raise RunFolderError(f"{flag} {path}: {getattr(err, 'strerror', None) or err}") from None
+    return path, True
 
 
 class DamagedFile(ValueError):
@@ -179,15 +177,6 @@ class RunFolder:
                         raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{bad[0]} does "
                                              "not match its checkpoint (other array shapes); it was edited: restore "
                                              "it")  # fmt: skip
-
-    def exists(self, flag: str) -> bool:
-        try:
-            os.stat(self.root)
-        except FileNotFoundError:
-            return False
-        except OSError as err:  # a name too long, a file on the way
-            raise RunFolderError(f"{flag} {self.root}: {err.strerror}") from None
-        return True
 
     def create(self, plan: Plan) -> None:
         """Make the folder (it must not exist) and write ``run.json``."""

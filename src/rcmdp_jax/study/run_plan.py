@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 from rcmdp_jax import options as plug_ins
@@ -17,6 +18,20 @@ from rcmdp_jax.sizes import PlanError, check_run_fields, derived_counts  # noqa:
 
 class RunFolderError(ValueError):
     """A run folder this command cannot use: one line, exit status 2."""
+
+
+def folder_name(name: str) -> str:
+    """A run folder's name for an environment or algorithm: letters, digits, ``-``, ``_`` and ``.``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
+
+
+def check_folder_names(names) -> None:
+    """``ValueError`` if two names would share a run folder (``folder_name``)."""
+    seen: dict[str, str] = {}
+    for n in names:
+        if (folder := folder_name(n)) in seen:
+            raise ValueError(f"{seen[folder]!r} and {n!r} would share the folder {folder!r}; rename one")
+        seen[folder] = n
 
 
 # the keys every run.json has; the others default (``Plan.from_dict``)
@@ -63,7 +78,11 @@ class Plan:
 
     @classmethod
     def built(cls, configs: dict, **fields) -> Plan:
-        """A new plan of ``fields`` and ``configs`` (``with_configs``): one call into this module."""
+        """A new plan of ``fields`` and ``configs`` (``with_configs``), its algorithms' folders distinct."""
+        try:
+            check_folder_names(fields["algos"])
+        except ValueError as err:
+            raise PlanError(f"--algos: {err}") from None
         return cls(**fields).with_configs(configs)
 
     def with_configs(self, configs: dict) -> Plan:

@@ -18,6 +18,7 @@ from rcmdp_jax.chunked import fmt
 from rcmdp_jax.study.run_plan import PlanError
 
 _SAID: list[bool] = []  # split_in_process's note, once said
+INSTALL = "pip install 'rcmdp_jax[tensorboard]'"
 
 
 @contextlib.contextmanager
@@ -77,16 +78,38 @@ def os_error(err: OSError, where: Path | str) -> str:
     return f"{path}: {err.strerror or err}"
 
 
-def check_compile_cache(cache: str | None) -> None:
-    if cache in (None, "off"):
-        return
-    if not cache.strip():
-        raise PlanError("--compile-cache is empty; name a folder, 'off', or leave it out for the default")
-    try:  # the cache folder itself (not the run folder) may be made now
-        Path(cache).mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise PlanError(f"--compile-cache {cache}: cannot use it as a folder ({err.strerror or err}); "
-                         "name a folder or 'off'") from None  # fmt: skip
+def setup(args) -> str:
+    """Before the plan: the CPU split (its note, or ""), ``--compile-cache`` and ``--tensorboard`` checked."""
+    note = "" if args.distributed else split_in_process(args.devices, args.seeds)  # before any JAX work
+    if (cache := args.compile_cache) not in (None, "off"):
+        if not cache.strip():
+            raise PlanError("--compile-cache is empty; name a folder, 'off', or leave it out for the default")
+        try:  # the cache folder itself (not the run folder) may be made now
+            Path(cache).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise PlanError(f"--compile-cache {cache}: cannot use it as a folder ({err.strerror or err}); "
+                             "name a folder or 'off'") from None  # fmt: skip
+    args.event_files, args.event_note = event_files(args.tensorboard)
+    return note
+
+
+def event_files(choice: str) -> tuple[bool, str]:
+    """``--tensorboard``: whether the run writes event files, and the note that says why not (``auto``);
+    ``PlanError`` for ``on`` without a working tensorboardX."""
+    if choice == "off":
+        return False, ""
+    try:  # installed is not enough: one that fails on import would fail after the run started
+        from tensorboardX import FileWriter  # noqa: F401
+    except Exception as err:
+        why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
+        if isinstance(err, ModuleNotFoundError) and err.name == "tensorboardX":
+            why = "is not installed"
+    else:
+        return True, ""
+    if choice == "on":
+        raise PlanError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
+    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
+                   "the training metrics are in each algorithm's train_metrics.csv")  # fmt: skip
 
 
 def speed_up(cache: str | None) -> None:

@@ -13,7 +13,6 @@ import numpy as np
 from rcmdp_jax import envs
 from rcmdp_jax.atomic import write_text
 from rcmdp_jax.kernel_text import kernel_names
-from rcmdp_jax.study.run_plan import PlanError
 
 # each metric's name in the log: ``{c}`` a constraint's name, ``{f}`` a kernel field's
 NAMES = {
@@ -28,26 +27,6 @@ NAMES = {
     "xi": "kernel/{f}", "active": "run/active", "valid_input": "run/valid_input",
 }  # fmt: skip
 CSV_NAME = "train_metrics.csv"
-INSTALL = "pip install 'rcmdp_jax[tensorboard]'"
-
-
-def event_files(choice: str) -> tuple[bool, str]:
-    """``--tensorboard``: whether the run writes event files, and the note that says why not (``auto``);
-    ``PlanError`` for ``on`` without a working tensorboardX."""
-    if choice == "off":
-        return False, ""
-    try:  # installed is not enough: one that fails on import would fail after the run started
-        from tensorboardX import SummaryWriter  # noqa: F401
-    except Exception as err:
-        why = f"cannot be imported ({type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:120]})"
-        if isinstance(err, ModuleNotFoundError) and err.name == "tensorboardX":
-            why = "is not installed"
-    else:
-        return True, ""
-    if choice == "on":
-        raise PlanError(f"--tensorboard on: tensorboardX {why} ({INSTALL}); or --tensorboard off")
-    return False, (f"rcmdp_jax: note: no TensorBoard event files: tensorboardX {why} ({INSTALL}); "
-                   "the training metrics are in each algorithm's train_metrics.csv")  # fmt: skip
 
 
 def flat(x: np.ndarray) -> np.ndarray:
@@ -125,7 +104,7 @@ class TrainingLog:
         """One event per seed and iteration holding every column's scalar (NaN left out)."""
         if not self.tensorboard:
             return
-        from tensorboardX import SummaryWriter
+        from tensorboardX import FileWriter
         from tensorboardX.proto.summary_pb2 import Summary
 
         cols = self._cols(algo, metrics)
@@ -134,9 +113,8 @@ class TrainingLog:
         steps = np.asarray(metrics["policy_steps"]).reshape(values.shape[:2]) if "policy_steps" in metrics else None
         for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
             if (algo, s) not in self.writers:
-                logdir = self.dirs[algo] / "tensorboard" / f"seed_{s}"
-                self.writers[algo, s] = SummaryWriter(str(logdir), flush_secs=3600)
-            w = self.writers[algo, s]._get_file_writer()
+                self.writers[algo, s] = FileWriter(self.dirs[algo] / "tensorboard" / f"seed_{s}", flush_secs=3600)
+            w = self.writers[algo, s]
             for t in np.flatnonzero(ran[s_i]).tolist():
                 it = first_iteration + t
                 tags = [Summary.Value(tag="iteration", simple_value=it)]
