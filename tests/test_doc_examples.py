@@ -97,7 +97,9 @@ def test_readme_and_api_examples(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     readme = run_page("README.md")
     readme["make"]()  # README's my_env.py builds its environment
-    assert cli.main([*tiny_run_args(), "--out", "runs/tiny"]) == 0
+    argv = tiny_run_args()
+    assert argv[argv.index("--out") + 1] == "runs/tiny"  # the folder the pages' examples read
+    assert cli.main(argv) == 0
     run_page("docs/api.md")
     monkeypatch.setattr(sys, "argv", ["rcmdp"])  # the commands' name in their messages
     shown = transcripts("docs/cli.md", "rcmdp eval runs/tiny")
