@@ -136,6 +136,8 @@ def validate_hparams(hp: HParams) -> None:
             raise refusal(field, "a real number", v)
         try:
             arr = np.asarray(v, dtype=float)
+        except OverflowError:  # an int beyond every float
+            raise refusal(field, declared.words(), v) from None
         except Exception:  # traced values: ``hparams_ok`` flags them inside the program
             continue
         if not np.all(declared.ok(arr, np)):

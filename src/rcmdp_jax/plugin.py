@@ -43,14 +43,16 @@ class Number(NamedTuple):
     open_high: bool = False
 
     def words(self) -> str:
-        """The allowed range in words, e.g. "finite and >= 0", "> 0 (inf: no clip)"."""
+        """The allowed range in words, e.g. "a finite number >= 0", "a number > 0 (inf: no clip)"."""
         if math.isfinite(self.low) and math.isfinite(self.high):
-            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+            ends = "(" if self.open_low else "[", ")" if self.open_high else "]"
+            return f"a number in {ends[0]}{self.low:g}, {self.high:g}{ends[1]}"
         lo = "" if self.low == -math.inf else (f"> {self.low:g}" if self.open_low else f">= {self.low:g}")
         lo += " in float32" if self.open_low and self.low == 0 else ""  # a tiny number is 0 there
         hi = "" if self.high == math.inf else f"{'<' if self.open_high else '<='} {self.high:g}"
-        words = " and ".join(w for w in ("" if self.inf else "finite", lo, hi) if w)
-        return words + (f" ({self.inf})" if self.inf else "")
+        words = " and ".join(w for w in (lo, hi) if w)
+        return " ".join(w for w in ("a number" if self.inf else "a finite number", words) if w) + (
+            f" ({self.inf})" if self.inf else "")  # fmt: skip
 
     def ok(self, x, xp):
         """Whether ``x`` (an array; ``xp`` NumPy or jax.numpy) is in range, element-wise (its low
@@ -64,7 +66,7 @@ class Number(NamedTuple):
 
 # what a setting declared by its default may be, by the default's kind (``kind_problem``)
 KINDS = {bool: "True or False", int: "a whole number within int32 (at most 2**31 - 1 in size)",
-         float: "a number, finite in float32", str: "a string"}  # fmt: skip
+         float: "a finite number in float32", str: "a string"}  # fmt: skip
 
 
 def kind_problem(value: Any, declared: Any) -> str:
@@ -93,9 +95,32 @@ def kind_problem(value: Any, declared: Any) -> str:
     return "" if ok else KINDS.get(type(declared), "")
 
 
+def shown(value: Any) -> str:
+    """``value`` as a refusal writes it: its repr, an integer of more than 80 digits as ``~10**N``
+    (Python writes none beyond 4300), a long text cut after 80 characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**80:
+        return f"{'-' if value < 0 else ''}~10**{int(math.log10(abs(value)))}"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
+
+
 def refusal(where: str, words: str, value: Any) -> ValueError:
-    """The one wording of a refused value: "WHERE must be WORDS, got VALUE"."""
-    return ValueError(f"{where} must be {words}, got {value!r}")
+    """The one wording of a refused value: "WHERE must be WORDS, got VALUE" (``shown``)."""
+    return ValueError(f"{where} must be {words}, got {shown(value)}")
+
+
+def unknown_names(unknown, allowed, what: str = "config field", where: str = "") -> ValueError:
+    """The one wording of names no setting has where they are given (``--set``, ``ALGO@FIELD=``,
+    ``Config.replace``, a saved config, its options): "unknown config field(s) ['lrr'] (did you mean
+    'lr'?); allowed config fields: ...", listing only what that place takes (``allowed``), with the
+    closest of them (``difflib``) where one is close."""
+    import difflib
+
+    allowed, unknown = sorted(allowed), sorted(map(str, unknown))
+    close = {u: m[0] for u in unknown if (m := difflib.get_close_matches(u, allowed, n=1))}
+    hint = ", ".join(repr(m) if len(unknown) == 1 else f"{m!r} for {u!r}" for u, m in close.items())
+    hint = f" (did you mean {hint}?)" if hint else ""
+    return ValueError(f"unknown {what}(s) {unknown}{where}{hint}; allowed {what}s: {', '.join(allowed) or 'none'}")
 
 
 def check_kind(where: str, value: Any, declared: Any) -> None:
@@ -265,7 +290,8 @@ def check_count(option: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise refusal(option, "a positive integer", value)
     if value > INT32_MAX:
-        raise ValueError(f"{option}={value} is beyond the int32 counters of the train step (at most {INT32_MAX})")
+        raise ValueError(f"{option}={shown(value)} is beyond the int32 counters of the train step (at most "
+                         f"{INT32_MAX})")  # fmt: skip
 
 
 SEED_LIMIT = 2**32  # a base seed is a uint32 of jax.random.PRNGKey on every platform

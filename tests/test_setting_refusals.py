@@ -1,0 +1,95 @@
+"""Settings a path does not take, and numbers no float holds: one wording on every path
+(``--set``, ``ALGO@FIELD=``, ``Config.replace``, a saved config), listing only what that path
+takes, with the closest name where one is close; nan and inf named as what they are; a long
+integer refused by the field's name. Each is one line, exit 2, before anything is compiled."""
+
+import dataclasses
+import math
+
+import pytest
+from cli_helpers import _one_line
+from tiny_configs import TINY
+
+from rcmdp_jax import Config, HParams, options, preset
+from rcmdp_jax.config import config_from_dict, config_to_dict
+from rcmdp_jax.hparams import validate_hparams
+from rcmdp_jax.study import cli
+
+# what the command line never takes from --set (an algorithm's name, --algos or --env choose them)
+CHOSEN = {"env", "learner", "constraint", "adversary", "name", "alpha_schedule", "alpha_tick"}
+
+
+def _refused(tmp_path, capsys, *args) -> str:
+    out = tmp_path / "never"
+    assert cli.main([*TINY, *args, "--out", str(out)]) == 2
+    err = _one_line(capsys)
+    assert not out.exists()
+    return err.strip()
+
+
+def _listed(err: str) -> set[str]:
+    """The names a refusal lists as allowed (after its last ": ")."""
+    return set(err.rpartition(": ")[2].split(", "))
+
+
+def test_set_lists_only_what_set_takes_and_the_closest_name(tmp_path, capsys):
+    err = _refused(tmp_path, capsys, "--set", "adversry_steps=3")
+    assert "unknown config field(s) ['adversry_steps'] (did you mean 'adversary_steps'?)" in err
+    listed = _listed(err)
+    assert not listed & CHOSEN  # --set refuses those ("chosen by --algos")
+    every = {f.name for f in dataclasses.fields(Config)} | {f.name for f in dataclasses.fields(HParams)}
+    expected = every - CHOSEN - {"hparams", "options", "plugin_names", "plugin_values", "dropout_form"}
+    expected |= set(options.declared()) | set(options.declared_numbers())
+    assert listed == expected
+    err = _refused(tmp_path, capsys, "--set", "zzzzzz=1")
+    assert "unknown config field(s) ['zzzzzz']; allowed" in err and "did you mean" not in err
+
+
+def test_a_name_and_a_saved_config_and_replace_say_the_same(tmp_path, capsys):
+    err = _refused(tmp_path, capsys, "--algos", "MDPO-Lag@lrr=1e-3")
+    assert "unknown hyperparameter(s) ['lrr']" in err and "(did you mean 'lr'?)" in err
+    assert "epochs" not in _listed(err) and "lr" in _listed(err)  # a name takes traced numbers only
+    with pytest.raises(ValueError, match=r"unknown config field\(s\) \['lrr'\] \(did you mean 'lr'\?\)"):
+        Config().replace(lrr=1.0)
+    saved = config_to_dict(preset("cartpole", "MDPO-Lag"))
+    with pytest.raises(ValueError, match=r"\['n_env'\] \(did you mean 'n_envs'\?\); allowed") as got:
+        config_from_dict({**saved, "n_env": 8})
+    assert "n_envs" in _listed(str(got.value))
+    with pytest.raises(ValueError, match=r"\['hparams.gama'\] \(did you mean 'hparams.gamma'\?\)"):
+        config_from_dict({**saved, "hparams": {**saved["hparams"], "gama": 0.9}})
+
+
+@pytest.mark.parametrize("setting,said", [
+    ("eta_lam=nan", "eta_lam must be a finite number >= 0, got nan"),
+    ("eta_lam=inf", "eta_lam must be a finite number >= 0, got inf"),
+    ("lr=-inf", "lr must be a finite number > 0 in float32, got -inf"),
+    ("target_kl=nan", "target_kl must be a number > 0 in float32 (inf disables early stopping), got nan"),
+    ("gamma=nan", "gamma must be a number in [0, 1], got nan"),
+])  # fmt: skip
+def test_nan_and_inf_are_named_as_numbers_that_are_not_finite(tmp_path, capsys, setting, said):
+    assert _refused(tmp_path, capsys, "--set", setting).endswith(said)
+    assert _refused(tmp_path, capsys, "--algos", f"MDPO-Lag@{setting}").endswith(said)
+
+
+def test_inf_where_it_means_something_is_taken():
+    assert preset("cartpole", "PPO-Lag", target_kl=math.inf, lam_clip=math.inf).hparams.target_kl == math.inf
+
+
+def test_an_integer_beyond_every_float_is_refused_by_its_field(tmp_path, capsys):
+    for digits in (400, 5000):  # 5000: beyond what Python writes as a string by default
+        with pytest.raises(ValueError, match=r"^lr must be a finite number > 0 in float32, got ~10\*\*"):
+            validate_hparams(HParams(lr=10**digits))
+    err = _refused(tmp_path, capsys, "--set", "lr=1" + "0" * 400)
+    assert err.endswith("lr must be a finite number > 0 in float32, got ~10**400")
+    err = _refused(tmp_path, capsys, "--set", "n_envs=1" + "0" * 400)
+    assert err.endswith("n_envs=~10**400 is beyond the int32 counters of the train step (at most 2147483647)")
+    err = _refused(tmp_path, capsys, "--set", "n_envs=1" + "0" * 5000)  # no Python literal: read as text
+    assert "n_envs must be a positive integer, got '1000" in err and len(err) < 300
+
+
+def test_feasibility_counts_are_said_as_every_count_is():
+    from rcmdp_jax.feasibility import FeasibilityConfig
+
+    for field, value in (("seeds", 0), ("steps", 1.5), ("n_test", True)):
+        with pytest.raises(ValueError, match=rf"^feasibility: {field} must be a positive integer, got {value}$"):
+            FeasibilityConfig(**{field: value}).validate()
