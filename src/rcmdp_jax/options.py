@@ -22,6 +22,7 @@ from rcmdp_jax.plugin import (
     option_clash,
     option_owners,
     options_of,
+    unknown_names,
 )
 
 
@@ -167,8 +168,7 @@ def check(cfg, fields: set[str]) -> None:
         except TypeError:
             raise ValueError(f"option {name}={v!r} must be a number, a string, a bool or a tuple") from None
         if name not in defaults:
-            raise ValueError(f"options: {name!r} is no registered plug-in's option; options: "
-                             f"{', '.join(defaults) or 'none'}")  # fmt: skip
+            raise unknown_names([name], defaults, "option", " in options (no registered plug-in's)")
     learner, _, method = used(cfg)
     owners = option_owners()  # a set option is checked where it is declared, even for a plug-in cfg does not use
     for cls in dict.fromkeys((*used(cfg), *(declarer(owners[name][1], name) for name, _ in opts))):
