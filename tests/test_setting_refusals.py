@@ -8,7 +8,7 @@ import math
 
 import pytest
 from cli_helpers import _one_line
-from tiny_configs import TINY
+from tiny_configs import CLI_BATCH
 
 from rcmdp_jax import Config, HParams, options, preset
 from rcmdp_jax.config import config_from_dict, config_to_dict
@@ -21,7 +21,8 @@ CHOSEN = {"env", "learner", "constraint", "adversary", "name", "alpha_schedule",
 
 def _refused(tmp_path, capsys, *args) -> str:
     out = tmp_path / "never"
-    assert cli.main([*TINY, *args, "--out", str(out)]) == 2
+    algos = [] if "--algos" in args else ["--algos", "MDPO-Lag,PPO-Lag"]
+    assert cli.main([*algos, *CLI_BATCH, *args, "--out", str(out)]) == 2
     err = _one_line(capsys)
     assert not out.exists()
     return err.strip()
@@ -93,3 +94,29 @@ def test_feasibility_counts_are_said_as_every_count_is():
     for field, value in (("seeds", 0), ("steps", 1.5), ("n_test", True)):
         with pytest.raises(ValueError, match=rf"^feasibility: {field} must be a positive integer, got {value}$"):
             FeasibilityConfig(**{field: value}).validate()
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--env", "cartpol"], "unknown environment 'cartpol' (did you mean 'cartpole'?); valid names: "),
+    (["--env", "gymnax:CartPole-v2"], "unknown gymnax id 'CartPole-v2' (did you mean 'CartPole-v1'?); presets: "),
+    (["--env", "gymnax:Pendulum-v1", "--costs", "thetadot:1"], "no float field 'thetadot' (did you mean 'theta_dot'?)"),
+    (["--env", "gymnax:Pendulum-v1", "--uncertain", "gg=0.1"], "has no field 'gg' (did you mean 'g'?); "),
+    (["--algos", "PPO-lag"], "unknown algorithm 'PPO-lag' (did you mean 'PPO-Lag'?); valid names: "),
+    (["--algos", "PPO-PID-lag"], "unknown algorithm 'PPO-PID-lag' (did you mean 'PPO-PID-Lag'?)"),
+    (["--algos", "PPO-Lag+worst-of-m"], "unknown robust method 'worst-of-m' (did you mean 'worst-of-n'?) in"),
+    (["--set", "search_eta=0.1"], "(search_eta is the traced number search.eta now) (did you mean 'search.eta'?); "),
+])  # fmt: skip
+def test_a_misspelt_name_is_answered_with_the_closest(tmp_path, capsys, args, said):
+    assert said in _refused(tmp_path, capsys, *args)
+
+
+def test_a_misspelt_kernel_field_and_option_are_answered_with_the_closest():
+    from rcmdp_jax.kernel_text import parse
+
+    names = ("cart position", "cart velocity")
+    with pytest.raises(ValueError, match=r"no field 'cart positon' in this kernel \(did you mean 'cart position'\?\)"):
+        parse("cart positon=1", [1.0, 1.0], names)
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['ltma_horizn'\] .*\(did you mean 'ltma_horizon'\?\)"):
+        Config(options=(("ltma_horizn", 3),)).validate()
+    with pytest.raises(ValueError, match=r"unknown config field\(s\) \['gama', 'lrr'\] \(did you mean 'gamma' for "):
+        Config().replace(lrr=1.0, gama=0.9)

@@ -109,15 +109,25 @@ def refusal(where: str, words: str, value: Any) -> ValueError:
     return ValueError(f"{where} must be {words}, got {shown(value)}")
 
 
+def _match(name: Any, names) -> str:
+    import difflib
+
+    return next(iter(difflib.get_close_matches(str(name), [str(n) for n in names], n=1)), "")
+
+
+def closest(name: Any, names) -> str:
+    """" (did you mean 'X'?)" with ``X`` the one of ``names`` closest to ``name`` (``difflib``),
+    "" where none is close: what a refusal of an unknown name adds."""
+    return f" (did you mean {m!r}?)" if (m := _match(name, names)) else ""
+
+
 def unknown_names(unknown, allowed, what: str = "config field", where: str = "") -> ValueError:
     """The one wording of names no setting has where they are given (``--set``, ``ALGO@FIELD=``,
     ``Config.replace``, a saved config, its options): "unknown config field(s) ['lrr'] (did you mean
     'lr'?); allowed config fields: ...", listing only what that place takes (``allowed``), with the
-    closest of them (``difflib``) where one is close."""
-    import difflib
-
+    closest of them (``closest``) where one is close."""
     allowed, unknown = sorted(allowed), sorted(map(str, unknown))
-    close = {u: m[0] for u in unknown if (m := difflib.get_close_matches(u, allowed, n=1))}
+    close = {u: m for u in unknown if (m := _match(u, allowed))}
     hint = ", ".join(repr(m) if len(unknown) == 1 else f"{m!r} for {u!r}" for u, m in close.items())
     hint = f" (did you mean {hint}?)" if hint else ""
     return ValueError(f"unknown {what}(s) {unknown}{where}{hint}; allowed {what}s: {', '.join(allowed) or 'none'}")

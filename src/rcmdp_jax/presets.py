@@ -13,12 +13,12 @@ from typing import Any
 
 from rcmdp_jax import adversary, constraints, env_settings, envs, learners, options
 from rcmdp_jax.adversary import NONE
-from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env, setting_names
+from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env, setting_names, unknown_settings
 from rcmdp_jax.envs.domain import BUDGETS, budget_steps
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams
 from rcmdp_jax.learners.base import BATCH_ENVS
 from rcmdp_jax.plugin import check_choice as _choice
-from rcmdp_jax.plugin import unknown_names
+from rcmdp_jax.plugin import closest, unknown_names
 
 # The reference grid of docs/method.md §2, in its order.
 ALGORITHMS = (
@@ -53,11 +53,11 @@ def parse_algorithm(name: str) -> tuple[str, str, bool]:
         valid = (learner == "MCPMD" and not robust_suffix) or (learner != "MCPMD" and not r_prefix)
         valid = valid and not (rule and not lag) and not (r_prefix and learner != "MCPMD")
     if not valid:
-        rules = ", ".join(f"-{s}-Lag" for s in suffixes if s)
-        raise ValueError(
-            f"unknown algorithm {name!r}; valid names: {', '.join(ALGORITHMS)} "
-            f"(and, for any learner, the rule variants {rules})"
-        )
+        rules = [f"-{s}-Lag" for s in suffixes if s]
+        plain = [a for a in ALGORITHMS if a.endswith("-Lag") and not any(a.endswith(r) for r in rules)]
+        spelled = [*ALGORITHMS, *(a[: -len("-Lag")] + r for a in plain for r in rules)]
+        raise ValueError(f"unknown algorithm {name!r}{closest(name, spelled)}; valid names: {', '.join(ALGORITHMS)} "
+                         f"(and, for any learner, the rule variants {', '.join(rules)})")  # fmt: skip
     robust = bool(r_prefix or robust_suffix)
     constraint = suffixes[rule or ""] if lag else "none"
     return learner_names[learner], constraint, robust
@@ -91,8 +91,8 @@ def check_sets(settings: dict[str, Any]) -> dict[str, Any]:
     none an algorithm's name, ``--algos`` or ``--env`` chooses), else ``PlanError`` naming them."""
     from rcmdp_jax.sizes import PlanError
 
-    if unknown := set(settings) - (allowed := setting_names(chosen=False)):
-        raise PlanError(f"--set: {unknown_names(unknown, allowed)}")
+    if unknown := set(settings) - setting_names(chosen=False):
+        raise PlanError(f"--set: {unknown_settings(unknown, chosen=False)}")
     return settings
 
 
@@ -108,7 +108,8 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
     name, plus, method = name.partition("+")
     if plus:
         if method not in (NONE, *adversary.names()):
-            raise ValueError(f"unknown robust method {method!r} in {name}+{method}: write ALGO+METHOD with METHOD one "
+            raise ValueError(f"unknown robust method {method!r}{closest(method, adversary.names())} in {name}+{method}: "
+                             "write ALGO+METHOD with METHOD one "
                              f"of {', '.join((NONE, *adversary.names()))}")  # fmt: skip
         overrides = {"adversary": method}
     hp_fields = set(HPARAM_FIELDS) | set(options.declared_numbers())  # plug-ins' numbers too: pid.kp
