@@ -80,8 +80,11 @@ def test_an_integer_beyond_every_float_is_refused_by_its_field(tmp_path, capsys)
     for digits in (400, 5000):  # 5000: beyond what Python writes as a string by default
         with pytest.raises(ValueError, match=r"^lr must be a finite number > 0 in float32, got ~10\*\*"):
             validate_hparams(HParams(lr=10**digits))
-    err = _refused(tmp_path, capsys, "--set", "lr=1" + "0" * 400)
-    assert err.endswith("lr must be a finite number > 0 in float32, got ~10**400")
+    for given in (["--set", "lr=1" + "0" * 400], ["--algos", "MDPO-Lag@lr=1" + "0" * 400]):
+        assert _refused(tmp_path, capsys, *given).endswith("lr must be a finite number > 0 in float32, got ~10**400")
+    saved = config_to_dict(preset("cartpole", "MDPO-Lag"))  # a saved run.json's config, edited
+    with pytest.raises(ValueError, match=r"^lr must be a finite number > 0 in float32, got ~10\*\*400$"):
+        config_from_dict({**saved, "hparams": {**saved["hparams"], "lr": 10**400}})
     err = _refused(tmp_path, capsys, "--set", "n_envs=1" + "0" * 400)
     assert err.endswith("n_envs=~10**400 is beyond the int32 counters of the train step (at most 2147483647)")
     err = _refused(tmp_path, capsys, "--set", "n_envs=1" + "0" * 5000)  # no Python literal: read as text

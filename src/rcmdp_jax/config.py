@@ -383,7 +383,8 @@ def config_from_dict(d: dict[str, Any]) -> Config:
     numbers = {*HPARAM_FIELDS, *options.declared_numbers()}
     if unknown := (set(d) - fields) | {f"hparams.{k}" for k in set(hp_dict) - numbers}:
         raise unknown_names(unknown, fields | {f"hparams.{k}" for k in numbers})
-    hp_dict = {k: float(v) if type(v) is int else v for k, v in hp_dict.items()}  # JSON's 1 for 1.0
+    # JSON's 1 for 1.0 (an int beyond every float as it is: its range refuses it)
+    hp_dict = {k: float(v) if type(v) is int and v.bit_length() < 1024 else v for k, v in hp_dict.items()}
     hp = HParams(**{k: v for k, v in hp_dict.items() if "." not in k})
     hp = hp.with_numbers(**{k: v for k, v in hp_dict.items() if "." in k})  # plug-ins' numbers
     d |= {k: tuple(d[k]) for k in ("policy_hidden", "critic_hidden") if isinstance(d.get(k), list)}

@@ -122,7 +122,10 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
                              f"one of {', '.join(sorted(hp_fields))}")  # fmt: skip
         if key in overrides:
             raise ValueError(f"{key} given twice in {name}@{'@'.join(hp_items)}: give each hyperparameter once")
-        overrides[key] = float(value)
+        try:  # one number, one float: @lr=1 is @lr=1.0
+            overrides[key] = float(value)
+        except OverflowError:  # an int beyond every float: refused by its field's range
+            overrides[key] = value
     if ":" not in name:
         return name, overrides
     algo, _, variant = name.partition(":")
