@@ -64,7 +64,7 @@ def test_the_options_are_set_as_fields_and_listed_where_fields_are():
     ("ltma_horizon=2.5", "ltma_horizon must be a positive integer, got 2.5"),
     ("adversary_steps=3000000000", "adversary_steps=3000000000 is beyond the int32 counters"),
     ("adversary_fraction=1.5", r"adversary_fraction must be in (0, 1] (the worst share of the candidates), got 1.5"),
-    ("dual_reading=worst", "dual_reading='worst' is not allowed; choose one of: picked, worst_cost"),
+    ("dual_reading=worst", "dual_reading='worst' is not allowed (did you mean 'worst_cost'?); choose one of: picked, worst_cost"),
 ])  # fmt: skip
 def test_a_bad_value_is_refused_naming_the_option_before_anything_runs(tmp_path, capsys, setting, message):
     out = tmp_path / "never"

@@ -123,3 +123,42 @@ def test_a_misspelt_kernel_field_and_option_are_answered_with_the_closest():
         Config(options=(("ltma_horizn", 3),)).validate()
     with pytest.raises(ValueError, match=r"unknown config field\(s\) \['gama', 'lrr'\] \(did you mean 'gamma' for "):
         Config().replace(lrr=1.0, gama=0.9)
+
+
+def test_the_searchs_and_feasibilitys_settings_are_said_as_every_setting_is():
+    from rcmdp_jax.feasibility import FeasibilityConfig
+    from rcmdp_jax.worst_case import SearchConfig
+
+    for kw, said in [
+        (dict(steps=True), "steps must be a positive integer, got True"),
+        (dict(episodes=2**40), "episodes=1099511627776 is beyond the int32 counters"),
+        (dict(eta0="x"), "eta0 must be a finite number > 0 in float32, got 'x'"),
+        (dict(eta0=10**400), "eta0 must be a finite number > 0 in float32, got ~10**400"),
+        (dict(truncate=True), "truncate must be an integer in [0, 2**31 - 1] (0: the whole episode), got True"),
+        (dict(estimator="pathwis"), "estimator='pathwis' is not allowed (did you mean 'pathwise'?); choose one of: "),
+    ]:
+        with pytest.raises(ValueError) as got:
+            SearchConfig(**kw).validate()
+        assert str(got.value).startswith(said), kw
+    assert SearchConfig(eta0=50.0, truncate=0).validate().eta0 == 50.0  # a step beyond the half-width: allowed
+    for kw, said in [
+        (dict(margin=10**400), "feasibility: margin must be a finite number >= 0, got ~10**400"),
+        (
+            dict(learner="pp"),
+            "feasibility: learner='pp' is not allowed (did you mean 'ppo'?); choose one of: ppo, mdpo",
+        ),
+        (
+            dict(method="corner"),
+            "feasibility: method='corner' is not allowed (did you mean 'corners'?); choose one of:",
+        ),
+    ]:
+        with pytest.raises(ValueError) as got:
+            FeasibilityConfig(**kw).validate()
+        assert str(got.value).startswith(said), kw
+
+
+def test_a_choice_names_the_closest(tmp_path, capsys):
+    said = "dual_estimator='gea' is not allowed (did you mean 'gae'?); choose one of: start_value, step_cost, "
+    assert said in _refused(tmp_path, capsys, "--set", "dual_estimator=gea")
+    with pytest.raises(ValueError, match=r"alpha_tick='epoc' is not allowed \(did you mean 'epoch'\?\)"):
+        Config(alpha_tick="epoc").validate()

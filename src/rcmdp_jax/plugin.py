@@ -255,8 +255,7 @@ class Registry:
 
     def get(self, name: str, field: str) -> type:
         """The class registered as ``name``; ``field``: the config field named in the error."""
-        if name not in self._entries:
-            raise ValueError(f"{field}={name!r} is not allowed; choose one of: {', '.join(self._entries)}")
+        check_choice(field, name, tuple(self._entries))
         cls = _resolve(self._entries[name])
         self._entries[name] = cls
         return cls
@@ -317,9 +316,10 @@ def check_seed(option: str, value: Any) -> None:
 
 
 def check_choice(option: str, value: Any, allowed: tuple[str, ...]) -> None:
-    """Refuse a value that is not one of ``allowed``, naming them."""
+    """Refuse a value that is not one of ``allowed``, naming them (the closest first, ``closest``)."""
     if value not in allowed:
-        raise ValueError(f"{option}={value!r} is not allowed; choose one of: {', '.join(allowed)}")
+        raise ValueError(f"{option}={value!r} is not allowed{closest(value, allowed)}; choose one of: "
+                         f"{', '.join(allowed)}")  # fmt: skip
 
 
 def numbers_of(cls: type) -> dict[str, Number]:
