@@ -162,3 +162,12 @@ def test_a_choice_names_the_closest(tmp_path, capsys):
     assert said in _refused(tmp_path, capsys, "--set", "dual_estimator=gea")
     with pytest.raises(ValueError, match=r"alpha_tick='epoc' is not allowed \(did you mean 'epoch'\?\)"):
         Config(alpha_tick="epoc").validate()
+
+
+def test_a_layer_width_beyond_int32_is_refused_by_its_place():
+    with pytest.raises(ValueError, match=r"^critic_hidden\[1\]=2147483648 is beyond the int32 counters"):
+        Config(critic_hidden=(64, 2**31)).validate()
+    with pytest.raises(ValueError, match=r"^policy_hidden\[0\]=~10\*\*5000 is beyond the int32 counters"):
+        Config(policy_hidden=(10**5000,)).validate()
+    with pytest.raises(ValueError, match=r"got a tuple holding an integer too long to write$"):
+        Config(policy_hidden=(10**5000, 1.5)).validate()

@@ -261,7 +261,9 @@ class Config:
             v = getattr(self, f)
             if (not isinstance(v, tuple) or not v
                     or any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in v)):  # fmt: skip
-                raise ValueError(f"{f} must be a tuple of positive integer layer widths, e.g. (128,), got {v!r}")
+                raise refusal(f, "a tuple of positive integer layer widths, e.g. (128,)", v)
+            for i, h in enumerate(v):  # and each within int32 (the memory check names the one that is too big)
+                check_count(f"{f}[{i}]", h)
         if not isinstance(self.hparams, HParams):
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)

@@ -97,10 +97,13 @@ def kind_problem(value: Any, declared: Any) -> str:
 
 def shown(value: Any) -> str:
     """``value`` as a refusal writes it: its repr, an integer of more than 80 digits as ``~10**N``
-    (Python writes none beyond 4300), a long text cut after 80 characters."""
+    (Python writes none beyond 4300 digits), a long text cut after 80 characters."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**80:
         return f"{'-' if value < 0 else ''}~10**{int(math.log10(abs(value)))}"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # one holding such an integer
+        return f"a {type(value).__name__} holding an integer too long to write"
     return text if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
 
 
