@@ -219,7 +219,7 @@ class Config:
         numbers = {k: v for k, v in changes.items() if k in declared}
         unknown = set(changes) - hp_fields - cfg_fields - plugin_options - set(numbers)
         if unknown:
-            raise unknown_settings(unknown)
+            raise unknown_names(unknown, setting_names(), where=options.moved(unknown))
         own = {k: options.plain(v) for k, v in changes.items() if k in plugin_options}
         cfg_changes = {k: options.plain(v) for k, v in changes.items() if k in cfg_fields}
         if own:
@@ -284,20 +284,11 @@ def chosen_by(cls: type = Config) -> dict[str, str]:
 
 
 def setting_names(chosen: bool = True) -> set[str]:
-    """What ``Config.replace`` takes: ``Config``'s fields and ``HParams``', the registered plug-ins'
-    options and traced numbers; without the fields an algorithm's name, ``--algos`` or ``--env``
-    choose (``chosen_by``) unless ``chosen``: what ``--set`` takes."""
+    """What ``Config.replace`` takes (fields, plug-ins' options and numbers); without those ``chosen_by``
+    names unless ``chosen``: what ``--set`` takes."""
     names = {f.name for f in dataclasses.fields(Config)} - {"hparams", "options"}
     names |= {*HPARAM_FIELDS, *options.declared(), *options.declared_numbers()}
     return names if chosen else names - set(chosen_by())
-
-
-def unknown_settings(unknown, chosen: bool = True) -> ValueError:
-    """The refusal of settings no field has (``plugin.unknown_names``), listing ``setting_names(chosen)``
-    and naming the traced number a setting became (``Number.formerly``)."""
-    moved = {x.formerly: n for n, x in options.declared_numbers().items() if x.formerly and x.formerly in unknown}
-    now = "".join(f" ({old} is the traced number {new} now)" for old, new in moved.items())
-    return unknown_names(unknown, setting_names(chosen), where=now)
 
 
 # the fields an algorithm's name decides (``presets.split_variant``: ``MDPO-Robust-Lag:linear-epoch``):

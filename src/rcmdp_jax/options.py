@@ -110,6 +110,13 @@ def explicit(cfg) -> tuple[tuple[str, Any], ...]:
 NOW_NUMBERS = ("adam_eps", "max_grad_norm", "dropout")
 
 
+def moved(names) -> str:
+    """" (OLD is the traced number NEW now)" for each of ``names`` that a plug-in's number was called
+    (``Number.formerly``): what the refusal of an unknown setting adds."""
+    return "".join(f" ({x.formerly} is the traced number {n} now)"
+                   for n, x in declared_numbers().items() if x.formerly and x.formerly in names)  # fmt: skip
+
+
 def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     """A config dict of an older version read as this version's: its keys that are not ``fields`` but
     plug-ins' options (flat fields then, e.g. ``adversary_candidates``) moved into its ``options``

@@ -13,7 +13,7 @@ from typing import Any
 
 from rcmdp_jax import adversary, constraints, env_settings, envs, learners, options
 from rcmdp_jax.adversary import NONE
-from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env, setting_names, unknown_settings
+from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env, setting_names
 from rcmdp_jax.envs.domain import BUDGETS, budget_steps
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams
 from rcmdp_jax.learners.base import BATCH_ENVS
@@ -91,8 +91,8 @@ def check_sets(settings: dict[str, Any]) -> dict[str, Any]:
     none an algorithm's name, ``--algos`` or ``--env`` chooses), else ``PlanError`` naming them."""
     from rcmdp_jax.sizes import PlanError
 
-    if unknown := set(settings) - setting_names(chosen=False):
-        raise PlanError(f"--set: {unknown_settings(unknown, chosen=False)}")
+    if unknown := set(settings) - (allowed := setting_names(chosen=False)):
+        raise PlanError(f"--set: {unknown_names(unknown, allowed, where=options.moved(unknown))}")
     return settings
 
 
