@@ -111,8 +111,8 @@ NOW_NUMBERS = ("adam_eps", "max_grad_norm", "dropout")
 
 
 def moved(names) -> str:
-    """" (OLD is the traced number NEW now)" for each of ``names`` that a plug-in's number was called
-    (``Number.formerly``): what the refusal of an unknown setting adds."""
+    """What the refusal of an unknown setting adds for each of ``names`` that a plug-in's number was
+    called (``Number.formerly``): " (OLD is the traced number NEW now)"."""
     return "".join(f" ({x.formerly} is the traced number {n} now)"
                    for n, x in declared_numbers().items() if x.formerly and x.formerly in names)  # fmt: skip
 

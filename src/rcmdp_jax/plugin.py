@@ -119,8 +119,8 @@ def _match(name: Any, names) -> str:
 
 
 def closest(name: Any, names) -> str:
-    """" (did you mean 'X'?)" with ``X`` the one of ``names`` closest to ``name`` (``difflib``),
-    "" where none is close: what a refusal of an unknown name adds."""
+    """What a refusal of an unknown name adds: " (did you mean 'X'?)" with ``X`` the one of ``names``
+    closest to ``name`` (``difflib``), "" where none is close."""
     return f" (did you mean {m!r}?)" if (m := _match(name, names)) else ""
 
 
