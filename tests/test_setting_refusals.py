@@ -7,7 +7,6 @@ import dataclasses
 import math
 
 import pytest
-from cli_helpers import _one_line
 from tiny_configs import CLI_BATCH
 
 from rcmdp_jax import Config, HParams, options, preset
@@ -23,9 +22,10 @@ def _refused(tmp_path, capsys, *args) -> str:
     out = tmp_path / "never"
     algos = [] if "--algos" in args else ["--algos", "MDPO-Lag,PPO-Lag"]
     assert cli.main([*algos, *CLI_BATCH, *args, "--out", str(out)]) == 2
-    err = _one_line(capsys)
-    assert not out.exists()
-    return err.strip()
+    printed = capsys.readouterr()
+    assert printed.err.count("\n") == 1 and "Traceback" not in printed.err, printed.err
+    assert printed.out == "" and not out.exists()  # refused before anything was compiled, trained or written
+    return printed.err.strip()
 
 
 def _listed(err: str) -> set[str]:
