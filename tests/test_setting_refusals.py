@@ -107,6 +107,7 @@ def test_feasibility_counts_are_said_as_every_count_is():
     (["--algos", "PPO-lag"], "unknown algorithm 'PPO-lag' (did you mean 'PPO-Lag'?); valid names: "),
     (["--algos", "PPO-PID-lag"], "unknown algorithm 'PPO-PID-lag' (did you mean 'PPO-PID-Lag'?)"),
     (["--algos", "PPO-Lag+worst-of-m"], "unknown robust method 'worst-of-m' (did you mean 'worst-of-n'?) in"),
+    (["--set", "LR=0.1"], "unknown config field(s) ['LR'] (did you mean 'lr'?); "),
     (["--set", "search_eta=0.1"], "(search_eta is the traced number search.eta now) (did you mean 'search.eta'?); "),
 ])  # fmt: skip
 def test_a_misspelt_name_is_answered_with_the_closest(tmp_path, capsys, args, said):

@@ -115,7 +115,8 @@ def refusal(where: str, words: str, value: Any) -> ValueError:
 def _match(name: Any, names) -> str:
     import difflib
 
-    return next(iter(difflib.get_close_matches(str(name), [str(n) for n in names], n=1)), "")
+    lower = {str(n).lower(): str(n) for n in names}  # LR: lr
+    return lower.get(next(iter(difflib.get_close_matches(str(name).lower(), lower, n=1)), None), "")
 
 
 def closest(name: Any, names) -> str:
