@@ -172,3 +172,8 @@ def test_a_layer_width_beyond_int32_is_refused_by_its_place():
         Config(policy_hidden=(10**5000,)).validate()
     with pytest.raises(ValueError, match=r"got a tuple holding an integer too long to write$"):
         Config(policy_hidden=(10**5000, 1.5)).validate()
+
+
+def test_a_plugins_number_option_says_nan_as_the_numbers_do(tmp_path, capsys):
+    err = _refused(tmp_path, capsys, "--algos", "PPO-Robust-Lag+worst-of-n", "--set", "adversary_fraction=nan")
+    assert err.endswith("adversary_fraction must be a number in (0, 1], got nan")
