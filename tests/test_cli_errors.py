@@ -22,7 +22,7 @@ from rcmdp_jax.study import cli
     "args,message",
     [
         (["--env", "pendulum"], "--env pendulum: unknown environment 'pendulum'"),  # the closest: what tests registered
-        (["--env", "xyzzy"], "--env xyzzy: unknown environment 'xyzzy'; valid names: cartpole, inventory, inventory3d, gymnax:"),
+        (["--env", "xyzzy"], "--env xyzzy: unknown environment 'xyzzy'; valid names: cartpole, inventory, inventory3d"),
         (["--env", "inventory@cost_threshold=low"], "--env inventory@cost_threshold=low: environment "
                                                     "'inventory@cost_threshold=low': write inventory@cost_threshold=NUMBER"),
         (["--algos", "MDPO,SAC"], "unknown algorithm 'SAC'"),
