@@ -75,8 +75,10 @@ def check_name(name: str) -> None:
     from rcmdp_jax.envs.brax_presets import PRESETS as BRAX
     from rcmdp_jax.envs.gymnax_presets import PRESETS
 
+    from rcmdp_jax.plugin import closest
+
     names = [*ENV_NAMES, *(GYMNAX_PREFIX + k for k in PRESETS), *(BRAX_PREFIX + k for k in BRAX), *_REGISTERED]
-    raise ValueError(f"unknown environment {name!r}; valid names: {', '.join(names)}")
+    raise ValueError(f"unknown environment {name!r}{closest(name, names)}; valid names: {', '.join(names)}")
 
 
 def split_limit(name: str) -> tuple[str, str, float] | None:

@@ -17,6 +17,8 @@ from typing import Any
 
 from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
 
+from rcmdp_jax.plugin import closest
+
 PREFIX = "brax:"
 PLANAR = ("inverted_pendulum", "inverted_double_pendulum", "hopper", "halfcheetah", "walker2d", "swimmer")
 BACKENDS = ("positional", "generalized", "spring", "mjx")
@@ -112,7 +114,7 @@ def parse_brax_name(name: str) -> tuple[BraxPreset, dict[str, Any], tuple[str, .
         pre = PRESETS[base]
     else:
         if base not in known_envs():
-            raise ValueError(f"unknown brax environment {base!r}; presets: {', '.join(PREFIX + k for k in PRESETS)}; "
+            raise ValueError(f"unknown brax environment {base!r}{closest(base, known_envs())}; presets: {', '.join(PREFIX + k for k in PRESETS)}; "
                              f"other brax envs (with --uncertain): {', '.join(sorted(set(known_envs()) - set(PRESETS)))}")  # fmt: skip
         pre = BraxPreset(base, "positional", {}, {}, (), episode_length=1000, min_episode_length=1)
     uncertain, costs, backend, seen = dict(pre.uncertain), pre.default_costs, pre.backend, set()

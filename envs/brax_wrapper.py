@@ -24,6 +24,8 @@ import numpy as np
 from rcmdp_jax.envs.brax_adapter import DIFFERENTIABLE, NO_GRADIENT_METHODS, BraxGymnax
 from rcmdp_jax.envs.gymnax_wrapper import RobustGymnax
 
+from rcmdp_jax.plugin import closest
+
 
 def root_speed(state, next_state, planar: bool = True) -> jax.Array:
     """The speed of the root body over the step, as Safety-Gymnasium measures it: the change
@@ -62,7 +64,8 @@ class RobustBrax(RobustGymnax):
         read = adapter.fields_read()
         for field in uncertain:
             if field not in adapter.nominal:
-                raise ValueError(f"uncertain: {adapter.name} has no field {field!r}; fields: {', '.join(adapter.nominal)}")
+                raise ValueError(f"uncertain: {adapter.name} has no field {field!r}{closest(field, adapter.nominal)}; "
+                                 f"fields: {', '.join(adapter.nominal)}")  # fmt: skip
             if field not in read:
                 raise ValueError(f"uncertain: the {adapter.backend} pipeline does not read {field!r}; fields: "
                                  f"{', '.join(read)} (or backend generalized)")  # fmt: skip

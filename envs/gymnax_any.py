@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax.hparams import finite_f32
+from rcmdp_jax.plugin import closest
 
 NO_COSTS = "none"  # the zero cost of an environment named without costs
 
@@ -117,7 +118,8 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
     vector field, ``max_i |s'.FIELD_i| - LIMIT``: kept when every entry is within the limit."""
     field, unsafe_steps, limit, budget, gamma_c = parse_limit(item)
     if field not in state_fields:
-        raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r} for FIELD:LIMIT; "
+        raise ValueError(f"costs: {env_id}'s EnvState has no float field {field!r}{closest(field, state_fields)} for "
+                         "FIELD:LIMIT; "
                          f"{allowed_fields(state_fields, 'no FIELD:LIMIT cost can bound it')}")  # fmt: skip
 
     def cost(state, action, next_state, params):
@@ -158,7 +160,7 @@ def generic_preset(env_id: str, preset_class, presets: tuple[str, ...]):
     from rcmdp_jax.envs.domain import LearnerSpec
 
     if env_id not in gymnax.registered_envs:
-        raise ValueError(f"unknown gymnax id {env_id!r}; presets: {', '.join(GYMNAX_PREFIX + k for k in presets)}; "
+        raise ValueError(f"unknown gymnax id {env_id!r}{closest(env_id, gymnax.registered_envs)}; presets: {', '.join(GYMNAX_PREFIX + k for k in presets)}; "
                          f"other gymnax ids (with --uncertain): {', '.join(sorted(set(gymnax.registered_envs) - set(presets)))}")  # fmt: skip
     env, params = make_inner(env_id)
     return preset_class(env_id=env_id, uncertain={}, costs={}, default_costs=(), noise=1e-3,

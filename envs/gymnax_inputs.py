@@ -49,7 +49,7 @@ def noise_vector(noise, state_dim: int, state_fields) -> np.ndarray:
                          f"{', '.join(state_fields)}), got {len(np.ravel(arr))} ({np.ravel(arr).tolist()})")  # fmt: skip
     arr = np.broadcast_to(arr, (state_dim,)).copy()
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"noise must be finite and >= 0 (a std per state entry), got {arr.tolist()}")
+        raise ValueError(f"noise must be a finite number >= 0 (a std per state entry), got {arr.tolist()}")
     return arr
 
 

@@ -38,6 +38,8 @@ from rcmdp_jax.envs.gymnax_any import allowed_fields, float_fields
 from rcmdp_jax.envs.gymnax_inputs import check_cost_fns, check_cost_shapes, half_width, noise_vector
 from rcmdp_jax.envs.unsafe_steps import cost_terms, finalise
 
+from rcmdp_jax.plugin import closest
+
 CostFn = Callable[[Any, jax.Array, Any, Any], jax.Array]
 
 
@@ -95,7 +97,8 @@ class RobustGymnax(RobustEnvironment):
         allowed = float_fields(params)
         for field in uncertain:
             if not hasattr(params, field):
-                raise ValueError(f"uncertain: {type(env).__name__}'s EnvParams has no field {field!r}; "
+                raise ValueError(f"uncertain: {type(env).__name__}'s EnvParams has no field {field!r}"
+                                 f"{closest(field, allowed)}; "
                                  f"{allowed_fields(allowed)}")  # fmt: skip
             if field not in allowed:
                 raise ValueError(f"uncertain: EnvParams.{field} = {getattr(params, field)!r} is not a float "

@@ -217,9 +217,9 @@ def test_robust_names_and_errors():
         preset("cartpole", "PPO-Lag+bogus")
     with pytest.raises(ValueError, match="-Robust algorithm with \\+none"):
         preset("cartpole", "PPO-Robust-Lag+none")
-    with pytest.raises(ValueError, match="adversary_fraction must be in"):
+    with pytest.raises(ValueError, match="adversary_fraction must be a number in"):
         preset("cartpole", "PPO-Lag+worst-of-n", adversary_fraction=0.0)
-    with pytest.raises(ValueError, match="xi_step must be in"):
+    with pytest.raises(ValueError, match="xi_step must be a number in"):
         preset("cartpole", "PPO-Lag+ltma-norm", xi_step=2.0)
 
 

@@ -160,7 +160,7 @@ def test_margin_z_is_bounded():
     from rcmdp_jax import preset
 
     for bad in (-1.0, 101.0, 3e38, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match=r"margin_z must be in \[0, 100\]"):
+        with pytest.raises(ValueError, match=r"margin_z must be a number in \[0, 100\]"):
             preset("gymnax:Pendulum-v1", "PPO-Lag", margin_z=bad)
 
 

@@ -78,7 +78,7 @@ def test_gymnax_boxes_are_checked_in_float32_in_every_spelling(tmp_path, capsys,
         (["--nope"], "unrecognized arguments: --nope"),
         (["--algos", "MDPO-Lag@lr=1e-3,MDPO-Lag@lr=0.001"], "MDPO-Lag@lr=1e-3 and MDPO-Lag@lr=0.001 are the same"),
         (["--algos", "MDPO-Lag,MDPO-Lag@lr=3e-4"], "MDPO-Lag and MDPO-Lag@lr=3e-4 are the same configuration"),
-        (["--set", "lr=1e39"], "lr must be finite and > 0 in float32"),
+        (["--set", "lr=1e39"], "lr must be a finite number > 0 in float32"),
     ],
 )
 def test_small_bad_inputs_are_one_line(tmp_path, capsys, recwarn, args, message):
@@ -98,7 +98,7 @@ def test_distributed_input_is_checked_before_the_handshake(tmp_path, capsys, mon
     monkeypatch.setattr(runtime, "start_processes", handshake)
     args = ["--distributed", "--coordinator", "localhost:1", "--num-processes", "2", "--process-id", "0"]
     assert cli.main([*args, "--set", "lr=nan", "--out", str(tmp_path / "never")]) == 2
-    _one_line(capsys, "lr must be a number, got 'nan'")
+    _one_line(capsys, "lr must be a finite number > 0 in float32, got nan")
 
 
 def test_a_multiplier_step_that_blows_up_behind_the_clip_is_divergence(tmp_path, capsys):

@@ -307,7 +307,7 @@ def test_feasibility_ctrl_c_and_sigterm_then_resume_give_the_numbers_of_one_call
         (["--algos", "PPO-Lag:restart-batch"], "alpha schedules (ALGO:SCHEDULE-TICK) apply to MDPO's algorithms only"),
         (["--algos", "PPO-Lag,PPO-Lag:restart-batch"], "PPO has no alpha: drop :restart-batch"),
         (["--algos", "MCPMD:linear-epoch"], "MCPMD has no alpha"),
-        (["--algos", "MDPO-Lag@lr=-1"], "--algos MDPO-Lag@lr=-1: lr must be finite and > 0"),
+        (["--algos", "MDPO-Lag@lr=-1"], "--algos MDPO-Lag@lr=-1: lr must be a finite number > 0"),
         (["--algos", "PPO,,MDPO"], "--algos 'PPO,,MDPO' has an empty name between commas"),
         (["--algos", "PPO,"], "has an empty name between commas"),
         (

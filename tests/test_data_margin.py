@@ -124,5 +124,5 @@ def test_presets_margin_outside_the_study_only():
     assert float(preset("gymnax:Pendulum-v1", "PPO-Lag").hparams.cost_margin) == 0  # no hand-measured margin
     assert float(preset("gymnax:Pendulum-v1", "PPO-Lag").hparams.margin_n) == envs.spec("gymnax:Pendulum-v1").n_test
     assert float(preset("cartpole", "PPO-Lag").hparams.margin_z) == 0  # the study's domain: the study's method
-    with pytest.raises(ValueError, match="margin_n must be finite and >= 1"):
+    with pytest.raises(ValueError, match="margin_n must be a finite number >= 1"):
         preset("gymnax:Pendulum-v1", "PPO-Lag", margin_n=0.0)

@@ -351,7 +351,7 @@ MINOR = {
     "a controller returning NaN": (_nan_controller, ["not finite", "not used as a witness"]),
     "make_eval(levels='abc')": (_make_eval_levels, ["levels must be a 1-D array"]),
     "a plug-in option of its default's kind": (_option_kinds, ["a whole number within int32 (at most 2**31 - 1 in size) | a whole",
-                                                               "size) | a number, finite in float32 | a number, finite"]),
+                                                               "size) | a finite number in float32 | a finite number"]),
 }  # fmt: skip
 NOT_SAID = {"feasibility's memory in its options": ["n_envs", "min-cost"], "brax @backend with --uncertain":
             ["gymnax:ID"], "an edited vmap": ["seeds"], "--steps 99999999999 is --steps'": ["--set"]}  # fmt: skip

@@ -99,14 +99,14 @@ BAD = itertools.count()  # a name for each bad spec
                              "settings; those that have: ltma, ppo, ppo-wide (a plug-in reads its bases'"),
     ({"ppo-wide": {"epochs": 3}}, "unknown setting learner['plugins']['ppo-wide']['epochs']; 'ppo-wide' has: rollout "
                                   "(and reads dual_epochs_from_policy, epochs, target_kl under its bases' names)"),
-    ({"ppo": {"target_kl": -0.01}}, "learner['plugins']['ppo']['target_kl'] must be > 0 in float32 (inf: no early stop), got -0.01"),
+    ({"ppo": {"target_kl": -0.01}}, "learner['plugins']['ppo']['target_kl'] must be a number > 0 in float32 (inf: no early stop), got -0.01"),
     ({"ppo": {"epoch": 3}}, "unknown setting learner['plugins']['ppo']['epoch']; 'ppo' has: epochs, target_kl"),
     ({"ppo": {"epochs": 3.0}}, "learner['plugins']['ppo']['epochs'] must be a whole number within int32 (at most 2**31 - 1 in size), got 3.0"),
     ({"ppo": {"epochs": True}}, "learner['plugins']['ppo']['epochs'] must be a whole number within int32"),
     ({"ppo": {"dual_epochs_from_policy": 1}}, "['dual_epochs_from_policy'] must be True or False"),
     ({"ppo": {"epochs": 0}}, "learner['plugins']['ppo']['epochs'] must be a positive integer, got 0"),
-    ({"ltma": {"per_100": -1.0}}, "learner['plugins']['ltma']['per_100'] must be finite and > 0 in float32, got -1.0"),
-    ({"ltma": {"per_100": math.nan}}, "learner['plugins']['ltma']['per_100'] must be finite and > 0 in float32, got nan"),
+    ({"ltma": {"per_100": -1.0}}, "learner['plugins']['ltma']['per_100'] must be a finite number > 0 in float32, got -1.0"),
+    ({"ltma": {"per_100": math.nan}}, "learner['plugins']['ltma']['per_100'] must be a finite number > 0 in float32, got nan"),
     ({"ltma": {"dual_reading": "nominal"}}, "learner['plugins']['ltma']['dual_reading']='nominal' is not allowed; "
                                             "choose one of: found, guarded"),
 ])  # fmt: skip
@@ -202,8 +202,8 @@ def test_one_check_and_one_wording_for_a_settings_kind():
                             "normalize_advantages must be True or False, got 1"]  # fmt: skip
         assert said[3] == ("learner['plugins']['toy-kinds']['count'] must be a whole number within int32 "
                            "(at most 2**31 - 1 in size), got 2.5")  # fmt: skip
-        assert said[4] == "learner['plugins']['toy-kinds']['gain'] must be finite and > 0 in float32, got 0.0"
-        assert said[5] == "lr must be finite and > 0 in float32, got 0.0"
+        assert said[4] == "learner['plugins']['toy-kinds']['gain'] must be a finite number > 0 in float32, got 0.0"
+        assert said[5] == "lr must be a finite number > 0 in float32, got 0.0"
         env_settings.check({"toy-kinds": {"flag": True, "count": 4, "gain": 2}})  # and their own kinds pass
     finally:
         constraints.unregister("toy-kinds")

@@ -209,7 +209,7 @@ def test_noiseless_kernel_refuses_the_score_estimator_and_takes_the_pathwise_one
         (dict(uncertain={"drag": ("abs", -1.0)}), ValueError, "box must be non-empty"),
         (dict(uncertain={}), ValueError, "name at least one"),
         (dict(uncertain=["drag"]), TypeError, "uncertain must be a dict"),
-        (dict(uncertain={"drag": 0.1}, noise=-1.0), ValueError, "noise must be finite and >= 0"),
+        (dict(uncertain={"drag": 0.1}, noise=-1.0), ValueError, "noise must be a finite number >= 0"),
         (
             dict(uncertain={"drag": 0.1}, noise=(0.1, 0.1, 0.0)),
             ValueError,
@@ -309,7 +309,7 @@ def test_the_noise_of_a_gymnax_id_is_the_documented_default_and_settable():
     "args,message",
     [
         (["--noise", "1e-3,1e-3,0"], "noise must be one number or 2 (one per state entry: position, velocity), got 3"),
-        (["--noise", "-1"], "noise must be finite and >= 0"),
+        (["--noise", "-1"], "noise must be a finite number >= 0"),
         (["--noise", "small"], "noise: small — write one std (noise=0.01) or one per state entry"),
         (["--noise", ""], "--noise is empty"),
     ],

@@ -45,7 +45,7 @@ def _edit(plan, what):
 
 EDITS = {"seed=-5": "seed must be an integer in [0, 2**32)", "seed=true": "seed must be an integer",
          "seed=2**40": "seed must be an integer in [0, 2**32)", "lr='abc'": "lr must be a number, got 'abc'",
-         "gamma=5": "gamma must be in [0, 1]", "unknown field": "unknown config field(s) ['colour']",
+         "gamma=5": "gamma must be a number in [0, 1]", "unknown field": "unknown config field(s) ['colour']",
          "envs=['nope']": "environment 'nope'", "env='inventory'": "its env is 'inventory', not 'cartpole'",
          "policy_hidden=[7]": "the config of cartpole/MDPO-Lag does not match its checkpoint"}  # fmt: skip
 

@@ -112,11 +112,11 @@ def test_a_saved_config_with_the_numbers_as_fields_and_options_reads():
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"adam_eps": 0.0}, "adam_eps must be finite and > 0"),
-    ({"adam_eps": math.inf}, "adam_eps must be finite and > 0"),
-    ({"max_grad_norm": -1.0}, "max_grad_norm must be > 0 in float32 (inf: no clip)"),
-    ({"search.eta": 1.5}, "search.eta must be in (0, 1]"),
-    ({"dropout": 1.0}, "dropout must be in [0, 1), got 1.0"),
+    ({"adam_eps": 0.0}, "adam_eps must be a finite number > 0"),
+    ({"adam_eps": math.inf}, "adam_eps must be a finite number > 0"),
+    ({"max_grad_norm": -1.0}, "max_grad_norm must be a number > 0 in float32 (inf: no clip)"),
+    ({"search.eta": 1.5}, "search.eta must be a number in (0, 1]"),
+    ({"dropout": 1.0}, "dropout must be a number in [0, 1), got 1.0"),
     ({"search_eta": 0.5}, "['search_eta'] (search_eta is the traced number search.eta now)"),  # named
 ])  # fmt: skip
 def test_bad_values_are_refused_naming_the_setting(change, words):

@@ -48,7 +48,7 @@ def test_presets_follow_the_spec_table():
         (dict(algorithm="MDPO-Robust-Lagrangian"), "unknown algorithm 'MDPO-Robust-Lagrangian'.*MDPO-Robust-Lag"),
         (dict(env="pendulum"), "env='pendulum'.*cartpole, inventory, inventory3d"),
         (dict(budget="huge"), "budget='huge'.*short, long"),
-        (dict(lr=-1.0), "lr must be finite and > 0"),
+        (dict(lr=-1.0), "lr must be a finite number > 0"),
         (dict(minibatch_size=33), "minibatch_size=33 must divide the batch"),
         (dict(learner_rate=1.0), r"unknown config field\(s\) \['learner_rate'\]"),
         (dict(alpha_schedule="cosine"), "alpha_schedule='cosine'.*fixed, linear, restart, geometric"),
@@ -65,7 +65,7 @@ def test_bad_config_is_a_clear_error(kwargs, match):
 
 def test_bad_hparams_are_rejected_before_tracing():
     train = make_train(tiny(algo="MDPO"))
-    with pytest.raises(ValueError, match="gamma must be in"):
+    with pytest.raises(ValueError, match="gamma must be a number in"):
         from rcmdp_jax.hparams import validate_hparams
 
         validate_hparams(HParams(gamma=1.5))

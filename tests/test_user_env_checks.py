@@ -84,7 +84,7 @@ def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path, capsys, monkeypat
     ({"hp": {"dropout": 0.1}}, "learner['hp']['dropout'] is not a hyperparameter: write learner={'dropout': ...}"),
     ({"plugins": {"ppo": 3}}, "learner['plugins'] must be a dict {plug-in name: {setting: value}}"),
     ({"budgets": {"short": 100}}, "learner['budgets'] must be"),
-    ({"hp": {"lr": -1e-3}}, "learner['hp']: lr must be finite and > 0"),
+    ({"hp": {"lr": -1e-3}}, "learner['hp']: lr must be a finite number > 0"),
     ({"hp": {"lr": "1e-3"}}, "learner['hp']['lr'] must be a finite number in float32, got '1e-3'"),
     ({"hp": {"lr": 10**400}}, "learner['hp']['lr'] must be a finite number in float32"),
     ({"hp": {"lr": np.array([1e-3, 2e-3])}}, "learner['hp']['lr'] must be a finite number"),

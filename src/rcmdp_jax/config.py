@@ -24,7 +24,7 @@ from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.envs.domain import STUDY_CHOICES
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams, validate_hparams
 from rcmdp_jax.learners import LEARNER_NAMES
-from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count, check_kind, refusal
+from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count, check_kind, refusal, unknown_names
 from rcmdp_jax.schedules import SCHEDULE_NAMES, TICKS
 
 # The string choices of ``Config``, as ``Literal`` types (the field annotations) and tuples;
@@ -219,10 +219,7 @@ class Config:
         numbers = {k: v for k, v in changes.items() if k in declared}
         unknown = set(changes) - hp_fields - cfg_fields - plugin_options - set(numbers)
         if unknown:
-            allowed = sorted((cfg_fields - {"hparams", "options"}) | hp_fields | plugin_options | set(declared))
-            moved = {x.formerly: n for n, x in declared.items() if x.formerly and x.formerly in unknown}
-            now = "".join(f" ({old} is the traced number {new} now)" for old, new in moved.items())
-            raise ValueError(f"unknown config field(s) {sorted(unknown)}{now}; allowed fields: {', '.join(allowed)}")
+            raise unknown_names(unknown, setting_names(), where=options.moved(unknown))
         own = {k: options.plain(v) for k, v in changes.items() if k in plugin_options}
         cfg_changes = {k: options.plain(v) for k, v in changes.items() if k in cfg_fields}
         if own:
@@ -264,7 +261,9 @@ class Config:
             v = getattr(self, f)
             if (not isinstance(v, tuple) or not v
                     or any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in v)):  # fmt: skip
-                raise ValueError(f"{f} must be a tuple of positive integer layer widths, e.g. (128,), got {v!r}")
+                raise refusal(f, "a tuple of positive integer layer widths, e.g. (128,)", v)
+            for i, h in enumerate(v):  # and each within int32 (the memory check names the one that is too big)
+                check_count(f"{f}[{i}]", h)
         if not isinstance(self.hparams, HParams):
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
@@ -282,6 +281,14 @@ def fields_of(*natures: str, cls: type = Config) -> tuple[str, ...]:
 def chosen_by(cls: type = Config) -> dict[str, str]:
     """``{field: what chooses it}`` for the fields that ``--set`` does not set (``BY``)."""
     return {f.name: f.metadata["by"] for f in dataclasses.fields(cls) if f.metadata.get("by")}
+
+
+def setting_names(chosen: bool = True) -> set[str]:
+    """What ``Config.replace`` takes (fields, plug-ins' options and numbers); without those ``chosen_by``
+    names unless ``chosen``: what ``--set`` takes."""
+    names = {f.name for f in dataclasses.fields(Config)} - {"hparams", "options"}
+    names |= {*HPARAM_FIELDS, *options.declared(), *options.declared_numbers()}
+    return names if chosen else names - set(chosen_by())
 
 
 # the fields an algorithm's name decides (``presets.split_variant``: ``MDPO-Robust-Lag:linear-epoch``):
@@ -366,9 +373,11 @@ def config_from_dict(d: dict[str, Any]) -> Config:
     hp_dict = d.pop("hparams", {})
     if not isinstance(hp_dict, dict):
         raise refusal("hparams", "an object", hp_dict)
-    if unknown := sorted((set(d) - fields) | (set(hp_dict) - {*HPARAM_FIELDS, *options.declared_numbers()})):
-        raise ValueError(f"unknown config field(s) {unknown}")
-    hp_dict = {k: float(v) if type(v) is int else v for k, v in hp_dict.items()}  # JSON's 1 for 1.0
+    numbers = {*HPARAM_FIELDS, *options.declared_numbers()}
+    if unknown := (set(d) - fields) | {f"hparams.{k}" for k in set(hp_dict) - numbers}:
+        raise unknown_names(unknown, fields | {f"hparams.{k}" for k in numbers})
+    # JSON's 1 for 1.0 (an int beyond every float as it is: its range refuses it)
+    hp_dict = {k: float(v) if type(v) is int and v.bit_length() < 1024 else v for k, v in hp_dict.items()}
     hp = HParams(**{k: v for k, v in hp_dict.items() if "." not in k})
     hp = hp.with_numbers(**{k: v for k, v in hp_dict.items() if "." in k})  # plug-ins' numbers
     d |= {k: tuple(d[k]) for k in ("policy_hidden", "critic_hidden") if isinstance(d.get(k), list)}

@@ -16,7 +16,6 @@ no policy found keeps it. ``check_feasibility(name)`` returns the report as a di
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from collections.abc import Callable
 
@@ -31,7 +30,7 @@ from rcmdp_jax.envs.domain import budget_steps
 from rcmdp_jax.evaluate import DISTORTION_LEVELS, make_eval, policy_sweep
 from rcmdp_jax.feasibility_report import mean_and_se, summarise
 from rcmdp_jax.kernel_text import kernel_names
-from rcmdp_jax.plugin import INT32_MAX, check_seed
+from rcmdp_jax.plugin import INT32_MAX, Number, check_choice, check_count, check_kind, check_seed
 from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.verdict import kinds
 from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
@@ -59,20 +58,15 @@ class FeasibilityConfig:
             v = getattr(self, field)
             if v is None and field != "seeds":
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"feasibility: {field} must be a whole number >= 1, got {v!r}")
-            if field == "steps" and v > INT32_MAX:  # the train step counts its policy steps in int32
-                raise ValueError(f"feasibility: steps={v} is beyond the int32 counters of the train step (at most "
-                                 f"{INT32_MAX:,})")  # fmt: skip
-        if self.learner not in LEARNERS:
-            raise ValueError(f"feasibility: learner={self.learner!r}; choose one of {', '.join(LEARNERS)}")
+            v = int(v) if isinstance(v, np.integer) else v
+            if field == "steps" or not isinstance(v, int) or v <= INT32_MAX:  # more seeds or episodes: the memory
+                check_count(f"feasibility: {field}", v)  # check names them; the train step counts steps in int32
+        check_choice("feasibility: learner", self.learner, LEARNERS)
         from rcmdp_jax import adversary
 
-        if self.method is not None and self.method not in adversary.names():
-            raise ValueError(f"feasibility: method={self.method!r}; choose one of {', '.join(adversary.names())}")
-        m = self.margin
-        if isinstance(m, bool) or not isinstance(m, (int, float)) or not (math.isfinite(m) and m >= 0):
-            raise ValueError(f"feasibility: margin must be a finite number >= 0, got {m!r}")
+        if self.method is not None:
+            check_choice("feasibility: method", self.method, adversary.names())
+        check_kind("feasibility: margin", self.margin, Number(0.0, 0.0))
         check_seed("feasibility: seed", self.seed)
         if self.search is not None and not isinstance(self.search, SearchConfig):
             raise TypeError(f"feasibility: search must be a rcmdp_jax.worst_case.SearchConfig or None (grid only), "

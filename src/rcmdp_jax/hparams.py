@@ -15,7 +15,7 @@ import math
 from flax import struct
 
 from rcmdp_jax.options import declared_numbers
-from rcmdp_jax.plugin import Number, finite_f32, refusal  # noqa: F401 (finite_f32: the environments' checks read it here)
+from rcmdp_jax.plugin import Number, finite_f32, refusal, unknown_names  # noqa: F401 (finite_f32: the environments' checks read it here)
 
 
 def number(default: float, low: float = -math.inf, high: float = math.inf, what: str = "", **more):
@@ -128,7 +128,7 @@ def validate_hparams(hp: HParams) -> None:
     if not isinstance(names, tuple) or not isinstance(values, tuple) or len(names) != len(values):
         raise ValueError("HParams' plug-in numbers must be set with HParams.with_numbers(**{'NAME.number': value})")
     if unknown := [n for n in names if n not in known]:
-        raise ValueError(f"no plug-in declares the number(s) {unknown}; declared: {', '.join(known) or 'none'}")
+        raise unknown_names(unknown, known, "plug-in number", " (no plug-in declares them)")
     for field, declared, v in _declared(hp):
         if isinstance(v, (bool, str, list, tuple, dict)) or v is None:
             raise refusal(field, "a number", v)
@@ -136,6 +136,8 @@ def validate_hparams(hp: HParams) -> None:
             raise refusal(field, "a real number", v)
         try:
             arr = np.asarray(v, dtype=float)
+        except OverflowError:  # an int beyond every float
+            raise refusal(field, declared.words(), v) from None
         except Exception:  # traced values: ``hparams_ok`` flags them inside the program
             continue
         if not np.all(declared.ok(arr, np)):

@@ -9,6 +9,8 @@ import re
 
 import numpy as np
 
+from rcmdp_jax.plugin import closest
+
 
 def kernel_names(env_name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
     """The names of a kernel's entries (flattened): the environment's uncertain fields
@@ -67,7 +69,8 @@ def parse(text: str | None, xi_c, names) -> np.ndarray:
             raise ValueError(f"kernel: {item.strip()!r} is not FIELD=VALUE (a change such as +20% or an absolute value "
                              f"such as 11.0); fields: {', '.join(names)}")  # fmt: skip
         if name not in names:
-            raise ValueError(f"kernel: no field {name!r} in this kernel; fields: {', '.join(names)}")
+            raise ValueError(f"kernel: no field {name!r} in this kernel{closest(name, names)}; fields: "
+                             f"{', '.join(names)}")  # fmt: skip
         if name in seen:
             raise ValueError(f"kernel: {name} is named twice")
         seen.add(name)

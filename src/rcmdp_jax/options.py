@@ -22,6 +22,7 @@ from rcmdp_jax.plugin import (
     option_clash,
     option_owners,
     options_of,
+    unknown_names,
 )
 
 
@@ -109,6 +110,13 @@ def explicit(cfg) -> tuple[tuple[str, Any], ...]:
 NOW_NUMBERS = ("adam_eps", "max_grad_norm", "dropout")
 
 
+def moved(names) -> str:
+    """What the refusal of an unknown setting adds for each of ``names`` that a plug-in's number was
+    called (``Number.formerly``): " (OLD is the traced number NEW now)"."""
+    return "".join(f" ({x.formerly} is the traced number {n} now)"
+                   for n, x in declared_numbers().items() if x.formerly and x.formerly in names)  # fmt: skip
+
+
 def lifted(d: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     """A config dict of an older version read as this version's: its keys that are not ``fields`` but
     plug-ins' options (flat fields then, e.g. ``adversary_candidates``) moved into its ``options``
@@ -167,8 +175,7 @@ def check(cfg, fields: set[str]) -> None:
         except TypeError:
             raise ValueError(f"option {name}={v!r} must be a number, a string, a bool or a tuple") from None
         if name not in defaults:
-            raise ValueError(f"options: {name!r} is no registered plug-in's option; options: "
-                             f"{', '.join(defaults) or 'none'}")  # fmt: skip
+            raise unknown_names([name], defaults, "option", " in options (no registered plug-in's)")
     learner, _, method = used(cfg)
     owners = option_owners()  # a set option is checked where it is declared, even for a plug-in cfg does not use
     for cls in dict.fromkeys((*used(cfg), *(declarer(owners[name][1], name) for name, _ in opts))):

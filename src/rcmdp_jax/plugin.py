@@ -43,14 +43,16 @@ class Number(NamedTuple):
     open_high: bool = False
 
     def words(self) -> str:
-        """The allowed range in words, e.g. "finite and >= 0", "> 0 (inf: no clip)"."""
+        """The allowed range in words, e.g. "a finite number >= 0", "a number > 0 (inf: no clip)"."""
         if math.isfinite(self.low) and math.isfinite(self.high):
-            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+            ends = "(" if self.open_low else "[", ")" if self.open_high else "]"
+            return f"a number in {ends[0]}{self.low:g}, {self.high:g}{ends[1]}"
         lo = "" if self.low == -math.inf else (f"> {self.low:g}" if self.open_low else f">= {self.low:g}")
         lo += " in float32" if self.open_low and self.low == 0 else ""  # a tiny number is 0 there
         hi = "" if self.high == math.inf else f"{'<' if self.open_high else '<='} {self.high:g}"
-        words = " and ".join(w for w in ("" if self.inf else "finite", lo, hi) if w)
-        return words + (f" ({self.inf})" if self.inf else "")
+        words = " and ".join(w for w in (lo, hi) if w)
+        return " ".join(w for w in ("a number" if self.inf else "a finite number", words) if w) + (
+            f" ({self.inf})" if self.inf else "")  # fmt: skip
 
     def ok(self, x, xp):
         """Whether ``x`` (an array; ``xp`` NumPy or jax.numpy) is in range, element-wise (its low
@@ -64,7 +66,7 @@ class Number(NamedTuple):
 
 # what a setting declared by its default may be, by the default's kind (``kind_problem``)
 KINDS = {bool: "True or False", int: "a whole number within int32 (at most 2**31 - 1 in size)",
-         float: "a number, finite in float32", str: "a string"}  # fmt: skip
+         float: "a finite number in float32", str: "a string"}  # fmt: skip
 
 
 def kind_problem(value: Any, declared: Any) -> str:
@@ -93,9 +95,46 @@ def kind_problem(value: Any, declared: Any) -> str:
     return "" if ok else KINDS.get(type(declared), "")
 
 
+def shown(value: Any) -> str:
+    """``value`` as a refusal writes it: its repr, an integer of more than 80 digits as ``~10**N``
+    (Python writes none beyond 4300 digits), a long text cut after 80 characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**80:
+        return f"{'-' if value < 0 else ''}~10**{int(math.log10(abs(value)))}"
+    try:
+        text = repr(value)
+    except ValueError:  # one holding such an integer
+        return f"a {type(value).__name__} holding an integer too long to write"
+    return text if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
+
+
 def refusal(where: str, words: str, value: Any) -> ValueError:
-    """The one wording of a refused value: "WHERE must be WORDS, got VALUE"."""
-    return ValueError(f"{where} must be {words}, got {value!r}")
+    """The one wording of a refused value: "WHERE must be WORDS, got VALUE" (``shown``)."""
+    return ValueError(f"{where} must be {words}, got {shown(value)}")
+
+
+def _match(name: Any, names) -> str:
+    import difflib
+
+    lower = {str(n).lower(): str(n) for n in names}  # LR: lr
+    return lower.get(next(iter(difflib.get_close_matches(str(name).lower(), lower, n=1)), None), "")
+
+
+def closest(name: Any, names) -> str:
+    """What a refusal of an unknown name adds: " (did you mean 'X'?)" with ``X`` the one of ``names``
+    closest to ``name`` (``difflib``), "" where none is close."""
+    return f" (did you mean {m!r}?)" if (m := _match(name, names)) else ""
+
+
+def unknown_names(unknown, allowed, what: str = "config field", where: str = "") -> ValueError:
+    """The one wording of names no setting has where they are given (``--set``, ``ALGO@FIELD=``,
+    ``Config.replace``, a saved config, its options): "unknown config field(s) ['lrr'] (did you mean
+    'lr'?); allowed config fields: ...", listing only what that place takes (``allowed``), with the
+    closest of them (``closest``) where one is close."""
+    allowed, unknown = sorted(allowed), sorted(map(str, unknown))
+    close = {u: m for u in unknown if (m := _match(u, allowed))}
+    hint = ", ".join(repr(m) if len(unknown) == 1 else f"{m!r} for {u!r}" for u, m in close.items())
+    hint = f" (did you mean {hint}?)" if hint else ""
+    return ValueError(f"unknown {what}(s) {unknown}{where}{hint}; allowed {what}s: {', '.join(allowed) or 'none'}")
 
 
 def check_kind(where: str, value: Any, declared: Any) -> None:
@@ -220,8 +259,7 @@ class Registry:
 
     def get(self, name: str, field: str) -> type:
         """The class registered as ``name``; ``field``: the config field named in the error."""
-        if name not in self._entries:
-            raise ValueError(f"{field}={name!r} is not allowed; choose one of: {', '.join(self._entries)}")
+        check_choice(field, name, tuple(self._entries))
         cls = _resolve(self._entries[name])
         self._entries[name] = cls
         return cls
@@ -265,7 +303,8 @@ def check_count(option: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise refusal(option, "a positive integer", value)
     if value > INT32_MAX:
-        raise ValueError(f"{option}={value} is beyond the int32 counters of the train step (at most {INT32_MAX})")
+        raise ValueError(f"{option}={shown(value)} is beyond the int32 counters of the train step (at most "
+                         f"{INT32_MAX})")  # fmt: skip
 
 
 SEED_LIMIT = 2**32  # a base seed is a uint32 of jax.random.PRNGKey on every platform
@@ -281,9 +320,10 @@ def check_seed(option: str, value: Any) -> None:
 
 
 def check_choice(option: str, value: Any, allowed: tuple[str, ...]) -> None:
-    """Refuse a value that is not one of ``allowed``, naming them."""
+    """Refuse a value that is not one of ``allowed``, naming them (the closest first, ``closest``)."""
     if value not in allowed:
-        raise ValueError(f"{option}={value!r} is not allowed; choose one of: {', '.join(allowed)}")
+        raise ValueError(f"{option}={value!r} is not allowed{closest(value, allowed)}; choose one of: "
+                         f"{', '.join(allowed)}")  # fmt: skip
 
 
 def numbers_of(cls: type) -> dict[str, Number]:

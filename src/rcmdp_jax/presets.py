@@ -13,11 +13,12 @@ from typing import Any
 
 from rcmdp_jax import adversary, constraints, env_settings, envs, learners, options
 from rcmdp_jax.adversary import NONE
-from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env
+from rcmdp_jax.config import ALPHA_SCHEDULES, ALPHA_TICKS, Config, _check_env, setting_names
 from rcmdp_jax.envs.domain import BUDGETS, budget_steps
 from rcmdp_jax.hparams import HPARAM_FIELDS, HParams
 from rcmdp_jax.learners.base import BATCH_ENVS
 from rcmdp_jax.plugin import check_choice as _choice
+from rcmdp_jax.plugin import closest, unknown_names
 
 # The reference grid of docs/method.md §2, in its order.
 ALGORITHMS = (
@@ -52,11 +53,11 @@ def parse_algorithm(name: str) -> tuple[str, str, bool]:
         valid = (learner == "MCPMD" and not robust_suffix) or (learner != "MCPMD" and not r_prefix)
         valid = valid and not (rule and not lag) and not (r_prefix and learner != "MCPMD")
     if not valid:
-        rules = ", ".join(f"-{s}-Lag" for s in suffixes if s)
-        raise ValueError(
-            f"unknown algorithm {name!r}; valid names: {', '.join(ALGORITHMS)} "
-            f"(and, for any learner, the rule variants {rules})"
-        )
+        rules = [f"-{s}-Lag" for s in suffixes if s]
+        plain = [a for a in ALGORITHMS if a.endswith("-Lag") and not any(a.endswith(r) for r in rules)]
+        spelled = [*ALGORITHMS, *(a[: -len("-Lag")] + r for a in plain for r in rules)]
+        raise ValueError(f"unknown algorithm {name!r}{closest(name, spelled)}; valid names: {', '.join(ALGORITHMS)} "
+                         f"(and, for any learner, the rule variants {', '.join(rules)})")  # fmt: skip
     robust = bool(r_prefix or robust_suffix)
     constraint = suffixes[rule or ""] if lag else "none"
     return learner_names[learner], constraint, robust
@@ -75,14 +76,24 @@ def schedule_variants(algorithms=SCHEDULE_STUDY_ALGORITHMS) -> tuple[str, ...]:
 
 def parse_setting(item: str) -> tuple[str, Any] | None:
     """``"KEY=VALUE"`` (``--set`` and ``ALGO@FIELD=VALUE`` alike) -> ``(KEY, VALUE)``: a Python literal
-    (``8``, ``1e-3``, ``(64, 64)``, ``True``), ``inf`` a float, else the text; None without ``KEY=``."""
+    (``8``, ``1e-3``, ``(64, 64)``, ``True``), ``inf`` and ``nan`` floats, else the text; None without ``KEY=``."""
     key, eq, raw = (x.strip() for x in item.partition("="))
     if not (eq and key):
         return None
     try:
         return key, ast.literal_eval(raw)
     except (ValueError, SyntaxError):
-        return key, float(raw) if raw.lower() in ("inf", "+inf", "-inf") else raw
+        return key, float(raw) if raw.lower().lstrip("+-") in ("inf", "infinity", "nan") else raw
+
+
+def check_sets(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` (``--set``'s) if each names a setting ``--set`` takes (``config.setting_names``:
+    none an algorithm's name, ``--algos`` or ``--env`` chooses), else ``PlanError`` naming them."""
+    from rcmdp_jax.sizes import PlanError
+
+    if unknown := set(settings) - (allowed := setting_names(chosen=False)):
+        raise PlanError(f"--set: {unknown_names(unknown, allowed, where=options.moved(unknown))}")
+    return settings
 
 
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:
@@ -97,18 +108,24 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
     name, plus, method = name.partition("+")
     if plus:
         if method not in (NONE, *adversary.names()):
-            raise ValueError(f"unknown robust method {method!r} in {name}+{method}: write ALGO+METHOD with METHOD one "
+            raise ValueError(f"unknown robust method {method!r}{closest(method, adversary.names())} in {name}+{method}: "
+                             "write ALGO+METHOD with METHOD one "
                              f"of {', '.join((NONE, *adversary.names()))}")  # fmt: skip
         overrides = {"adversary": method}
     hp_fields = set(HPARAM_FIELDS) | set(options.declared_numbers())  # plug-ins' numbers too: pid.kp
     for item in hp_items:
         key, value = parse_setting(item) or ("", None)
-        if key not in hp_fields or not isinstance(value, (int, float)) or isinstance(value, bool):
+        if key and key not in hp_fields:
+            raise unknown_names([key], hp_fields, "hyperparameter", f" in {name!r} (ALGO@FIELD=NUMBER)")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise ValueError(f"unknown hyperparameter variant {item!r} in {name!r}: write ALGO@FIELD=NUMBER with FIELD "
                              f"one of {', '.join(sorted(hp_fields))}")  # fmt: skip
         if key in overrides:
             raise ValueError(f"{key} given twice in {name}@{'@'.join(hp_items)}: give each hyperparameter once")
-        overrides[key] = float(value)
+        try:  # one number, one float: @lr=1 is @lr=1.0
+            overrides[key] = float(value)
+        except OverflowError:  # an int beyond every float: refused by its field's range
+            overrides[key] = value
     if ":" not in name:
         return name, overrides
     algo, _, variant = name.partition(":")

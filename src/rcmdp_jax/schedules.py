@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from rcmdp_jax.plugin import check_choice
+
 
 def _fixed(alpha0, decay, k, big_k, kp):
     return alpha0
@@ -60,7 +62,7 @@ def items() -> tuple[tuple[str, Callable], ...]:
 def code(name: str) -> int:
     """The code of schedule ``name``: its position in the registry."""
     if name not in _SCHEDULES:
-        raise ValueError(f"alpha_schedule={name!r} is not allowed; choose one of: {', '.join(_SCHEDULES)}")
+        check_choice("alpha_schedule", name, tuple(_SCHEDULES))
     return names().index(name)
 
 
@@ -82,8 +84,7 @@ class Schedule:
 
     @classmethod
     def of(cls, kind: str, tick: str, iterations: int = 1) -> Schedule:
-        if tick not in TICKS:
-            raise ValueError(f"alpha_tick={tick!r} is not allowed; choose one of: {', '.join(TICKS)}")
+        check_choice("alpha_tick", tick, TICKS)
         return cls(jnp.int32(code(kind)), jnp.int32(TICKS.index(tick)), jnp.int32(iterations))
 
     def per_epoch(self) -> jax.Array:

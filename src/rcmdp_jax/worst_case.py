@@ -43,6 +43,7 @@ import numpy as np
 
 from rcmdp_jax import box, stats
 from rcmdp_jax.kernel_gradients import episode_quantities, has_density, mean_quantities, score_gradient
+from rcmdp_jax.plugin import INT32_MAX, Number, check_choice, check_count, check_kind, refusal
 from rcmdp_jax.rollout import Policy, reward_and_costs, value_discounts
 
 ESTIMATORS = ("score", "pathwise")
@@ -73,16 +74,12 @@ class SearchConfig:
     truncate: int = 0  # pathwise: gradient window in transitions (0 = the whole episode)
 
     def validate(self) -> SearchConfig:
-        if self.estimator not in ESTIMATORS:
-            raise ValueError(f"estimator={self.estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+        check_choice("estimator", self.estimator, ESTIMATORS)
         for name in ("steps", "episodes", "eval_episodes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.truncate, int) or self.truncate < 0:
-            raise ValueError(f"truncate must be a non-negative integer, got {self.truncate!r}")
-        if not (np.isfinite(self.eta0) and self.eta0 > 0):
-            raise ValueError(f"eta0 must be a positive number, got {self.eta0!r}")
+            check_count(name, getattr(self, name))
+        if isinstance(self.truncate, bool) or not isinstance(self.truncate, int) or not 0 <= self.truncate <= INT32_MAX:
+            raise refusal("truncate", "an integer in [0, 2**31 - 1] (0: the whole episode)", self.truncate)
+        check_kind("eta0", self.eta0, Number(0.5, 0.0, open_low=True))
         return self
 
 

@@ -12,7 +12,7 @@ import jax
 
 from rcmdp_jax.adversary.base import uniform_kernels
 from rcmdp_jax.adversary.candidates import CandidateMethod, with_dual, worst_kernels  # noqa: F401  (its home once)
-from rcmdp_jax.plugin import check_count
+from rcmdp_jax.plugin import Number, check_count, check_kind
 
 
 class WorstOfN(CandidateMethod):
@@ -28,9 +28,8 @@ class WorstOfN(CandidateMethod):
     def check_options(cls, cfg) -> None:
         super().check_options(cfg)
         check_count("adversary_candidates", cfg.option("adversary_candidates"))
-        f = cfg.option("adversary_fraction")
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0.0 < f <= 1.0:
-            raise ValueError(f"adversary_fraction must be in (0, 1] (the worst share of the candidates), got {f!r}")
+        share = Number(0.25, 0.0, 1.0, open_low=True)  # the worst share of the candidates
+        check_kind("adversary_fraction", cfg.option("adversary_fraction"), share)
 
     @classmethod
     def lane_bytes(cls, cfg, record: float, episode: float) -> float:

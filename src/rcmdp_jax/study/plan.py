@@ -46,7 +46,7 @@ def parse_sets(sets) -> dict:
         if key in out:  # else the last would win without the first being checked
             raise PlanError(f"--set {key}=... is given more than once; give it once")
         out[key] = value
-    return out
+    return presets.check_sets(out)
 
 
 _ALSO = ("; or all, gymnax:ID or brax:NAME (any id, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your "
