@@ -337,3 +337,31 @@ def test_bad_names_schedules_and_boxes_are_refused(tmp_path, capsys, monkeypatch
 def test_an_alpha_schedule_still_names_an_mdpo_variant():
     cfg = preset("cartpole", "MDPO-Lag:restart-batch")
     assert (cfg.alpha_schedule, cfg.alpha_tick) == ("restart", "batch")
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--eval-only", ""], ["--eval-only is empty"]),
+    (["--resume"], ["--resume continues the run folder --out names; give --out DIR"]),
+    (["--distributed", "--coordinator", "x:1", "--num-processes", "2", "--process-id", "0", "--set", "lr"],
+     ["rcmdp: error: --set expects KEY=VALUE, got 'lr'"]),
+])  # fmt: skip
+def test_an_empty_eval_only_a_resume_without_out_and_a_set_before_the_handshake(capsys, tmp_path, monkeypatch,
+                                                                                 argv, words):  # fmt: skip
+    """Refused in one line, the option said once; no folder of runs/<timestamp> made or named."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["rcmdp"])
+    assert cli.main(argv) == 2
+    err = _one_line(capsys, *words)
+    assert "runs/" not in err and "--set: --set" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_report_says_what_is_wrong_with_its_arguments(capsys):
+    from rcmdp_jax.study.console import report
+
+    for argv, said in (([], "RUN_DIR is missing"), (["RUN", "--bogus"], "got RUN --bogus"), (["--bogus"], "got --bogus")):
+        assert report(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("usage: rcmdp report") and "\nrcmdp report: error: " in err, err
+        assert said in err, err
+    assert report(["--help"]) == 0

@@ -123,11 +123,11 @@ def test_resume_after_interruption_equals_an_uninterrupted_run_and_a_second_stud
 
     real = orchestrate.train_prepared
 
-    def train_then_die(prep, label, log=None):
+    def train_then_die(prep, label, log=None, snapshot=None):
         if trained:
             raise Killed(label)
         trained.append(label)
-        return real(prep, label, log)
+        return real(prep, label, log, snapshot)
 
     monkeypatch.setattr(orchestrate, "train_prepared", train_then_die)
     with pytest.raises(Killed):
@@ -248,7 +248,8 @@ def test_ctrl_c_is_a_short_message_without_traceback(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "--resume" in err and "Traceback" not in err
-    assert err.strip().startswith("run.py: interrupted: finished algorithms are saved; continue with "), err
+    said = "finished algorithms are saved (a family in training from its last snapshot, if one was written)"
+    assert err.strip().startswith(f"run.py: interrupted: {said}; continue with "), err
     assert time.perf_counter() - t0 < 5.0
     # the command it prints resumes as it stands: run.json holds the options (test_resume_options.py)
     assert f"continue with python {shlex.quote(str(RUN_PY))} --resume --out {shlex.quote(str(out))}\n" in err, err

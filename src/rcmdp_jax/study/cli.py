@@ -174,8 +174,9 @@ def main(argv=None) -> int:
         release = take(folder.root)
     say_before_training(args, plan, folder, mesh, first, split_note)
     try:
-        with signals_exit(program_name(), f"finished algorithms are saved; continue with "
-                          f"{runtime.resume_command(folder.root)}") as state:  # fmt: skip
+        said = (f"finished algorithms are saved (a family in training from its last snapshot, if one was written); "
+                f"continue with {runtime.resume_command(folder.root)}")  # fmt: skip
+        with signals_exit(program_name(), said) as state:
             state.undo.append(release)
             study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",
                           args.event_files)  # fmt: skip

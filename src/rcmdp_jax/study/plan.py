@@ -275,11 +275,15 @@ def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
 def new_plan(args) -> Plan | None:
     """Every input checked and the plan built, before ``--distributed``'s handshake; None for
     ``--eval-only``."""
+    if args.eval_only is not None and not args.eval_only.strip():
+        raise PlanError("--eval-only is empty; name the run folder whose sweep to run again")
     if args.eval_only:
         check_devices(args)
         return None
     if args.out is not None and not args.out.strip():
         raise PlanError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
+    if args.resume and args.out is None:
+        raise PlanError("--resume continues the run folder --out names; give --out DIR")
     load_plugins(args)
     if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
         try:  # what can be checked before it (else ``Plan.built`` checks the folders)
@@ -290,8 +294,8 @@ def new_plan(args) -> Plan | None:
         try:
             with np.errstate(all="ignore"):
                 validate_hparams(Config().replace(**parse_sets(args.sets)).hparams)
-        except (ValueError, TypeError) as err:
-            raise PlanError(f"--set: {err}") from None
+        except (ValueError, TypeError) as err:  # (a PlanError says its option already)
+            raise PlanError(str(err) if isinstance(err, PlanError) else f"--set: {err}") from None
         return None
     return resumed_plan(args) or build_plan(args)
 

@@ -20,7 +20,8 @@ def run(argv: list) -> int:
     """The command on its arguments (``console.report``)."""
     if len(argv) != 1 or argv[0].startswith("-"):
         print("usage: rcmdp report RUN_DIR  (or: python experiments/report.py RUN_DIR)", file=sys.stderr)
-        return 0 if argv in (["-h"], ["--help"]) else 2
+        said = f"one RUN_DIR and no options, got {' '.join(argv)}" if argv else "RUN_DIR is missing"
+        return 0 if argv in (["-h"], ["--help"]) else refuse(PROG, said)
     with signals_exit(PROG, KEPT) as state:
         from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, take
         from rcmdp_jax.study.run_plan import RunFolderError
