@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 
 import numpy as np
 
+from rcmdp_jax.config import BudgetRounded
 from rcmdp_jax.convergence import converged_budget, row_passes
 
 GRID = tuple(25_000 * 2**i for i in range(16))  # 25k, 50k, ... (the rule's doubling grid)
@@ -149,7 +151,9 @@ def search_envs(configs: dict, keys, report=print) -> tuple[dict[str, int], dict
             report(f"rcmdp_jax: --budget auto on {env}: training {cfg.name} ({keys.shape[0]} seeds) up to "
                    f"{cfg.total_timesteps:,} policy steps, reading the budget rule as it goes")  # fmt: skip
             line = lambda text, env=env, name=cfg.name: report(f"[{env} budget] {name}: {text}")  # noqa: E731
-            f = found[env][learner] = search(cfg, keys, cfg.total_timesteps, report=line)
+            with warnings.catch_warnings():  # the cap's rounding to whole batches: the plan said it
+                warnings.simplefilter("ignore", BudgetRounded)
+                f = found[env][learner] = search(cfg, keys, cfg.total_timesteps, report=line)
             report(f"rcmdp_jax: --budget auto on {env}: {cfg.name} {f.why()} ({f.seconds:.0f} s)")
         budgets[env] = max(f.budget for f in found[env].values())
         report(f"rcmdp_jax: --budget auto on {env}: every algorithm trains at {budgets[env]:,} policy steps")
