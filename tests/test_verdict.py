@@ -184,3 +184,20 @@ def test_the_section_lists_each_close_seed_with_the_kernel_rcmdp_eval_reads():
     quiet, _ = report.constraint_section({"A-Lag": (None, np.minimum(C, -5.0))}, ("speed",), np.array([0.0, 1.0]),
                                          test_xi=test_xi, xi_names=("g", "m"))  # fmt: skip
     assert "too close to call (RUN_DIR" not in quiet and "\n- " not in quiet
+
+
+def test_a_close_seed_on_the_limit_is_said_so_not_given_an_impossible_test():
+    """A mean within float noise of the limit (the main job's PPO seed 8 was C 0.0066 ± 0.34: a
+    million episodes "decide" it): the table, the seed's line and its verdict say it sits on the
+    limit; no `rcmdp eval` of a million episodes is offered."""
+    x = np.array([[0.5, -0.5, 0.51, -0.5], [0.5, -0.5, 0.7, -0.5]])  # means 0.0025 and 0.05
+    v = verdict.seed_verdicts(x)
+    m, se = mean_se(x[0])
+    assert v.needed[0] == math.floor(4 * (2 * se / m) ** 2) + 1 > verdict.ON_THE_LIMIT >= v.needed[1]
+    assert verdict.counts_text(v.counts(), v.most_needed()).endswith("(on the limit: over 10,000 episodes decide)")
+    e = verdict.judge(x[:, None, None, :], None, verdict.Constraint("limit"))
+    on, off = verdict.close_calls(e, "A", "speed", {"nominal": "nominal"})
+    assert "on the limit" in on and "rcmdp eval" not in on and f"{v.needed[0]:,} episodes would decide" in on
+    assert off.endswith(f"--n-episodes {v.needed[1]}")
+    said = verdict.said_of([verdict.Constraint("limit")], [0.99], ["speed"], {"C": x[0][:, None]})
+    assert said["speed"] == "too close to call (kept when C <= 0; on the limit: over 10,000 episodes decide)"

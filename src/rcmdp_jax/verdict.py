@@ -147,6 +147,17 @@ def judge(C, ep_cost, constraint: Constraint) -> dict:
     return entry
 
 
+ON_THE_LIMIT = 10_000  # test episodes: a close seed that needs more than these sits on the limit
+
+
+def deciding(needed: int) -> str:
+    """How many test episodes decide a close seed, in words: ``24 episodes decide``, or beyond
+    ``ON_THE_LIMIT`` (a mean on the limit within float noise) that no practical test does."""
+    if needed <= ON_THE_LIMIT:
+        return f"{needed} episodes decide"
+    return f"on the limit: over {ON_THE_LIMIT:,} episodes decide"
+
+
 def close_calls(entry: dict, algo: str, name: str, kernels: dict, env: str | None = None) -> list[str]:
     """One line per seed too close to call in ``judge``'s ``entry`` (``algo``'s constraint ``name``):
     where, the seed, its mean ± standard error against the limit, and the command that decides it
@@ -164,7 +175,9 @@ def close_calls(entry: dict, algo: str, name: str, kernels: dict, env: str | Non
             side = "above" if mean > 0 else "under" if mean < 0 else "at"
             line = (f"{algo}, {name}, {'at the nominal kernel' if where == 'nominal' else 'on its worst kernel'}: seed "
                     f"{seed} {what} {mean + shift:.4g} ± {se:.2g}, {side} {shift:g}")  # fmt: skip
-            if needed is not None:
+            if needed is not None and needed > ON_THE_LIMIT:
+                line += f"; on the limit: {needed:,} episodes would decide it at this mean and spread"
+            elif needed is not None:
                 where_env = f" --env '{env}'" if env else ""
                 cmd = f"rcmdp eval RUN_DIR{where_env} --algo '{algo}' --seed {seed}"
                 line += f"; {needed} episodes decide it: {cmd} --kernel '{kernels[where]}' --n-episodes {needed}"
@@ -181,7 +194,7 @@ def said_of(kinds_: list[Constraint], gamma_c, names, episodes: dict) -> dict[st
         kind = Constraint(kind.kind, float(gamma_c[j]), kind.budget)
         ep = episodes["EpCost"][:, j] if "EpCost" in episodes else None
         v = seed_verdicts(episode_values(kind, episodes["C"][:, j], ep)[None])
-        needed = f"; {v.needed[0]} episodes decide" if v.needed[0] is not None else ""
+        needed = f"; {deciding(v.needed[0])}" if v.needed[0] is not None else ""
         out[name] = f"{v.verdict[0]} (kept when {kind.decides}{needed})"
     return out
 
@@ -197,5 +210,5 @@ def counts_text(counts: dict, needed: int | None) -> str:
     and ``most_needed()`` (the close count always said)."""
     text = f"{counts[KEPT]} kept, {counts[BROKEN]} broken, {counts[CLOSE]} too close"
     if counts[CLOSE]:
-        text += f" ({needed} episodes decide)" if needed is not None else " (a mean of exactly 0)"
+        text += f" ({deciding(needed)})" if needed is not None else " (a mean of exactly 0)"
     return text
