@@ -28,6 +28,7 @@ LONG = "x" * 300
 
 @pytest.mark.parametrize("extra, words", [
     (["--controller", f"{TOY}:notfn"], ["the module has no 'notfn'"]),
+    (["--controller", f"{TOY}:raise"], ["the module has no 'raise' (did you mean 'raises'?)"]),
     (["--controller", f"{TOY}:GAMMA"], ["controller must be a function of the observation"]),
     (["--controller", f"{TOY}:raises"], ["controller(obs) failed on an observation", "boom"]),
     (["--controller", f"{TOY}:wrong_shape"], ["must return an action of shape (), got (3,)"]),

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from rcmdp_jax import envs
-from rcmdp_jax.plugin import REGISTRIES
+from rcmdp_jax.plugin import REGISTRIES, closest
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 SOURCES: dict[str, dict] = {}  # a user environment's registered name -> how it was loaded (run.json's env_sources)
@@ -76,7 +76,8 @@ def _attr(record: dict):
     where = f"{_where(record)}:{record['attr']}"
     module = _import(record, f"cannot load {where}: ")
     if not hasattr(module, record["attr"]):
-        raise ValueError(f"{where}: the module has no {record['attr']!r}")
+        names = [n for n in vars(module) if not n.startswith("_")]
+        raise ValueError(f"{where}: the module has no {record['attr']!r}{closest(record['attr'], names)}")
     return getattr(module, record["attr"])
 
 
