@@ -365,24 +365,3 @@ def test_report_says_what_is_wrong_with_its_arguments(capsys):
         assert err.startswith("usage: rcmdp report") and "\nrcmdp report: error: " in err, err
         assert said in err, err
     assert report(["--help"]) == 0
-
-
-@pytest.mark.parametrize("argv,option", [
-    (["--seeds", "1", "--seeds", "2"], "--seeds"),
-    (["--steps=64", "--budget", "short", "--steps", "128"], "--steps"),
-    (["eval", "RUN", "--algo", "PPO-Lag", "--seed", "0", "--seed", "1"], "--seed"),
-    (["feasibility", "--seeds", "2", "--seeds", "3"], "--seeds"),
-])  # fmt: skip
-def test_an_option_of_one_value_given_twice_is_refused_not_the_last_kept(capsys, tmp_path, monkeypatch, argv, option):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["rcmdp"])
-    from rcmdp_jax.study import console
-
-    assert console.main(argv) == 2
-    _one_line(capsys, f"{option} is given more than once; give it once")
-    assert not list(tmp_path.iterdir())
-
-
-def test_repeatable_options_stay_repeatable():
-    args = cli.parse_args(["--set", "lr=0.001", "--set", "gamma=0.9", "--plugins", "a.py", "--plugins", "b.py"])
-    assert args.sets == ["lr=0.001", "gamma=0.9"] and args.plugins == ["a.py", "b.py"]

@@ -13,15 +13,7 @@ ENTRY: list = []  # non-empty in a console command's own process (``console.main
 
 
 class Parser(argparse.ArgumentParser):
-    """A command's options: a wrong one is a ``PlanError`` the command says in one line; one given
-    twice that takes one value is refused (argparse would keep the last in silence)."""
-
-    def parse_known_args(self, args=None, namespace=None):
-        given = [a.split("=", 1)[0] for a in (sys.argv[1:] if args is None else args) if a.startswith("--")]
-        once = {o for a in self._actions if not isinstance(a, argparse._AppendAction) for o in a.option_strings}
-        if twice := sorted({o for o in given if o in once and given.count(o) > 1}):
-            self.error(f"{twice[0]} is given more than once; give it once")
-        return super().parse_known_args(args, namespace)
+    """A command's options: a wrong one is a ``PlanError`` the command says in one line."""
 
     def error(self, message):
         from rcmdp_jax.sizes import PlanError  # here: a command imports nothing heavy before the CPU split
