@@ -61,8 +61,7 @@ def items() -> tuple[tuple[str, Callable], ...]:
 
 def code(name: str) -> int:
     """The code of schedule ``name``: its position in the registry."""
-    if name not in _SCHEDULES:
-        check_choice("alpha_schedule", name, tuple(_SCHEDULES))
+    check_choice("alpha_schedule", name, tuple(_SCHEDULES))
     return names().index(name)
 
 

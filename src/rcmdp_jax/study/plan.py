@@ -103,6 +103,7 @@ def plan_algos(args) -> list[str]:
     try:
         for a in algos:
             parse_algorithm(split_variant(a)[0])
+        check_folder_names(algos)
     except ValueError as err:
         raise PlanError(f"--algos: {err}") from None
     return algos
@@ -286,10 +287,7 @@ def new_plan(args) -> Plan | None:
         raise PlanError("--resume continues the run folder --out names; give --out DIR")
     load_plugins(args)
     if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
-        try:  # what can be checked before it (else ``Plan.built`` checks the folders)
-            check_folder_names(plan_algos(args))
-        except ValueError as err:
-            raise PlanError(f"--algos: {err}") from None
+        plan_algos(args)  # what can be checked before it
         check_numbers(args)
         try:
             with np.errstate(all="ignore"):

@@ -78,11 +78,7 @@ class Plan:
 
     @classmethod
     def built(cls, configs: dict, **fields) -> Plan:
-        """A new plan of ``fields`` and ``configs`` (``with_configs``), its algorithms' folders distinct."""
-        try:
-            check_folder_names(fields["algos"])
-        except ValueError as err:
-            raise PlanError(f"--algos: {err}") from None
+        """A new plan of ``fields`` and ``configs`` (``with_configs``): one call into this module."""
         return cls(**fields).with_configs(configs)
 
     def with_configs(self, configs: dict) -> Plan:
