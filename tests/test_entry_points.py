@@ -143,6 +143,7 @@ def test_report_under_sigint_and_sigterm_exits_130_143_and_keeps_the_old_files(t
     (["--episode-seed", "-1"], ["--episode-seed must be an integer in [0, 2**32)"]),
     (["--json", "/proc/x/r.json"], ["--json /proc/x/r.json: its folder /proc/x does not exist"]),
     (["--json", ""], ["--json is empty"]),
+    (["--json", "EXISTING"], ["--json", "already exists; name a new file"]),
 ])  # fmt: skip
 def test_eval_refuses_bad_input_before_evaluating(trained, tmp_path, capsys, monkeypatch, extra, words):
     from rcmdp_jax import chunked
@@ -153,10 +154,15 @@ def test_eval_refuses_bad_input_before_evaluating(trained, tmp_path, capsys, mon
     monkeypatch.setattr(chunked, "cached", never)  # where LoadedPolicy.evaluate gets its program
     if extra[0] == "--n-episodes":  # a machine of 4 GiB (the check reads this one's)
         monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**20}[name])
+    existing = tmp_path / "earlier.json"
+    if extra == ["--json", "EXISTING"]:  # a file written before: left as it was
+        existing.write_text("{}")
+        extra = ["--json", str(existing)]
     before = _snapshot(trained)
     assert console.main(["eval", str(trained), "--algo", ALGO, "--seed", "0", *extra]) == 2
     _one_line(capsys, "rcmdp eval: error:", *words)
     assert _snapshot(trained) == before
+    assert not existing.exists() or existing.read_text() == "{}"
 
 
 def test_eval_writes_strict_json_and_notes_non_finite_values(trained, tmp_path, capsys):

@@ -71,8 +71,11 @@ def test_bad_plugin_files_are_refused_in_one_line(tmp_path, capsys, content, wor
     assert not out.exists()
 
 
-@pytest.mark.parametrize("given, words", [("a,,b.py", ["empty name"]), ("not-a-module", ["not allowed"])])
-def test_bad_plugin_names_are_refused(tmp_path, capsys, given, words):
+@pytest.mark.parametrize("given, words", [("a,,b.py", ["empty name"]), ("not-a-module", ["not allowed"]),
+                                          ("notes.txt", ["--plugins", "notes.txt is a file, not one of Python code"])])
+def test_bad_plugin_names_are_refused(tmp_path, capsys, monkeypatch, given, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("register = 1\n")  # a file whose name reads as a module's
     assert main(["--plugins", given, "--algos", "PPO-Lag", "--out", str(tmp_path / "run")]) == 2
     _one_line(capsys, *words)
     assert not (tmp_path / "run").exists()

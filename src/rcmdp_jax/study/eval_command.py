@@ -67,10 +67,12 @@ def check_json_path(path: str | None) -> None:
         target = Path(path)
         if target.is_dir():
             raise ValueError(f"--json {path} is a folder; name a file")
+        if target.exists() or target.is_symlink():  # nothing written before is overwritten
+            raise ValueError(f"--json {path} already exists; name a new file (or remove it)")
         parent = target.absolute().parent
         if not parent.is_dir():
             raise ValueError(f"--json {path}: its folder {parent} does not exist")
-        if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        if not os.access(parent, os.W_OK | os.X_OK):
             raise ValueError(f"--json {path}: Permission denied (not writable by this user)")
     except OSError as err:  # a name too long
         raise ValueError(f"--json {path}: {err.strerror or err}") from None

@@ -39,6 +39,8 @@ def _record(spec: str) -> dict:
     target, _, attr = spec.rpartition(":") if is_source(spec) else (spec, "", "")
     if target.endswith(".py"):
         return {"file": str(Path(target).expanduser().resolve())} | ({"attr": attr} if attr else {})
+    if Path(target).is_file():  # ``notes.txt`` reads as the module ``notes``' submodule ``txt``
+        raise ValueError(f"{target} is a file, not one of Python code (FILE.py) nor a module (PACKAGE.MODULE)")
     return {"module": target, "path": os.getcwd()} | ({"attr": attr} if attr else {})
 
 
@@ -219,7 +221,11 @@ def load_plugin_specs(specs) -> list[dict]:
         if bad := [p for p in parts if not p.endswith(".py") and not _MODULE.match(p)]:
             raise ValueError(f"--plugins {bad[0]!r} is not allowed; give FILE.py or PACKAGE.MODULE")
         names += parts
-    return [load_plugin(_record(s)) for s in dict.fromkeys(names)]
+    try:
+        records = [_record(s) for s in dict.fromkeys(names)]
+    except ValueError as err:
+        raise ValueError(f"--plugins {err}") from None
+    return [load_plugin(r) for r in records]
 
 
 def restore_plugins(plan: dict) -> None:
