@@ -208,6 +208,16 @@ def test_messages_name_the_command_that_was_called(tmp_path, capsys, monkeypatch
 def test_an_out_that_is_a_file_is_named_a_file(tmp_path, capsys):
     a_file = tmp_path / "results.txt"
     a_file.write_text("mine")
-    assert cli.main(["--algos", "PPO", "--seeds", "1", "--out", str(a_file)]) == 2
+    # --steps 1000 is a budget the plan rounds to whole batches: a refusal is still one line, no note before it
+    assert cli.main(["--algos", "PPO", "--seeds", "1", "--steps", "1000", "--out", str(a_file)]) == 2
     _one_line(capsys, f"--out {a_file} is a file, not a folder")
     assert a_file.read_text() == "mine"
+
+
+def test_an_out_that_exists_is_refused_and_left_as_it_was(tmp_path, capsys):
+    out = tmp_path / "earlier"
+    out.mkdir()
+    (out / "mine.txt").write_text("mine")
+    assert cli.main(["--algos", "PPO", "--seeds", "1", "--steps", "1000", "--out", str(out)]) == 2
+    _one_line(capsys, f"output folder {out} already exists; use --resume to continue it")
+    assert [p.name for p in out.iterdir()] == ["mine.txt"] and (out / "mine.txt").read_text() == "mine"

@@ -167,7 +167,7 @@ def test_eval_only_refuses_an_option_it_ignores_even_at_its_default(tmp_path):
     for extra, name in ((["--seeds", "10"], "--seeds"), (["--budget", "short"], "--budget"), (["--set", "lr=1"], "--set")):
         args = cli.parse_args(["--eval-only", str(tmp_path / "run"), *extra])
         with pytest.raises(cli.PlanError, match=f"it does not use {name}: drop it"):
-            cli.plan_and_folder(args, None, first=True)
+            cli.plan_and_folder(args, None)
 
 
 def test_feasibility_declares_the_environment_options_as_the_runner_does(capsys):

@@ -38,7 +38,7 @@ def test_resume_with_no_other_option_is_the_saved_run(saved):
     args, got = _resumed(["--resume", "--out", str(out)])
     assert got == plan and not plan.differences(got)
     assert (args.seeds, args.n_test, args.worst_case) == (2, 3, "costs")  # what the run's study uses
-    _, folder = cli.plan_and_folder(args, got, first=True)
+    _, folder = cli.plan_and_folder(args, got)
     assert folder.root == out
 
 
@@ -55,7 +55,7 @@ def test_an_option_given_must_agree(saved):
     assert plan.differences(got)[0].startswith("configs: cartpole/MDPO-Lag: cost_margin")
     args = cli.parse_args(["--resume", "--out", str(out), "--seeds", "3"])
     with pytest.raises(cli.PlanError, match=r"the options differ .* \(seeds\)"):
-        cli.plan_and_folder(args, None, first=True)
+        cli.plan_and_folder(args, None)
 
 
 def test_the_interruption_line_is_a_command_that_resumes(monkeypatch, tmp_path):

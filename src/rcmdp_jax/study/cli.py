@@ -18,7 +18,7 @@ from rcmdp_jax.study import runtime
 from rcmdp_jax.study.commands import Parser, refuse, signals_exit
 from rcmdp_jax.study.notes import say_before_training
 from rcmdp_jax.study.plan import AUTO, build_plan, new_plan, resumed_plan, with_budgets
-from rcmdp_jax.study.run_folder import RunFolder, looked_up, take
+from rcmdp_jax.study.run_folder import RunFolder, take
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
 
@@ -84,7 +84,7 @@ EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "noise", "algos", "plugins", "s
                     "seed", "vmap", "out", "sets", "resume", "tensorboard")  # fmt: skip
 
 
-def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFolder]:
+def plan_and_folder(args, plan: Plan | None) -> tuple[Plan, RunFolder]:
     """The plan this command runs and its run folder: a saved one (``--eval-only``,
     ``--resume``, checked against this command) or a new one (not written yet)."""
     if args.eval_only:
@@ -108,10 +108,6 @@ def plan_and_folder(args, plan: Plan | None, first: bool) -> tuple[Plan, RunFold
             raise PlanError(f"--resume: the options differ from the run in {folder.root} ({', '.join(differ)}); use "
                              "the same options")  # fmt: skip
         return saved, folder
-    if first and looked_up(folder.root)[1]:
-        raise PlanError(f"output folder {folder.root} already exists; use --resume to continue it or choose another "
-                         "--out" if folder.root.is_dir() else f"--out {folder.root} is a file, not a folder; choose "
-                         "another --out")  # fmt: skip
     return plan, folder
 
 
@@ -156,7 +152,7 @@ def main(argv=None) -> int:
         split_note = runtime.setup(args)
         plan = new_plan(args)  # before --distributed's handshake: bad input never waits for the others
         first = runtime.start_processes(args)  # the process that checks and writes the run folder
-        plan, folder = plan_and_folder(args, plan, first)
+        plan, folder = plan_and_folder(args, plan)
         mesh = runtime.mesh_of(args)
         auto = args.budget == AUTO and not args.eval_only and not args.resume  # the folder after the search
         if not args.eval_only and not args.resume and first and not auto:

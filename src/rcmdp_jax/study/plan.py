@@ -21,7 +21,7 @@ from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.sizes import check_counts, check_memory, check_run_fields
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_folder import RunFolder, looked_up
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, check_folder_names
 
 AUTO = "auto"  # --budget auto: the budget rule read while training (rcmdp_jax.auto_budget)
@@ -285,6 +285,9 @@ def new_plan(args) -> Plan | None:
         raise PlanError("--out is empty; name a run folder (or leave --out out for runs/<timestamp>)")
     if args.resume and args.out is None:
         raise PlanError("--resume continues the run folder --out names; give --out DIR")
+    if args.out is not None and not args.resume and (out := looked_up(args.out))[1]:  # before the plan's notes
+        raise PlanError(f"output folder {out[0]} already exists; use --resume to continue it or choose another --out"
+                        if out[0].is_dir() else f"--out {out[0]} is a file, not a folder; choose another --out")  # fmt: skip
     load_plugins(args)
     if args.distributed:  # the plan is built after the handshake (gymnax's import starts JAX's backend)
         plan_algos(args)  # what can be checked before it
