@@ -154,7 +154,7 @@ def test_bad_input_of_load_policy_is_one_line(full_run, tmp_path):
     with pytest.raises(ValueError, match="is not a run folder"):
         load_policy(tmp_path, "MDPO-Lag", 0)
     policy = load_policy(full_run, "MDPO-Lag", 0)
-    for kw, message in [({"n_episodes": 0}, "n_episodes must be a positive whole number"),
+    for kw, message in [({"n_episodes": 0}, "n_episodes must be a positive integer, got 0"), ({"n_episodes": 2**31}, "beyond the int32"),
                         ({"n_episodes": 2.5}, "n_episodes must be"), ({"seed": -3}, r"seed must be an integer in \[0, 2\*\*32\)"),
                         ({"kernel": 3}, "kernel must be a string")]:  # fmt: skip
         with pytest.raises(ValueError, match=message):

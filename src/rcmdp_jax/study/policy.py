@@ -15,7 +15,7 @@ import numpy as np
 from rcmdp_jax import box, checkpoint, envs, make_train, verdict
 from rcmdp_jax.kernel_text import describe, kernel_names, parse
 from rcmdp_jax.networks import build_networks
-from rcmdp_jax.plugin import check_seed
+from rcmdp_jax.plugin import check_count, check_seed
 from rcmdp_jax.rollout import check_key, cost_discounts
 from rcmdp_jax.sizes import machine_bytes, sweep_bytes
 from rcmdp_jax.stats import mean_se
@@ -132,8 +132,7 @@ class LoadedPolicy:
 
         xi = self.kernel(kernel)
         n = self.n_test if n_episodes is None else n_episodes
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= 2**31 - 1:
-            raise ValueError(f"n_episodes must be a positive whole number (at most 2^31 - 1), got {n!r}")
+        check_count("n_episodes", int(n) if isinstance(n, np.integer) else n)  # the one wording of a count
         if seed is not None:
             check_seed("seed", seed)
         env, actor, n = self.env, self.actor, int(n)
