@@ -260,3 +260,47 @@ def test_a_folder_that_cannot_be_written_compiles_and_says_it_stored_nothing(tmp
         program_store.configure(None)
     assert not loaded and build.built == 1 and float(program(jnp.eye(3))) == float(build()(jnp.eye(3)))
     assert note.startswith("no stored program: none stored for it yet; not stored (") and "Error" in note, note
+
+
+class _Lowered:
+    """A stand-in for ``jax.stages.Lowered`` that records how it was compiled."""
+
+    def __init__(self):
+        self.options = "not compiled"
+
+    def compile(self, compiler_options=None):
+        self.options = compiler_options
+        return "program"
+
+
+def test_the_package_compiles_at_its_cpu_level_unless_xla_flags_name_one(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    lowered = _Lowered()
+    assert program_store.compile_lowered(lowered) == "program"
+    assert lowered.options == {"xla_backend_optimization_level": program_store.CPU_OPT_LEVEL} == {
+        "xla_backend_optimization_level": 1}  # fmt: skip
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")  # the test suite's: its own rules
+    program_store.compile_lowered(lowered := _Lowered())
+    assert lowered.options is None
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")  # another backend: XLA's defaults
+    monkeypatch.setenv("XLA_FLAGS", "")
+    program_store.compile_lowered(lowered := _Lowered())
+    assert lowered.options is None
+
+
+def test_a_family_and_a_policy_program_compile_through_compile_lowered(monkeypatch, store):
+    """Every program of a family (its initial state and its chunk) and a stored policy program go
+    through ``compile_lowered``, so that all of them take the package's CPU level."""
+    from rcmdp_jax import chunked
+
+    seen = []
+    real = program_store.compile_lowered
+    monkeypatch.setattr(chunked, "compile_lowered", lambda lowered: seen.append("family") or real(lowered))
+    monkeypatch.setattr(program_store, "compile_lowered", lambda lowered: seen.append("stored") or real(lowered))
+    chunked.clear()  # nothing kept from another test's family
+    cfg = preset("cartpole", "MDPO-Lag", total_timesteps=2 * 400, n_steps=8, minibatch_size=8, epochs=1)
+    chunked.Prepared([cfg], np.asarray(jax.random.split(jax.random.PRNGKey(3), 1)), True)
+    assert seen == ["family", "family"], seen  # the initial state's program and the chunk's
+    stored = program_store.Stored(jax.jit(lambda x: jnp.tanh(x) * 2.0), "tiny", {"what": "tanh"})
+    np.testing.assert_array_equal(stored(jnp.ones(3)), jnp.tanh(jnp.ones(3)) * 2.0)
+    assert seen[-1] == "stored"
