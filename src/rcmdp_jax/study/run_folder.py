@@ -32,6 +32,8 @@ def looked_up(path, flag: str = "--out") -> tuple[Path, bool]:
         path = Path(path).resolve()
         os.stat(path)
     except FileNotFoundError:
+        if inside := next((p for p in path.parents if os.path.isfile(p / "run.json")), None):  # --resume may remove it
+            raise RunFolderError(f"{flag} {path} is inside the run folder {inside}; choose one outside it") from None
         return path, False
     except (OSError, RuntimeError) as err:
         raise RunFolderError(f"{flag} {path}: {getattr(err, 'strerror', None) or err}") from None
