@@ -2,8 +2,9 @@
 the argument and what is allowed, before anything compiles: a raw key of the wrong length, an
 algorithm that is not a name, hyperparameters given as arrays to one run, robustify's box and
 costs of the wrong kind, a non-finite observation to ``act``, an environment name's repeated,
-empty or unknown ``@`` option, and an ``--out`` inside another run's folder (which that run's
-``--resume`` may remove). A typeset minus sign in a kernel is a minus."""
+empty or unknown ``@`` option, an ``--out`` inside another run's folder (which that run's
+``--resume`` may remove), and a report file a person edited, which no command writes over. A
+typeset minus sign in a kernel is a minus."""
 
 import re
 
@@ -12,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_helpers import FEAS, _one_line, _snapshot
+from cli_helpers import FEAS, _copy, _one_line, _snapshot
 from tiny_configs import HOSTILE_TINY as TINY
 from tiny_configs import tiny
 
@@ -138,3 +139,19 @@ def test_an_out_inside_a_run_folder_is_refused_and_nothing_is_made(trained, tmp_
         assert console.main([*FEAS, "--env", "gymnax:Pendulum-v1", "--out", str(inside)]) == 2
         _one_line(capsys, f"--out {inside} is inside the run folder {trained}")
     assert _snapshot(trained) == before and not (trained / "cartpole" / "new").exists()
+
+
+def test_a_report_file_a_person_edited_is_not_written_over(trained, tmp_path, capsys):
+    out = _copy(trained, tmp_path)
+    summary = out / "cartpole" / "summary.md"
+    summary.write_text(summary.read_text() + "\nMy notes on this run.\n")
+    before = _snapshot(out)
+    for command in (lambda: cli.main(["--eval-only", str(out)]), lambda: cli.main([*TINY, "--out", str(out), "--resume"]),
+                    lambda: console.report([str(out)])):  # fmt: skip
+        assert command() == 2
+        _one_line(capsys, f"{summary} was edited since the report wrote it", "move it away to keep the edit")
+        assert _snapshot(out) == before
+    assert load_policy(out, "MDPO-Lag", 0).act(jnp.zeros(4)).shape == ()  # reading it is not writing it
+    summary.rename(tmp_path / "mine.md")
+    assert console.report([str(out)]) == 0 and summary.exists()
+    assert "My notes" in (tmp_path / "mine.md").read_text() and "My notes" not in summary.read_text()

@@ -167,7 +167,7 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     if not isinstance(run, (str, os.PathLike)) or not str(run).strip():
         raise TypeError(f"run must be a run folder (a path: str or pathlib.Path), got {run!r}")
     folder = RunFolder(run)
-    plan = folder.open("load_policy")  # run.json and the saved files checked as --resume checks them
+    plan = folder.open("load_policy", rewrites=False)  # run.json and the saved files checked as --resume checks them
     if env is None and len(plan.envs) > 1:
         raise ValueError(f"env: the run holds {len(plan.envs)} environments; name one of: {', '.join(plan.envs)}")
     env = plan.envs[0] if env is None else env
