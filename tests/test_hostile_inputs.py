@@ -155,3 +155,14 @@ def test_a_report_file_a_person_edited_is_not_written_over(trained, tmp_path, ca
     summary.rename(tmp_path / "mine.md")
     assert console.report([str(out)]) == 0 and summary.exists()
     assert "My notes" in (tmp_path / "mine.md").read_text() and "My notes" not in summary.read_text()
+
+
+def test_an_out_through_a_link_to_nothing_is_named_before_the_plan(tmp_path, capsys):
+    link = tmp_path / "runs"
+    link.symlink_to(tmp_path / "gone")
+    for out in (link, link / "tiny"):
+        assert cli.main([*TINY, "--out", str(out)]) == 2
+        _one_line(capsys, f"--out {out}: {link} links to {tmp_path / 'gone'}, which does not exist")
+        assert console.main([*FEAS, "--env", "gymnax:Pendulum-v1", "--out", str(out)]) == 2
+        _one_line(capsys, f"{link} links to {tmp_path / 'gone'}, which does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]

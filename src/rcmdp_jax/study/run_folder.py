@@ -29,9 +29,11 @@ def looked_up(path, flag: str = "--out") -> tuple[Path, bool]:
     """``path`` made absolute and whether it exists; ``RunFolderError`` in one line when it cannot be looked
     up (a name too long, a file on the way, a loop of links): before anything is made."""
     try:
-        path = Path(path).resolve()
+        path, given = Path(path).resolve(), Path(path)
         os.stat(path)
     except FileNotFoundError:
+        if link := next((p for p in (given, *given.parents) if os.path.islink(p) and not p.exists()), None):
+            raise RunFolderError(f"{flag} {given}: {link} links to {os.readlink(link)}, which does not exist") from None
         if inside := next((p for p in path.parents if os.path.isfile(p / "run.json")), None):  # --resume may remove it
             raise RunFolderError(f"{flag} {path} is inside the run folder {inside}; choose one outside it") from None
         return path, False
