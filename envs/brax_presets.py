@@ -16,6 +16,7 @@ import functools
 from typing import Any
 
 from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
+from rcmdp_jax.envs.gymnax_inputs import name_option
 
 from rcmdp_jax.plugin import closest
 
@@ -119,11 +120,8 @@ def parse_brax_name(name: str) -> tuple[BraxPreset, dict[str, Any], tuple[str, .
         pre = BraxPreset(base, "positional", {}, {}, (), episode_length=1000, min_episode_length=1)
     uncertain, costs, backend, seen = dict(pre.uncertain), pre.default_costs, pre.backend, set()
     for opt in options:
-        key, eq, value = opt.partition("=")
-        if not eq or key not in ("uncertain", "costs", "backend") or key in seen or not value:
-            raise ValueError(f"{name!r}: options are @uncertain=FIELD:WIDTH,..., @costs=ITEM,... and "
-                             "@backend=PIPELINE, once each")  # fmt: skip
-        seen.add(key)
+        key, value = name_option(name, opt, ("uncertain", "costs", "backend"), seen,
+                                 "@uncertain=FIELD:WIDTH,..., @costs=ITEM,... and @backend=PIPELINE")  # fmt: skip
         items = [v.strip() for v in value.split(",")]
         if key == "backend":
             if value not in BACKENDS:

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from rcmdp_jax.envs.brax_adapter import DIFFERENTIABLE, NO_GRADIENT_METHODS, BraxGymnax
+from rcmdp_jax.envs.gymnax_inputs import cost_functions
 from rcmdp_jax.envs.gymnax_wrapper import RobustGymnax
 
 from rcmdp_jax.plugin import closest
@@ -115,8 +116,7 @@ def robustify_brax(env, uncertain: Mapping[str, Any], costs: Mapping[str, Callab
     ``gamma``, ``lambda_max``, ``min_episode_length``, ``name``; ``noise`` must be 0 or absent."""
     if not isinstance(uncertain, Mapping):
         raise TypeError(f"uncertain must be a dict {{field: half_width}}, got {type(uncertain).__name__}")
-    if not isinstance(costs, Mapping):
-        costs = {getattr(c, "__name__", f"cost{i}"): c for i, c in enumerate(costs)}
+    costs = cost_functions(costs)
     noise = options.pop("noise", None)
     if noise is not None and np.any(np.asarray(noise) != 0):
         raise ValueError("noise: a brax kernel is brax's deterministic physics; leave noise out (or 0)")

@@ -9,6 +9,22 @@ from collections.abc import Callable, Mapping
 import jax
 import numpy as np
 
+from rcmdp_jax.plugin import closest
+
+
+def name_option(name: str, opt: str, allowed: tuple[str, ...], seen: set, usage: str) -> tuple[str, str]:
+    """One ``@KEY=VALUE`` of the environment name ``name``: ``(key, value)``, ``key`` added to ``seen``;
+    ``ValueError`` in one line naming what is wrong with it (unknown, repeated, empty) and ``usage``."""
+    key, eq, value = opt.partition("=")
+    why = ("an empty option (an @ with nothing after it)" if not opt
+           else f"unknown option '@{key}'{closest(key, allowed)}" if key not in allowed
+           else f"@{key} is given twice (give its items in one, comma-separated)" if key in seen
+           else f"@{key} has no value" if not (eq and value.strip()) else None)  # fmt: skip
+    if why:
+        raise ValueError(f"{name!r}: {why}; options are {usage}, once each")
+    seen.add(key)
+    return key, value
+
 
 def relative(fraction: float) -> tuple[str, float]:
     """A half-width of ``fraction`` x the nominal value (a plain number means the same)."""
@@ -24,7 +40,7 @@ def half_width(field: str, spec, nominal: float) -> float:
     """The box's half-width of ``field`` around ``nominal``: non-empty, finite in float32,
     and (for a nonzero nominal) on one side of zero, so no kernel flips the field's sign
     (``g=1.5``: gravity from -5 to 25 would be a box with negative gravity)."""
-    kind, value = spec if isinstance(spec, tuple) else ("rel", spec)
+    kind, value = spec if isinstance(spec, tuple) and len(spec) == 2 else ("rel", spec)
     if kind not in ("rel", "abs") or isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
         raise ValueError(f"uncertain[{field!r}]: give a relative fraction (a number, e.g. 0.2 for ±20%) or "
                          f"absolute(half_width); got {spec!r}")  # fmt: skip
@@ -33,7 +49,8 @@ def half_width(field: str, spec, nominal: float) -> float:
         edges = np.float32(nominal) + np.array([-width, width], np.float32)
     if not (np.isfinite(width) and width > 0 and np.all(np.isfinite(edges))):
         raise ValueError(f"uncertain[{field!r}]: the box must be non-empty and finite in float32 (half-width > 0); "
-                         f"{spec!r} around nominal {nominal} gives {float(width)}")  # fmt: skip
+                         f"{value!r}{'' if kind == 'rel' else ' (absolute)'} around nominal {nominal} gives "
+                         f"{float(width)}")  # fmt: skip
     if nominal != 0 and width >= abs(np.float32(nominal)):
         raise ValueError(f"uncertain[{field!r}]: the box [{float(edges[0]):g}, {float(edges[1]):g}] reaches zero and "
                          f"flips the sign of {field} (nominal {nominal:g}); give a half-width below {abs(nominal):g} "
@@ -51,6 +68,16 @@ def noise_vector(noise, state_dim: int, state_fields) -> np.ndarray:
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(f"noise must be a finite number >= 0 (a std per state entry), got {arr.tolist()}")
     return arr
+
+
+def cost_functions(costs) -> Mapping:
+    """``costs`` as ``{name: function}``: a dict as given, a list or tuple of functions by their names."""
+    if isinstance(costs, Mapping):
+        return costs
+    if not isinstance(costs, (list, tuple)):
+        raise TypeError("costs must be a dict {name: c(state, action, next_state, params)} or a list of such "
+                        f"functions, got {type(costs).__name__}")  # fmt: skip
+    return {getattr(c, "__name__", f"cost{i}"): c for i, c in enumerate(costs)}
 
 
 def check_cost_fns(costs: Mapping) -> None:

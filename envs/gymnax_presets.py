@@ -24,6 +24,7 @@ from rcmdp_jax.envs.domain import DomainSpec, LearnerSpec, learner_spec
 from rcmdp_jax.envs.gymnax_inputs import (
     QUOTE_HINT,
     check_cost_items,
+    name_option,
     parse_noise,
     parse_width,
     repeated_cost,
@@ -172,11 +173,8 @@ def parse_gymnax_name(name: str) -> tuple[GymnaxPreset, dict[str, Any], tuple[st
     uncertain, costs = dict(pre.uncertain), pre.default_costs
     seen = set()
     for opt in options:
-        key, eq, value = opt.partition("=")
-        if not eq or key not in ("uncertain", "costs", "noise") or key in seen or not value:
-            raise ValueError(f"{name!r}: options are @uncertain=FIELD:WIDTH,..., @costs=NAME,... and @noise=STD,..., "
-                             "once each")  # fmt: skip
-        seen.add(key)
+        key, value = name_option(name, opt, ("uncertain", "costs", "noise"), seen,
+                                 "@uncertain=FIELD:WIDTH,..., @costs=NAME,... and @noise=STD,...")  # fmt: skip
         items = [v.strip() for v in value.split(",")]
         if key == "noise":  # the kernel's std: one number, or one per state entry (checked by robustify)
             pre = dataclasses.replace(pre, noise=parse_noise(items))

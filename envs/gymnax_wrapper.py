@@ -35,7 +35,7 @@ from gymnax.environments import environment, spaces
 from jax.extend import core as jcore
 from rcmdp_jax.envs.base import RobustEnvironment, RobustState
 from rcmdp_jax.envs.gymnax_any import allowed_fields, float_fields
-from rcmdp_jax.envs.gymnax_inputs import check_cost_fns, check_cost_shapes, half_width, noise_vector
+from rcmdp_jax.envs.gymnax_inputs import check_cost_fns, check_cost_shapes, cost_functions, half_width, noise_vector
 from rcmdp_jax.envs.unsafe_steps import cost_terms, finalise
 
 from rcmdp_jax.plugin import closest
@@ -96,9 +96,9 @@ class RobustGymnax(RobustEnvironment):
             raise ValueError("costs: give at least one cost function c(state, action, next_state, params)")
         allowed = float_fields(params)
         for field in uncertain:
-            if not hasattr(params, field):
+            if not isinstance(field, str) or not hasattr(params, field):
                 raise ValueError(f"uncertain: {type(env).__name__}'s EnvParams has no field {field!r}"
-                                 f"{closest(field, allowed)}; "
+                                 f"{closest(str(field), allowed)}; "
                                  f"{allowed_fields(allowed)}")  # fmt: skip
             if field not in allowed:
                 raise ValueError(f"uncertain: EnvParams.{field} = {getattr(params, field)!r} is not a float "
@@ -287,8 +287,7 @@ def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs:
         raise TypeError(f"robustify needs a gymnax Environment or a brax env, got {type(env).__name__}")
     if not isinstance(uncertain, Mapping):
         raise TypeError(f"uncertain must be a dict {{field: half_width}}, got {type(uncertain).__name__}")
-    if not isinstance(costs, Mapping):
-        costs = {getattr(c, "__name__", f"cost{i}"): c for i, c in enumerate(costs)}
+    costs = cost_functions(costs)
     params = env.default_params if params is None else params
     check_cost_fns(costs)
     noise = 1e-3 if noise is None else noise

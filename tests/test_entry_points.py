@@ -66,7 +66,7 @@ def test_one_check_serves_every_command(trained, tmp_path, capsys, monkeypatch):
     """--resume, --eval-only, report, eval and load_policy all ask ``RunFolder.open``."""
     from rcmdp_jax.study.run_folder import RunFolder
 
-    def refused(self, flag, results=True):
+    def refused(self, flag, results=True, rewrites=True):
         raise RunFolderError(f"{flag}: the one check refused it")
 
     monkeypatch.setattr(RunFolder, "open", refused)

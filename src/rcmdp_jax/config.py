@@ -22,7 +22,7 @@ from rcmdp_jax.dual import DUAL_ESTIMATORS
 from rcmdp_jax.envs import check_name
 from rcmdp_jax.envs import spec as env_spec
 from rcmdp_jax.envs.domain import STUDY_CHOICES
-from rcmdp_jax.hparams import HPARAM_FIELDS, HParams, validate_hparams
+from rcmdp_jax.hparams import HPARAM_FIELDS, HParams, check_one_run, validate_hparams
 from rcmdp_jax.learners import LEARNER_NAMES
 from rcmdp_jax.plugin import INT32_MAX, check_choice, check_count, check_kind, refusal, unknown_names
 from rcmdp_jax.schedules import SCHEDULE_NAMES, TICKS
@@ -267,6 +267,7 @@ class Config:
         if not isinstance(self.hparams, HParams):
             raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(self.hparams).__name__}")
         validate_hparams(self.hparams)
+        check_one_run(self.hparams)
         options.check(self, {f.name for cls in (Config, HParams) for f in dataclasses.fields(cls)})
         return self
 

@@ -144,6 +144,15 @@ def validate_hparams(hp: HParams) -> None:
             raise refusal(field, declared.words(), v)
 
 
+def check_one_run(hp: HParams) -> None:
+    """One run's hyperparameters are single numbers (traced ones too: under ``vmap``, each lane's); a
+    batch of them (``sweep``) is vmapped. ``ValueError`` naming the first that is an array."""
+    for field, _, v in _declared(hp):
+        if getattr(v, "ndim", 0):
+            raise ValueError(f"{field} has shape {tuple(v.shape)}; one run takes a single number (a batch of "
+                             "hyperparameters is vmapped: jax.vmap(train, in_axes=(None, 0)), rcmdp_jax.sweep)")  # fmt: skip
+
+
 def hparams_ok(hp: HParams):
     """Traced: whether every hyperparameter is in range (a bool array; under ``vmap``, one
     per lane): what ``validate_hparams`` checks on concrete values."""

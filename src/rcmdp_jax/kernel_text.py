@@ -64,7 +64,7 @@ def parse(text: str | None, xi_c, names) -> np.ndarray:
     seen = set()
     for item in re.split(r",(?![^\[]*\])", text):  # commas inside xi[i,j] belong to the name
         name, eq, value = item.strip().partition("=")
-        name, value = name.strip(), value.strip()
+        name, value = name.strip(), value.strip().replace("\u2212", "-")  # a typeset minus sign is a minus
         if not eq or not name or not value:
             raise ValueError(f"kernel: {item.strip()!r} is not FIELD=VALUE (a change such as +20% or an absolute value "
                              f"such as 11.0); fields: {', '.join(names)}")  # fmt: skip

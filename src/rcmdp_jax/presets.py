@@ -193,6 +193,8 @@ def preset(env: str, algorithm: str, budget: str = "short", **overrides: Any) ->
     """
     _check_env(env)
     _choice("budget", budget, BUDGETS)
+    if not isinstance(algorithm, str):
+        raise ValueError(f"algorithm={algorithm!r}: algorithm must be a name (str), got {type(algorithm).__name__}")
     base_name, variant = split_variant(algorithm)
     overrides = {**overrides, **variant}  # a variant in the name is what names it
     learner, constraint, robust = parse_algorithm(base_name)

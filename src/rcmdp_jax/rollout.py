@@ -349,7 +349,27 @@ def check_key(key, what: str = "rng") -> None:
     dtype, shape = getattr(key, "dtype", None), getattr(key, "shape", None)
     if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
         return
-    if dtype != jnp.uint32 or shape is None or len(shape) != 1:
+    if dtype != jnp.uint32 or shape is None or tuple(shape) != jax.eval_shape(jax.random.PRNGKey, 0).shape:
         got = f"an array of {dtype} {tuple(shape)}" if dtype is not None and shape is not None else type(key).__name__
         raise TypeError(f"{what} must be a JAX random key (jax.random.PRNGKey(seed) or jax.random.key(seed)), "
                         f"got {got}")  # fmt: skip
+
+
+def check_observation(obs, obs_dim: int, env_name: str) -> jax.Array:
+    """``obs`` as one observation ``(obs_dim,)`` of ``env_name``: ``TypeError`` (not numbers),
+    ``ValueError`` (another shape; a concrete one with NaN or inf, naming its entries)."""
+    try:  # a tracer is a jax.Array: checked by its dtype and shape; None, text: of no number's dtype
+        dtype = obs.dtype if isinstance(obs, jax.Array) else np.asarray(obs).dtype
+    except (TypeError, ValueError):  # a ragged list
+        dtype = np.dtype(object)
+    if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
+        got = f"{type(obs).__name__} {getattr(obs, 'dtype', '')}".rstrip()
+        raise TypeError(f"obs must be one observation, an array of {obs_dim} numbers, got {got}")
+    obs = obs if isinstance(obs, jax.Array) else jnp.asarray(obs, jnp.float32)
+    if tuple(obs.shape) != (obs_dim,):
+        raise ValueError(f"obs must have shape {(obs_dim,)} (one observation of {env_name}; jax.vmap(policy.act) "
+                         f"for a batch), got {tuple(obs.shape)}")  # fmt: skip
+    if not isinstance(obs, jax.core.Tracer) and not np.all(finite := np.isfinite(np.asarray(obs))):
+        bad = ", ".join(f"obs[{i}] = {float(obs[i])}" for i in np.flatnonzero(~finite))
+        raise ValueError(f"obs must be finite numbers, got {bad} (an observation of {env_name})")
+    return obs

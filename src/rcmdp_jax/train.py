@@ -17,7 +17,7 @@ from flax import struct
 
 from rcmdp_jax import options
 from rcmdp_jax.config import Config
-from rcmdp_jax.hparams import HParams, validate_hparams
+from rcmdp_jax.hparams import HParams, check_one_run, validate_hparams
 from rcmdp_jax.rollout import check_key
 from rcmdp_jax.step import Step, TrainState, Variant
 
@@ -35,6 +35,7 @@ def resolve_hparams(cfg: Config, hparams: HParams | None, numbers=None) -> HPara
     if not isinstance(hp, HParams):
         raise ValueError(f"hparams must be an rcmdp_jax.HParams, got {type(hp).__name__}")
     validate_hparams(hp)  # concrete values only; traced ones are checked where they are made
+    check_one_run(hp)
     numbers = options.numbers_read(cfg) if numbers is None else numbers
     return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hp.for_program(numbers))
 

@@ -16,7 +16,7 @@ from rcmdp_jax import box, checkpoint, envs, make_train, verdict
 from rcmdp_jax.kernel_text import describe, kernel_names, parse
 from rcmdp_jax.networks import build_networks
 from rcmdp_jax.plugin import check_count, check_seed
-from rcmdp_jax.rollout import check_key, cost_discounts
+from rcmdp_jax.rollout import check_key, check_observation, cost_discounts
 from rcmdp_jax.sizes import machine_bytes, sweep_bytes
 from rcmdp_jax.stats import mean_se
 from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, n_test
@@ -97,20 +97,8 @@ class LoadedPolicy:
         return dist.mode() if key is None else dist.sample(seed=key)
 
     def observation(self, obs):
-        """``obs`` as one observation ``(obs_dim,)``; ``TypeError`` (not numbers) / ``ValueError`` (shape)."""
-        want = (int(self.env.obs_dim),)
-        try:  # a tracer is a jax.Array: checked by its dtype and shape; None, text: of no number's dtype
-            dtype = obs.dtype if isinstance(obs, jax.Array) else np.asarray(obs).dtype
-        except (TypeError, ValueError):  # a ragged list
-            dtype = np.dtype(object)
-        if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
-            got = f"{type(obs).__name__} {getattr(obs, 'dtype', '')}".rstrip()
-            raise TypeError(f"obs must be one observation, an array of {want[0]} numbers, got {got}")
-        obs = obs if isinstance(obs, jax.Array) else jnp.asarray(obs, jnp.float32)
-        if tuple(obs.shape) != want:
-            raise ValueError(f"obs must have shape {want} (one observation of {self.env_name}; jax.vmap(policy.act) "
-                             f"for a batch), got {tuple(obs.shape)}")  # fmt: skip
-        return obs
+        """``obs`` as one observation ``(obs_dim,)``: ``rollout.check_observation``."""
+        return check_observation(obs, int(self.env.obs_dim), self.env_name)
 
     @property
     def field_names(self) -> tuple[str, ...]:
@@ -179,7 +167,7 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     if not isinstance(run, (str, os.PathLike)) or not str(run).strip():
         raise TypeError(f"run must be a run folder (a path: str or pathlib.Path), got {run!r}")
     folder = RunFolder(run)
-    plan = folder.open("load_policy")  # run.json and the saved files checked as --resume checks them
+    plan = folder.open("load_policy", rewrites=False)  # run.json and the saved files checked as --resume checks them
     if env is None and len(plan.envs) > 1:
         raise ValueError(f"env: the run holds {len(plan.envs)} environments; name one of: {', '.join(plan.envs)}")
     env = plan.envs[0] if env is None else env

@@ -9,7 +9,7 @@ import json
 import numpy as np
 
 from rcmdp_jax import envs, stats, verdict
-from rcmdp_jax.atomic import write_text
+from rcmdp_jax.atomic import write_kept, write_text
 from rcmdp_jax.kernel_text import kernel_names
 from rcmdp_jax.study.plots import drop_stale, plot_aggregate, plot_robustness, plot_training
 from rcmdp_jax.study.report_sections import constraint_section, legend, margin_of, md_cell, md_table, worst_case_section
@@ -118,9 +118,9 @@ def write_env_report(folder: RunFolder, env_name: str, algos, made, configs=None
     used = {f"seeds_{k}": {a: s[i] for a, s in seeds.items()} for i, k in enumerate(("used", "trained"))}
     per = {**used, "constraints": kept_json, "margin": margins, "state_bound_fraction": bound}  # summary.json's keys
     summary = {a: {**(cells or {}), **{k: v[a] for k, v in per.items() if a in v}} for a, _, cells in rows}
-    write_text(out / "summary.md", text)
-    write_text(out / "summary.tex", latex_table(rows))
-    write_text(out / "summary.json", json.dumps(summary, indent=2))
+    write_kept(out / "summary.md", text)
+    write_kept(out / "summary.tex", latex_table(rows))
+    write_kept(out / "summary.json", json.dumps(summary, indent=2))
     where = lambda e: f"level {e['worst_level']:g}, " + e.get("worst_kernel", f"direction {e['worst_direction']}")
     if plots and not installed("matplotlib"):
         print("matplotlib is not installed: plots skipped (pip install -e '.[plot]')")

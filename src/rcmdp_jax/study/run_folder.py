@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rcmdp_jax import envs
-from rcmdp_jax.atomic import write_bytes, write_text
+from rcmdp_jax.atomic import edited, write_bytes, write_text
 from rcmdp_jax.divergence import nonfinite_episodes
 from rcmdp_jax.study import user_code
 from rcmdp_jax.study.run_plan import REQUIRED_KEYS, Plan, RunFolderError, folder_name, plan_problem
@@ -29,9 +29,13 @@ def looked_up(path, flag: str = "--out") -> tuple[Path, bool]:
     """``path`` made absolute and whether it exists; ``RunFolderError`` in one line when it cannot be looked
     up (a name too long, a file on the way, a loop of links): before anything is made."""
     try:
-        path = Path(path).resolve()
+        path, given = Path(path).resolve(), Path(path)
         os.stat(path)
     except FileNotFoundError:
+        if link := next((p for p in (given, *given.parents) if os.path.islink(p) and not p.exists()), None):
+            raise RunFolderError(f"{flag} {given}: {link} links to {os.readlink(link)}, which does not exist") from None
+        if inside := next((p for p in path.parents if os.path.isfile(p / "run.json")), None):  # --resume may remove it
+            raise RunFolderError(f"{flag} {path} is inside the run folder {inside}; choose one outside it") from None
         return path, False
     except (OSError, RuntimeError) as err:
         raise RunFolderError(f"{flag} {path}: {getattr(err, 'strerror', None) or err}") from None
@@ -150,10 +154,13 @@ class RunFolder:
             raise RunFolderError(f"{flag}: {path} is inconsistent ({problem}); it was edited or damaged")
         return Plan.from_dict(plan)
 
-    def open(self, flag: str, results: bool = True) -> Plan:
-        """The one check of a run folder before a command uses it: ``read_plan``, then every saved file
-        against it (``results``: the results' shapes too). Its plan, or a one-line ``RunFolderError``."""
+    def open(self, flag: str, results: bool = True, rewrites: bool = True) -> Plan:
+        """The one check of a run folder before a command uses it: ``read_plan``, every saved file against it
+        (``results``: shapes too), no report file edited (``rewrites``). Its plan, or one ``RunFolderError``."""
         plan = self.read_plan(flag)
+        if rewrites and (changed := edited(self.env_dir(e) for e in plan.envs)):
+            raise RunFolderError(f"{flag}: {changed[0]} was edited since the report wrote it, and the report "
+                                 "would write it again: move it away to keep the edit")  # fmt: skip
         for env in plan.envs:
             for algo in plan.algos:
                 for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env, f"{env}/{algo}"):
