@@ -16,8 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from rcmdp_jax.program_store import compile_lowered
-
 # iteration slots per chunk, whatever the budget: the program takes the run's iterations as an
 # argument (the last chunk's slots past the end do nothing), so every budget runs one program.
 # An episodic learner's slot is one episode (MCPMD), a batch learner's one batch.
@@ -101,13 +99,12 @@ class Prepared:
             # program (orthogonal init = LAPACK QR) deadlocks XLA CPU on several devices
             t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), tables)
             lowered = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False), t_spec)
-            init, state = compile_lowered(lowered), lowered.out_info  # the state's shapes: init traced once
+            init, state = lowered.compile(), lowered.out_info  # the state's shapes: init traced once
             if mesh is not None:
                 sharded = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=split["out_shardings"])
                 state, step = jax.tree.map(sharded, state), self.on_devices(step)
             scalar = jax.ShapeDtypeStruct((), np.int32)
-            lowered = jax.jit(step, **split).lower(state, spec(members, True), scalar, t_spec, scalar)
-            return init, compile_lowered(lowered)
+            return init, jax.jit(step, **split).lower(state, spec(members, True), scalar, t_spec, scalar).compile()
 
         init, step = self._compiled("vmap", build)
         self.init = lambda k, m: init(k, m, tables)
@@ -128,9 +125,9 @@ class Prepared:
             for f, t in zip([self.make_family([c]) for c in self.cfgs], tables):
                 t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), t)
                 lowered = jax.jit(lambda k, t, f=f: f.using(*t).init(k, 0)).lower(spec(keys[0], False), t_spec)
-                inits.append(compile_lowered(lowered))
+                inits.append(lowered.compile())
                 run = lambda s, start, t, total, f=f: f.using(*t).run(s, 0, start, self.chunk, total)
-                steps.append(compile_lowered(jax.jit(run).lower(lowered.out_info, scalar, t_spec, scalar)))
+                steps.append(jax.jit(run).lower(lowered.out_info, scalar, t_spec, scalar).compile())
             return inits, steps
 
         inits, steps = self._compiled("loop", build)

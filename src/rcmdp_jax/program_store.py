@@ -57,23 +57,6 @@ WHY = {"code": "the package's code changed", "libraries": "other library version
        "threefry": "another threefry lowering", "x64": "another jax_enable_x64",
        "jax_config": "other JAX settings", "python": "another Python"}  # fmt: skip
 
-# XLA's backend (LLVM) optimisation level of the programs this package compiles on the CPU: level 1
-# takes 0.60-0.72 of level 2's (XLA's default) compile and trains as fast (docs/performance.md,
-# ``experiments/compile_level.py``); its floats differ from level 2's in their last bits, as another
-# CPU's do. An explicit level in ``XLA_FLAGS`` (the test suite's 0) is left to rule.
-CPU_OPT_LEVEL = 1
-
-
-def compile_lowered(lowered):
-    """``lowered.compile()``, at ``CPU_OPT_LEVEL`` where JAX's backend is the CPU (XLA's defaults on
-    other backends, whose compile was not measured at another level)."""
-    import jax
-
-    if jax.default_backend() != "cpu" or "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
-        return lowered.compile()
-    return lowered.compile(compiler_options={"xla_backend_optimization_level": CPU_OPT_LEVEL})
-
-
 _folder: list[Path | None] = [None]
 counts = {"loaded": 0, "stored": 0, "missed": 0, "damaged": 0}  # for tests and curious users
 
@@ -304,8 +287,8 @@ def load_or_build(slot: str, structure, shapes: str, build, objects=(), register
 
 class Stored:
     """``jitted`` (a ``jax.jit`` function) compiled per argument shapes, its program loaded from
-    the store or built (``compile_lowered(jitted.lower(...))``) and stored (``slot``, ``structure``,
-    ``registered``: ``load_or_build``'s); without a store, compiled in each process."""
+    the store or built (``jitted.lower(...).compile()``) and stored (``slot``, ``structure``,
+    ``registered``: ``load_or_build``'s); without a store, ``jitted`` itself."""
 
     def __init__(self, jitted, slot: str, structure: dict, registered=()):
         self.jitted, self.slot, self.structure, self.registered = jitted, slot, structure, registered
@@ -314,6 +297,9 @@ class Stored:
 
     def __call__(self, *args):
         import jax
+
+        if folder() is None:  # no store: jit's own path
+            return self.jitted(*args)
 
         def spec(x):
             sharding = x.sharding if isinstance(x, jax.Array) and x.committed else None  # as jit places it
@@ -324,7 +310,7 @@ class Stored:
         leaves = [(s.shape, str(s.dtype), str(s.sharding)) for s in jax.tree.leaves(specs)]
         shapes = f"{jax.tree.structure(specs)} {leaves}"
         if shapes not in self.programs:
-            build = lambda: compile_lowered(self.jitted.lower(*specs))  # noqa: E731
+            build = lambda: self.jitted.lower(*specs).compile()  # noqa: E731
             program, _, self.loaded = load_or_build(self.slot, self.structure, shapes, build, (), self.registered)
             self.programs[shapes] = program
         return self.programs[shapes](*args)
