@@ -1,5 +1,4 @@
-"""Run by ``test_portability.py`` in a subprocess at XLA's *default* optimisation level (and at
-the level the package's own programs take on the CPU, ``program_store.CPU_OPT_LEVEL``)
+"""Run by ``test_portability.py`` in a subprocess at XLA's *default* optimisation level
 and random-bit lowering
 (the suite itself runs at level 0, older fusion emitters, JAX's rolled threefry, for compile speed): a tiny training run of MDPO-Robust-Lag
 on Inventory 1-D, and the fixed-policy pattern XLA CPU once miscompiled at this level.
@@ -40,16 +39,4 @@ mlp["Dense_1"] = {"kernel": jnp.zeros_like(mlp["Dense_1"]["kernel"]), "bias": jn
 obs = jax.random.normal(jax.random.PRNGKey(1), (3000, 1)) * 3.0
 probs = jax.jit(jax.vmap(lambda p, o: jnp.exp(actor.apply(p, o).logits)[3], in_axes=(None, 0)))(params, obs)
 np.testing.assert_allclose(probs, 1.0, rtol=1e-6)
-
-# the same at the level the package compiles its own programs at on the CPU (program_store.CPU_OPT_LEVEL):
-# the pattern above, and a tiny family trained as the runner trains it (chunked.Prepared)
-from rcmdp_jax import program_store  # noqa: E402
-from rcmdp_jax.chunked import Prepared, train_prepared  # noqa: E402
-
-fixed = jax.jit(jax.vmap(lambda p, o: jnp.exp(actor.apply(p, o).logits)[3], in_axes=(None, 0)))
-np.testing.assert_allclose(program_store.compile_lowered(fixed.lower(params, obs))(params, obs), 1.0, rtol=1e-6)
-small = dict(n_steps=16, minibatch_size=16, epochs=2)
-cfg = preset("inventory", "MDPO-Robust-Lag", total_timesteps=3 * 80, ltma_iterations=2, eval_episodes=2, **small)
-(result,), _ = train_prepared(Prepared([cfg], np.asarray(keys), True))
-assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(result.state.params)), "Prepared"
 print("SMOKE OK")
