@@ -158,3 +158,19 @@ def test_feasibility_refuses_a_bad_plugin_file(tmp_path, capsys):
     assert main(["feasibility", "--plugins", str(tmp_path / "nothing.py"), "--out", str(out)]) == 2
     _one_line(capsys, "registers nothing")
     assert not out.exists()
+
+
+def test_resume_refuses_a_plugin_the_run_was_not_trained_with(tmp_path, capsys):
+    """``--resume --plugins other.py`` on a run trained without it: one line, before the plan, the
+    run folder unchanged (the file was neither trained with nor would it be recorded)."""
+    other = tmp_path / "other.py"
+    other.write_text(RULE.format(suffix="Other", name="other"))
+    run = tmp_path / "run"
+    run.mkdir()
+    plan = {"envs": ["cartpole"], "algos": ["PPO-Lag"], "seeds": 1, "seed": 0, "vmap": True, "configs": {},
+            "n_test": None}  # fmt: skip
+    (run / "run.json").write_text(json.dumps(plan))
+    before = (run / "run.json").read_bytes()
+    assert main(["--resume", "--out", str(run), "--plugins", str(other)]) == 2
+    _one_line(capsys, f"--resume: --plugins {other} is not a plug-in of the run in {run}; drop it")
+    assert sorted(p.name for p in run.iterdir()) == ["run.json"] and (run / "run.json").read_bytes() == before

@@ -339,6 +339,10 @@ def load_plugins(args) -> None:
         except ValueError as err:
             raise RunFolderError(f"--resume: {err}") from None
     try:
-        user_code.load_plugin_specs(args.plugins)
+        loaded = user_code.load_plugin_specs(args.plugins)
     except ValueError as err:
         raise PlanError(str(err)) from None
+    where = lambda r: r.get("file") or r.get("module")  # noqa: E731  (a plug-in record's file or module)
+    if isinstance(saved, dict) and (new := {where(r) for r in loaded} - {where(r) for r in saved.get("plugins") or []}):
+        raise PlanError(f"--resume: --plugins {sorted(new)[0]} is not a plug-in of the run in {args.out}; drop it "
+                        "(the run's own load from its run.json), or train into a new --out")  # fmt: skip
