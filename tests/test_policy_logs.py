@@ -142,7 +142,7 @@ def test_a_relative_kernel_and_one_outside_the_box(full_run):
 
 
 def test_bad_input_of_load_policy_is_one_line(full_run, tmp_path):
-    cases = [(("MDPO",), "algorithm='MDPO' is not in the run; choose one of: MDPO-Lag, MDPO-Robust, PPO-Lag"),
+    cases = [(("MDPO",), "algorithm='MDPO' is not in the run (did you mean 'MDPO-Lag'?); choose one of: MDPO-Lag, MDPO-Robust, PPO-Lag"),
              (("MDPO-Lag", 2), "seed=2: the run trained seeds 0 .. 1"),
              (("MDPO-Lag", -1), "seed=-1"), (("MDPO-Lag", True), "seed=True"),
              (("MDPO-Lag", 0, "inventory"), "env='inventory' is not in the run; choose one of: cartpole")]  # fmt: skip

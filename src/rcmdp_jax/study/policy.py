@@ -15,7 +15,7 @@ import numpy as np
 from rcmdp_jax import box, checkpoint, envs, make_train, verdict
 from rcmdp_jax.kernel_text import describe, kernel_names, parse
 from rcmdp_jax.networks import build_networks
-from rcmdp_jax.plugin import check_count, check_seed
+from rcmdp_jax.plugin import check_count, check_seed, closest
 from rcmdp_jax.rollout import check_key, check_observation, cost_discounts
 from rcmdp_jax.sizes import machine_bytes, sweep_bytes
 from rcmdp_jax.stats import mean_se
@@ -158,7 +158,8 @@ class LoadedPolicy:
 
 def _choice(what: str, value, allowed) -> None:
     if value not in allowed:
-        raise ValueError(f"{what}={value!r} is not in the run; choose one of: {', '.join(map(str, allowed))}")
+        raise ValueError(f"{what}={value!r} is not in the run{closest(value, allowed)}; choose one of: "
+                         f"{', '.join(map(str, allowed))}")  # fmt: skip
 
 
 def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> LoadedPolicy:
