@@ -11,7 +11,8 @@ from pathlib import Path
 
 from rcmdp_jax.atomic import write_text
 from rcmdp_jax.study.commands import Parser, refuse, signals_exit
-from rcmdp_jax.study.run_folder import looked_up, take
+from rcmdp_jax.study.run_folder import take
+from rcmdp_jax.study.run_plan import looked_up
 from rcmdp_jax.study.runtime import os_error
 
 PROG = "rcmdp feasibility"

@@ -21,8 +21,8 @@ from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset
 from rcmdp_jax.sharding import available_cores
 from rcmdp_jax.sizes import check_counts, check_memory, check_run_fields
 from rcmdp_jax.study import user_code
-from rcmdp_jax.study.run_folder import RunFolder, looked_up
-from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, check_folder_names
+from rcmdp_jax.study.run_folder import RunFolder
+from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError, check_folder_names, looked_up
 
 AUTO = "auto"  # --budget auto: the budget rule read while training (rcmdp_jax.auto_budget)
 LONG_RUN = 2 * 10**8  # policy steps (all algorithms and seeds) beyond which the plan says how long it may take

@@ -25,23 +25,6 @@ def kept_seeds(test: dict) -> np.ndarray:
     return keep & ~nonfinite_episodes(test["V"], test["C"])
 
 
-def looked_up(path, flag: str = "--out") -> tuple[Path, bool]:
-    """``path`` made absolute and whether it exists; ``RunFolderError`` in one line when it cannot be looked
-    up (a name too long, a file on the way, a loop of links): before anything is made."""
-    try:
-        path, given = Path(path).resolve(), Path(path)
-        os.stat(path)
-    except FileNotFoundError:
-        if link := next((p for p in (given, *given.parents) if os.path.islink(p) and not p.exists()), None):
-            raise RunFolderError(f"{flag} {given}: {link} links to {os.readlink(link)}, which does not exist") from None
-        if inside := next((p for p in path.parents if os.path.isfile(p / "run.json")), None):  # --resume may remove it
-            raise RunFolderError(f"{flag} {path} is inside the run folder {inside}; choose one outside it") from None
-        return path, False
-    except (OSError, RuntimeError) as err:
-        raise RunFolderError(f"{flag} {path}: {getattr(err, 'strerror', None) or err}") from None
-    return path, True
-
-
 class DamagedFile(ValueError):
     """A result file of the run folder that cannot be read (truncated, overwritten)."""
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from rcmdp_jax import options as plug_ins
@@ -32,6 +34,23 @@ def check_folder_names(names) -> None:
         if (folder := folder_name(n)) in seen:
             raise ValueError(f"{seen[folder]!r} and {n!r} would share the folder {folder!r}; rename one")
         seen[folder] = n
+
+
+def looked_up(path, flag: str = "--out") -> tuple[Path, bool]:
+    """``path`` made absolute and whether it exists; ``RunFolderError`` in one line when it cannot be looked
+    up (a name too long, a file on the way, a loop of links): before anything is made."""
+    try:
+        path, given = Path(path).resolve(), Path(path)
+        os.stat(path)
+    except FileNotFoundError:
+        if link := next((p for p in (given, *given.parents) if os.path.islink(p) and not p.exists()), None):
+            raise RunFolderError(f"{flag} {given}: {link} links to {os.readlink(link)}, which does not exist") from None
+        if inside := next((p for p in path.parents if os.path.isfile(p / "run.json")), None):  # --resume may remove it
+            raise RunFolderError(f"{flag} {path} is inside the run folder {inside}; choose one outside it") from None
+        return path, False
+    except (OSError, RuntimeError) as err:
+        raise RunFolderError(f"{flag} {path}: {getattr(err, 'strerror', None) or err}") from None
+    return path, True
 
 
 # the keys every run.json has; the others default (``Plan.from_dict``)
