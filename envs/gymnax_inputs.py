@@ -77,7 +77,11 @@ def cost_functions(costs) -> Mapping:
     if not isinstance(costs, (list, tuple)):
         raise TypeError("costs must be a dict {name: c(state, action, next_state, params)} or a list of such "
                         f"functions, got {type(costs).__name__}")  # fmt: skip
-    return {getattr(c, "__name__", f"cost{i}"): c for i, c in enumerate(costs)}
+    names = [getattr(c, "__name__", f"cost{i}") for i, c in enumerate(costs)]
+    if twice := sorted({n for n in names if names.count(n) > 1}):  # else one would replace the other in silence
+        raise ValueError(f"costs: {names.count(twice[0])} functions are named {twice[0]!r}; give a dict {{name: "
+                         "function}} to name each constraint")  # fmt: skip
+    return dict(zip(names, costs))
 
 
 def check_cost_fns(costs: Mapping) -> None:

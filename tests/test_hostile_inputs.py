@@ -94,6 +94,15 @@ def test_a_list_of_cost_functions_is_still_taken_by_their_names():
     assert env.cost_names == ("speed",)
 
 
+def test_two_cost_functions_of_one_name_are_refused_not_one_dropped():
+    pendulum = gymnax.make("Pendulum-v1")[0]
+    two = [lambda s, a, n, p: jnp.abs(n.theta_dot)[None] - 1.5, lambda s, a, n, p: jnp.abs(a) - 1.0]
+    with pytest.raises(ValueError, match=r"^costs: 2 functions are named '<lambda>'; give a dict \{name: function\}"):
+        envs.robustify(pendulum, {"g": 0.1}, two)
+    env = envs.robustify(pendulum, {"g": 0.1}, {"speed": two[0], "torque": two[1]})
+    assert env.cost_names == ("speed", "torque") and env.num_constraints == 2
+
+
 @pytest.mark.parametrize(
     "name,words",
     [
