@@ -79,17 +79,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-# the options --eval-only does not use (it takes the run folder's plan as it is)
-EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "noise", "algos", "plugins", "schedules", "budget", "steps", "seeds",
-                    "seed", "vmap", "out", "sets", "resume", "tensorboard")  # fmt: skip
-
-
 def plan_and_folder(args, plan: Plan | None) -> tuple[Plan, RunFolder]:
     """The plan this command runs and its run folder: a saved one (``--eval-only``,
     ``--resume``, checked against this command) or a new one (not written yet)."""
-    if args.eval_only:
-        unused = [f"--{k.replace('_', '-')}".replace("--sets", "--set") for k in EVAL_ONLY_UNUSED if k in args.given]
-        if unused:
+    if args.eval_only:  # the options it does not use (it takes the run folder's plan as it is)
+        unused = ("env", "uncertain", "costs", "noise", "algos", "plugins", "schedules", "budget", "steps", "seeds",
+                  "seed", "vmap", "out", "sets", "resume", "tensorboard")  # fmt: skip
+        if unused := [f"--{k.replace('_', '-')}".replace("--sets", "--set") for k in unused if k in args.given]:
             raise PlanError(f"--eval-only reruns the sweep of a run folder as it was trained; it does not use "
                              f"{', '.join(unused)}: drop it, or train into a new --out")  # fmt: skip
         folder = RunFolder(args.eval_only)

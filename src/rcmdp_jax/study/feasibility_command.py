@@ -42,7 +42,8 @@ def feasibility_args(argv):
 def _prepare(args):
     """Every input checked: ``(env name, FeasibilityConfig, controller, out, inputs, rows to resume)``,
     ``inputs`` what ``--resume`` compares (as the file holds them)."""
-    from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
+    from rcmdp_jax import envs
+    from rcmdp_jax.feasibility import FeasibilityConfig, check_controller, check_sizes, has_costs
     from rcmdp_jax.study import user_code
     from rcmdp_jax.study.plan import plan_envs
 
@@ -67,9 +68,6 @@ def _prepare(args):
     check_sizes(name, cfg)  # the runner's memory and int32 checks: nothing trains that cannot fit
     controller = user_code.load_object(args.controller) if args.controller else None
     if controller is not None:  # its shape and its errors on an observation: before anything is made
-        from rcmdp_jax import envs
-        from rcmdp_jax.feasibility import check_controller
-
         check_controller(controller, envs.make(name)[0])
     if looked_up(out)[1] and not out.is_dir():  # a user's module may have changed what the path names
         raise ValueError(f"--out {out} is a file, not a folder")

@@ -97,8 +97,6 @@ class Study:
             print(f"{label} no checkpoint in {self.folder.algo_dir(env, algo)}; skipped", flush=True)
             self.missing.append(f"{env}/{algo}")
             return None
-        if not (self.resume or self.eval_only):
-            raise RuntimeError(f"{ckpt} exists")  # guarded earlier; never overwrite
         if not self.eval_only and self.folder.tested(env, algo, searched=bool(self.worst_case)):
             return None  # finished before: nothing to load (else tested again, then searched)
         cfg = self.cfgs[env][algo]

@@ -49,10 +49,6 @@ def parse_sets(sets) -> dict:
     return presets.check_sets(out)
 
 
-_ALSO = ("; or all, gymnax:ID or brax:NAME (any id, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your "
-         "own environment)")  # fmt: skip
-
-
 def plan_envs(args) -> list[str]:
     """The environments of ``--env`` (with a gymnax or brax one's options; a user's loaded)."""
     given = any(x is not None for x in (args.uncertain, args.costs, args.noise))  # a gymnax or brax env's options
@@ -83,7 +79,9 @@ def plan_envs(args) -> list[str]:
             envs.check(e)
         return names
     except (ValueError, ImportError) as err:
-        also = "" if own or outside or args.env.partition("@")[0] in ENV_NAMES else _ALSO
+        also = "" if own or outside or args.env.partition("@")[0] in ENV_NAMES else (
+            "; or all, gymnax:ID or brax:NAME (any id, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your "
+            "own environment)")  # fmt: skip
         raise PlanError(f"--env {args.env}: {err}{also}") from None
 
 

@@ -13,13 +13,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax import box, checkpoint, envs, make_train, verdict
+from rcmdp_jax.chunked import cached, policy_key
+from rcmdp_jax.envs.base import RobustEnvironment
+from rcmdp_jax.evaluate import policy_sweep
 from rcmdp_jax.kernel_text import describe, kernel_names, parse
 from rcmdp_jax.networks import build_networks
 from rcmdp_jax.plugin import check_count, check_seed, closest
-from rcmdp_jax.rollout import check_key, check_observation, cost_discounts
+from rcmdp_jax.rollout import Policy, check_key, check_observation, cost_discounts
 from rcmdp_jax.sizes import machine_bytes, sweep_bytes
 from rcmdp_jax.stats import mean_se
-from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, n_test
+from rcmdp_jax.study.run_folder import RunFolder, holder, n_test
 from rcmdp_jax.study.run_plan import RunFolderError
 
 # what the sweep's per-episode outputs ``[L, D, E]`` are called in an evaluation (a key the
@@ -90,15 +93,11 @@ class LoadedPolicy:
 
     def act(self, obs, key=None):
         """The action at one observation: the mode when ``key`` is None, else drawn with ``key``; jit-able."""
-        obs = self.observation(obs)
+        obs = check_observation(obs, int(self.env.obs_dim), self.env_name)
         if key is not None:
             check_key(key, "key")
         dist = self.actor.apply(self.params, obs)
         return dist.mode() if key is None else dist.sample(seed=key)
-
-    def observation(self, obs):
-        """``obs`` as one observation ``(obs_dim,)``: ``rollout.check_observation``."""
-        return check_observation(obs, int(self.env.obs_dim), self.env_name)
 
     @property
     def field_names(self) -> tuple[str, ...]:
@@ -113,11 +112,6 @@ class LoadedPolicy:
         """The deterministic policy on ``kernel`` (None: the nominal one), ``n_episodes`` (default the
         run's ``n_test``) from ``PRNGKey(seed)``; ``seed=None``: the robustness test's key of this seed
         (with ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
-        from rcmdp_jax.chunked import cached, policy_key
-        from rcmdp_jax.envs.base import RobustEnvironment
-        from rcmdp_jax.evaluate import policy_sweep
-        from rcmdp_jax.rollout import Policy
-
         xi = self.kernel(kernel)
         n = self.n_test if n_episodes is None else n_episodes
         check_count("n_episodes", int(n) if isinstance(n, np.integer) else n)  # the one wording of a count
@@ -143,10 +137,8 @@ class LoadedPolicy:
         kept = {k: ms for k, ms in stats.items() if k != "bound" or bounded}  # else never reached: not said
         metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in kept.items() if m.ndim == 0}
         names = envs.cost_names(self.env_name, self.env.num_constraints)
-        constraints = {
-            c: {k: (float(m[j]), float(s[j])) for k, (m, s) in stats.items() if m.ndim == 1}
-            for j, c in enumerate(names)
-        }
+        per = {k: ms for k, ms in stats.items() if ms[0].ndim == 1}  # with a constraint axis
+        constraints = {c: {k: (float(m[j]), float(s[j])) for k, (m, s) in per.items()} for j, c in enumerate(names)}
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
         said = describe(xi, xi_c, self.field_names)
@@ -179,8 +171,8 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
                          f"0 .. {plan.seeds - 1}")  # fmt: skip
     if not 0 <= seed < plan.seeds:
         raise ValueError(f"seed={seed!r}: the run trained seeds 0 .. {plan.seeds - 1}")
-    if not folder.trained(env, algorithm) and (pid := holder(folder.root)) is not None:
-        raise RunFolderError(f"load_policy: {env}/{algorithm} is not trained yet: {in_use(folder.root, pid)}")
+    if not folder.trained(env, algorithm) and (busy := holder(folder.root)) is not None:
+        raise RunFolderError(f"load_policy: {env}/{algorithm} is not trained yet: {busy}")
     if not folder.trained(env, algorithm):
         raise RunFolderError(f"load_policy: no finished checkpoint of {env}/{algorithm} in {folder.root} (training "
                              f"did not finish: rcmdp --resume --out {folder.root})")  # fmt: skip

@@ -23,7 +23,7 @@ def run(argv: list) -> int:
         said = f"one RUN_DIR and no options, got {' '.join(argv)}" if argv else "RUN_DIR is missing"
         return 0 if argv in (["-h"], ["--help"]) else refuse(PROG, said)
     with signals_exit(PROG, KEPT) as state:
-        from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, take
+        from rcmdp_jax.study.run_folder import RunFolder, holder, take
         from rcmdp_jax.study.run_plan import RunFolderError
 
         folder, release = RunFolder(Path(argv[0])), (lambda: None)
@@ -34,8 +34,8 @@ def run(argv: list) -> int:
         try:  # not while a run writes the folder; one this user may not write: whether a run holds it
             if os.access(folder.root, os.W_OK | os.X_OK):
                 release = take(folder.root)
-            elif (pid := holder(folder.root)) is not None:
-                raise RunFolderError(in_use(folder.root, pid))
+            elif (busy := holder(folder.root)) is not None:
+                raise RunFolderError(busy)
         except RunFolderError as err:
             return report_error(f"{err}; {KEPT}")
         state.undo.append(release)

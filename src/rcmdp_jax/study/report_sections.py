@@ -66,11 +66,6 @@ def margin_text(margins: dict) -> str:
     return f"{head}{said}.\n" if by else ""
 
 
-CONSTRAINT_HEAD = ("Algorithm", "constraint", "kept when", "gamma_c", "C: nominal", "C: worst",
-                   "EpCost {over}: nominal", "EpCost: worst", "seeds at the nominal kernel",
-                   "seeds on the worst kernel", "the worst kernel (level: its fields)")  # fmt: skip
-
-
 def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None, xi_names=None,
                        costs: dict | None = None, kinds=None, margins: dict | None = None, env_name=None):  # fmt: skip
     """Markdown (a row per algorithm and constraint, then each seed too close to call) and JSON of
@@ -116,7 +111,9 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
             f"{verdict.Z:g} standard errors of the limit, so noise could flip it (never counted broken); beside it, "
             "the test episodes that would decide it at the same spread. The worst kernel: its distortion level x and "
             "each uncertain field's change from the nominal value (x^2 times the field's half-width).\n\n")  # fmt: skip
-    head = [h.format(over=over) for h in CONSTRAINT_HEAD]
+    head = ["Algorithm", "constraint", "kept when", "gamma_c", "C: nominal", "C: worst", f"EpCost {over}: nominal",
+            "EpCost: worst", "seeds at the nominal kernel", "seeds on the worst kernel",
+            "the worst kernel (level: its fields)"]  # fmt: skip
     close = ("\nThe seeds too close to call (RUN_DIR: this run's folder):\n\n" + "".join(f"- {c}\n" for c in close)
              if close else "")  # fmt: skip
     return text + "\n".join(md_table(head, rows)) + "\n" + close + margin_text(margins), js

@@ -238,17 +238,13 @@ class RunFolder:
 
 # --- the lock ``.lock``: ``fcntl.flock`` (freed when its process dies) on a file holding the holder's PID;
 # never taken through a link (the PID would overwrite its target)
-def in_use(root: Path, pid: str) -> str:
-    return f"{root} is in use by another run or report (PID {pid}); wait for it to end"
-
-
-def _pid(path: Path) -> str:
-    """The PID a lock file holds, or ``?`` (anything but digits is not repeated)."""
+def in_use(root: Path) -> str:
+    """The refusal of a folder another process holds, with the PID its lock file holds (``?``: not digits)."""
     try:
-        text = path.read_text()[:20].strip()
+        pid = (root / ".lock").read_text()[:20].strip()
     except (OSError, UnicodeDecodeError):
-        return "?"
-    return text if text.isdigit() else "?"
+        pid = "?"
+    return f"{root} is in use by another run or report (PID {pid if pid.isdigit() else '?'}); wait for it to end"
 
 
 def take(root: Path):
@@ -273,7 +269,7 @@ def take(root: Path):
                 break
         except BlockingIOError:
             os.close(fd)
-            raise RunFolderError(in_use(root, _pid(path))) from None
+            raise RunFolderError(in_use(root)) from None
         except FileNotFoundError:
             pass
         os.close(fd)
@@ -288,7 +284,7 @@ def take(root: Path):
 
 
 def holder(root: Path) -> str | None:
-    """The PID holding ``root``'s lock (``?`` if unknown), or None: for a reader that may not take it."""
+    """``in_use`` of ``root`` while a process holds its lock, else None: for a reader that may not take it."""
     import fcntl
 
     fd = None
@@ -296,7 +292,7 @@ def holder(root: Path) -> str | None:
         fd = os.open(root / ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return _pid(root / ".lock")
+        return in_use(root)
     except OSError:  # no lock file, a link, or one this user may not read
         pass
     finally:

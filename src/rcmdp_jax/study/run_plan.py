@@ -10,11 +10,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rcmdp_jax import envs
 from rcmdp_jax import options as plug_ins
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict
 from rcmdp_jax.hparams import HPARAM_FIELDS
 from rcmdp_jax.plugin import options_of
+from rcmdp_jax.presets import parse_algorithm, preset, split_variant
 from rcmdp_jax.sizes import PlanError, check_run_fields, derived_counts  # noqa: F401  (PlanError: the study's refusal)
 
 
@@ -141,8 +143,6 @@ def config_differences(saved: dict, current: dict) -> str:
 # --- a saved run.json checked before it is read ---
 def config_problem(env: str, algo: str, d) -> str:
     """What is wrong with the saved config of ``algo`` on ``env`` ("" if nothing)."""
-    from rcmdp_jax.presets import preset
-
     if not isinstance(d, dict):
         return "a config is not an object"
     # an older version's ``robust`` beside the ``adversary`` it named either way (``--set adversary``
@@ -174,12 +174,7 @@ def will_run_of(cfg: Config) -> dict[str, int]:
 
 def plan_problem(plan: dict) -> str:
     """What makes a ``run.json`` unusable ("" if nothing)."""
-    from rcmdp_jax import envs
-    from rcmdp_jax.presets import parse_algorithm, split_variant
-
-    def names(v):
-        return isinstance(v, list) and v and all(isinstance(x, str) for x in v) and len(set(v)) == len(v)
-
+    names = lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v) and len(set(v)) == len(v)
     if unknown := sorted(set(plan) - {f.name for f in dataclasses.fields(Plan)}):
         return f"unknown key(s) {unknown}"
     if not names(plan["envs"]) or not names(plan["algos"]):

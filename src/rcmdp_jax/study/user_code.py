@@ -18,6 +18,8 @@ import jax
 import numpy as np
 
 from rcmdp_jax import envs
+from rcmdp_jax.envs.base import RobustEnvironment
+from rcmdp_jax.envs.domain import DomainSpec, from_dict
 from rcmdp_jax.plugin import REGISTRIES, closest
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -93,9 +95,6 @@ def load_object(spec: str):
 def load_env(record: dict, name: str) -> str:
     """Import the environment of ``record`` (a ``RobustEnvironment``, ``DomainSpec``, dict or a function
     returning one) and register it as ``name``; ``ValueError`` in one line if that fails."""
-    from rcmdp_jax.envs.base import RobustEnvironment
-    from rcmdp_jax.envs.domain import DomainSpec, from_dict
-
     where, obj = f"{_where(record)}:{record['attr']}", _attr(record)
     try:
         if callable(obj) and not isinstance(obj, (RobustEnvironment, DomainSpec)):
