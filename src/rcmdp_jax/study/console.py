@@ -1,6 +1,5 @@
-"""The console commands' entry points (``[project.scripts]``, ``python -m rcmdp_jax``): ``main``
-dispatches ``rcmdp report|feasibility|eval`` to its module, else trains (``cli.main``). Imports
-are inside the commands: ``rcmdp`` imports nothing before the CPU split."""
+"""The console commands' entry points (``[project.scripts]``, ``python -m rcmdp_jax``): ``main`` dispatches
+``rcmdp report|feasibility|eval`` to its module, else trains (``cli.main``), importing nothing before the CPU split."""
 
 from __future__ import annotations
 

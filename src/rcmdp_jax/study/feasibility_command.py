@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -40,8 +41,7 @@ def feasibility_args(argv):
 
 
 def _prepare(args):
-    """Every input checked: ``(env name, FeasibilityConfig, controller, out, inputs, rows to resume)``,
-    ``inputs`` what ``--resume`` compares (as the file holds them)."""
+    """Every input checked: ``(env name, FeasibilityConfig, controller, out, inputs --resume compares, rows)``."""
     from rcmdp_jax import envs
     from rcmdp_jax.feasibility import FeasibilityConfig, check_controller, check_sizes, has_costs
     from rcmdp_jax.study import user_code
@@ -111,8 +111,6 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
 
 def _digest(inputs: dict, rows: list) -> str:
     """SHA-256 of what ``feasibility.partial.json`` holds: ``--resume`` refuses an edited file."""
-    import hashlib
-
     return hashlib.sha256(json.dumps({"inputs": inputs, "rows": rows}, sort_keys=True).encode()).hexdigest()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcmdp_jax import envs, options, presets
+from rcmdp_jax import auto_budget, envs, options, presets
 from rcmdp_jax.config import BudgetRounded, Config, chosen_by
 from rcmdp_jax.envs import ENV_NAMES
 from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
@@ -114,8 +114,6 @@ def check_numbers(args) -> None:
     try:
         check_run_fields(args.seeds, args.seed, args.n_test, lambda field: "--" + field.replace("_", "-"))
         if args.budget == AUTO:
-            from rcmdp_jax import auto_budget
-
             if args.distributed:
                 raise ValueError("--budget auto searches in one process: drop --distributed, or give --steps N")
             auto_budget.check(args.seeds, auto_budget.DEFAULT_CAP if args.steps is None else args.steps)
@@ -197,9 +195,7 @@ def build_plan(args) -> Plan:
     if args.steps is not None and "total_timesteps" in overrides:
         raise PlanError("--steps and --set total_timesteps=... both set the budget; give one")
     if args.steps is not None or args.budget == AUTO:  # auto: the presets' other settings, the cap's steps
-        from rcmdp_jax.auto_budget import DEFAULT_CAP
-
-        overrides.setdefault("total_timesteps", DEFAULT_CAP if args.steps is None else args.steps)
+        overrides.setdefault("total_timesteps", auto_budget.DEFAULT_CAP if args.steps is None else args.steps)
     budget, built, notes = "short" if args.budget == AUTO else args.budget, {}, []
     for e in envs_:
         built[e] = {a: _config(args, e, a, budget, overrides, notes) for a in algos}
@@ -272,8 +268,7 @@ def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
 
 
 def new_plan(args) -> Plan | None:
-    """Every input checked and the plan built, before ``--distributed``'s handshake; None for
-    ``--eval-only``."""
+    """Every input checked and the plan built, before ``--distributed``'s handshake; None for ``--eval-only``."""
     if args.eval_only is not None and not args.eval_only.strip():
         raise PlanError("--eval-only is empty; name the run folder whose sweep to run again")
     if args.eval_only:

@@ -1,6 +1,5 @@
-"""A trained policy read back from a run folder (``load_policy(RUN, algorithm, seed)``): a jit-able
-``act(obs, key=None)`` and ``evaluate(kernel=...)``, the deterministic policy's values on one kernel,
-mean ± standard error over the episodes (``rcmdp eval`` from the command line)."""
+"""A trained policy read back from a run folder (``load_policy(RUN, algorithm, seed)``): a jit-able ``act(obs)``
+and ``evaluate(kernel=...)``, its values on one kernel, mean ± standard error (``rcmdp eval``)."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from rcmdp_jax.plugin import check_count, check_seed, closest
 from rcmdp_jax.rollout import Policy, check_key, check_observation, cost_discounts
 from rcmdp_jax.sizes import machine_bytes, sweep_bytes
 from rcmdp_jax.stats import mean_se
-from rcmdp_jax.study.run_folder import RunFolder, holder, n_test
+from rcmdp_jax.study.run_folder import RunFolder, holder
 from rcmdp_jax.study.run_plan import RunFolderError
 
 # what the sweep's per-episode outputs ``[L, D, E]`` are called in an evaluation (a key the
@@ -32,9 +31,8 @@ EPISODE_METRICS = {"V": "return", "bound": "at_state_bound"}
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
-    """``evaluate``'s answer: ``metrics`` ``{name: (mean, standard error)}`` over the episodes,
-    ``constraints`` ``{cost name: {metric: (mean, se)}}`` (``C`` is kept when <= 0), ``episodes`` the
-    per-episode arrays, ``in_box`` whether ``xi`` lies in the training box."""
+    """``evaluate``'s answer: ``metrics`` ``{name: (mean, se)}`` over the episodes, ``constraints`` ``{cost name:
+    {metric: (mean, se)}}``, ``episodes`` the per-episode arrays, ``in_box`` whether ``xi`` is in the training box."""
 
     env: str
     algorithm: str
@@ -109,9 +107,8 @@ class LoadedPolicy:
         return parse(text, np.asarray(self.env_params.xi_c), self.field_names)
 
     def evaluate(self, kernel: str | None = None, n_episodes: int | None = None, seed: int | None = None) -> Evaluation:
-        """The deterministic policy on ``kernel`` (None: the nominal one), ``n_episodes`` (default the
-        run's ``n_test``) from ``PRNGKey(seed)``; ``seed=None``: the robustness test's key of this seed
-        (with ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
+        """The deterministic policy on ``kernel`` (None: nominal), ``n_episodes`` (default the run's ``n_test``) from
+        ``PRNGKey(seed)``; ``seed=None``: the robustness test's key (the episodes ``test_results.npz`` holds)."""
         xi = self.kernel(kernel)
         n = self.n_test if n_episodes is None else n_episodes
         check_count("n_episodes", int(n) if isinstance(n, np.integer) else n)  # the one wording of a count
@@ -189,5 +186,5 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     robust_env, env_params = envs.make(env)
     actor, _ = build_networks(cfg, robust_env)
     test_key = jax.random.split(jax.random.PRNGKey(plan.seed + 1), plan.seeds)[seed]  # as Study.test draws them
-    n = n_test(plan, env)
+    n = plan.n_test or envs.spec(env).n_test  # --n-test, else the spec's
     return LoadedPolicy(folder, env, algorithm, int(seed), cfg, params, robust_env, env_params, actor, n, test_key)

@@ -68,9 +68,8 @@ def margin_text(margins: dict) -> str:
 
 def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None, xi_names=None,
                        costs: dict | None = None, kinds=None, margins: dict | None = None, env_name=None):  # fmt: skip
-    """Markdown (a row per algorithm and constraint, then each seed too close to call) and JSON of
-    ``verdict.judge``; ``test_xi`` ``[L, D, *xi]``: each worst kernel by its fields; ``costs`` absent: "?",
-    C decides; ``kinds`` None: limits; ``env_name``: for the commands that decide a close seed."""
+    """Markdown (a row per algorithm and constraint, then each seed too close to call) and JSON of ``verdict.judge``;
+    ``test_xi`` ``[L, D, *xi]`` names each worst kernel; ``costs`` absent: "?"; ``kinds`` None: limits."""
     costs, margins, close = costs or {}, margins or {}, []
     horizons = sorted({c["horizon"] for c in costs.values()})
     over = f"over H = {horizons[0]} steps" if len(horizons) == 1 else "over the episode"

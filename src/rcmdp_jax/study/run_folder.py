@@ -47,11 +47,6 @@ def readable(path: Path) -> dict | None:
         return None
 
 
-def n_test(plan: Plan, env: str) -> int:
-    """The test episodes per kernel of ``env`` in ``plan`` (``--n-test``, else the spec's)."""
-    return plan.n_test or envs.spec(env).n_test
-
-
 def _save_npz(path: Path, **arrays) -> None:
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
@@ -59,8 +54,7 @@ def _save_npz(path: Path, **arrays) -> None:
 
 
 def _saved_problems(d: Path, plan: Plan, env: str, where: str):
-    """``(of the results file alone, what)`` for each thing saved in ``d`` (the algorithm's folder
-    ``where``) that contradicts ``plan``."""
+    """``(of the results file alone, what)`` for each thing saved in ``d`` (``where``) that contradicts ``plan``."""
     metrics, test = readable(d / "train_metrics.npz"), readable(d / "test_results.npz")
     try:
         seed = json.loads((d / "timing.json").read_text()).get("seed")  # a folder of an older version has none
@@ -74,7 +68,7 @@ def _saved_problems(d: Path, plan: Plan, env: str, where: str):
         yield False, f"run.json says seed {plan.seed} but {where} was trained with seed {seed}"
     if test is None:
         return
-    if "V" in test and test["V"].ndim == 4 and test["V"].shape[3] != (n := n_test(plan, env)):
+    if "V" in test and test["V"].ndim == 4 and test["V"].shape[3] != (n := plan.n_test or envs.spec(env).n_test):
         yield False, (f"run.json says {n} test episode(s) per kernel (n_test) but {where} was tested with "
                       f"{test['V'].shape[3]}")  # fmt: skip
     # the arrays of one run: V [seeds, levels, kernels, episodes], C the same and a constraint axis, the flags per seed

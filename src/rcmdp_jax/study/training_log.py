@@ -1,6 +1,5 @@
-"""The training log written after each training chunk: per algorithm ``train_metrics.csv`` (a row
-per seed and iteration, 9 significant digits: a float32 reads back exactly) and, with tensorboardX,
-event files (``tensorboard/seed_S/``, NaN left out). docs/cli.md lists the columns."""
+"""The training log written after each chunk: per algorithm ``train_metrics.csv`` (a row per seed and iteration, 9
+significant digits: a float32 reads back exactly) and tensorboardX's event files (``tensorboard/seed_S/``, no NaN)."""
 
 from __future__ import annotations
 
@@ -112,9 +111,8 @@ class TrainingLog:
         ran = np.asarray(metrics.get("active", np.ones(values.shape[:2]))).reshape(values.shape[:2]) > 0
         steps = np.asarray(metrics["policy_steps"]).reshape(values.shape[:2]) if "policy_steps" in metrics else None
         for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
-            if (algo, s) not in self.writers:
-                self.writers[algo, s] = FileWriter(self.dirs[algo] / "tensorboard" / f"seed_{s}", flush_secs=3600)
-            w = self.writers[algo, s]
+            if (w := self.writers.get((algo, s))) is None:
+                w = self.writers[algo, s] = FileWriter(self.dirs[algo] / "tensorboard" / f"seed_{s}", flush_secs=3600)
             for t in np.flatnonzero(ran[s_i]).tolist():
                 it = first_iteration + t
                 tags = [Summary.Value(tag="iteration", simple_value=it)]

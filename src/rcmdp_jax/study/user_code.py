@@ -1,6 +1,5 @@
-"""The code a user brings, ``--env MODULE:NAME`` / ``FILE.py:NAME`` and ``--plugins FILE.py|MODULE``:
-loaded, recorded in ``run.json`` (with each plug-in's SHA-256), and loaded again in a fresh process
-(``restore_envs``, ``restore_plugins``), which refuses code the run was not trained with."""
+"""The code a user brings (``--env MODULE:NAME`` / ``FILE.py:NAME``, ``--plugins FILE.py|MODULE``): loaded, recorded
+in ``run.json`` (a plug-in with its SHA-256), loaded again in a fresh process, refused if it is not the run's."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ def is_source(spec: str) -> bool:
 
 
 def _record(spec: str) -> dict:
-    """How to import ``spec`` (``FILE.py``, ``MODULE``, either ``:NAME``) again: a file by its absolute
-    path, a module with the command's folder."""
+    """How to import ``spec`` (``FILE.py``, ``MODULE``, ``:NAME``) again: a file's absolute path, a module's folder."""
     target, _, attr = spec.rpartition(":") if is_source(spec) else (spec, "", "")
     if target.endswith(".py"):
         return {"file": str(Path(target).expanduser().resolve())} | ({"attr": attr} if attr else {})
