@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 
 from rcmdp_jax.atomic import write_text
+from rcmdp_jax.auto_budget import search_envs
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.study import runtime
 from rcmdp_jax.study.commands import Parser, refuse, signals_exit
@@ -117,20 +118,16 @@ def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
         raise PlanError(f"--resume --budget auto: {folder.root} was not trained with --budget auto (no readable "
                          f"{path.name}); resume it with the options it was started with, or --resume --out "
                          f"{folder.root} alone") from None  # fmt: skip
-    budgets = {}
     for e, rows in found.items():
         cap = next(iter(plan.configs[e].values())).total_timesteps
         if any(c != cap for _, c in rows):
             raise PlanError(f"--resume --budget auto: the run in {folder.root} searched up to {rows[0][1]:,} policy "
                              f"steps on {e}, this command up to {cap:,} (--steps); use the same options")  # fmt: skip
-        budgets[e] = max(int(n or c) for n, c in rows)
-    return budgets
+    return {e: max(int(n or c) for n, c in rows) for e, rows in found.items()}
 
 
 def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
     """``--budget auto``: the plan at the budgets the search finds, its folder made with ``budget_auto.json``."""
-    from rcmdp_jax.auto_budget import search_envs
-
     keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)  # the run's own seeds (the Study's)
     budgets, found = search_envs(plan.configs, keys, report=lambda line: print(line, flush=True))
     plan = with_budgets(plan, budgets)

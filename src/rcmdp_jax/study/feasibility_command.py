@@ -127,12 +127,11 @@ def run(argv: list) -> int:
     except (ValueError, TypeError) as err:
         return refuse(PROG, str(err))
     try:
-        code = _run(name, cfg, controller, out, done, inputs, release)
+        return _run(name, cfg, controller, out, done, inputs, release)
     finally:
         release()
-    if code != 0 and made and not any(out.iterdir()):  # refused while it started: no empty folder left
-        out.rmdir()
-    return code
+        if made and not any(out.iterdir()):  # refused while it started (done, it holds feasibility.json)
+            out.rmdir()
 
 
 def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) -> int:

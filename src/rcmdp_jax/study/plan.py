@@ -175,9 +175,8 @@ def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list
     except ValueError as err:
         raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
     rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
-    for w in caught:  # any other warning as it was
-        if w not in rounded:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for w in [w for w in caught if w not in rounded]:  # any other warning as it was
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if args.steps is None and rounded:
         notes.append(f"note: --set {rounded[0].message} on {env}")
     if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:

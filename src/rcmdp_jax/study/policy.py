@@ -13,7 +13,6 @@ import numpy as np
 
 from rcmdp_jax import box, checkpoint, envs, make_train, verdict
 from rcmdp_jax.chunked import cached, policy_key
-from rcmdp_jax.envs.base import RobustEnvironment
 from rcmdp_jax.evaluate import policy_sweep
 from rcmdp_jax.kernel_text import describe, kernel_names, parse
 from rcmdp_jax.networks import build_networks
@@ -109,6 +108,8 @@ class LoadedPolicy:
     def evaluate(self, kernel: str | None = None, n_episodes: int | None = None, seed: int | None = None) -> Evaluation:
         """The deterministic policy on ``kernel`` (None: nominal), ``n_episodes`` (default the run's ``n_test``) from
         ``PRNGKey(seed)``; ``seed=None``: the robustness test's key (the episodes ``test_results.npz`` holds)."""
+        from rcmdp_jax.envs.base import RobustEnvironment  # here: importing it starts JAX's backend
+
         xi = self.kernel(kernel)
         n = self.n_test if n_episodes is None else n_episodes
         check_count("n_episodes", int(n) if isinstance(n, np.integer) else n)  # the one wording of a count

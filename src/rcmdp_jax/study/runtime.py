@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jax
 
-from rcmdp_jax import sharding
+from rcmdp_jax import cpu_prng, program_store, sharding
 from rcmdp_jax.chunked import fmt
 from rcmdp_jax.study.run_plan import PlanError
 
@@ -114,8 +114,6 @@ def event_files(choice: str) -> tuple[bool, str]:
 
 def speed_up(cache: str | None) -> None:
     """Faster CPU random bits; the XLA cache (``cache``: a folder, ``off``, None) with the ``program_store`` in it."""
-    from rcmdp_jax import cpu_prng, program_store
-
     cpu_prng.apply_default()
     if cache == "off":
         program_store.configure(None)

@@ -17,8 +17,6 @@ import jax
 import numpy as np
 
 from rcmdp_jax import envs
-from rcmdp_jax.envs.base import RobustEnvironment
-from rcmdp_jax.envs.domain import DomainSpec, from_dict
 from rcmdp_jax.plugin import REGISTRIES, closest
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -93,6 +91,9 @@ def load_object(spec: str):
 def load_env(record: dict, name: str) -> str:
     """Import the environment of ``record`` (a ``RobustEnvironment``, ``DomainSpec``, dict or a function
     returning one) and register it as ``name``; ``ValueError`` in one line if that fails."""
+    from rcmdp_jax.envs.base import RobustEnvironment  # here: importing it starts JAX's backend
+    from rcmdp_jax.envs.domain import DomainSpec, from_dict
+
     where, obj = f"{_where(record)}:{record['attr']}", _attr(record)
     try:
         if callable(obj) and not isinstance(obj, (RobustEnvironment, DomainSpec)):
@@ -171,13 +172,12 @@ def check_described(name: str, described, ignore=()) -> None:
     fields = getattr(envs.make(name)[0], "fields", None)
     short = lambda x: f"{x:.6g}" if isinstance(x, float) else json.dumps(x)  # float32's 0.2, not 0.2000000029
     for i, key in enumerate(differ):  # the box's and the kernel's entries named by their fields
-        n, w = now.get(key), was.get(key)
-        if key not in ("params.xi", "params.xi_c", "params.kappa") or not fields:
-            continue
-        said = f"the uncertain fields: {', '.join(fields)}"
-        if isinstance(n, list) and isinstance(w, list) and len(n) == len(w) == len(fields):
-            said = "; ".join(f"{f}: {short(b)} -> {short(a)}" for f, a, b in zip(fields, n, w) if not same(a, b))
-        differ[i] = f"{key} ({said})"
+        if key in ("params.xi", "params.xi_c", "params.kappa") and fields:
+            n, w = now.get(key), was.get(key)
+            said = f"the uncertain fields: {', '.join(fields)}"
+            if isinstance(n, list) and isinstance(w, list) and len(n) == len(w) == len(fields):
+                said = "; ".join(f"{f}: {short(b)} -> {short(a)}" for f, a, b in zip(fields, n, w) if not same(a, b))
+            differ[i] = f"{key} ({said})"
     said = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
     raise ValueError(f"environment {name!r} is not the one this run was trained on ({said} "
                      f"{'differs' if len(differ) == 1 else 'differ'}): register or load that environment, "
