@@ -25,8 +25,7 @@ from rcmdp_jax.study.runtime import program_name
 
 
 def parse_args(argv):
-    """The options, with ``--out``/``--eval-only`` absolute now (a user's module may change the
-    working directory) and ``given``: the options the command line names."""
+    """The options (``--out``, ``--eval-only`` absolute: a user's module may move the working directory), ``given``."""
     args, quiet = parser().parse_args(argv), parser()
     for action in quiet._actions:  # only what the command line gives is set
         action.default = argparse.SUPPRESS
@@ -81,8 +80,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def plan_and_folder(args, plan: Plan | None) -> tuple[Plan, RunFolder]:
-    """The plan this command runs and its run folder: a saved one (``--eval-only``,
-    ``--resume``, checked against this command) or a new one (not written yet)."""
+    """The plan and its run folder: a saved one (``--eval-only``, ``--resume``: checked) or a new one (not written)."""
     if args.eval_only:  # the options it does not use (it takes the run folder's plan as it is)
         unused = ("env", "uncertain", "costs", "noise", "algos", "plugins", "schedules", "budget", "steps", "seeds",
                   "seed", "vmap", "out", "sets", "resume", "tensorboard")  # fmt: skip

@@ -299,8 +299,7 @@ BUILT = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "
 
 
 def resumed_plan(args) -> Plan | None:
-    """``--resume``: the options left out are run.json's (``--resume --out DIR`` alone continues);
-    None for a command that resumes nothing."""
+    """``--resume``: the options left out are run.json's (``--resume --out DIR`` alone continues), else None."""
     if not (args.resume and args.out and (Path(args.out) / "run.json").is_file()):
         return None
     saved = RunFolder(args.out).read_plan("--resume")

@@ -48,8 +48,7 @@ def run(argv: list) -> int:
 
 
 def report_error(message: str) -> int:
-    """The refusal in one line, named as the command was called (``rcmdp report``, ``rcmdp-report``,
-    ``report.py``), its advice in the matching runner's terms (``rcmdp --resume``, ``run.py --resume``)."""
+    """The refusal in one line, named as the command was called, its advice in the matching runner's terms."""
     from rcmdp_jax.study.runtime import program_name
 
     called = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""

@@ -149,8 +149,7 @@ class RunFolder:
         return plan
 
     def check_checkpoints(self, plan: Plan, keys, groups: dict, flag: str = "") -> None:
-        """``RunFolderError`` unless every finished checkpoint of ``groups`` (``{env: [[algo, ...]]}``,
-        families of one array layout) holds what its config trains."""
+        """``RunFolderError`` unless each finished checkpoint of ``groups`` (``{env: [[algo]]}``) fits its config."""
         from rcmdp_jax import checkpoint, make_train
 
         for env, env_groups in groups.items():

@@ -39,8 +39,7 @@ def check_folder_names(names) -> None:
 
 
 def looked_up(path, flag: str = "--out") -> tuple[Path, bool]:
-    """``path`` made absolute and whether it exists; ``RunFolderError`` in one line when it cannot be looked
-    up (a name too long, a file on the way, a loop of links): before anything is made."""
+    """``path`` made absolute and whether it exists; ``RunFolderError`` if it cannot be looked up (a loop of links)."""
     try:
         path, given = Path(path).resolve(), Path(path)
         os.stat(path)

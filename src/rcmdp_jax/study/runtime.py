@@ -94,8 +94,7 @@ def setup(args) -> str:
 
 
 def event_files(choice: str) -> tuple[bool, str]:
-    """``--tensorboard``: whether the run writes event files, and the note that says why not (``auto``);
-    ``PlanError`` for ``on`` without a working tensorboardX."""
+    """``--tensorboard``: whether the run writes event files, and the note why not (``on``: a refusal)."""
     if choice == "off":
         return False, ""
     try:  # installed is not enough: one that fails on import would fail after the run started

@@ -70,8 +70,7 @@ def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header:
 
 
 class TrainingLog:
-    """The log of the members ``algos`` (default all) of a family while they train, and their final CSV;
-    ``dirs``: each member's folder ``{algo: Path}``, in the family's order."""
+    """The log of a family's members ``algos`` (default all) while they train; ``dirs``: ``{algo: folder}`` in order."""
 
     def __init__(self, dirs: dict, env: str, tensorboard: bool, algos=None):
         self.dirs, self.env, self.tensorboard = dirs, env, tensorboard
@@ -123,8 +122,7 @@ class TrainingLog:
             self.written[algo, s] = first_iteration + values.shape[1]
 
     def finish(self, algo: str, metrics: dict) -> None:
-        """``algo`` trained: its CSV written whole from ``metrics`` (``train_metrics.npz``), the event
-        files completed (a run of several processes writes them all here) and closed."""
+        """``algo`` trained: its CSV written whole from ``metrics``, its event files completed and closed."""
         text = csv_lines(metrics, self._cols(algo, metrics), header=True)
         write_text(self.dirs[algo] / CSV_NAME, text)
         for s in range(next(iter(metrics.values())).shape[0]):

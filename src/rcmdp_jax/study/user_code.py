@@ -119,8 +119,7 @@ def load_spec(spec: str) -> tuple[str, dict]:
 
 
 def restore_envs(plan: dict) -> None:
-    """Register the user environments a saved plan names (``env_sources``), once; ``ValueError`` in one
-    line for one this process cannot rebuild, or that is not the one the run was trained on."""
+    """Register a saved plan's user environments (``env_sources``); ``ValueError`` for one not rebuilt as trained."""
     names, saved = plan.get("envs"), plan.get("env_sources") or {}
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return  # ``run_plan.plan_problem`` names it
@@ -193,8 +192,7 @@ def _registered() -> set[tuple[str, str]]:
 
 
 def load_plugin(record: dict) -> dict:
-    """Import the plug-ins of ``record`` (once a process): its record with ``sha256`` and ``registers``;
-    ``ValueError`` in one line when it cannot be imported or registers nothing."""
+    """Import ``record``'s plug-ins once: the record with ``sha256`` and ``registers``; ``ValueError`` if it fails."""
     if (key := _where(record)) in PLUGINS:
         return PLUGINS[key]
     before = _registered()
@@ -226,8 +224,7 @@ def load_plugin_specs(specs) -> list[dict]:
 
 
 def restore_plugins(plan: dict) -> None:
-    """Import the plug-ins a saved plan names; ``ValueError`` in one line for one that cannot be
-    imported, or whose source is not the one the run was trained with."""
+    """Import a saved plan's plug-ins; ``ValueError`` for one that cannot be imported or whose source changed."""
     saved = plan.get("plugins") or []
     ok = lambda r: isinstance(r, dict) and isinstance(_where(r), str) and isinstance(r.get("sha256"), str)
     if not isinstance(saved, list) or not all(ok(r) for r in saved):
