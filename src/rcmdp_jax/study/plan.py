@@ -205,11 +205,11 @@ def build_plan(args) -> Plan:
                          f"({budgets['short']:,} steps)")  # fmt: skip
     notes += unmeasured_budget_notes(envs_, args)
     check_memory(built, args.seeds, args.n_test)
-    plan = Plan.built(built, envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
-                      n_test=args.n_test, worst_case=args.worst_case, devices=args.devices,
-                      env_sources={e: user_code.SOURCES[e] for e in envs_ if e in user_code.SOURCES},
-                      env_descriptions={e: user_code.description(e) for e in envs_ if e in envs.registered()},
-                      plugins=tuple(user_code.PLUGINS.values()))  # fmt: skip
+    plan = Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
+                n_test=args.n_test, worst_case=args.worst_case, devices=args.devices,
+                env_sources={e: user_code.SOURCES[e] for e in envs_ if e in user_code.SOURCES},
+                env_descriptions={e: user_code.description(e) for e in envs_ if e in envs.registered()},
+                plugins=tuple(user_code.PLUGINS.values())).with_configs(built)  # fmt: skip
     steps = args.seeds * sum(r["policy_steps"] for w in plan.will_run.values() for r in w.values())
     if steps > LONG_RUN:
         notes.append(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core "

@@ -96,11 +96,6 @@ class Plan:
         kept["plugins"] = tuple(kept.get("plugins", ()))
         return cls(**{**kept, "envs": tuple(d["envs"]), "algos": tuple(d["algos"]), "configs": configs})
 
-    @classmethod
-    def built(cls, configs: dict, **fields) -> Plan:
-        """A new plan of ``fields`` and ``configs`` (``with_configs``): one call into this module."""
-        return cls(**fields).with_configs(configs)
-
     def with_configs(self, configs: dict) -> Plan:
         """This plan with ``configs``, each as run.json records it, and what each will run."""
         configs = {e: {a: config_from_dict(config_to_dict(c)) for a, c in cs.items()} for e, cs in configs.items()}

@@ -132,14 +132,12 @@ def resume_command(out: Path) -> str:
 
 
 def split_in_process(devices: str, seeds: int) -> str:
-    """From a script: the CPU split into a device per core (``--devices auto``) unless JAX started; else,
-    once per process, the line that says how to get them all (or "")."""
+    """From a script: the CPU split into a device per core (``--devices auto``), else once the line why not (or "")."""
     cores = sharding.available_cores()
     if devices != "auto" or cores < 2 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return ""
-    if sharding.split_cpu(cores) or _SAID or jax.default_backend() != "cpu" or seeds < 2:
-        return ""
-    if (have := jax.local_device_count()) >= cores:
+    late = not sharding.split_cpu(cores) and not _SAID and jax.default_backend() == "cpu" and seeds >= 2
+    if not late or (have := jax.local_device_count()) >= cores:
         return ""
     _SAID.append(True)
     return (f"rcmdp_jax: note: JAX started in this process before rcmdp_jax could split the CPU, so the seeds "

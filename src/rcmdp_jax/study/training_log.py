@@ -34,8 +34,7 @@ def flat(x: np.ndarray) -> np.ndarray:
 
 
 def columns(metrics: dict, field_names, cost_names=()) -> list[tuple[str, str, int | None]]:
-    """``(column, metric, entry)`` for each value of an iteration (``entry``: the index into the
-    metric's last axis, or None), named by ``NAMES`` with ``cost_names`` and ``field_names``."""
+    """``(column, metric, entry)`` per value of an iteration (``entry``: the index into its last axis, or None)."""
     out = []
     for name, x in metrics.items():
         x = flat(np.asarray(x))

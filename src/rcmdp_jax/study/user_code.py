@@ -89,8 +89,7 @@ def load_object(spec: str):
 
 
 def load_env(record: dict, name: str) -> str:
-    """Import the environment of ``record`` (a ``RobustEnvironment``, ``DomainSpec``, dict or a function
-    returning one) and register it as ``name``; ``ValueError`` in one line if that fails."""
+    """Register ``record``'s ``RobustEnvironment``, ``DomainSpec``, dict or function of one as ``name``."""
     from rcmdp_jax.envs.base import RobustEnvironment  # here: importing it starts JAX's backend
     from rcmdp_jax.envs.domain import DomainSpec, from_dict
 
@@ -160,8 +159,7 @@ def description(name: str) -> dict:
 
 
 def check_described(name: str, described, ignore=()) -> None:
-    """``ValueError`` in one line, naming what differs, unless ``described`` (a plan's ``env_descriptions``)
-    holds ``name``'s ``description`` now (the keys in ``ignore`` not compared)."""
+    """``ValueError`` naming what differs unless ``described[name]`` is ``description(name)`` (but ``ignore``)."""
     if not isinstance(described, dict) or not isinstance(described.get(name), dict):
         raise ValueError(f"env_descriptions has no description of {name!r}; it was edited: restore it")
     now, was = description(name), described[name]
