@@ -108,8 +108,16 @@ class Plan:
                   if getattr(self, k) != getattr(current, k)]  # fmt: skip
         if self.worst_case != current.worst_case:  # else a table of only the resumed part
             differ.append("--worst-case")
-        if not differ and (fields := config_differences(self.configs, current.configs)):
-            differ.append(f"configs: {fields}")
+        out = []  # else the fields and options in which the configs differ, ``env/algo: field, ...``
+        for env, algo in [(e, a) for e in current.configs for a in current.configs[e]] if not differ else ():
+            saved, cfg = self.configs[env][algo], current.configs[env][algo]
+            read = {o for cls in plug_ins.used(cfg) for o in options_of(cls)}  # (another plug-in's has no effect)
+            numbers = {*saved.hparams.plugin_names, *cfg.hparams.plugin_names}
+            old, new = _fields(saved, read, numbers), _fields(cfg, read, numbers)
+            if fields := [k for k in new if old[k] != new[k]]:
+                out.append(f"{env}/{algo}: {', '.join(fields)}")
+        if out:
+            differ.append("configs: " + "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else ""))
         return differ
 
 
@@ -118,20 +126,6 @@ def _fields(cfg: Config, read: set[str], numbers: set[str]) -> dict[str, Any]:
     hp = {f: getattr(cfg.hparams, f) for f in HPARAM_FIELDS} | {n: cfg.hparams.number(n) for n in sorted(numbers)}
     own = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(Config) if f.name not in ("hparams", "options")}
     return {**hp, **own, **{o: cfg.option(o) for o in sorted(read)}}
-
-
-def config_differences(saved: dict, current: dict) -> str:
-    """The fields and options in which the saved configs differ, ``env/algo: field, ...`` ("" if none)."""
-    out = []
-    for env in current:
-        for algo, cfg in current[env].items():
-            # the options a plug-in of the algorithm reads (another has no effect)
-            read = {o for cls in plug_ins.used(cfg) for o in options_of(cls)}
-            numbers = {*saved[env][algo].hparams.plugin_names, *cfg.hparams.plugin_names}
-            old, new = _fields(saved[env][algo], read, numbers), _fields(cfg, read, numbers)
-            if fields := [k for k in new if old[k] != new[k]]:
-                out.append(f"{env}/{algo}: {', '.join(fields)}")
-    return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")
 
 
 # --- a saved run.json checked before it is read ---
