@@ -132,16 +132,6 @@ def check_devices(args) -> None:
             raise PlanError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
 
 
-def check_distinct(configs: dict) -> None:
-    """Two names of ``--algos`` for one configuration (``@lr=1e-3``, ``@lr=0.001``) are refused."""
-    seen: dict = {}
-    for algo, cfg in configs.items():  # a plug-in number none of its plug-ins reads changes nothing it trains
-        key = dataclasses.replace(cfg, name="", hparams=cfg.hparams.for_program(options.numbers_read(cfg)))
-        if key in seen:
-            raise PlanError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
-        seen[key] = algo
-
-
 def _named_alone(env: str, algo: str, budget: str) -> bool:
     """Whether ``algo``'s own ``@FIELD=VALUE`` is refused without any ``--set``."""
     try:
@@ -187,8 +177,17 @@ def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list
 
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
-    envs_ = plan_envs(args)
-    algos = keep_constrained(args, envs_, plan_algos(args))
+    envs_, algos = plan_envs(args), plan_algos(args)
+    if any(e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e) for e in envs_):
+        constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]  # none can run here
+        if constrained and args.algos != "all":
+            raise PlanError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
+                             "--costs FIELD:LIMIT,... or choose unconstrained algorithms (MCPMD, PPO, MDPO, RMCPMD, "
+                             "PPO-Robust, MDPO-Robust)")  # fmt: skip
+        if constrained:
+            print(f"note: --env {args.env} has no constraint costs (--costs): the {len(algos) - len(constrained)} "
+                  "unconstrained algorithms run", file=sys.stderr)  # fmt: skip
+        algos = [a for a in algos if a not in constrained]
     check_numbers(args)
     overrides = parse_sets(args.sets)
     if args.steps is not None and "total_timesteps" in overrides:
@@ -197,8 +196,11 @@ def build_plan(args) -> Plan:
         overrides.setdefault("total_timesteps", auto_budget.DEFAULT_CAP if args.steps is None else args.steps)
     budget, built, notes = "short" if args.budget == AUTO else args.budget, {}, []
     for e in envs_:
-        built[e] = {a: _config(args, e, a, budget, overrides, notes) for a in algos}
-        check_distinct(built[e])
+        built[e], seen = {a: _config(args, e, a, budget, overrides, notes) for a in algos}, {}
+        for algo, cfg in built[e].items():  # two names of one configuration (@lr=1e-3, @lr=0.001) are refused
+            key = dataclasses.replace(cfg, name="", hparams=cfg.hparams.for_program(options.numbers_read(cfg)))
+            if (first := seen.setdefault(key, algo)) != algo:  # (a plug-in number no plug-in reads: the same)
+                raise PlanError(f"--algos: {first} and {algo} are the same configuration; name it once")
         budgets = envs.spec(e).learner.budgets
         if args.steps is None and "total_timesteps" not in overrides and budget not in budgets:
             notes.append(f"note: --budget {budget}: {e} has no {budget} budget of its own; it runs its short one "
@@ -217,21 +219,6 @@ def build_plan(args) -> Plan:
     for note in notes:  # after every check: a refusal is one line
         print(note, file=sys.stderr)
     return plan
-
-
-def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
-    """An environment without constraint costs runs the unconstrained algorithms only."""
-    if not any(e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e) for e in envs_):
-        return algos
-    constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
-    if constrained and args.algos != "all":
-        raise PlanError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
-                         "--costs FIELD:LIMIT,... or choose unconstrained algorithms (MCPMD, PPO, MDPO, RMCPMD, "
-                         "PPO-Robust, MDPO-Robust)")  # fmt: skip
-    if constrained:
-        print(f"note: --env {args.env} has no constraint costs (--costs): the {len(algos) - len(constrained)} "
-              "unconstrained algorithms run", file=sys.stderr)  # fmt: skip
-    return [a for a in algos if a not in constrained]
 
 
 def unmeasured_budget_notes(envs_, args) -> list[str]:
