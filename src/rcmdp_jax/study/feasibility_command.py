@@ -116,8 +116,7 @@ def _digest(inputs: dict, rows: list) -> str:
 
 def run(argv: list) -> int:
     try:
-        args = feasibility_args(argv)
-        name, cfg, controller, out, inputs, done = _prepare(args)
+        name, cfg, controller, out, inputs, done = _prepare(feasibility_args(argv))
         made = not out.exists()
         try:
             out.mkdir(parents=True, exist_ok=True)

@@ -195,8 +195,7 @@ class Study:
                     self.search(env, algo, result, made, *tested)
         if not self.writer:
             return None
-        stale = self.missing + self.damaged
-        algos = [a for a in self.plan.algos if f"{env}/{a}" not in stale]
+        algos = [a for a in self.plan.algos if f"{env}/{a}" not in self.missing + self.damaged]
         return write_env_report(self.folder, env, algos, made, self.cfgs[env], self.plots)
 
     def run(self) -> int:
@@ -214,9 +213,8 @@ class Study:
         """0; 5: a checkpoint missing or damaged; 4: an algorithm with no seed left; 3: some seeds diverged."""
         damaged, missing = ", ".join(self.damaged), ", ".join(self.missing)
         if damaged or missing:
-            why = f"damaged checkpoint(s) of {damaged} set aside; --resume retrains them"
-            if not damaged:
-                why = f"no checkpoint for {missing}: their sweep was not run and they are left out of the tables"
+            why = (f"damaged checkpoint(s) of {damaged} set aside; --resume retrains them" if damaged else
+                   f"no checkpoint for {missing}: their sweep was not run and they are left out of the tables")  # fmt: skip
             print(f"{program_name()}: error: {why}", file=sys.stderr)
             return 5
         if self.diverged:

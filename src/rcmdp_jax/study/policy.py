@@ -139,11 +139,10 @@ class LoadedPolicy:
         constraints = {c: {k: (float(m[j]), float(s[j])) for k, (m, s) in per.items()} for j, c in enumerate(names)}
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
-        said = describe(xi, xi_c, self.field_names)
         gamma_c = cost_discounts(self.env, self.config.hparams.gamma)
         verdicts = verdict.said_of(verdict.kinds(self.env), gamma_c, names, episodes) if "C" in episodes else {}
-        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, n, metrics, constraints, episodes,
-                          verdicts)  # fmt: skip
+        return Evaluation(self.env_name, self.algorithm, self.seed, describe(xi, xi_c, self.field_names), xi, in_box, n,
+                          metrics, constraints, episodes, verdicts)  # fmt: skip
 
 
 def _choice(what: str, value, allowed) -> None:

@@ -70,10 +70,9 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
                        costs: dict | None = None, kinds=None, margins: dict | None = None, env_name=None):  # fmt: skip
     """Markdown (a row per algorithm and constraint, then each seed too close to call) and JSON of ``verdict.judge``;
     ``test_xi`` ``[L, D, *xi]`` names each worst kernel; ``costs`` absent: "?"; ``kinds`` None: limits."""
-    costs, margins, close = costs or {}, margins or {}, []
+    costs, margins, close, rows, js = costs or {}, margins or {}, [], [], {}
     horizons = sorted({c["horizon"] for c in costs.values()})
     over = f"over H = {horizons[0]} steps" if len(horizons) == 1 else "over the episode"
-    rows, js = [], {}
     for algo, r in results.items():
         for j, name in enumerate(names if r is not None else ()):
             c = costs.get(algo)
@@ -124,8 +123,7 @@ def worst_case_section(found: dict, env_name: str, labels=None, xi_c=None, xi_na
     first = next(iter(found.values()))
     metrics = list(first)
     label = {m: md_cell((labels or {}).get(m, m)) for m in metrics}
-    js: dict = {"per_algorithm": {}, "domain": {}}
-    rows = []
+    js, rows = {"per_algorithm": {}, "domain": {}}, []
     for algo, cmp in found.items():
         row, entry = [md_cell(algo)], js["per_algorithm"].setdefault(algo, {})
         for m in metrics:

@@ -122,8 +122,7 @@ class TrainingLog:
 
     def finish(self, algo: str, metrics: dict) -> None:
         """``algo`` trained: its CSV written whole from ``metrics``, its event files completed and closed."""
-        text = csv_lines(metrics, self._cols(algo, metrics), header=True)
-        write_text(self.dirs[algo] / CSV_NAME, text)
+        write_text(self.dirs[algo] / CSV_NAME, csv_lines(metrics, self._cols(algo, metrics), header=True))
         for s in range(next(iter(metrics.values())).shape[0]):
             done = self.written.get((algo, s), 0)
             rest = {k: np.asarray(v)[s : s + 1, done:] for k, v in metrics.items()}

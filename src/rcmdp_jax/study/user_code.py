@@ -112,9 +112,8 @@ def load_env(record: dict, name: str) -> str:
 
 def load_spec(spec: str) -> tuple[str, dict]:
     """Load ``--env spec``: ``(registered name, its record for run.json)``."""
-    record = _record(spec)
-    name = f"{Path(record['file']).name}:{record['attr']}" if "file" in record else spec
-    return load_env(record, name), record
+    record = _record(spec)  # a file's environment by its file's name
+    return load_env(record, f"{Path(record['file']).name}:{record['attr']}" if "file" in record else spec), record
 
 
 def restore_envs(plan: dict) -> None:
