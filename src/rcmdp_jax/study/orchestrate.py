@@ -18,7 +18,7 @@ from rcmdp_jax.program_store import policy_program
 from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
 from rcmdp_jax.study.report import write_env_report
-from rcmdp_jax.study.run_folder import RunFolder, load_npz, readable
+from rcmdp_jax.study.run_folder import RunFolder, load_npz
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name, ticking
 from rcmdp_jax.study.training_log import CSV_NAME, TrainingLog
@@ -111,7 +111,7 @@ class Study:
             return None
         print(f"{label} restored from {ckpt}", flush=True)
         metrics = self.folder.algo_dir(env, algo) / "train_metrics.npz"
-        if self.writer and not self.eval_only and metrics.exists() and not readable(metrics):
+        if self.writer and not self.eval_only and metrics.exists() and not load_npz(metrics, strict=False):
             self.folder.save_training(env, algo, jax.tree.map(np.asarray, result.metrics))
             print(f"{label} {metrics.name} could not be read: re-created from the checkpoint", flush=True)
         return result
@@ -186,8 +186,8 @@ class Study:
             for algo in group:
                 result = trained[algo] if algo in trained else self.restore(env, algo)
                 npz = self.folder.algo_dir(env, algo) / "train_metrics.npz"  # an older run folder: its CSV from it
-                if self.writer and not npz.with_name(CSV_NAME).exists() and readable(npz):
-                    TrainingLog({algo: npz.parent}, env, False, algos=[]).finish(algo, load_npz(npz))
+                if self.writer and not npz.with_name(CSV_NAME).exists() and (m := load_npz(npz, strict=False)):
+                    TrainingLog({algo: npz.parent}, env, False, algos=[]).finish(algo, m)
                 if result is None:
                     continue
                 tested = self.test(env, algo, result)
@@ -213,8 +213,9 @@ class Study:
         """0; 5: a checkpoint missing or damaged; 4: an algorithm with no seed left; 3: some seeds diverged."""
         damaged, missing = ", ".join(self.damaged), ", ".join(self.missing)
         if damaged or missing:
-            why = (f"damaged checkpoint(s) of {damaged} set aside; --resume retrains them" if damaged else
-                   f"no checkpoint for {missing}: their sweep was not run and they are left out of the tables")  # fmt: skip
+            why = f"damaged checkpoint(s) of {damaged} set aside; --resume retrains them"
+            if not damaged:
+                why = f"no checkpoint for {missing}: their sweep was not run and they are left out of the tables"
             print(f"{program_name()}: error: {why}", file=sys.stderr)
             return 5
         if self.diverged:

@@ -29,22 +29,16 @@ class DamagedFile(ValueError):
     """A result file of the run folder that cannot be read (truncated, overwritten)."""
 
 
-def load_npz(path: Path) -> dict:
-    """All arrays of ``path``, or ``DamagedFile`` naming it."""
+def load_npz(path: Path, strict: bool = True) -> dict | None:
+    """All arrays of ``path``; where it cannot be read, ``DamagedFile`` naming it (not ``strict``: None)."""
     try:
         with np.load(path) as z:
             return {name: z[name] for name in z.files}
     except Exception as err:  # missing, truncated or not an npz
+        if not strict:
+            return None
         raise DamagedFile(f"{path} cannot be read ({type(err).__name__}); run.py --resume re-creates it from the "
                           "checkpoint") from None  # fmt: skip
-
-
-def readable(path: Path) -> dict | None:
-    """All arrays of ``path``, or None where it cannot be read."""
-    try:
-        return load_npz(path)
-    except DamagedFile:
-        return None
 
 
 def _save_npz(path: Path, **arrays) -> None:
@@ -55,7 +49,7 @@ def _save_npz(path: Path, **arrays) -> None:
 
 def _saved_problems(d: Path, plan: Plan, env: str, where: str):
     """``(of the results file alone, what)`` for each thing saved in ``d`` (``where``) that contradicts ``plan``."""
-    metrics, test = readable(d / "train_metrics.npz"), readable(d / "test_results.npz")
+    metrics, test = (load_npz(d / name, strict=False) for name in ("train_metrics.npz", "test_results.npz"))
     try:
         seed = json.loads((d / "timing.json").read_text()).get("seed")  # a folder of an older version has none
     except (OSError, ValueError, AttributeError):
@@ -109,7 +103,7 @@ class RunFolder:
     def tested(self, env: str, algo: str, searched: bool = False) -> bool:
         """Whether ``algo``'s test results and training metrics (``searched``: its search) are readable."""
         names = ("test_results.npz", "train_metrics.npz") + (("worst_case.npz",) if searched else ())
-        return all(readable(self.algo_dir(env, algo) / n) is not None for n in names)
+        return all(load_npz(self.algo_dir(env, algo) / n, strict=False) is not None for n in names)
 
     def read_plan(self, flag: str) -> Plan:
         """``run.json`` with its plug-ins and user environments loaded again, or a ``RunFolderError``."""
