@@ -43,8 +43,7 @@ class Study:
         # member lacks a checkpoint; the next family compiles in a background thread
         done = lambda e, g: eval_only or all(folder.trained(e, a) for a in g)
         self.todo = [(e, tuple(g)) for e in plan.envs for g in self.groups[e] if not done(e, g)]
-        self.pool = ThreadPoolExecutor(max_workers=1)
-        self.pending: dict = {}
+        self.pool, self.pending = ThreadPoolExecutor(max_workers=1), {}
 
     def _label(self, env: str, algos) -> str:
         numbers = "+".join(str(self.plan.algos.index(a) + 1) for a in algos)

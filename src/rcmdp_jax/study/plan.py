@@ -15,7 +15,9 @@ import numpy as np
 from rcmdp_jax import auto_budget, envs, options, presets
 from rcmdp_jax.config import BudgetRounded, Config, chosen_by
 from rcmdp_jax.envs import ENV_NAMES
+from rcmdp_jax.envs.brax_presets import brax_name
 from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
+from rcmdp_jax.envs.gymnax_presets import gymnax_name
 from rcmdp_jax.hparams import validate_hparams
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset, schedule_variants, split_variant
 from rcmdp_jax.sharding import available_cores
@@ -67,12 +69,8 @@ def plan_envs(args) -> list[str]:
         if own:
             return [user_code.load_spec(args.env)[0]]
         if brax and "@" not in args.env:  # every spelling built (abstractly for gymnax): fields, widths, costs
-            from rcmdp_jax.envs.brax_presets import brax_name
-
             return [brax_name(args.env, args.uncertain, args.costs)]
         if outside and "@" not in args.env:
-            from rcmdp_jax.envs.gymnax_presets import gymnax_name
-
             return [gymnax_name(args.env, args.uncertain, args.costs, args.noise)]
         names = list(ENV_NAMES) if args.env == "all" else [args.env]
         for e in names:

@@ -24,8 +24,7 @@ def run(argv: list) -> int:
         said = f"one RUN_DIR and no options, got {' '.join(argv)}" if argv else "RUN_DIR is missing"
         return 0 if argv in (["-h"], ["--help"]) else refuse(PROG, said)
     with signals_exit(PROG, KEPT) as state:
-        from rcmdp_jax.study.run_folder import RunFolder, holder, take
-        from rcmdp_jax.study.run_plan import RunFolderError
+        from rcmdp_jax.study.run_folder import RunFolder, RunFolderError, holder, take
 
         folder, release = RunFolder(Path(argv[0])), (lambda: None)
         try:

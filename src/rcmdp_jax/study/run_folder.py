@@ -132,28 +132,26 @@ class RunFolder:
         if rewrites and (changed := edited(self.env_dir(e) for e in plan.envs)):
             raise RunFolderError(f"{flag}: {changed[0]} was edited since the report wrote it, and the report "
                                  "would write it again: move it away to keep the edit")  # fmt: skip
-        for env in plan.envs:
-            for algo in plan.algos:
-                for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env, f"{env}/{algo}"):
-                    if not of_results:
-                        raise RunFolderError(f"{flag}: {problem}; it was edited: restore it")
-                    if results:  # --eval-only re-creates the results: not refused there
-                        raise RunFolderError(f"{flag}: {problem}: it is damaged or another run's; run.py --eval-only "
-                                             f"{self.root} re-creates it from the checkpoint")  # fmt: skip
+        for env, algo in [(e, a) for e in plan.envs for a in plan.algos]:
+            for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env, f"{env}/{algo}"):
+                if not of_results:
+                    raise RunFolderError(f"{flag}: {problem}; it was edited: restore it")
+                if results:  # --eval-only re-creates the results: not refused there
+                    raise RunFolderError(f"{flag}: {problem}: it is damaged or another run's; run.py --eval-only "
+                                         f"{self.root} re-creates it from the checkpoint")  # fmt: skip
         return plan
 
     def check_checkpoints(self, plan: Plan, keys, groups: dict, flag: str = "") -> None:
         """``RunFolderError`` unless each finished checkpoint of ``groups`` (``{env: [[algo]]}``) fits its config."""
         from rcmdp_jax import checkpoint, make_train
 
-        for env, env_groups in groups.items():
-            for group in env_groups:
-                if done := [a for a in group if self.trained(env, a)]:
-                    abstract = checkpoint.abstract_result(make_train(plan.configs[env][done[0]]), keys)
-                    if bad := [a for a in done if checkpoint.matches(self.ckpt_dir(env, a), abstract) is False]:
-                        raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{bad[0]} does "
-                                             "not match its checkpoint (other array shapes); it was edited: restore "
-                                             "it")  # fmt: skip
+        for env, group in [(e, g) for e, env_groups in groups.items() for g in env_groups]:
+            if done := [a for a in group if self.trained(env, a)]:
+                abstract = checkpoint.abstract_result(make_train(plan.configs[env][done[0]]), keys)
+                if bad := [a for a in done if checkpoint.matches(self.ckpt_dir(env, a), abstract) is False]:
+                    raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{bad[0]} does not "
+                                         "match its checkpoint (other array shapes); it was edited: restore "
+                                         "it")  # fmt: skip
 
     def create(self, plan: Plan) -> None:
         """Make the folder (it must not exist) and write ``run.json``."""

@@ -48,8 +48,7 @@ def _where(record: dict) -> str:
 
 def _one_line(said: str, err: BaseException) -> ValueError:
     """``said`` and an error of the user's code (any, ``sys.exit`` too) in one line."""
-    msg = str(err).strip()
-    return ValueError(f"{said}{type(err).__name__}: {msg.splitlines()[0] if msg else ''}")
+    return ValueError(f"{said}{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}")
 
 
 def _import(record: dict, failed: str):
@@ -123,9 +122,8 @@ def restore_envs(plan: dict) -> None:
         return  # ``run_plan.plan_problem`` names it
     ok = lambda r: isinstance(r, dict) and isinstance(r.get("attr"), str) and isinstance(_where(r), str)
     if not isinstance(saved, dict) or not all(ok(r) for r in saved.values()):
-        raise ValueError(
-            "env_sources must map each environment to its file or module and attr; it was edited: restore it"
-        )
+        raise ValueError("env_sources must map each environment to its file or module and attr; it was edited: "
+                         "restore it")  # fmt: skip
     for name in names:
         if name in saved and name not in envs.registered():
             load_env(saved[name], name)
