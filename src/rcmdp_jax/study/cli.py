@@ -165,9 +165,8 @@ def main(argv=None) -> int:
                 f"continue with {runtime.resume_command(folder.root)}")  # fmt: skip
         with signals_exit(program_name(), said) as state:
             state.undo.append(release)
-            study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",
-                          args.event_files)  # fmt: skip
-            return study.run()
+            return Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",
+                         args.event_files).run()  # fmt: skip
     except RunFolderError as err:  # a run.json that does not match its checkpoints
         return refuse(program_name(), str(err))
     except OSError as err:  # a full disk, a folder that is not ours: one line, nothing half-written kept

@@ -145,12 +145,6 @@ class LoadedPolicy:
                           metrics, constraints, episodes, verdicts)  # fmt: skip
 
 
-def _choice(what: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"{what}={value!r} is not in the run{closest(value, allowed)}; choose one of: "
-                         f"{', '.join(map(str, allowed))}")  # fmt: skip
-
-
 def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> LoadedPolicy:
     """Seed ``seed`` of ``algorithm`` trained in the run folder ``run`` (``env``: needed when it holds
     several); ``ValueError`` (``RunFolderError`` for the folder) before anything compiles."""
@@ -161,8 +155,10 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     if env is None and len(plan.envs) > 1:
         raise ValueError(f"env: the run holds {len(plan.envs)} environments; name one of: {', '.join(plan.envs)}")
     env = plan.envs[0] if env is None else env
-    _choice("env", env, plan.envs)
-    _choice("algorithm", algorithm, plan.algos)
+    for what, value, allowed in (("env", env, plan.envs), ("algorithm", algorithm, plan.algos)):
+        if value not in allowed:
+            raise ValueError(f"{what}={value!r} is not in the run{closest(value, allowed)}; choose one of: "
+                             f"{', '.join(map(str, allowed))}")  # fmt: skip
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValueError(f"seed={seed!r} ({type(seed).__name__}) must be a whole number (int): one of the run's seeds "
                          f"0 .. {plan.seeds - 1}")  # fmt: skip
