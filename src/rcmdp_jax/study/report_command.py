@@ -1,5 +1,5 @@
 """``rcmdp report RUN_DIR`` (``rcmdp-report``, ``experiments/report.py``): a run folder's report written again, each
-environment's in a stage (``.report-PID``) renamed over its files at the end: all old or all new, whatever comes."""
+environment's in a stage (``.report-PID``) renamed over its files at the end: all old or all new, whenever Ctrl-C."""
 
 from __future__ import annotations
 
