@@ -1,4 +1,2 @@
-"""The command line around the library (``rcmdp``, ``experiments/run.py``): a study is one run
-of it, planned, trained, tested and reported into a run folder (docs/design.md's module map).
-Importing the subpackage imports none of its modules (``console`` splits the CPU into devices
-before JAX starts)."""
+"""The command line around the library (``rcmdp``, ``experiments/run.py``): a study planned, trained, tested
+and reported into a run folder. Importing it imports none of its modules (``console`` splits the CPU first)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 
 from rcmdp_jax.atomic import write_text
+from rcmdp_jax.auto_budget import search_envs
 from rcmdp_jax.envs.domain import BUDGETS
 from rcmdp_jax.study import runtime
 from rcmdp_jax.study.commands import Parser, refuse, signals_exit
@@ -24,8 +25,7 @@ from rcmdp_jax.study.runtime import program_name
 
 
 def parse_args(argv):
-    """The options, with ``--out``/``--eval-only`` absolute now (a user's module may change the
-    working directory) and ``given``: the options the command line names."""
+    """The options (``--out``, ``--eval-only`` absolute: a user's module may move the working directory), ``given``."""
     args, quiet = parser().parse_args(argv), parser()
     for action in quiet._actions:  # only what the command line gives is set
         action.default = argparse.SUPPRESS
@@ -79,17 +79,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-# the options --eval-only does not use (it takes the run folder's plan as it is)
-EVAL_ONLY_UNUSED = ("env", "uncertain", "costs", "noise", "algos", "plugins", "schedules", "budget", "steps", "seeds",
-                    "seed", "vmap", "out", "sets", "resume", "tensorboard")  # fmt: skip
-
-
 def plan_and_folder(args, plan: Plan | None) -> tuple[Plan, RunFolder]:
-    """The plan this command runs and its run folder: a saved one (``--eval-only``,
-    ``--resume``, checked against this command) or a new one (not written yet)."""
-    if args.eval_only:
-        unused = [f"--{k.replace('_', '-')}".replace("--sets", "--set") for k in EVAL_ONLY_UNUSED if k in args.given]
-        if unused:
+    """The plan and its run folder: a saved one (``--eval-only``, ``--resume``: checked) or a new one (not written)."""
+    if args.eval_only:  # the options it does not use (it takes the run folder's plan as it is)
+        unused = ("env", "uncertain", "costs", "noise", "algos", "plugins", "schedules", "budget", "steps", "seeds",
+                  "seed", "vmap", "out", "sets", "resume", "tensorboard")  # fmt: skip
+        if unused := [f"--{k.replace('_', '-')}".replace("--sets", "--set") for k in unused if k in args.given]:
             raise PlanError(f"--eval-only reruns the sweep of a run folder as it was trained; it does not use "
                              f"{', '.join(unused)}: drop it, or train into a new --out")  # fmt: skip
         folder = RunFolder(args.eval_only)
@@ -121,20 +116,16 @@ def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
         raise PlanError(f"--resume --budget auto: {folder.root} was not trained with --budget auto (no readable "
                          f"{path.name}); resume it with the options it was started with, or --resume --out "
                          f"{folder.root} alone") from None  # fmt: skip
-    budgets = {}
     for e, rows in found.items():
         cap = next(iter(plan.configs[e].values())).total_timesteps
         if any(c != cap for _, c in rows):
             raise PlanError(f"--resume --budget auto: the run in {folder.root} searched up to {rows[0][1]:,} policy "
                              f"steps on {e}, this command up to {cap:,} (--steps); use the same options")  # fmt: skip
-        budgets[e] = max(int(n or c) for n, c in rows)
-    return budgets
+    return {e: max(int(n or c) for n, c in rows) for e, rows in found.items()}
 
 
 def searched_plan(plan: Plan, folder: RunFolder) -> Plan:
     """``--budget auto``: the plan at the budgets the search finds, its folder made with ``budget_auto.json``."""
-    from rcmdp_jax.auto_budget import search_envs
-
     keys = jax.random.split(jax.random.PRNGKey(plan.seed), plan.seeds)  # the run's own seeds (the Study's)
     budgets, found = search_envs(plan.configs, keys, report=lambda line: print(line, flush=True))
     plan = with_budgets(plan, budgets)
@@ -174,9 +165,8 @@ def main(argv=None) -> int:
                 f"continue with {runtime.resume_command(folder.root)}")  # fmt: skip
         with signals_exit(program_name(), said) as state:
             state.undo.append(release)
-            study = Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",
-                          args.event_files)  # fmt: skip
-            return study.run()
+            return Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",
+                         args.event_files).run()  # fmt: skip
     except RunFolderError as err:  # a run.json that does not match its checkpoints
         return refuse(program_name(), str(err))
     except OSError as err:  # a full disk, a folder that is not ours: one line, nothing half-written kept

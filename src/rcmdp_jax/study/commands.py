@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
+import threading
 import types
 
 ENTRY: list = []  # non-empty in a console command's own process (``console.main``, ``report_main``)
@@ -29,12 +31,8 @@ def refuse(prog: str, message: str) -> int:
 
 @contextlib.contextmanager
 def signals_exit(prog: str, said: str):
-    """Ctrl-C (SIGTERM) in the block: ``prog: interrupted: said``, ``undo`` run, exit 130 (143) at
-    once (``os._exit``: no exception inside a library's callback, nothing half-written kept by a
-    ``finally``). In a command's own process (``ENTRY``) a signal after the block is ignored."""
-    import signal
-    import threading
-
+    """Ctrl-C (SIGTERM) in the block: ``prog: interrupted: said``, ``undo`` run, ``os._exit`` 130 (143) (nothing kept
+    half-written by a ``finally``); in a command's own process (``ENTRY``) one after the block is ignored."""
     state = types.SimpleNamespace(said=said, undo=[])  # what the handler says and calls before the exit
     signals = (signal.SIGINT, signal.SIGTERM)
 
@@ -53,16 +51,3 @@ def signals_exit(prog: str, said: str):
     finally:
         for s, handler in previous.items():
             signal.signal(s, signal.SIG_IGN if ENTRY else handler)
-
-
-@contextlib.contextmanager
-def signals_held():
-    """SIGINT and SIGTERM held back while the block runs (renames that must all happen)."""
-    import signal
-
-    held = (signal.SIGINT, signal.SIGTERM)
-    signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)

@@ -1,6 +1,5 @@
-"""The console commands' entry points (``[project.scripts]``, ``python -m rcmdp_jax``): ``main``
-dispatches ``rcmdp report|feasibility|eval`` to its module, else trains (``cli.main``). Imports
-are inside the commands: ``rcmdp`` imports nothing before the CPU split."""
+"""The console commands' entry points (``[project.scripts]``, ``python -m rcmdp_jax``): ``main`` dispatches
+``rcmdp report|feasibility|eval`` to its module, else trains (``cli.main``), importing nothing before the CPU split."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ def split_cpu() -> None:
     """One XLA device per CPU core, before anything starts JAX; called too late, it says so."""
     from rcmdp_jax.study.runtime import split_in_process
 
-    note = split_in_process("auto", 2)
-    if note:
+    if note := split_in_process("auto", 2):
         print(note, flush=True)
 
 
@@ -62,18 +60,17 @@ def _command(name: str, argv) -> int:
     return run(argv) if said is None else _started(run, argv, said)
 
 
-def report(argv=None) -> int:
-    """``rcmdp report`` (``rcmdp-report``, ``experiments/report.py``: the command's own process)."""
+def main(argv=None, command: str | None = None) -> int:
+    """``rcmdp [COMMAND] ...`` (``argv`` None: the command's own process); ``command``: the one an entry point names."""
     if argv is None:
         ENTRY.append(True)
-    return _command("report", sys.argv[1:] if argv is None else list(argv))
-
-
-def main(argv=None) -> int:
-    if argv is None:
-        ENTRY.append(True)
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = ([command] if command else []) + (sys.argv[1:] if argv is None else list(argv))
     return _command(argv[0], argv[1:]) if argv[:1] and argv[0] in COMMANDS else train(argv)
+
+
+def report(argv=None) -> int:
+    """``rcmdp report`` (``rcmdp-report``, ``experiments/report.py``)."""
+    return main(argv, "report")
 
 
 report_main = report  # ``rcmdp-report``'s entry point

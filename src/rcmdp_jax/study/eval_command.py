@@ -15,14 +15,6 @@ OPTIONS = {"algorithm": "--algo", "seed must": "--episode-seed must", "seed": "-
            "n_episodes": "--n-episodes", "env": "--env", "load_policy: ": ""}  # fmt: skip
 
 
-def as_options(message: str) -> str:
-    """A message of ``load_policy`` / ``evaluate`` in this command's options."""
-    for name, option in OPTIONS.items():
-        if message.startswith(name):
-            return option + message[len(name) :]
-    return message
-
-
 def run(argv: list) -> int:
     p = Parser(prog=PROG, description="A trained policy of a run folder on one kernel (docs/cli.md).")
     p.add_argument("run", metavar="RUN_DIR", help="a run folder (rcmdp --out)")
@@ -52,8 +44,9 @@ def run(argv: list) -> int:
                     write_text(Path(args.json), json.dumps(result.to_dict(), indent=1, allow_nan=False))
                 except OSError as err:
                     return refuse(PROG, f"--json {os_error(err, args.json)}")
-        except (ValueError, TypeError) as err:  # RunFolderError is a ValueError
-            return refuse(PROG, as_options(str(err)))
+        except (ValueError, TypeError) as err:  # RunFolderError is a ValueError; said in this command's options
+            said = next((o + str(err)[len(n) :] for n, o in OPTIONS.items() if str(err).startswith(n)), str(err))
+            return refuse(PROG, said)
         return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -40,9 +41,9 @@ def feasibility_args(argv):
 
 
 def _prepare(args):
-    """Every input checked: ``(env name, FeasibilityConfig, controller, out, inputs, rows to resume)``,
-    ``inputs`` what ``--resume`` compares (as the file holds them)."""
-    from rcmdp_jax.feasibility import FeasibilityConfig, check_sizes, has_costs
+    """Every input checked: ``(env name, FeasibilityConfig, controller, out, inputs --resume compares, rows)``."""
+    from rcmdp_jax import envs
+    from rcmdp_jax.feasibility import FeasibilityConfig, check_controller, check_sizes, has_costs
     from rcmdp_jax.study import user_code
     from rcmdp_jax.study.plan import plan_envs
 
@@ -67,9 +68,6 @@ def _prepare(args):
     check_sizes(name, cfg)  # the runner's memory and int32 checks: nothing trains that cannot fit
     controller = user_code.load_object(args.controller) if args.controller else None
     if controller is not None:  # its shape and its errors on an observation: before anything is made
-        from rcmdp_jax import envs
-        from rcmdp_jax.feasibility import check_controller
-
         check_controller(controller, envs.make(name)[0])
     if looked_up(out)[1] and not out.is_dir():  # a user's module may have changed what the path names
         raise ValueError(f"--out {out} is a file, not a folder")
@@ -113,15 +111,12 @@ def _resumed(out: Path, inputs: dict, resume: bool) -> list:
 
 def _digest(inputs: dict, rows: list) -> str:
     """SHA-256 of what ``feasibility.partial.json`` holds: ``--resume`` refuses an edited file."""
-    import hashlib
-
     return hashlib.sha256(json.dumps({"inputs": inputs, "rows": rows}, sort_keys=True).encode()).hexdigest()
 
 
 def run(argv: list) -> int:
     try:
-        args = feasibility_args(argv)
-        name, cfg, controller, out, inputs, done = _prepare(args)
+        name, cfg, controller, out, inputs, done = _prepare(feasibility_args(argv))
         made = not out.exists()
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -131,12 +126,11 @@ def run(argv: list) -> int:
     except (ValueError, TypeError) as err:
         return refuse(PROG, str(err))
     try:
-        code = _run(name, cfg, controller, out, done, inputs, release)
+        return _run(name, cfg, controller, out, done, inputs, release)
     finally:
         release()
-    if code != 0 and made and not any(out.iterdir()):  # refused while it started: no empty folder left
-        out.rmdir()
-    return code
+        if made and not any(out.iterdir()):  # refused while it started (done, it holds feasibility.json)
+            out.rmdir()
 
 
 def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) -> int:

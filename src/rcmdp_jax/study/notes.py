@@ -6,8 +6,10 @@ from __future__ import annotations
 import jax
 
 from rcmdp_jax import envs, options
+from rcmdp_jax.cost_check import cannot_bind
 from rcmdp_jax.plugin import option_owners, options_of
 from rcmdp_jax.presets import parse_setting
+from rcmdp_jax.program_store import remembered
 
 
 def _grouped(pairs) -> dict:
@@ -72,9 +74,6 @@ def say_before_training(args, plan, folder, mesh, first: bool, split_note: str) 
     for line in filter(None, lines):
         print(line, flush=True)
     if first and not args.eval_only and not args.resume:  # a cost no policy changes: said before training
-        from rcmdp_jax.cost_check import cannot_bind
-        from rcmdp_jax.program_store import remembered
-
         for name in plan.envs:  # a built-in environment's verdict is kept for the next run (program_store)
             check = lambda name=name: cannot_bind(name)  # noqa: E731
             for line in check() if envs.registered_spec(name) else remembered("cannot_bind", name, check):

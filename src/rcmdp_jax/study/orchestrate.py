@@ -18,7 +18,7 @@ from rcmdp_jax.program_store import policy_program
 from rcmdp_jax.rollout import cost_discounts
 from rcmdp_jax.sharding import gather_blocks, process_block, sharded_blocks
 from rcmdp_jax.study.report import write_env_report
-from rcmdp_jax.study.run_folder import RunFolder, load_npz, readable
+from rcmdp_jax.study.run_folder import RunFolder, load_npz
 from rcmdp_jax.study.run_plan import Plan
 from rcmdp_jax.study.runtime import program_name, ticking
 from rcmdp_jax.study.training_log import CSV_NAME, TrainingLog
@@ -43,8 +43,7 @@ class Study:
         # member lacks a checkpoint; the next family compiles in a background thread
         done = lambda e, g: eval_only or all(folder.trained(e, a) for a in g)
         self.todo = [(e, tuple(g)) for e in plan.envs for g in self.groups[e] if not done(e, g)]
-        self.pool = ThreadPoolExecutor(max_workers=1)
-        self.pending: dict = {}
+        self.pool, self.pending = ThreadPoolExecutor(max_workers=1), {}
 
     def _label(self, env: str, algos) -> str:
         numbers = "+".join(str(self.plan.algos.index(a) + 1) for a in algos)
@@ -97,8 +96,6 @@ class Study:
             print(f"{label} no checkpoint in {self.folder.algo_dir(env, algo)}; skipped", flush=True)
             self.missing.append(f"{env}/{algo}")
             return None
-        if not (self.resume or self.eval_only):
-            raise RuntimeError(f"{ckpt} exists")  # guarded earlier; never overwrite
         if not self.eval_only and self.folder.tested(env, algo, searched=bool(self.worst_case)):
             return None  # finished before: nothing to load (else tested again, then searched)
         cfg = self.cfgs[env][algo]
@@ -113,7 +110,7 @@ class Study:
             return None
         print(f"{label} restored from {ckpt}", flush=True)
         metrics = self.folder.algo_dir(env, algo) / "train_metrics.npz"
-        if self.writer and not self.eval_only and metrics.exists() and not readable(metrics):
+        if self.writer and not self.eval_only and metrics.exists() and not load_npz(metrics, strict=False):
             self.folder.save_training(env, algo, jax.tree.map(np.asarray, result.metrics))
             print(f"{label} {metrics.name} could not be read: re-created from the checkpoint", flush=True)
         return result
@@ -188,8 +185,8 @@ class Study:
             for algo in group:
                 result = trained[algo] if algo in trained else self.restore(env, algo)
                 npz = self.folder.algo_dir(env, algo) / "train_metrics.npz"  # an older run folder: its CSV from it
-                if self.writer and not npz.with_name(CSV_NAME).exists() and readable(npz):
-                    TrainingLog({algo: npz.parent}, env, False, algos=[]).finish(algo, load_npz(npz))
+                if self.writer and not npz.with_name(CSV_NAME).exists() and (m := load_npz(npz, strict=False)):
+                    TrainingLog({algo: npz.parent}, env, False, algos=[]).finish(algo, m)
                 if result is None:
                     continue
                 tested = self.test(env, algo, result)
@@ -197,8 +194,7 @@ class Study:
                     self.search(env, algo, result, made, *tested)
         if not self.writer:
             return None
-        stale = self.missing + self.damaged
-        algos = [a for a in self.plan.algos if f"{env}/{a}" not in stale]
+        algos = [a for a in self.plan.algos if f"{env}/{a}" not in self.missing + self.damaged]
         return write_env_report(self.folder, env, algos, made, self.cfgs[env], self.plots)
 
     def run(self) -> int:

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rcmdp_jax import envs, options, presets
+from rcmdp_jax import auto_budget, envs, options, presets
 from rcmdp_jax.config import BudgetRounded, Config, chosen_by
 from rcmdp_jax.envs import ENV_NAMES
+from rcmdp_jax.envs.brax_presets import brax_name
 from rcmdp_jax.envs.domain import RULE_BUDGETS, LearnerSpec
+from rcmdp_jax.envs.gymnax_presets import gymnax_name
 from rcmdp_jax.hparams import validate_hparams
 from rcmdp_jax.presets import ALGORITHMS, parse_algorithm, parse_setting, preset, schedule_variants, split_variant
 from rcmdp_jax.sharding import available_cores
@@ -49,10 +51,6 @@ def parse_sets(sets) -> dict:
     return presets.check_sets(out)
 
 
-_ALSO = ("; or all, gymnax:ID or brax:NAME (any id, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your "
-         "own environment)")  # fmt: skip
-
-
 def plan_envs(args) -> list[str]:
     """The environments of ``--env`` (with a gymnax or brax one's options; a user's loaded)."""
     given = any(x is not None for x in (args.uncertain, args.costs, args.noise))  # a gymnax or brax env's options
@@ -71,19 +69,17 @@ def plan_envs(args) -> list[str]:
         if own:
             return [user_code.load_spec(args.env)[0]]
         if brax and "@" not in args.env:  # every spelling built (abstractly for gymnax): fields, widths, costs
-            from rcmdp_jax.envs.brax_presets import brax_name
-
             return [brax_name(args.env, args.uncertain, args.costs)]
         if outside and "@" not in args.env:
-            from rcmdp_jax.envs.gymnax_presets import gymnax_name
-
             return [gymnax_name(args.env, args.uncertain, args.costs, args.noise)]
         names = list(ENV_NAMES) if args.env == "all" else [args.env]
         for e in names:
             envs.check(e)
         return names
     except (ValueError, ImportError) as err:
-        also = "" if own or outside or args.env.partition("@")[0] in ENV_NAMES else _ALSO
+        also = "" if own or outside or args.env.partition("@")[0] in ENV_NAMES else (
+            "; or all, gymnax:ID or brax:NAME (any id, with --uncertain), PACKAGE.MODULE:NAME or FILE.py:NAME (your "
+            "own environment)")  # fmt: skip
         raise PlanError(f"--env {args.env}: {err}{also}") from None
 
 
@@ -116,8 +112,6 @@ def check_numbers(args) -> None:
     try:
         check_run_fields(args.seeds, args.seed, args.n_test, lambda field: "--" + field.replace("_", "-"))
         if args.budget == AUTO:
-            from rcmdp_jax import auto_budget
-
             if args.distributed:
                 raise ValueError("--budget auto searches in one process: drop --distributed, or give --steps N")
             auto_budget.check(args.seeds, auto_budget.DEFAULT_CAP if args.steps is None else args.steps)
@@ -134,16 +128,6 @@ def check_devices(args) -> None:
         limit = max(available_cores(), 1)
         if int(args.devices) > limit and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
             raise PlanError(f"--devices {args.devices}: this host has {limit} CPU core(s); ask for at most {limit}")
-
-
-def check_distinct(configs: dict) -> None:
-    """Two names of ``--algos`` for one configuration (``@lr=1e-3``, ``@lr=0.001``) are refused."""
-    seen: dict = {}
-    for algo, cfg in configs.items():  # a plug-in number none of its plug-ins reads changes nothing it trains
-        key = dataclasses.replace(cfg, name="", hparams=cfg.hparams.for_program(options.numbers_read(cfg)))
-        if key in seen:
-            raise PlanError(f"--algos: {seen[key]} and {algo} are the same configuration; name it once")
-        seen[key] = algo
 
 
 def _named_alone(env: str, algo: str, budget: str) -> bool:
@@ -179,9 +163,8 @@ def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list
     except ValueError as err:
         raise PlanError(f"--algos {algo} on --env {env}: {err}") from None
     rounded = [w for w in caught if issubclass(w.category, BudgetRounded)]
-    for w in caught:  # any other warning as it was
-        if w not in rounded:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for w in [w for w in caught if w not in rounded]:  # any other warning as it was
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if args.steps is None and rounded:
         notes.append(f"note: --set {rounded[0].message} on {env}")
     if args.steps is not None and cfg.num_iterations * cfg.batch_size != args.steps and not cfg.episodic:
@@ -192,31 +175,41 @@ def _config(args, env: str, algo: str, budget: str, overrides: dict, notes: list
 
 def build_plan(args) -> Plan:
     """Validate every input and build all configs; raises ``PlanError``. Compiles nothing."""
-    envs_ = plan_envs(args)
-    algos = keep_constrained(args, envs_, plan_algos(args))
+    envs_, algos = plan_envs(args), plan_algos(args)
+    if any(e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e) for e in envs_):
+        constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]  # none can run here
+        if constrained and args.algos != "all":
+            raise PlanError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
+                             "--costs FIELD:LIMIT,... or choose unconstrained algorithms (MCPMD, PPO, MDPO, RMCPMD, "
+                             "PPO-Robust, MDPO-Robust)")  # fmt: skip
+        if constrained:
+            print(f"note: --env {args.env} has no constraint costs (--costs): the {len(algos) - len(constrained)} "
+                  "unconstrained algorithms run", file=sys.stderr)  # fmt: skip
+        algos = [a for a in algos if a not in constrained]
     check_numbers(args)
     overrides = parse_sets(args.sets)
     if args.steps is not None and "total_timesteps" in overrides:
         raise PlanError("--steps and --set total_timesteps=... both set the budget; give one")
     if args.steps is not None or args.budget == AUTO:  # auto: the presets' other settings, the cap's steps
-        from rcmdp_jax.auto_budget import DEFAULT_CAP
-
-        overrides.setdefault("total_timesteps", DEFAULT_CAP if args.steps is None else args.steps)
+        overrides.setdefault("total_timesteps", auto_budget.DEFAULT_CAP if args.steps is None else args.steps)
     budget, built, notes = "short" if args.budget == AUTO else args.budget, {}, []
     for e in envs_:
-        built[e] = {a: _config(args, e, a, budget, overrides, notes) for a in algos}
-        check_distinct(built[e])
+        built[e], seen = {a: _config(args, e, a, budget, overrides, notes) for a in algos}, {}
+        for algo, cfg in built[e].items():  # two names of one configuration (@lr=1e-3, @lr=0.001) are refused
+            key = dataclasses.replace(cfg, name="", hparams=cfg.hparams.for_program(options.numbers_read(cfg)))
+            if (first := seen.setdefault(key, algo)) != algo:  # (a plug-in number no plug-in reads: the same)
+                raise PlanError(f"--algos: {first} and {algo} are the same configuration; name it once")
         budgets = envs.spec(e).learner.budgets
         if args.steps is None and "total_timesteps" not in overrides and budget not in budgets:
             notes.append(f"note: --budget {budget}: {e} has no {budget} budget of its own; it runs its short one "
                          f"({budgets['short']:,} steps)")  # fmt: skip
     notes += unmeasured_budget_notes(envs_, args)
     check_memory(built, args.seeds, args.n_test)
-    plan = Plan.built(built, envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
-                      n_test=args.n_test, worst_case=args.worst_case, devices=args.devices,
-                      env_sources={e: user_code.SOURCES[e] for e in envs_ if e in user_code.SOURCES},
-                      env_descriptions={e: user_code.description(e) for e in envs_ if e in envs.registered()},
-                      plugins=tuple(user_code.PLUGINS.values()))  # fmt: skip
+    plan = Plan(envs=tuple(envs_), algos=tuple(algos), seeds=args.seeds, seed=args.seed, vmap=args.vmap,
+                n_test=args.n_test, worst_case=args.worst_case, devices=args.devices,
+                env_sources={e: user_code.SOURCES[e] for e in envs_ if e in user_code.SOURCES},
+                env_descriptions={e: user_code.description(e) for e in envs_ if e in envs.registered()},
+                plugins=tuple(user_code.PLUGINS.values())).with_configs(built)  # fmt: skip
     steps = args.seeds * sum(r["policy_steps"] for w in plan.will_run.values() for r in w.values())
     if steps > LONG_RUN:
         notes.append(f"note: {steps:,} policy steps in all ({args.seeds} seed(s)); at the ~50,000 steps/s of a 2-core "
@@ -224,21 +217,6 @@ def build_plan(args) -> Plan:
     for note in notes:  # after every check: a refusal is one line
         print(note, file=sys.stderr)
     return plan
-
-
-def keep_constrained(args, envs_: list[str], algos: list[str]) -> list[str]:
-    """An environment without constraint costs runs the unconstrained algorithms only."""
-    if not any(e.startswith((envs.GYMNAX_PREFIX, envs.BRAX_PREFIX)) and not envs.gymnax_has_costs(e) for e in envs_):
-        return algos
-    constrained = [a for a in algos if parse_algorithm(split_variant(a)[0])[1] != "none"]
-    if constrained and args.algos != "all":
-        raise PlanError(f"--env {args.env} has no constraint costs, so {', '.join(constrained)} cannot run; give "
-                         "--costs FIELD:LIMIT,... or choose unconstrained algorithms (MCPMD, PPO, MDPO, RMCPMD, "
-                         "PPO-Robust, MDPO-Robust)")  # fmt: skip
-    if constrained:
-        print(f"note: --env {args.env} has no constraint costs (--costs): the {len(algos) - len(constrained)} "
-              "unconstrained algorithms run", file=sys.stderr)  # fmt: skip
-    return [a for a in algos if a not in constrained]
 
 
 def unmeasured_budget_notes(envs_, args) -> list[str]:
@@ -274,8 +252,7 @@ def with_budgets(plan: Plan, budgets: dict[str, int]) -> Plan:
 
 
 def new_plan(args) -> Plan | None:
-    """Every input checked and the plan built, before ``--distributed``'s handshake; None for
-    ``--eval-only``."""
+    """Every input checked and the plan built, before ``--distributed``'s handshake; None for ``--eval-only``."""
     if args.eval_only is not None and not args.eval_only.strip():
         raise PlanError("--eval-only is empty; name the run folder whose sweep to run again")
     if args.eval_only:
@@ -307,8 +284,7 @@ BUILT = ("env", "uncertain", "costs", "noise", "algos", "schedules", "budget", "
 
 
 def resumed_plan(args) -> Plan | None:
-    """``--resume``: the options left out are run.json's (``--resume --out DIR`` alone continues);
-    None for a command that resumes nothing."""
+    """``--resume``: the options left out are run.json's (``--resume --out DIR`` alone continues), else None."""
     if not (args.resume and args.out and (Path(args.out) / "run.json").is_file()):
         return None
     saved = RunFolder(args.out).read_plan("--resume")

@@ -40,8 +40,7 @@ def parsed(algo: str) -> tuple[str, str, bool] | None:
 
 
 def styles(algos) -> dict[str, dict]:
-    """Matplotlib keywords per algorithm: the learner's colour, the variant's line style and
-    marker; names sharing both (schedule or hyperparameter variants) get other colours in turn."""
+    """Matplotlib keywords per algorithm: its learner's colour, its variant's line and marker (twins: new colours)."""
     out, used, extra = {}, set(), iter(EXTRA_COLOURS * 4)
     for algo in algos:
         learner, constraint, robust = parsed(algo) or ("?", "none", False)
@@ -90,8 +89,7 @@ def plot_robustness(out_dir: Path, results: dict, levels, env_name: str, cost_na
 
 
 def drop_stale(out_dir: Path, n_costs: int) -> list[str]:
-    """Remove the figures an earlier report drew in ``out_dir`` (``--plots off`` must not leave figures of
-    other results beside its tables), ``test_cost_<n_costs>.png`` the last; their names."""
+    """Remove (and name) an earlier report's figures in ``out_dir``: ``--plots off`` leaves none of other results."""
     names = [TEST_RETURN, TRAIN_CURVES, INTERVALS, PROFILES] + [TEST_COST.format(j) for j in range(1, n_costs + 1)]
     stale = sorted(out_dir / n for n in names if (out_dir / n).is_file())
     for path in stale:
@@ -132,8 +130,7 @@ def plot_training(out_dir: Path, metrics: dict, xi_c, kappa, env_name: str, cost
 
 
 def plot_aggregate(out_dir, figures: dict, env_name: str) -> None:
-    """rliable's figures from ``report.aggregate_section``'s JSON: ``intervals.png`` (each algorithm's
-    IQM with its interval) and ``profiles.png``."""
+    """rliable's figures from ``report.aggregate_section``'s JSON: ``intervals.png`` (IQMs) and ``profiles.png``."""
     plt, metrics, algos = pyplot(), list(figures), list(next(iter(figures.values()))["iqm"])
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 0.35 * len(algos) + 1.5), squeeze=False)
     y = np.arange(len(algos))[::-1]

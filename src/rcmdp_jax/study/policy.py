@@ -1,6 +1,5 @@
-"""A trained policy read back from a run folder (``load_policy(RUN, algorithm, seed)``): a jit-able
-``act(obs, key=None)`` and ``evaluate(kernel=...)``, the deterministic policy's values on one kernel,
-mean ± standard error over the episodes (``rcmdp eval`` from the command line)."""
+"""A trained policy read back from a run folder (``load_policy(RUN, algorithm, seed)``): a jit-able ``act(obs)``
+and ``evaluate(kernel=...)``, its values on one kernel, mean ± standard error (``rcmdp eval``)."""
 
 from __future__ import annotations
 
@@ -13,13 +12,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcmdp_jax import box, checkpoint, envs, make_train, verdict
+from rcmdp_jax.chunked import cached, policy_key
+from rcmdp_jax.evaluate import policy_sweep
 from rcmdp_jax.kernel_text import describe, kernel_names, parse
 from rcmdp_jax.networks import build_networks
 from rcmdp_jax.plugin import check_count, check_seed, closest
-from rcmdp_jax.rollout import check_key, check_observation, cost_discounts
+from rcmdp_jax.rollout import Policy, check_key, check_observation, cost_discounts
 from rcmdp_jax.sizes import machine_bytes, sweep_bytes
 from rcmdp_jax.stats import mean_se
-from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, n_test
+from rcmdp_jax.study.run_folder import RunFolder, holder
 from rcmdp_jax.study.run_plan import RunFolderError
 
 # what the sweep's per-episode outputs ``[L, D, E]`` are called in an evaluation (a key the
@@ -29,9 +30,8 @@ EPISODE_METRICS = {"V": "return", "bound": "at_state_bound"}
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
-    """``evaluate``'s answer: ``metrics`` ``{name: (mean, standard error)}`` over the episodes,
-    ``constraints`` ``{cost name: {metric: (mean, se)}}`` (``C`` is kept when <= 0), ``episodes`` the
-    per-episode arrays, ``in_box`` whether ``xi`` lies in the training box."""
+    """``evaluate``'s answer: ``metrics`` ``{name: (mean, se)}`` over the episodes, ``constraints`` ``{cost name:
+    {metric: (mean, se)}}``, ``episodes`` the per-episode arrays, ``in_box`` whether ``xi`` is in the training box."""
 
     env: str
     algorithm: str
@@ -90,15 +90,11 @@ class LoadedPolicy:
 
     def act(self, obs, key=None):
         """The action at one observation: the mode when ``key`` is None, else drawn with ``key``; jit-able."""
-        obs = self.observation(obs)
+        obs = check_observation(obs, int(self.env.obs_dim), self.env_name)
         if key is not None:
             check_key(key, "key")
         dist = self.actor.apply(self.params, obs)
         return dist.mode() if key is None else dist.sample(seed=key)
-
-    def observation(self, obs):
-        """``obs`` as one observation ``(obs_dim,)``: ``rollout.check_observation``."""
-        return check_observation(obs, int(self.env.obs_dim), self.env_name)
 
     @property
     def field_names(self) -> tuple[str, ...]:
@@ -110,13 +106,9 @@ class LoadedPolicy:
         return parse(text, np.asarray(self.env_params.xi_c), self.field_names)
 
     def evaluate(self, kernel: str | None = None, n_episodes: int | None = None, seed: int | None = None) -> Evaluation:
-        """The deterministic policy on ``kernel`` (None: the nominal one), ``n_episodes`` (default the
-        run's ``n_test``) from ``PRNGKey(seed)``; ``seed=None``: the robustness test's key of this seed
-        (with ``n_test`` episodes, the episodes ``test_results.npz`` holds at a grid kernel)."""
-        from rcmdp_jax.chunked import cached, policy_key
-        from rcmdp_jax.envs.base import RobustEnvironment
-        from rcmdp_jax.evaluate import policy_sweep
-        from rcmdp_jax.rollout import Policy
+        """The deterministic policy on ``kernel`` (None: nominal), ``n_episodes`` (default the run's ``n_test``) from
+        ``PRNGKey(seed)``; ``seed=None``: the robustness test's key (the episodes ``test_results.npz`` holds)."""
+        from rcmdp_jax.envs.base import RobustEnvironment  # here: importing it starts JAX's backend
 
         xi = self.kernel(kernel)
         n = self.n_test if n_episodes is None else n_episodes
@@ -143,23 +135,14 @@ class LoadedPolicy:
         kept = {k: ms for k, ms in stats.items() if k != "bound" or bounded}  # else never reached: not said
         metrics = {EPISODE_METRICS.get(k, k): (float(m), float(s)) for k, (m, s) in kept.items() if m.ndim == 0}
         names = envs.cost_names(self.env_name, self.env.num_constraints)
-        constraints = {
-            c: {k: (float(m[j]), float(s[j])) for k, (m, s) in stats.items() if m.ndim == 1}
-            for j, c in enumerate(names)
-        }
+        per = {k: ms for k, ms in stats.items() if ms[0].ndim == 1}  # with a constraint axis
+        constraints = {c: {k: (float(m[j]), float(s[j])) for k, (m, s) in per.items()} for j, c in enumerate(names)}
         xi_c, kappa = np.asarray(self.env_params.xi_c), np.asarray(self.env_params.kappa)
         in_box = bool(np.all(np.abs(xi - xi_c) <= box.reach(kappa)))
-        said = describe(xi, xi_c, self.field_names)
         gamma_c = cost_discounts(self.env, self.config.hparams.gamma)
         verdicts = verdict.said_of(verdict.kinds(self.env), gamma_c, names, episodes) if "C" in episodes else {}
-        return Evaluation(self.env_name, self.algorithm, self.seed, said, xi, in_box, n, metrics, constraints, episodes,
-                          verdicts)  # fmt: skip
-
-
-def _choice(what: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"{what}={value!r} is not in the run{closest(value, allowed)}; choose one of: "
-                         f"{', '.join(map(str, allowed))}")  # fmt: skip
+        return Evaluation(self.env_name, self.algorithm, self.seed, describe(xi, xi_c, self.field_names), xi, in_box, n,
+                          metrics, constraints, episodes, verdicts)  # fmt: skip
 
 
 def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> LoadedPolicy:
@@ -172,15 +155,17 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     if env is None and len(plan.envs) > 1:
         raise ValueError(f"env: the run holds {len(plan.envs)} environments; name one of: {', '.join(plan.envs)}")
     env = plan.envs[0] if env is None else env
-    _choice("env", env, plan.envs)
-    _choice("algorithm", algorithm, plan.algos)
+    for what, value, allowed in (("env", env, plan.envs), ("algorithm", algorithm, plan.algos)):
+        if value not in allowed:
+            raise ValueError(f"{what}={value!r} is not in the run{closest(value, allowed)}; choose one of: "
+                             f"{', '.join(map(str, allowed))}")  # fmt: skip
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValueError(f"seed={seed!r} ({type(seed).__name__}) must be a whole number (int): one of the run's seeds "
                          f"0 .. {plan.seeds - 1}")  # fmt: skip
     if not 0 <= seed < plan.seeds:
         raise ValueError(f"seed={seed!r}: the run trained seeds 0 .. {plan.seeds - 1}")
-    if not folder.trained(env, algorithm) and (pid := holder(folder.root)) is not None:
-        raise RunFolderError(f"load_policy: {env}/{algorithm} is not trained yet: {in_use(folder.root, pid)}")
+    if not folder.trained(env, algorithm) and (busy := holder(folder.root)) is not None:
+        raise RunFolderError(f"load_policy: {env}/{algorithm} is not trained yet: {busy}")
     if not folder.trained(env, algorithm):
         raise RunFolderError(f"load_policy: no finished checkpoint of {env}/{algorithm} in {folder.root} (training "
                              f"did not finish: rcmdp --resume --out {folder.root})")  # fmt: skip
@@ -197,5 +182,5 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     robust_env, env_params = envs.make(env)
     actor, _ = build_networks(cfg, robust_env)
     test_key = jax.random.split(jax.random.PRNGKey(plan.seed + 1), plan.seeds)[seed]  # as Study.test draws them
-    n = n_test(plan, env)
+    n = plan.n_test or envs.spec(env).n_test  # --n-test, else the spec's
     return LoadedPolicy(folder, env, algorithm, int(seed), cfg, params, robust_env, env_params, actor, n, test_key)

@@ -1,19 +1,20 @@
-"""``rcmdp report RUN_DIR`` (``rcmdp-report``, ``experiments/report.py``): a run folder's report written again
-from its results, each environment's in a stage (``.report-PID``) renamed over its files at the end: all old or
-all new, whenever Ctrl-C (SIGTERM) comes."""
+"""``rcmdp report RUN_DIR`` (``rcmdp-report``, ``experiments/report.py``): a run folder's report written again, each
+environment's in a stage (``.report-PID``) renamed over its files at the end: all old or all new, whenever Ctrl-C."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
-from rcmdp_jax.study.commands import refuse, signals_exit, signals_held
+from rcmdp_jax.study.commands import refuse, signals_exit
 
 PROG = "rcmdp report"  # as its error lines begin, like the runner's and feasibility's
 STAGE = ".report-"  # the folder (in an environment's) where a report is written before it replaces the old one
 KEPT = "nothing was rewritten"
+HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 def run(argv: list) -> int:
@@ -23,8 +24,7 @@ def run(argv: list) -> int:
         said = f"one RUN_DIR and no options, got {' '.join(argv)}" if argv else "RUN_DIR is missing"
         return 0 if argv in (["-h"], ["--help"]) else refuse(PROG, said)
     with signals_exit(PROG, KEPT) as state:
-        from rcmdp_jax.study.run_folder import RunFolder, holder, in_use, take
-        from rcmdp_jax.study.run_plan import RunFolderError
+        from rcmdp_jax.study.run_folder import RunFolder, RunFolderError, holder, take
 
         folder, release = RunFolder(Path(argv[0])), (lambda: None)
         try:
@@ -34,8 +34,8 @@ def run(argv: list) -> int:
         try:  # not while a run writes the folder; one this user may not write: whether a run holds it
             if os.access(folder.root, os.W_OK | os.X_OK):
                 release = take(folder.root)
-            elif (pid := holder(folder.root)) is not None:
-                raise RunFolderError(in_use(folder.root, pid))
+            elif (busy := holder(folder.root)) is not None:
+                raise RunFolderError(busy)
         except RunFolderError as err:
             return report_error(f"{err}; {KEPT}")
         state.undo.append(release)
@@ -47,8 +47,7 @@ def run(argv: list) -> int:
 
 
 def report_error(message: str) -> int:
-    """The refusal in one line, named as the command was called (``rcmdp report``, ``rcmdp-report``,
-    ``report.py``), its advice in the matching runner's terms (``rcmdp --resume``, ``run.py --resume``)."""
+    """The refusal in one line, named as the command was called, its advice in the matching runner's terms."""
     from rcmdp_jax.study.runtime import program_name
 
     called = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
@@ -91,13 +90,14 @@ def _rewrite(folder, plan, state) -> int:
                 said = str(err) if isinstance(err, DamagedFile) else os_error(err, env_dir)  # a full disk: the file
                 return report_error(f"{said.replace(str(stages.get(env_dir, env_dir)), str(env_dir))}; {KEPT}")
             tables.append(f"## {env_name}\n\n{md}")
-        with signals_held():  # every staged file renamed over its old one: all or none
-            for env_dir, stage in stages.items():
-                for f in stage.iterdir():
-                    if f.is_file():
-                        os.replace(f, env_dir / f.name)
-            state.said = "the report was rewritten"
-    finally:  # the stages go (emptied when renamed)
+        signal.pthread_sigmask(signal.SIG_BLOCK, HELD)  # every staged file renamed over its old one: all or none
+        for env_dir, stage in stages.items():
+            for f in stage.iterdir():
+                if f.is_file():
+                    os.replace(f, env_dir / f.name)
+        state.said = "the report was rewritten"
+    finally:  # a Ctrl-C (SIGTERM) held back comes now; the stages go (emptied when renamed)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
         drop_stages()
         state.undo.remove(drop_stages)
     print(*tables, sep="\n")  # a plan has at least one environment

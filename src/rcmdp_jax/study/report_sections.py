@@ -66,20 +66,13 @@ def margin_text(margins: dict) -> str:
     return f"{head}{said}.\n" if by else ""
 
 
-CONSTRAINT_HEAD = ("Algorithm", "constraint", "kept when", "gamma_c", "C: nominal", "C: worst",
-                   "EpCost {over}: nominal", "EpCost: worst", "seeds at the nominal kernel",
-                   "seeds on the worst kernel", "the worst kernel (level: its fields)")  # fmt: skip
-
-
 def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=None, xi_names=None,
                        costs: dict | None = None, kinds=None, margins: dict | None = None, env_name=None):  # fmt: skip
-    """Markdown (a row per algorithm and constraint, then each seed too close to call) and JSON of
-    ``verdict.judge``; ``test_xi`` ``[L, D, *xi]``: each worst kernel by its fields; ``costs`` absent: "?",
-    C decides; ``kinds`` None: limits; ``env_name``: for the commands that decide a close seed."""
-    costs, margins, close = costs or {}, margins or {}, []
+    """Markdown (a row per algorithm and constraint, then each seed too close to call) and JSON of ``verdict.judge``;
+    ``test_xi`` ``[L, D, *xi]`` names each worst kernel; ``costs`` absent: "?"; ``kinds`` None: limits."""
+    costs, margins, close, rows, js = costs or {}, margins or {}, [], [], {}
     horizons = sorted({c["horizon"] for c in costs.values()})
     over = f"over H = {horizons[0]} steps" if len(horizons) == 1 else "over the episode"
-    rows, js = [], {}
     for algo, r in results.items():
         for j, name in enumerate(names if r is not None else ()):
             c = costs.get(algo)
@@ -116,7 +109,9 @@ def constraint_section(results: dict, names: tuple[str, ...], levels, test_xi=No
             f"{verdict.Z:g} standard errors of the limit, so noise could flip it (never counted broken); beside it, "
             "the test episodes that would decide it at the same spread. The worst kernel: its distortion level x and "
             "each uncertain field's change from the nominal value (x^2 times the field's half-width).\n\n")  # fmt: skip
-    head = [h.format(over=over) for h in CONSTRAINT_HEAD]
+    head = ["Algorithm", "constraint", "kept when", "gamma_c", "C: nominal", "C: worst", f"EpCost {over}: nominal",
+            "EpCost: worst", "seeds at the nominal kernel", "seeds on the worst kernel",
+            "the worst kernel (level: its fields)"]  # fmt: skip
     close = ("\nThe seeds too close to call (RUN_DIR: this run's folder):\n\n" + "".join(f"- {c}\n" for c in close)
              if close else "")  # fmt: skip
     return text + "\n".join(md_table(head, rows)) + "\n" + close + margin_text(margins), js
@@ -128,8 +123,7 @@ def worst_case_section(found: dict, env_name: str, labels=None, xi_c=None, xi_na
     first = next(iter(found.values()))
     metrics = list(first)
     label = {m: md_cell((labels or {}).get(m, m)) for m in metrics}
-    js: dict = {"per_algorithm": {}, "domain": {}}
-    rows = []
+    js, rows = {"per_algorithm": {}, "domain": {}}, []
     for algo, cmp in found.items():
         row, entry = [md_cell(algo)], js["per_algorithm"].setdefault(algo, {})
         for m in metrics:

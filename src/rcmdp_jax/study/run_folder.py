@@ -29,27 +29,16 @@ class DamagedFile(ValueError):
     """A result file of the run folder that cannot be read (truncated, overwritten)."""
 
 
-def load_npz(path: Path) -> dict:
-    """All arrays of ``path``, or ``DamagedFile`` naming it."""
+def load_npz(path: Path, strict: bool = True) -> dict | None:
+    """All arrays of ``path``; where it cannot be read, ``DamagedFile`` naming it (not ``strict``: None)."""
     try:
         with np.load(path) as z:
             return {name: z[name] for name in z.files}
     except Exception as err:  # missing, truncated or not an npz
+        if not strict:
+            return None
         raise DamagedFile(f"{path} cannot be read ({type(err).__name__}); run.py --resume re-creates it from the "
                           "checkpoint") from None  # fmt: skip
-
-
-def readable(path: Path) -> dict | None:
-    """All arrays of ``path``, or None where it cannot be read."""
-    try:
-        return load_npz(path)
-    except DamagedFile:
-        return None
-
-
-def n_test(plan: Plan, env: str) -> int:
-    """The test episodes per kernel of ``env`` in ``plan`` (``--n-test``, else the spec's)."""
-    return plan.n_test or envs.spec(env).n_test
 
 
 def _save_npz(path: Path, **arrays) -> None:
@@ -59,9 +48,8 @@ def _save_npz(path: Path, **arrays) -> None:
 
 
 def _saved_problems(d: Path, plan: Plan, env: str, where: str):
-    """``(of the results file alone, what)`` for each thing saved in ``d`` (the algorithm's folder
-    ``where``) that contradicts ``plan``."""
-    metrics, test = readable(d / "train_metrics.npz"), readable(d / "test_results.npz")
+    """``(of the results file alone, what)`` for each thing saved in ``d`` (``where``) that contradicts ``plan``."""
+    metrics, test = (load_npz(d / name, strict=False) for name in ("train_metrics.npz", "test_results.npz"))
     try:
         seed = json.loads((d / "timing.json").read_text()).get("seed")  # a folder of an older version has none
     except (OSError, ValueError, AttributeError):
@@ -74,7 +62,7 @@ def _saved_problems(d: Path, plan: Plan, env: str, where: str):
         yield False, f"run.json says seed {plan.seed} but {where} was trained with seed {seed}"
     if test is None:
         return
-    if "V" in test and test["V"].ndim == 4 and test["V"].shape[3] != (n := n_test(plan, env)):
+    if "V" in test and test["V"].ndim == 4 and test["V"].shape[3] != (n := plan.n_test or envs.spec(env).n_test):
         yield False, (f"run.json says {n} test episode(s) per kernel (n_test) but {where} was tested with "
                       f"{test['V'].shape[3]}")  # fmt: skip
     # the arrays of one run: V [seeds, levels, kernels, episodes], C the same and a constraint axis, the flags per seed
@@ -115,7 +103,7 @@ class RunFolder:
     def tested(self, env: str, algo: str, searched: bool = False) -> bool:
         """Whether ``algo``'s test results and training metrics (``searched``: its search) are readable."""
         names = ("test_results.npz", "train_metrics.npz") + (("worst_case.npz",) if searched else ())
-        return all(readable(self.algo_dir(env, algo) / n) is not None for n in names)
+        return all(load_npz(self.algo_dir(env, algo) / n, strict=False) is not None for n in names)
 
     def read_plan(self, flag: str) -> Plan:
         """``run.json`` with its plug-ins and user environments loaded again, or a ``RunFolderError``."""
@@ -144,29 +132,26 @@ class RunFolder:
         if rewrites and (changed := edited(self.env_dir(e) for e in plan.envs)):
             raise RunFolderError(f"{flag}: {changed[0]} was edited since the report wrote it, and the report "
                                  "would write it again: move it away to keep the edit")  # fmt: skip
-        for env in plan.envs:
-            for algo in plan.algos:
-                for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env, f"{env}/{algo}"):
-                    if not of_results:
-                        raise RunFolderError(f"{flag}: {problem}; it was edited: restore it")
-                    if results:  # --eval-only re-creates the results: not refused there
-                        raise RunFolderError(f"{flag}: {problem}: it is damaged or another run's; run.py --eval-only "
-                                             f"{self.root} re-creates it from the checkpoint")  # fmt: skip
+        for env, algo in [(e, a) for e in plan.envs for a in plan.algos]:
+            for of_results, problem in _saved_problems(self.algo_dir(env, algo), plan, env, f"{env}/{algo}"):
+                if not of_results:
+                    raise RunFolderError(f"{flag}: {problem}; it was edited: restore it")
+                if results:  # --eval-only re-creates the results: not refused there
+                    raise RunFolderError(f"{flag}: {problem}: it is damaged or another run's; run.py --eval-only "
+                                         f"{self.root} re-creates it from the checkpoint")  # fmt: skip
         return plan
 
     def check_checkpoints(self, plan: Plan, keys, groups: dict, flag: str = "") -> None:
-        """``RunFolderError`` unless every finished checkpoint of ``groups`` (``{env: [[algo, ...]]}``,
-        families of one array layout) holds what its config trains."""
+        """``RunFolderError`` unless each finished checkpoint of ``groups`` (``{env: [[algo]]}``) fits its config."""
         from rcmdp_jax import checkpoint, make_train
 
-        for env, env_groups in groups.items():
-            for group in env_groups:
-                if done := [a for a in group if self.trained(env, a)]:
-                    abstract = checkpoint.abstract_result(make_train(plan.configs[env][done[0]]), keys)
-                    if bad := [a for a in done if checkpoint.matches(self.ckpt_dir(env, a), abstract) is False]:
-                        raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{bad[0]} does "
-                                             "not match its checkpoint (other array shapes); it was edited: restore "
-                                             "it")  # fmt: skip
+        for env, group in [(e, g) for e, env_groups in groups.items() for g in env_groups]:
+            if done := [a for a in group if self.trained(env, a)]:
+                abstract = checkpoint.abstract_result(make_train(plan.configs[env][done[0]]), keys)
+                if bad := [a for a in done if checkpoint.matches(self.ckpt_dir(env, a), abstract) is False]:
+                    raise RunFolderError(f"{flag}{self.root / 'run.json'}: the config of {env}/{bad[0]} does not "
+                                         "match its checkpoint (other array shapes); it was edited: restore "
+                                         "it")  # fmt: skip
 
     def create(self, plan: Plan) -> None:
         """Make the folder (it must not exist) and write ``run.json``."""
@@ -238,17 +223,13 @@ class RunFolder:
 
 # --- the lock ``.lock``: ``fcntl.flock`` (freed when its process dies) on a file holding the holder's PID;
 # never taken through a link (the PID would overwrite its target)
-def in_use(root: Path, pid: str) -> str:
-    return f"{root} is in use by another run or report (PID {pid}); wait for it to end"
-
-
-def _pid(path: Path) -> str:
-    """The PID a lock file holds, or ``?`` (anything but digits is not repeated)."""
+def in_use(root: Path) -> str:
+    """The refusal of a folder another process holds, with the PID its lock file holds (``?``: not digits)."""
     try:
-        text = path.read_text()[:20].strip()
+        pid = (root / ".lock").read_text()[:20].strip()
     except (OSError, UnicodeDecodeError):
-        return "?"
-    return text if text.isdigit() else "?"
+        pid = "?"
+    return f"{root} is in use by another run or report (PID {pid if pid.isdigit() else '?'}); wait for it to end"
 
 
 def take(root: Path):
@@ -273,7 +254,7 @@ def take(root: Path):
                 break
         except BlockingIOError:
             os.close(fd)
-            raise RunFolderError(in_use(root, _pid(path))) from None
+            raise RunFolderError(in_use(root)) from None
         except FileNotFoundError:
             pass
         os.close(fd)
@@ -288,7 +269,7 @@ def take(root: Path):
 
 
 def holder(root: Path) -> str | None:
-    """The PID holding ``root``'s lock (``?`` if unknown), or None: for a reader that may not take it."""
+    """``in_use`` of ``root`` while a process holds its lock, else None: for a reader that may not take it."""
     import fcntl
 
     fd = None
@@ -296,7 +277,7 @@ def holder(root: Path) -> str | None:
         fd = os.open(root / ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return _pid(root / ".lock")
+        return in_use(root)
     except OSError:  # no lock file, a link, or one this user may not read
         pass
     finally:

@@ -10,11 +10,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rcmdp_jax import envs
 from rcmdp_jax import options as plug_ins
 from rcmdp_jax.adversary import NONE
 from rcmdp_jax.config import ALGORITHM_FIELDS, Config, config_from_dict, config_to_dict
 from rcmdp_jax.hparams import HPARAM_FIELDS
 from rcmdp_jax.plugin import options_of
+from rcmdp_jax.presets import parse_algorithm, preset, split_variant
 from rcmdp_jax.sizes import PlanError, check_run_fields, derived_counts  # noqa: F401  (PlanError: the study's refusal)
 
 
@@ -37,8 +39,7 @@ def check_folder_names(names) -> None:
 
 
 def looked_up(path, flag: str = "--out") -> tuple[Path, bool]:
-    """``path`` made absolute and whether it exists; ``RunFolderError`` in one line when it cannot be looked
-    up (a name too long, a file on the way, a loop of links): before anything is made."""
+    """``path`` made absolute and whether it exists; ``RunFolderError`` if it cannot be looked up (a loop of links)."""
     try:
         path, given = Path(path).resolve(), Path(path)
         os.stat(path)
@@ -95,11 +96,6 @@ class Plan:
         kept["plugins"] = tuple(kept.get("plugins", ()))
         return cls(**{**kept, "envs": tuple(d["envs"]), "algos": tuple(d["algos"]), "configs": configs})
 
-    @classmethod
-    def built(cls, configs: dict, **fields) -> Plan:
-        """A new plan of ``fields`` and ``configs`` (``with_configs``): one call into this module."""
-        return cls(**fields).with_configs(configs)
-
     def with_configs(self, configs: dict) -> Plan:
         """This plan with ``configs``, each as run.json records it, and what each will run."""
         configs = {e: {a: config_from_dict(config_to_dict(c)) for a, c in cs.items()} for e, cs in configs.items()}
@@ -112,8 +108,16 @@ class Plan:
                   if getattr(self, k) != getattr(current, k)]  # fmt: skip
         if self.worst_case != current.worst_case:  # else a table of only the resumed part
             differ.append("--worst-case")
-        if not differ and (fields := config_differences(self.configs, current.configs)):
-            differ.append(f"configs: {fields}")
+        out = []  # else the fields and options in which the configs differ, ``env/algo: field, ...``
+        for env, algo in [(e, a) for e in current.configs for a in current.configs[e]] if not differ else ():
+            saved, cfg = self.configs[env][algo], current.configs[env][algo]
+            read = {o for cls in plug_ins.used(cfg) for o in options_of(cls)}  # (another plug-in's has no effect)
+            numbers = {*saved.hparams.plugin_names, *cfg.hparams.plugin_names}
+            old, new = _fields(saved, read, numbers), _fields(cfg, read, numbers)
+            if fields := [k for k in new if old[k] != new[k]]:
+                out.append(f"{env}/{algo}: {', '.join(fields)}")
+        if out:
+            differ.append("configs: " + "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else ""))
         return differ
 
 
@@ -124,25 +128,9 @@ def _fields(cfg: Config, read: set[str], numbers: set[str]) -> dict[str, Any]:
     return {**hp, **own, **{o: cfg.option(o) for o in sorted(read)}}
 
 
-def config_differences(saved: dict, current: dict) -> str:
-    """The fields and options in which the saved configs differ, ``env/algo: field, ...`` ("" if none)."""
-    out = []
-    for env in current:
-        for algo, cfg in current[env].items():
-            # the options a plug-in of the algorithm reads (another has no effect)
-            read = {o for cls in plug_ins.used(cfg) for o in options_of(cls)}
-            numbers = {*saved[env][algo].hparams.plugin_names, *cfg.hparams.plugin_names}
-            old, new = _fields(saved[env][algo], read, numbers), _fields(cfg, read, numbers)
-            if fields := [k for k in new if old[k] != new[k]]:
-                out.append(f"{env}/{algo}: {', '.join(fields)}")
-    return "; ".join(out[:3]) + (f"; and {len(out) - 3} more" if len(out) > 3 else "")
-
-
 # --- a saved run.json checked before it is read ---
 def config_problem(env: str, algo: str, d) -> str:
     """What is wrong with the saved config of ``algo`` on ``env`` ("" if nothing)."""
-    from rcmdp_jax.presets import preset
-
     if not isinstance(d, dict):
         return "a config is not an object"
     # an older version's ``robust`` beside the ``adversary`` it named either way (``--set adversary``
@@ -174,12 +162,7 @@ def will_run_of(cfg: Config) -> dict[str, int]:
 
 def plan_problem(plan: dict) -> str:
     """What makes a ``run.json`` unusable ("" if nothing)."""
-    from rcmdp_jax import envs
-    from rcmdp_jax.presets import parse_algorithm, split_variant
-
-    def names(v):
-        return isinstance(v, list) and v and all(isinstance(x, str) for x in v) and len(set(v)) == len(v)
-
+    names = lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v) and len(set(v)) == len(v)
     if unknown := sorted(set(plan) - {f.name for f in dataclasses.fields(Plan)}):
         return f"unknown key(s) {unknown}"
     if not names(plan["envs"]) or not names(plan["algos"]):

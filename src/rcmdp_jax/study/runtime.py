@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jax
 
-from rcmdp_jax import sharding
+from rcmdp_jax import cpu_prng, program_store, sharding
 from rcmdp_jax.chunked import fmt
 from rcmdp_jax.study.run_plan import PlanError
 
@@ -94,8 +94,7 @@ def setup(args) -> str:
 
 
 def event_files(choice: str) -> tuple[bool, str]:
-    """``--tensorboard``: whether the run writes event files, and the note that says why not (``auto``);
-    ``PlanError`` for ``on`` without a working tensorboardX."""
+    """``--tensorboard``: whether the run writes event files, and the note why not (``on``: a refusal)."""
     if choice == "off":
         return False, ""
     try:  # installed is not enough: one that fails on import would fail after the run started
@@ -114,8 +113,6 @@ def event_files(choice: str) -> tuple[bool, str]:
 
 def speed_up(cache: str | None) -> None:
     """Faster CPU random bits; the XLA cache (``cache``: a folder, ``off``, None) with the ``program_store`` in it."""
-    from rcmdp_jax import cpu_prng, program_store
-
     cpu_prng.apply_default()
     if cache == "off":
         program_store.configure(None)
@@ -135,14 +132,12 @@ def resume_command(out: Path) -> str:
 
 
 def split_in_process(devices: str, seeds: int) -> str:
-    """From a script: the CPU split into a device per core (``--devices auto``) unless JAX started; else,
-    once per process, the line that says how to get them all (or "")."""
+    """From a script: the CPU split into a device per core (``--devices auto``), else once the line why not (or "")."""
     cores = sharding.available_cores()
     if devices != "auto" or cores < 2 or "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return ""
-    if sharding.split_cpu(cores) or _SAID or jax.default_backend() != "cpu" or seeds < 2:
-        return ""
-    if (have := jax.local_device_count()) >= cores:
+    late = not sharding.split_cpu(cores) and not _SAID and jax.default_backend() == "cpu" and seeds >= 2
+    if not late or (have := jax.local_device_count()) >= cores:
         return ""
     _SAID.append(True)
     return (f"rcmdp_jax: note: JAX started in this process before rcmdp_jax could split the CPU, so the seeds "

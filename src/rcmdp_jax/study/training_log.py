@@ -1,6 +1,5 @@
-"""The training log written after each training chunk: per algorithm ``train_metrics.csv`` (a row
-per seed and iteration, 9 significant digits: a float32 reads back exactly) and, with tensorboardX,
-event files (``tensorboard/seed_S/``, NaN left out). docs/cli.md lists the columns."""
+"""The training log written after each chunk: per algorithm ``train_metrics.csv`` (a row per seed and iteration, 9
+significant digits: a float32 reads back exactly) and tensorboardX's event files (``tensorboard/seed_S/``, no NaN)."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ def flat(x: np.ndarray) -> np.ndarray:
 
 
 def columns(metrics: dict, field_names, cost_names=()) -> list[tuple[str, str, int | None]]:
-    """``(column, metric, entry)`` for each value of an iteration (``entry``: the index into the
-    metric's last axis, or None), named by ``NAMES`` with ``cost_names`` and ``field_names``."""
+    """``(column, metric, entry)`` per value of an iteration (``entry``: the index into its last axis, or None)."""
     out = []
     for name, x in metrics.items():
         x = flat(np.asarray(x))
@@ -71,8 +69,7 @@ def csv_lines(metrics: dict, cols, first_iteration: int = 0, seeds=None, header:
 
 
 class TrainingLog:
-    """The log of the members ``algos`` (default all) of a family while they train, and their final CSV;
-    ``dirs``: each member's folder ``{algo: Path}``, in the family's order."""
+    """The log of a family's members ``algos`` (default all) while they train; ``dirs``: ``{algo: folder}`` in order."""
 
     def __init__(self, dirs: dict, env: str, tensorboard: bool, algos=None):
         self.dirs, self.env, self.tensorboard = dirs, env, tensorboard
@@ -112,9 +109,8 @@ class TrainingLog:
         ran = np.asarray(metrics.get("active", np.ones(values.shape[:2]))).reshape(values.shape[:2]) > 0
         steps = np.asarray(metrics["policy_steps"]).reshape(values.shape[:2]) if "policy_steps" in metrics else None
         for s_i, s in enumerate(range(values.shape[0]) if seeds is None else seeds):
-            if (algo, s) not in self.writers:
-                self.writers[algo, s] = FileWriter(self.dirs[algo] / "tensorboard" / f"seed_{s}", flush_secs=3600)
-            w = self.writers[algo, s]
+            if (w := self.writers.get((algo, s))) is None:
+                w = self.writers[algo, s] = FileWriter(self.dirs[algo] / "tensorboard" / f"seed_{s}", flush_secs=3600)
             for t in np.flatnonzero(ran[s_i]).tolist():
                 it = first_iteration + t
                 tags = [Summary.Value(tag="iteration", simple_value=it)]
@@ -125,10 +121,8 @@ class TrainingLog:
             self.written[algo, s] = first_iteration + values.shape[1]
 
     def finish(self, algo: str, metrics: dict) -> None:
-        """``algo`` trained: its CSV written whole from ``metrics`` (``train_metrics.npz``), the event
-        files completed (a run of several processes writes them all here) and closed."""
-        text = csv_lines(metrics, self._cols(algo, metrics), header=True)
-        write_text(self.dirs[algo] / CSV_NAME, text)
+        """``algo`` trained: its CSV written whole from ``metrics``, its event files completed and closed."""
+        write_text(self.dirs[algo] / CSV_NAME, csv_lines(metrics, self._cols(algo, metrics), header=True))
         for s in range(next(iter(metrics.values())).shape[0]):
             done = self.written.get((algo, s), 0)
             rest = {k: np.asarray(v)[s : s + 1, done:] for k, v in metrics.items()}

@@ -1,6 +1,5 @@
-"""The code a user brings, ``--env MODULE:NAME`` / ``FILE.py:NAME`` and ``--plugins FILE.py|MODULE``:
-loaded, recorded in ``run.json`` (with each plug-in's SHA-256), and loaded again in a fresh process
-(``restore_envs``, ``restore_plugins``), which refuses code the run was not trained with."""
+"""The code a user brings (``--env MODULE:NAME`` / ``FILE.py:NAME``, ``--plugins FILE.py|MODULE``): loaded, recorded
+in ``run.json`` (a plug-in with its SHA-256), loaded again in a fresh process, refused if it is not the run's."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ def is_source(spec: str) -> bool:
 
 
 def _record(spec: str) -> dict:
-    """How to import ``spec`` (``FILE.py``, ``MODULE``, either ``:NAME``) again: a file by its absolute
-    path, a module with the command's folder."""
+    """How to import ``spec`` (``FILE.py``, ``MODULE``, ``:NAME``) again: a file's absolute path, a module's folder."""
     target, _, attr = spec.rpartition(":") if is_source(spec) else (spec, "", "")
     if target.endswith(".py"):
         return {"file": str(Path(target).expanduser().resolve())} | ({"attr": attr} if attr else {})
@@ -50,8 +48,7 @@ def _where(record: dict) -> str:
 
 def _one_line(said: str, err: BaseException) -> ValueError:
     """``said`` and an error of the user's code (any, ``sys.exit`` too) in one line."""
-    msg = str(err).strip()
-    return ValueError(f"{said}{type(err).__name__}: {msg.splitlines()[0] if msg else ''}")
+    return ValueError(f"{said}{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}")
 
 
 def _import(record: dict, failed: str):
@@ -91,9 +88,8 @@ def load_object(spec: str):
 
 
 def load_env(record: dict, name: str) -> str:
-    """Import the environment of ``record`` (a ``RobustEnvironment``, ``DomainSpec``, dict or a function
-    returning one) and register it as ``name``; ``ValueError`` in one line if that fails."""
-    from rcmdp_jax.envs.base import RobustEnvironment
+    """Register ``record``'s ``RobustEnvironment``, ``DomainSpec``, dict or function of one as ``name``."""
+    from rcmdp_jax.envs.base import RobustEnvironment  # here: importing it starts JAX's backend
     from rcmdp_jax.envs.domain import DomainSpec, from_dict
 
     where, obj = f"{_where(record)}:{record['attr']}", _attr(record)
@@ -115,22 +111,19 @@ def load_env(record: dict, name: str) -> str:
 
 def load_spec(spec: str) -> tuple[str, dict]:
     """Load ``--env spec``: ``(registered name, its record for run.json)``."""
-    record = _record(spec)
-    name = f"{Path(record['file']).name}:{record['attr']}" if "file" in record else spec
-    return load_env(record, name), record
+    record = _record(spec)  # a file's environment by its file's name
+    return load_env(record, f"{Path(record['file']).name}:{record['attr']}" if "file" in record else spec), record
 
 
 def restore_envs(plan: dict) -> None:
-    """Register the user environments a saved plan names (``env_sources``), once; ``ValueError`` in one
-    line for one this process cannot rebuild, or that is not the one the run was trained on."""
+    """Register a saved plan's user environments (``env_sources``); ``ValueError`` for one not rebuilt as trained."""
     names, saved = plan.get("envs"), plan.get("env_sources") or {}
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return  # ``run_plan.plan_problem`` names it
     ok = lambda r: isinstance(r, dict) and isinstance(r.get("attr"), str) and isinstance(_where(r), str)
     if not isinstance(saved, dict) or not all(ok(r) for r in saved.values()):
-        raise ValueError(
-            "env_sources must map each environment to its file or module and attr; it was edited: restore it"
-        )
+        raise ValueError("env_sources must map each environment to its file or module and attr; it was edited: "
+                         "restore it")  # fmt: skip
     for name in names:
         if name in saved and name not in envs.registered():
             load_env(saved[name], name)
@@ -163,8 +156,7 @@ def description(name: str) -> dict:
 
 
 def check_described(name: str, described, ignore=()) -> None:
-    """``ValueError`` in one line, naming what differs, unless ``described`` (a plan's ``env_descriptions``)
-    holds ``name``'s ``description`` now (the keys in ``ignore`` not compared)."""
+    """``ValueError`` naming what differs unless ``described[name]`` is ``description(name)`` (but ``ignore``)."""
     if not isinstance(described, dict) or not isinstance(described.get(name), dict):
         raise ValueError(f"env_descriptions has no description of {name!r}; it was edited: restore it")
     now, was = description(name), described[name]
@@ -174,13 +166,12 @@ def check_described(name: str, described, ignore=()) -> None:
     fields = getattr(envs.make(name)[0], "fields", None)
     short = lambda x: f"{x:.6g}" if isinstance(x, float) else json.dumps(x)  # float32's 0.2, not 0.2000000029
     for i, key in enumerate(differ):  # the box's and the kernel's entries named by their fields
-        n, w = now.get(key), was.get(key)
-        if key not in ("params.xi", "params.xi_c", "params.kappa") or not fields:
-            continue
-        said = f"the uncertain fields: {', '.join(fields)}"
-        if isinstance(n, list) and isinstance(w, list) and len(n) == len(w) == len(fields):
-            said = "; ".join(f"{f}: {short(b)} -> {short(a)}" for f, a, b in zip(fields, n, w) if not same(a, b))
-        differ[i] = f"{key} ({said})"
+        if key in ("params.xi", "params.xi_c", "params.kappa") and fields:
+            n, w = now.get(key), was.get(key)
+            said = f"the uncertain fields: {', '.join(fields)}"
+            if isinstance(n, list) and isinstance(w, list) and len(n) == len(w) == len(fields):
+                said = "; ".join(f"{f}: {short(b)} -> {short(a)}" for f, a, b in zip(fields, n, w) if not same(a, b))
+            differ[i] = f"{key} ({said})"
     said = ", ".join(differ[:4]) + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
     raise ValueError(f"environment {name!r} is not the one this run was trained on ({said} "
                      f"{'differs' if len(differ) == 1 else 'differ'}): register or load that environment, "
@@ -196,8 +187,7 @@ def _registered() -> set[tuple[str, str]]:
 
 
 def load_plugin(record: dict) -> dict:
-    """Import the plug-ins of ``record`` (once a process): its record with ``sha256`` and ``registers``;
-    ``ValueError`` in one line when it cannot be imported or registers nothing."""
+    """Import ``record``'s plug-ins once: the record with ``sha256`` and ``registers``; ``ValueError`` if it fails."""
     if (key := _where(record)) in PLUGINS:
         return PLUGINS[key]
     before = _registered()
@@ -229,8 +219,7 @@ def load_plugin_specs(specs) -> list[dict]:
 
 
 def restore_plugins(plan: dict) -> None:
-    """Import the plug-ins a saved plan names; ``ValueError`` in one line for one that cannot be
-    imported, or whose source is not the one the run was trained with."""
+    """Import a saved plan's plug-ins; ``ValueError`` for one that cannot be imported or whose source changed."""
     saved = plan.get("plugins") or []
     ok = lambda r: isinstance(r, dict) and isinstance(_where(r), str) and isinstance(r.get("sha256"), str)
     if not isinstance(saved, list) or not all(ok(r) for r in saved):
