@@ -179,12 +179,12 @@ def test_report_interrupted_while_renaming_ends_all_new(trained, tmp_path, sig):
     (["--json", "EXISTING"], ["--json", "already exists; name a new file"]),
 ])  # fmt: skip
 def test_eval_refuses_bad_input_before_evaluating(trained, tmp_path, capsys, monkeypatch, extra, words):
-    from rcmdp_jax import chunked
+    from rcmdp_jax.study import policy
 
     def never(*_):
         raise AssertionError("evaluated before refusing")
 
-    monkeypatch.setattr(chunked, "cached", never)  # where LoadedPolicy.evaluate gets its program
+    monkeypatch.setattr(policy, "cached", never)  # where LoadedPolicy.evaluate gets its program (imported there)
     if extra[0] == "--n-episodes":  # a machine of 4 GiB (the check reads this one's)
         monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**20}[name])
     existing = tmp_path / "earlier.json"
