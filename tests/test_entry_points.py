@@ -135,6 +135,39 @@ def test_report_under_sigint_and_sigterm_exits_130_143_and_keeps_the_old_files(t
         assert _snapshot(out) == before and not list(env_dir.glob(".report-*"))
 
 
+# the report in a process with a second thread (JAX's pools are threads too), Ctrl-C (SIGTERM) sent to the
+# process as the second staged file is renamed over its old one: a signal mask of the main thread does not
+# hold it (the kernel hands it to the other thread)
+RENAMES_INTERRUPTED = """
+import os, signal, sys, threading, time
+from rcmdp_jax.study import console
+real, renamed = os.replace, []
+def replace(src, dst):
+    if ".report-" in str(src) and ".report-" not in str(dst):
+        renamed.append(dst)
+        if len(renamed) == 2:
+            os.kill(os.getpid(), signal.Signals[sys.argv[2]])
+    return real(src, dst)
+os.replace = replace
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+sys.exit(console.report([sys.argv[1]]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_report_interrupted_while_renaming_ends_all_new(trained, tmp_path, sig):
+    out = _copy(trained, tmp_path)
+    env_dir = out / "cartpole"
+    inodes = {f.name: f.stat().st_ino for f in env_dir.iterdir() if f.is_file()}
+    proc = subprocess.run([sys.executable, "-c", RENAMES_INTERRUPTED, str(out), sig.name], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))  # fmt: skip
+    assert proc.returncode == 128 + sig, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "rcmdp report: interrupted: the report was rewritten", proc.stderr
+    now = {f.name: f.stat().st_ino for f in env_dir.iterdir() if f.is_file()}
+    assert now.keys() >= inodes.keys() and all(now[n] != i for n, i in inodes.items())  # every file new
+    assert not list(env_dir.glob(".report-*")) and not (out / ".lock").exists()
+
+
 # ------------------------------------------------------------------ rcmdp eval's and act's inputs
 @pytest.mark.parametrize("extra, words", [
     (["--kernel", "cart velocity=1e39"], ["--kernel", "beyond float32"]),
@@ -146,12 +179,12 @@ def test_report_under_sigint_and_sigterm_exits_130_143_and_keeps_the_old_files(t
     (["--json", "EXISTING"], ["--json", "already exists; name a new file"]),
 ])  # fmt: skip
 def test_eval_refuses_bad_input_before_evaluating(trained, tmp_path, capsys, monkeypatch, extra, words):
-    from rcmdp_jax import chunked
+    from rcmdp_jax.study import policy
 
     def never(*_):
         raise AssertionError("evaluated before refusing")
 
-    monkeypatch.setattr(chunked, "cached", never)  # where LoadedPolicy.evaluate gets its program
+    monkeypatch.setattr(policy, "cached", never)  # where LoadedPolicy.evaluate gets its program (imported there)
     if extra[0] == "--n-episodes":  # a machine of 4 GiB (the check reads this one's)
         monkeypatch.setattr(os, "sysconf", lambda name: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**20}[name])
     existing = tmp_path / "earlier.json"

@@ -3,6 +3,7 @@ written), its partial file checked on ``--resume`` (an edited file refused, the 
 differs named), and its one-policy value measured on ``n_test`` episodes."""
 
 import json
+import shutil
 from pathlib import Path
 
 import jax
@@ -90,6 +91,20 @@ def test_feasibility_resume_names_the_option_that_differs(capsys, tmp_path, no_t
     _partial(out)
     assert console.main([*FEAS, "--env", f"{TOY}:make2", "--out", str(out), "--resume", "--seeds", "3"]) == 2
     _one_line(capsys, "the options differ", "(--seeds)")
+
+
+@pytest.mark.parametrize("code", [0, 1])
+def test_feasibility_whose_folder_was_removed_meanwhile_exits_with_its_code(tmp_path, no_training, monkeypatch, code):
+    from rcmdp_jax.study import feasibility_command
+
+    def run_and_remove(name, cfg, controller, out, *_):  # a user removes --out while the check runs
+        shutil.rmtree(out)
+        return code
+
+    monkeypatch.setattr(feasibility_command, "_run", run_and_remove)
+    out = tmp_path / "f"
+    assert console.main([*FEAS, "--env", f"{TOY}:make", "--out", str(out)]) == code  # not a FileNotFoundError
+    assert not out.exists()
 
 
 def test_the_searched_worst_kernel_is_measured_on_n_test_episodes():

@@ -110,6 +110,16 @@ def test_a_lock_that_is_a_link_is_refused_and_what_it_points_to_is_untouched(tra
     assert _snapshot(out) == before
 
 
+def test_eval_only_on_an_unreadable_train_metrics_file_is_one_line(trained, tmp_path, capsys):
+    """--eval-only re-creates no training metrics (--resume does): the report cannot read them."""
+    out = _copy(trained, tmp_path)
+    metrics = out / "cartpole" / "MDPO-Lag" / "train_metrics.npz"
+    metrics.write_bytes(metrics.read_bytes()[:100])
+    assert cli.main(["--eval-only", str(out)]) == 2  # not a DamagedFile's traceback
+    _one_line(capsys, f"{metrics} cannot be read", "--resume re-creates it from the checkpoint")
+    assert not (out / ".lock").exists() and metrics.stat().st_size == 100
+
+
 def test_another_users_run_folder_is_one_line_and_untouched(trained, tmp_path, capsys, monkeypatch):
     """Tests run as root, who may write anywhere: the permission check is injected."""
     import pathlib

@@ -19,7 +19,7 @@ from rcmdp_jax.study import runtime
 from rcmdp_jax.study.commands import Parser, refuse, signals_exit
 from rcmdp_jax.study.notes import say_before_training
 from rcmdp_jax.study.plan import AUTO, build_plan, new_plan, resumed_plan, with_budgets
-from rcmdp_jax.study.run_folder import RunFolder, take
+from rcmdp_jax.study.run_folder import DamagedFile, RunFolder, take
 from rcmdp_jax.study.run_plan import Plan, PlanError, RunFolderError
 from rcmdp_jax.study.runtime import program_name
 
@@ -167,8 +167,8 @@ def main(argv=None) -> int:
             state.undo.append(release)
             return Study(plan, folder, args.resume, bool(args.eval_only), mesh, args.worst_case, args.plots == "on",
                          args.event_files).run()  # fmt: skip
-    except RunFolderError as err:  # a run.json that does not match its checkpoints
-        return refuse(program_name(), str(err))
+    except (RunFolderError, DamagedFile) as err:  # a run.json that does not match its checkpoints; an unreadable
+        return refuse(program_name(), str(err))  # train_metrics.npz that --eval-only does not re-create
     except OSError as err:  # a full disk, a folder that is not ours: one line, nothing half-written kept
         again = f"--eval-only {folder.root} again" if args.eval_only else runtime.resume_command(folder.root)
         return refuse(program_name(), f"{runtime.os_error(err, folder.root)}; finished algorithms are saved, continue "

@@ -33,10 +33,12 @@ def refuse(prog: str, message: str) -> int:
 def signals_exit(prog: str, said: str):
     """Ctrl-C (SIGTERM) in the block: ``prog: interrupted: said``, ``undo`` run, ``os._exit`` 130 (143) (nothing kept
     half-written by a ``finally``); in a command's own process (``ENTRY``) one after the block is ignored."""
-    state = types.SimpleNamespace(said=said, undo=[])  # what the handler says and calls before the exit
+    state = types.SimpleNamespace(said=said, undo=[], held=None)  # what the handler says and calls before the exit
     signals = (signal.SIGINT, signal.SIGTERM)
 
     def interrupted(signum, frame):
+        if state.held is not None:  # a list while renames must all happen: the signal kept for their end
+            return state.held.append(signum)
         signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # a second Ctrl-C does not cut the undoing short
         print(f"\n{prog}: interrupted: {state.said}", file=sys.stderr, flush=True)
         for undo in state.undo:

@@ -3,6 +3,7 @@ each constraint's row kept in ``feasibility.partial.json`` (with a digest) for `
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -129,8 +130,9 @@ def run(argv: list) -> int:
         return _run(name, cfg, controller, out, done, inputs, release)
     finally:
         release()
-        if made and not any(out.iterdir()):  # refused while it started (done, it holds feasibility.json)
-            out.rmdir()
+        with contextlib.suppress(OSError):  # (a folder removed or made unreadable meanwhile: left to its remover)
+            if made and not any(out.iterdir()):  # refused while it started (done, it holds feasibility.json)
+                out.rmdir()
 
 
 def _run(name, cfg, controller, out: Path, done: list, inputs: dict, release) -> int:

@@ -14,7 +14,6 @@ from rcmdp_jax.study.commands import refuse, signals_exit
 PROG = "rcmdp report"  # as its error lines begin, like the runner's and feasibility's
 STAGE = ".report-"  # the folder (in an environment's) where a report is written before it replaces the old one
 KEPT = "nothing was rewritten"
-HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 def run(argv: list) -> int:
@@ -90,14 +89,16 @@ def _rewrite(folder, plan, state) -> int:
                 said = str(err) if isinstance(err, DamagedFile) else os_error(err, env_dir)  # a full disk: the file
                 return report_error(f"{said.replace(str(stages.get(env_dir, env_dir)), str(env_dir))}; {KEPT}")
             tables.append(f"## {env_name}\n\n{md}")
-        signal.pthread_sigmask(signal.SIG_BLOCK, HELD)  # every staged file renamed over its old one: all or none
+        state.held = []  # every staged file renamed over its old one: all or none (a mask: other threads take it)
         for env_dir, stage in stages.items():
             for f in stage.iterdir():
                 if f.is_file():
                     os.replace(f, env_dir / f.name)
         state.said = "the report was rewritten"
     finally:  # a Ctrl-C (SIGTERM) held back comes now; the stages go (emptied when renamed)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
+        held, state.held = state.held or [], None
+        for signum in held[:1]:
+            signal.raise_signal(signum)
         drop_stages()
         state.undo.remove(drop_stages)
     print(*tables, sep="\n")  # a plan has at least one environment
