@@ -277,7 +277,9 @@ def write_section(out: Path) -> str:
               "`-Robust-Lag` on its worst kernel, grid and search, each in at least 9 of 10 seeds, a seed keeping it "
               "when it is not broken (its mean C above 0 by more than two standard errors: a seed too close to call "
               "counts as kept and is shown apart); PoI of the default over plain on the worst-kernel C at least "
-              "0.5):", "",
+              "0.5, its point estimate). Return cost: how much lower the default's mean discounted return at the "
+              "nominal kernel is than plain's, in % of plain's (negative: higher). Every setting's learners use "
+              "its environment's own learner settings (`envs.spec(NAME).learner`), as a run of it does:", "",
               report(out, [r for rows in kept.values() for r in rows[1:]]), HELDOUT[1]]  # fmt: skip
     text = "\n".join(lines)
     new = old[:start] + text + old[end + len(HELDOUT[1]) :] if 0 <= start < end else old.rstrip("\n") + "\n\n" + text + "\n"
