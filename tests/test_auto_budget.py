@@ -154,6 +154,11 @@ def test_resume_with_auto_takes_the_budgets_its_search_found_and_refuses_another
     record["cartpole"]["ppo"] |= {"cap": 60_000, "converged": None}  # none found: the cap
     (folder.root / "budget_auto.json").write_text(json.dumps(record))
     assert cli.searched_budgets(folder, plan) == {"cartpole": 60_000}
+    for edited in ("25000x", True, -5, 2.5e4):  # an edited file: one line, never a budget of 1 or a traceback
+        record["cartpole"]["ppo"]["converged"] = edited
+        (folder.root / "budget_auto.json").write_text(json.dumps(record))
+        with pytest.raises(cli.PlanError, match="no readable budget_auto.json"):
+            cli.searched_budgets(folder, plan)
 
 
 def test_margin_z_is_bounded():

@@ -112,6 +112,8 @@ def searched_budgets(folder: RunFolder, plan: Plan) -> dict[str, int]:
     try:
         record = json.loads(path.read_text())
         found = {e: [(f["converged"], int(f["cap"])) for f in record[e].values()] for e in plan.envs}
+        if any(n is not None and (type(n) is not int or n < 1) for rows in found.values() for n, _ in rows):
+            raise ValueError("a converged budget that is not a whole number of steps")  # an edited file
     except (OSError, ValueError, KeyError, TypeError):
         raise PlanError(f"--resume --budget auto: {folder.root} was not trained with --budget auto (no readable "
                          f"{path.name}); resume it with the options it was started with, or --resume --out "
