@@ -108,8 +108,10 @@ class Plan:
                   if getattr(self, k) != getattr(current, k)]  # fmt: skip
         if self.worst_case != current.worst_case:  # else a table of only the resumed part
             differ.append("--worst-case")
-        out = []  # else the fields and options in which the configs differ, ``env/algo: field, ...``
-        for env, algo in [(e, a) for e in current.configs for a in current.configs[e]] if not differ else ():
+        if differ:  # else the fields and options in which the configs differ, ``env/algo: field, ...``
+            return differ
+        out = []
+        for env, algo in [(e, a) for e in current.configs for a in current.configs[e]]:
             saved, cfg = self.configs[env][algo], current.configs[env][algo]
             read = {o for cls in plug_ins.used(cfg) for o in options_of(cls)}  # (another plug-in's has no effect)
             numbers = {*saved.hparams.plugin_names, *cfg.hparams.plugin_names}
