@@ -44,6 +44,7 @@ OPTIONS = {
     "effort_low": {"exec_time_optimization_effort": -1.0},
     "no_fusion_emitters": {"xla_cpu_use_fusion_emitters": False},
     "O0_no_fusion_emitters": {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False},
+    "fast_compile": {"xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_COMPILE"},
 }
 PHASES = ("collect", "update", "adversary", "dual", "curve")
 MORE_PHASES = ("search", "starts")  # parts of the search method's phase (``--phases``)
@@ -99,22 +100,24 @@ def stub_phase(family, phase: str) -> None:
             return env_params, env_xi, zeros(out[2]), zeros(out[3]), method_state
 
         s.lanes.step = lanes_step
-    elif phase == "update":
-        real = s.learner.update
+    elif phase == "update":  # on the class: ``Step.at`` builds the learner again at the program's hp
+        cls = type(s.learner)
+        real = cls.update
 
-        def update(key, state, *rest):
-            out = jax.eval_shape(lambda: real(key, state, *rest))
+        def update(self, key, state, *rest):
+            out = jax.eval_shape(lambda: real(self, key, state, *rest))
             return (state, *zeros(out[1:]))
 
-        s.learner.update = update
+        cls.update = update
     elif phase == "collect":
-        real = s.learner.collect
+        cls = type(s.learner)
+        real = cls.collect
 
-        def collect(key, state, *rest):
-            out = jax.eval_shape(lambda: real(key, state, *rest))
+        def collect(self, key, state, *rest):
+            out = jax.eval_shape(lambda: real(self, key, state, *rest))
             return zeros(out[0]), state, zeros(out[2])
 
-        s.learner.collect = collect
+        cls.collect = collect
     elif phase == "search":  # the search method's searches (``worst_case.search``), its restarts kept
         from rcmdp_jax.adversary import search as search_module
 
@@ -234,6 +237,9 @@ def one_process(args) -> list[dict]:
     import jax
     import numpy as np
 
+    from rcmdp_jax import cpu_prng
+
+    cpu_prng.apply_default()  # the random bits' lowering the runner compiles with
     jax.config.update("jax_enable_compilation_cache", False)
     from rcmdp_jax.sharding import local_mesh
 
