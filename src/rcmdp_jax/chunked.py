@@ -11,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -99,12 +100,15 @@ class Prepared:
             # program (orthogonal init = LAPACK QR) deadlocks XLA CPU on several devices
             t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), tables)
             lowered = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False), t_spec)
-            init, state = lowered.compile(), lowered.out_info  # the state's shapes: init traced once
+            state = lowered.out_info  # the state's shapes: init traced once
             if mesh is not None:
                 sharded = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=split["out_shardings"])
                 state, step = jax.tree.map(sharded, state), self.on_devices(step)
             scalar = jax.ShapeDtypeStruct((), np.int32)
-            return init, jax.jit(step, **split).lower(state, spec(members, True), scalar, t_spec, scalar).compile()
+            with ThreadPoolExecutor(1) as beside:  # XLA compiles the initial state while the chunk is traced
+                init = beside.submit(lowered.compile)
+                train = jax.jit(step, **split).lower(state, spec(members, True), scalar, t_spec, scalar).compile()
+            return init.result(), train
 
         init, step = self._compiled("vmap", build)
         self.init = lambda k, m: init(k, m, tables)
@@ -122,13 +126,14 @@ class Prepared:
 
         def build():
             scalar, inits, steps = jax.ShapeDtypeStruct((), np.int32), [], []
-            for f, t in zip([self.make_family([c]) for c in self.cfgs], tables):
-                t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), t)
-                lowered = jax.jit(lambda k, t, f=f: f.using(*t).init(k, 0)).lower(spec(keys[0], False), t_spec)
-                inits.append(lowered.compile())
-                run = lambda s, start, t, total, f=f: f.using(*t).run(s, 0, start, self.chunk, total)
-                steps.append(jax.jit(run).lower(lowered.out_info, scalar, t_spec, scalar).compile())
-            return inits, steps
+            with ThreadPoolExecutor(1) as beside:  # XLA compiles each initial state while its chunk is traced
+                for f, t in zip([self.make_family([c]) for c in self.cfgs], tables):
+                    t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), t)
+                    lowered = jax.jit(lambda k, t, f=f: f.using(*t).init(k, 0)).lower(spec(keys[0], False), t_spec)
+                    inits.append(beside.submit(lowered.compile))
+                    run = lambda s, start, t, total, f=f: f.using(*t).run(s, 0, start, self.chunk, total)
+                    steps.append(jax.jit(run).lower(lowered.out_info, scalar, t_spec, scalar).compile())
+            return [i.result() for i in inits], steps
 
         inits, steps = self._compiled("loop", build)
         self.init = lambda k, m: inits[m](k, tables[m])
