@@ -260,3 +260,47 @@ def test_a_folder_that_cannot_be_written_compiles_and_says_it_stored_nothing(tmp
         program_store.configure(None)
     assert not loaded and build.built == 1 and float(program(jnp.eye(3))) == float(build()(jnp.eye(3)))
     assert note.startswith("no stored program: none stored for it yet; not stored (") and "Error" in note, note
+
+
+@pytest.mark.parametrize("where", ["the key", "another entry", "a remembered value"])
+def test_a_fifo_in_the_folder_is_never_read(store, where):
+    """A FIFO where a file should be blocks a plain ``open`` until something writes it: the store
+    reads only regular files (a watchdog writes the FIFO after 20 s, so that a hang fails)."""
+    import threading
+
+    build = Tiny()
+    get(build, shapes="stored")
+    name = {"the key": f"{program_store.key_of(_parts('a'))}.program", "another entry": f"{'0' * 40}.program",
+            "a remembered value": f"{program_store.key_of({'what': 'w', 'name': 'n', **program_store.context()})}.json"}  # fmt: skip
+    os.mkfifo(store / name[where])
+    fired = []
+
+    def unblock():
+        fired.append(1)
+        with open(store / name[where], "wb") as f:  # blocks until a reader opens it
+            f.write(b"x\n")
+
+    watchdog = threading.Timer(20, unblock)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        if where == "a remembered value":
+            assert program_store.remembered("w", "n", lambda: [1]) == [1]
+        else:
+            _, note, loaded = get(build, shapes="a")
+            assert not loaded and note.startswith("no stored program: "), note
+    finally:
+        watchdog.cancel()
+    assert not fired, "the store blocked on a FIFO"
+
+
+def test_a_damaged_header_of_another_entry_is_passed_over_when_saying_why(store):
+    build = Tiny()
+    get(build, shapes="a")
+    (path,) = store.glob("*.program")
+    payload = path.read_bytes().split(b"\n", 1)[1]
+    for i, head in enumerate(([3], {"parts": 3}, {"parts": {"slot": "vmap cartpole ppo", "structure": 3}})):
+        (store / f"{i}{path.name[1:]}").write_bytes(json.dumps(head).encode() + b"\n" + payload)
+    path.unlink()
+    _, note, loaded = get(build, shapes="a")
+    assert not loaded and build.built == 2 and note == "no stored program: none stored for it yet"

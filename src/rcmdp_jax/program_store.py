@@ -5,23 +5,23 @@ programs here; a script of its own can keep any jitted function's (``Stored(jax.
 after ``configure(folder)``).
 
 JAX's persistent cache saves XLA's compile of a program, but finding its entry means tracing and
-lowering the whole program again (seconds to minutes for a family). Here the compiled
-executables themselves are serialized (``executables``) under a key known *before* tracing:
-what the caller says shapes the program (``slot``, ``structure``, ``shapes``: for a family, its
-structure, its arguments' shapes, the chunk, the mesh) and ``context()``: a hash of the package's
-own source files (``rcmdp_jax`` and ``rcmdp_jax.envs``), the versions of JAX, jaxlib and the
-libraries a program is traced from, the backend, its devices, ``XLA_FLAGS``, the CPU's threefry
-lowering and JAX's settings that change arithmetic. A program built with code from outside the
-package (a plug-in or an environment registered by a script) is not stored: its code is not in
-the hash.
+lowering the whole program again (seconds to minutes for a family). Here the compiled executables
+themselves are serialized (``executables``) under a key known *before* tracing: what the caller
+says shapes the program (``slot``, ``structure``, ``shapes``: for a family, its structure, its
+arguments' shapes, the chunk, the mesh) and ``context()``: a hash of the package's own source
+files (``rcmdp_jax`` and ``rcmdp_jax.envs``), the versions of JAX, jaxlib and the libraries a
+program is traced from, the backend, its devices, ``XLA_FLAGS``,
+the CPU's threefry lowering and JAX's settings that change arithmetic. A program built with code
+from outside the package (a plug-in or an environment registered by a script) is not stored: its
+code is not in the hash.
 
 One file per program (``<key>.program``): a line of JSON (the key's parts, the payload's SHA-256
 and size), then the pickled executables. An entry whose parts differ from the caller's is never
 used; a miss says why it compiles (``miss_reason``), a damaged file is said, removed and compiled
-again. The folder keeps at most ``MAX_ENTRIES`` files and ``MAX_BYTES`` bytes, the least recently
-used dropped first. Loading a file runs what it holds (pickle): the folder is trusted as the XLA
-cache beside it is (``~/.cache/rcmdp_jax/xla/rcmdp_programs``, or the ``--compile-cache``
-folder's)."""
+again, and only regular files are read (a FIFO there would block). The folder keeps at most
+``MAX_ENTRIES`` files and ``MAX_BYTES`` bytes, the least recently used dropped first. Loading a
+file runs what it holds (pickle): the folder is trusted as the XLA cache beside it is
+(``~/.cache/rcmdp_jax/xla/rcmdp_programs``, or the ``--compile-cache`` folder's)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 from importlib import metadata
@@ -125,6 +126,21 @@ def key_of(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:40]
 
 
+class NotAFile(OSError):
+    """A store's name held by something other than a regular file (a folder, a FIFO)."""
+
+
+@contextlib.contextmanager
+def _opened(path: Path):
+    """``path`` open for reading if it is a regular file (``NotAFile`` else): opened without
+    blocking, as a FIFO in the folder would block a plain ``open`` until something writes it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAFile(f"{path.name} is not a regular file")
+        yield f
+
+
 def _stat(path: Path, field: str) -> float:
     try:
         return getattr(path.stat(), field)
@@ -144,12 +160,12 @@ def miss_reason(parts: dict) -> str:
     the same slot (``parts['slot']``) differs, or that none of the slot is stored."""
     for path in reversed(_entries(f"*{SUFFIX}")):
         try:
-            with path.open("rb") as f:
+            with _opened(path) as f:
                 was = json.loads(f.readline())["parts"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if was.get("slot") != parts["slot"]:
-            continue
+        if not isinstance(was, dict) or was.get("slot") != parts["slot"] or not isinstance(was.get("structure"), dict):
+            continue  # another slot's, or a damaged header: says nothing of this one
         if was.get("structure") != parts["structure"] and all(was.get(k) == parts[k] for k in WHY):
             old, new = was["structure"], parts["structure"]
             return f"another structure ({', '.join(sorted(k for k in {**old, **new} if old.get(k) != new.get(k)))})"
@@ -164,17 +180,17 @@ def load(parts: dict) -> tuple[Any, str]:
     if folder() is None:
         return None, ""
     path = folder() / f"{key_of(parts)}{SUFFIX}"
-    if not path.is_file():
-        counts["missed"] += 1
-        return None, f"no stored program: {miss_reason(parts)}"
     try:
-        with path.open("rb") as f:
+        with _opened(path) as f:
             head, payload = json.loads(f.readline()), f.read()
         if head.get("format") != FORMAT or head.get("parts") != parts:
             raise ValueError("its key does not match")
         if len(payload) != head["size"] or hashlib.sha256(payload).hexdigest() != head["sha256"]:
             raise ValueError("its checksum does not match")
         value = executables.loads(payload)
+    except (FileNotFoundError, NotADirectoryError, NotAFile):  # none (or removed by an eviction), a folder
+        counts["missed"] += 1
+        return None, f"no stored program: {miss_reason(parts)}"
     except Exception as err:  # a truncated, edited or foreign file: never used, removed
         counts["damaged"] += 1
         with contextlib.suppress(OSError):
@@ -217,7 +233,8 @@ def remembered(what: str, name: str, compute) -> Any:
         return compute()
     path = folder() / f"{key_of({'what': what, 'name': name, **context()})}.json"
     try:
-        value = json.loads(path.read_text())["value"]
+        with _opened(path) as f:
+            value = json.loads(f.read())["value"]
         os.utime(path)
         return value
     except (OSError, ValueError, KeyError, TypeError):
