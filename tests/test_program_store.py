@@ -304,3 +304,15 @@ def test_a_damaged_header_of_another_entry_is_passed_over_when_saying_why(store)
     path.unlink()
     _, note, loaded = get(build, shapes="a")
     assert not loaded and build.built == 2 and note == "no stored program: none stored for it yet"
+
+
+def test_a_damaged_stored_call_is_said(store, capsys):
+    f = jax.jit(lambda x: x * 2)
+    program_store.Stored(f, "sweep cartpole", {"policy_hidden": (3,)})(jnp.ones(3))
+    (path,) = store.glob("*.program")
+    path.write_bytes(path.read_bytes()[:-10])
+    again = program_store.Stored(f, "sweep cartpole", {"policy_hidden": (3,)})
+    np.testing.assert_array_equal(again(jnp.ones(3)), np.full(3, 2.0))
+    err = capsys.readouterr().err
+    assert f"rcmdp_jax: note: sweep cartpole: the stored program {path.name} is damaged" in err, err
+    assert not again.loaded and "checksum" in again.note

@@ -310,7 +310,7 @@ class Stored:
     def __init__(self, jitted, slot: str, structure: dict, registered=()):
         self.jitted, self.slot, self.structure, self.registered = jitted, slot, structure, registered
         self.programs: dict = {}
-        self.loaded = False  # whether the last program came from the store
+        self.loaded, self.note = False, ""  # whether the last program came from the store; what its store said
 
     def __call__(self, *args):
         import jax
@@ -328,7 +328,10 @@ class Stored:
         shapes = f"{jax.tree.structure(specs)} {leaves}"
         if shapes not in self.programs:
             build = lambda: self.jitted.lower(*specs).compile()  # noqa: E731
-            program, _, self.loaded = load_or_build(self.slot, self.structure, shapes, build, (), self.registered)
+            stored = load_or_build(self.slot, self.structure, shapes, build, (), self.registered)
+            program, self.note, self.loaded = stored
+            if self.note.startswith("the stored program"):  # damaged: compiled again, and said
+                print(f"rcmdp_jax: note: {self.slot}: {self.note}", file=sys.stderr)
             self.programs[shapes] = program
         return self.programs[shapes](*args)
 
