@@ -316,3 +316,17 @@ def test_a_damaged_stored_call_is_said(store, capsys):
     err = capsys.readouterr().err
     assert f"rcmdp_jax: note: sweep cartpole: the stored program {path.name} is damaged" in err, err
     assert not again.loaded and "checksum" in again.note
+
+
+def test_another_prng_implementation_falls_back_to_compiling(store):
+    """rbg and unsafe_rbg keys have the same shape but draw other numbers: a program traced under
+    one is never run under the other."""
+    build = Tiny()
+    jax.config.update("jax_default_prng_impl", "rbg")
+    try:
+        get(build)
+        jax.config.update("jax_default_prng_impl", "unsafe_rbg")
+        _, note, loaded = get(build)
+    finally:
+        jax.config.update("jax_default_prng_impl", "threefry2x32")
+    assert not loaded and build.built == 2 and note == "no stored program: other JAX settings"

@@ -51,7 +51,8 @@ MAX_BYTES = 1 << 30
 LIBRARIES = ("jax", "jaxlib", "flax", "optax", "chex", "numpy", "gymnax", "brax", "mujoco", "mujoco-mjx")
 # JAX settings that change what a traced program computes (beside jax_enable_x64)
 JAX_CONFIG = ("jax_threefry_partitionable", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
-              "jax_numpy_dtype_promotion")  # fmt: skip
+              "jax_numpy_dtype_promotion", "jax_default_prng_impl", "jax_random_seed_offset",
+              "jax_softmax_custom_jvp")  # fmt: skip
 # how a differing part of the key is said (parts not named here: "other shapes or devices")
 WHY = {"code": "the package's code changed", "libraries": "other library versions (JAX, flax, ...)",
        "backend": "another backend", "devices": "other devices", "XLA_FLAGS": "other XLA_FLAGS",
