@@ -330,3 +330,20 @@ def test_another_prng_implementation_falls_back_to_compiling(store):
     finally:
         jax.config.update("jax_default_prng_impl", "threefry2x32")
     assert not loaded and build.built == 2 and note == "no stored program: other JAX settings"
+
+
+def test_a_cpu_with_other_instruction_sets_falls_back_to_compiling(store, monkeypatch, tmp_path):
+    """XLA compiles for the host's instruction sets: a folder shared by two machines (a home on a
+    network disk) never gives one the other's program."""
+    build = Tiny()
+    cpuinfo = "processor\t: 0\nmodel name\t: A CPU\nflags\t\t: fpu sse2 {}\n\nprocessor\t: 1\n"
+    monkeypatch.setattr(program_store, "CPUINFO", tmp_path / "cpuinfo")
+    try:
+        for flags, loads in (("avx2 avx512f", False), ("avx2 avx512f", True), ("avx2", False)):
+            (tmp_path / "cpuinfo").write_text(cpuinfo.format(flags))
+            program_store.cpu.cache_clear()
+            _, note, loaded = get(build)
+            assert loaded == loads, note
+        assert note == "no stored program: another CPU" and " A CPU flags " in program_store.cpu()
+    finally:
+        program_store.cpu.cache_clear()  # read again from the real file after the test

@@ -10,7 +10,7 @@ themselves are serialized (``executables``) under a key known *before* tracing: 
 says shapes the program (``slot``, ``structure``, ``shapes``: for a family, its structure, its
 arguments' shapes, the chunk, the mesh) and ``context()``: a hash of the package's own source
 files (``rcmdp_jax`` and ``rcmdp_jax.envs``), the versions of JAX, jaxlib and the libraries a
-program is traced from, the backend, its devices, ``XLA_FLAGS``,
+program is traced from, the backend, its devices, the host CPU's instruction sets, ``XLA_FLAGS``,
 the CPU's threefry lowering and JAX's settings that change arithmetic. A program built with code
 from outside the package (a plug-in or an environment registered by a script) is not stored: its
 code is not in the hash.
@@ -31,6 +31,7 @@ import functools
 import hashlib
 import json
 import os
+import platform
 import stat
 import sys
 import time
@@ -57,7 +58,8 @@ JAX_CONFIG = ("jax_threefry_partitionable", "jax_default_matmul_precision", "jax
 WHY = {"code": "the package's code changed", "libraries": "other library versions (JAX, flax, ...)",
        "backend": "another backend", "devices": "other devices", "XLA_FLAGS": "other XLA_FLAGS",
        "threefry": "another threefry lowering", "x64": "another jax_enable_x64",
-       "jax_config": "other JAX settings", "python": "another Python"}  # fmt: skip
+       "jax_config": "other JAX settings", "python": "another Python", "cpu": "another CPU"}  # fmt: skip
+CPUINFO = Path("/proc/cpuinfo")  # where Linux says which CPU and instruction sets this machine has
 
 _folder: list[Path | None] = [None]
 counts = {"loaded": 0, "stored": 0, "missed": 0, "damaged": 0}  # for tests and curious users
@@ -88,6 +90,23 @@ def package_code() -> str:
     return digest.hexdigest()
 
 
+@functools.cache
+def cpu() -> str:
+    """The host CPU: its architecture, model and a hash of its instruction-set flags (Linux's
+    ``CPUINFO``). XLA compiles a CPU program for the host's instruction sets: one stored on a
+    machine with AVX-512 would crash another without it."""
+    fields: dict[str, str] = {}
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in CPUINFO.read_text().splitlines():  # the first processor's block
+            if not line.strip():
+                break
+            name, _, value = line.partition(":")
+            fields.setdefault(name.strip(), value.strip())
+    flags = fields.get("flags", fields.get("Features", ""))
+    model = fields.get("model name", fields.get("CPU part", platform.processor()))
+    return f"{platform.machine()} {model} flags {hashlib.sha256(flags.encode()).hexdigest()[:16]}"
+
+
 def _version(name: str) -> str:
     try:
         return metadata.version(name)
@@ -108,7 +127,7 @@ def context() -> dict:
             "devices": f"{len(devices)} x {devices[0].device_kind}", "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
             "threefry": cpu_prng.lowering(), "x64": str(jax.config.jax_enable_x64),
             "jax_config": " ".join(f"{n}={getattr(jax.config, n, None)}" for n in JAX_CONFIG),
-            "python": sys.version.split()[0]}  # fmt: skip
+            "python": sys.version.split()[0], "cpu": cpu()}  # fmt: skip
 
 
 def describe(structure) -> dict:
