@@ -169,6 +169,15 @@ def test_a_remembered_check_runs_once_per_environment_and_code(store, monkeypatc
     assert len(calls) == 4
 
 
+@pytest.mark.parametrize("edit", [{"value": 5}, {"value": ["not the check's"], "sha256": "0" * 64}, None])
+def test_a_remembered_value_that_was_edited_or_damaged_is_computed_again(store, edit):
+    assert program_store.remembered("cannot_bind", "cartpole", lambda: ["a warning"]) == ["a warning"]
+    (path,) = store.glob("*.json")
+    path.write_text(json.dumps(edit) if edit else path.read_text()[:-5])
+    assert program_store.remembered("cannot_bind", "cartpole", lambda: ["again"]) == ["again"]
+    assert program_store.remembered("cannot_bind", "cartpole", lambda: ["a third"]) == ["again"]  # kept again
+
+
 def test_a_stored_call_loads_its_program_per_shape_and_gives_the_same_numbers(store):
     f = lambda params, key: jnp.linalg.qr(params["w"])[0].sum(0) + jax.random.normal(key, (3,))  # noqa: E731
     args = ({"w": jnp.arange(9.0).reshape(3, 3)}, jax.random.PRNGKey(0))

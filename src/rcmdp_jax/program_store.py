@@ -248,20 +248,23 @@ def save(parts: dict, value, seen: dict) -> str:
 def remembered(what: str, name: str, compute) -> Any:
     """``compute()``'s value (JSON), kept beside the programs under ``what``, the built-in
     environment ``name`` and ``context()``: a check that traces and runs a program (the
-    runner's ``cost_check.cannot_bind``) is run once per environment and version of the code."""
+    runner's ``cost_check.cannot_bind``) is run once per environment and version of the code. A
+    file whose value does not match the SHA-256 written beside it (edited, damaged) is computed again."""
     if folder() is None:
         return compute()
     path = folder() / f"{key_of({'what': what, 'name': name, **context()})}.json"
+    digest = lambda v: hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()  # noqa: E731
     try:
         with _opened(path) as f:
-            value = json.loads(f.read())["value"]
-        os.utime(path)
-        return value
+            kept = json.loads(f.read())
+        if kept["sha256"] == digest(kept["value"]):
+            os.utime(path)
+            return kept["value"]
     except (OSError, ValueError, KeyError, TypeError):
         pass
     value = compute()
     with contextlib.suppress(OSError):
-        _write(path, json.dumps({"what": what, "name": name, "value": value}).encode())
+        _write(path, json.dumps({"what": what, "name": name, "value": value, "sha256": digest(value)}).encode())
     return value
 
 
