@@ -169,6 +169,22 @@ def test_a_remembered_check_runs_once_per_environment_and_code(store, monkeypatc
     assert len(calls) == 4
 
 
+def test_a_stored_call_promotes_a_python_number_as_jit_does(store):
+    """A Python number is weakly typed under jit (``bfloat16 * 2.5`` stays bfloat16); the stored
+    program is compiled, and loaded, for the same types."""
+    f = jax.jit(lambda x, y: x * y)
+    x = jnp.full(3, 1.3, jnp.bfloat16)
+    want = np.asarray(x, np.float32) * np.float32(np.asarray(2.7, jnp.bfloat16))  # bfloat16 arithmetic, then
+    want = np.asarray(want.astype(jnp.bfloat16))  # rounded to bfloat16: 3.5 where float32 gives 3.502
+    for _ in range(2):
+        stored = program_store.Stored(f, "sweep cartpole", {"policy_hidden": (3,)})
+        out = stored(x, 2.7)
+        assert out.dtype == jnp.bfloat16 and out.dtype == f(x, 2.7).dtype
+        np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(want, np.float32))
+        assert stored(x, jnp.float32(2.7)).dtype == jnp.float32  # a typed scalar: another program
+    assert stored.loaded and len(list(store.glob("*.program"))) == 2
+
+
 @pytest.mark.parametrize("edit", [{"value": 5}, {"value": ["not the check's"], "sha256": "0" * 64}, None])
 def test_a_remembered_value_that_was_edited_or_damaged_is_computed_again(store, edit):
     assert program_store.remembered("cannot_bind", "cartpole", lambda: ["a warning"]) == ["a warning"]

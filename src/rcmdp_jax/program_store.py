@@ -344,10 +344,11 @@ class Stored:
         def spec(x):
             sharding = x.sharding if isinstance(x, jax.Array) and x.committed else None  # as jit places it
             dtype = jax.dtypes.canonicalize_dtype(x.dtype if hasattr(x, "dtype") else np.result_type(x))
-            return jax.ShapeDtypeStruct(np.shape(x), dtype, sharding=sharding)
+            weak = getattr(x, "weak_type", False) or type(x) in (int, float, complex)  # a Python number: as jit
+            return jax.ShapeDtypeStruct(np.shape(x), dtype, sharding=sharding, weak_type=weak)
 
         specs = jax.tree.map(spec, args)
-        leaves = [(s.shape, str(s.dtype), str(s.sharding)) for s in jax.tree.leaves(specs)]
+        leaves = [(s.shape, str(s.dtype), s.weak_type, str(s.sharding)) for s in jax.tree.leaves(specs)]
         shapes = f"{jax.tree.structure(specs)} {leaves}"
         if shapes not in self.programs:
             build = lambda: self.jitted.lower(*specs).compile()  # noqa: E731
