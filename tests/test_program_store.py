@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -131,6 +132,18 @@ def test_the_folder_keeps_the_most_recently_used_within_its_bounds(store, monkey
     monkeypatch.setattr(program_store, "MAX_BYTES", one + 1)
     get(build, shapes="d")
     assert [p.name for p in store.glob("*.program")] == [f"{program_store.key_of(_parts('d'))}.program"]
+
+
+def test_a_write_that_never_finished_is_dropped_when_stale(store):
+    """A process killed while writing leaves its temporary file (``atomic.write_bytes``): outside
+    the bound, so dropped by the next write once it is an hour old; a write in progress is kept."""
+    store.mkdir()
+    old, new = store / f".{'1' * 40}.program.123.tmp", store / f".{'2' * 40}.program.456.tmp"
+    for path in (old, new):
+        path.write_bytes(bytes(1000))
+    os.utime(old, (time.time() - 2 * 3600,) * 2)
+    get(Tiny())
+    assert not old.exists() and new.exists()
 
 
 def _parts(shapes):

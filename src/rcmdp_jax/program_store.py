@@ -48,6 +48,7 @@ SUFFIX = ".program"
 SUBFOLDER = "rcmdp_programs"  # inside the XLA cache folder (JAX's own files end in -cache)
 MAX_ENTRIES = 48
 MAX_BYTES = 1 << 30
+STALE_SECONDS = 3600  # a temporary file (atomic.write_bytes') this old was left by a writer that died
 # libraries whose code a program is traced from (their versions are part of the key)
 LIBRARIES = ("jax", "jaxlib", "flax", "optax", "chex", "numpy", "gymnax", "brax", "mujoco", "mujoco-mjx")
 # JAX settings that change what a traced program computes (beside jax_enable_x64)
@@ -270,7 +271,12 @@ def remembered(what: str, name: str, compute) -> Any:
 
 def evict(keep: Path | None = None) -> list[Path]:
     """Drop the least recently used files (programs and ``remembered`` values) beyond
-    ``MAX_ENTRIES`` or ``MAX_BYTES``; the dropped."""
+    ``MAX_ENTRIES`` or ``MAX_BYTES``, and the temporary files of writes that never finished (a
+    process killed while writing: older than ``STALE_SECONDS``); the dropped."""
+    stale = [p for p in _entries(".*.tmp") if time.time() - _stat(p, "st_mtime") > STALE_SECONDS]
+    for path in stale:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
     entries = _entries(f"*{SUFFIX}", "*.json")
     sizes = {p: _stat(p, "st_size") for p in entries}
     total, dropped = sum(sizes.values()), []
@@ -283,7 +289,7 @@ def evict(keep: Path | None = None) -> list[Path]:
             path.unlink(missing_ok=True)
         total -= sizes[path]
         dropped.append(path)
-    return dropped
+    return stale + dropped
 
 
 def storable(objects, registered=()) -> str:
