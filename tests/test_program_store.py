@@ -119,6 +119,23 @@ def test_a_corrupted_file_is_said_removed_and_compiled_again(store, damage):
     assert loaded and build.built == 2
 
 
+def test_a_damaged_file_that_cannot_be_removed_is_said_so(store, monkeypatch):
+    build = Tiny()
+    get(build)
+    (path,) = store.glob("*.program")
+    path.write_bytes(b"not json\n")
+
+    def read_only(self, missing_ok=False):
+        raise PermissionError(1, "Operation not permitted", str(self))
+
+    monkeypatch.setattr(Path, "unlink", read_only)
+    monkeypatch.setattr(program_store, "_write", lambda path, data: read_only(path))
+    for _ in range(2):  # never used, though it stays
+        _, note, loaded = get(build)
+        assert not loaded and "; cannot be removed (Operation not permitted); not stored (" in note, note
+    assert build.built == 3 and path.read_bytes() == b"not json\n"
+
+
 def test_the_folder_keeps_the_most_recently_used_within_its_bounds(store, monkeypatch):
     build = Tiny()
     monkeypatch.setattr(program_store, "MAX_ENTRIES", 2)

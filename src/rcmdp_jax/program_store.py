@@ -214,10 +214,12 @@ def load(parts: dict) -> tuple[Any, str]:
         return None, f"no stored program: {miss_reason(parts)}"
     except Exception as err:  # a truncated, edited or foreign file: never used, removed
         counts["damaged"] += 1
-        with contextlib.suppress(OSError):
+        why, gone = f"{type(err).__name__}: {err}", "removed"
+        try:
             path.unlink(missing_ok=True)
-        why = f"{type(err).__name__}: {err}"
-        return None, f"the stored program {path.name} is damaged or cannot be loaded ({why}); removed"
+        except OSError as cannot:  # a read-only folder: said, and never used all the same
+            gone = f"cannot be removed ({cannot.strerror or cannot})"
+        return None, f"the stored program {path.name} is damaged or cannot be loaded ({why}); {gone}"
     with contextlib.suppress(OSError):
         os.utime(path)  # recently used: evicted last
     counts["loaded"] += 1
