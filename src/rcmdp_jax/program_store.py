@@ -155,7 +155,7 @@ class NotAFile(OSError):
 def _opened(path: Path):
     """``path`` open for reading if it is a regular file (``NotAFile`` else): opened without
     blocking, as a FIFO in the folder would block a plain ``open`` until something writes it."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # (no FIFOs, nor the flag, on Windows)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotAFile(f"{path.name} is not a regular file")
