@@ -3,6 +3,7 @@ family's compiled programs instead of tracing them, and trains the numbers a fre
 trains; a stale entry (other code, another structure) or a damaged file is never used and the
 line says why; the folder is bounded."""
 
+import functools
 import json
 import os
 import re
@@ -213,6 +214,15 @@ def test_a_stored_call_promotes_a_python_number_as_jit_does(store):
         np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(want, np.float32))
         assert stored(x, jnp.float32(2.7)).dtype == jnp.float32  # a typed scalar: another program
     assert stored.loaded and len(list(store.glob("*.program"))) == 2
+
+
+def test_a_stored_call_of_a_function_with_static_arguments_is_refused(store):
+    f = lambda x, n: x * n  # noqa: E731
+    for jitted in (jax.jit(f, static_argnums=1), jax.jit(f, static_argnames="n")):
+        with pytest.raises(ValueError, match=r"^Stored: jitted has static arguments \(.*\); .*close over"):
+            program_store.Stored(jitted, "sweep cartpole", {"policy_hidden": (3,)})
+    closed = program_store.Stored(jax.jit(functools.partial(f, n=3)), "sweep cartpole", {"policy_hidden": (3,)})
+    np.testing.assert_array_equal(closed(jnp.ones(2)), [3.0, 3.0])
 
 
 @pytest.mark.parametrize("edit", [{"value": 5}, {"value": ["not the check's"], "sha256": "0" * 64}, None])

@@ -339,6 +339,9 @@ class Stored:
     ``registered``: ``load_or_build``'s); without a store, ``jitted`` itself."""
 
     def __init__(self, jitted, slot: str, structure: dict, registered=()):
+        if static := executables.static_arguments(jitted):  # each would be traced as an array
+            raise ValueError(f"Stored: jitted has static arguments {static}; a stored program takes arrays and "
+                             "numbers only: close over the static ones (jax.jit(functools.partial(f, n=3)))")  # fmt: skip
         self.jitted, self.slot, self.structure, self.registered = jitted, slot, structure, registered
         self.programs: dict = {}
         self.loaded, self.note = False, ""  # whether the last program came from the store; what its store said
