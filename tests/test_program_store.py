@@ -3,11 +3,13 @@ family's compiled programs instead of tracing them, and trains the numbers a fre
 trains; a stale entry (other code, another structure) or a damaged file is never used and the
 line says why; the folder is bounded."""
 
+import functools
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -118,6 +120,23 @@ def test_a_corrupted_file_is_said_removed_and_compiled_again(store, damage):
     assert loaded and build.built == 2
 
 
+def test_a_damaged_file_that_cannot_be_removed_is_said_so(store, monkeypatch):
+    build = Tiny()
+    get(build)
+    (path,) = store.glob("*.program")
+    path.write_bytes(b"not json\n")
+
+    def read_only(self, missing_ok=False):
+        raise PermissionError(1, "Operation not permitted", str(self))
+
+    monkeypatch.setattr(Path, "unlink", read_only)
+    monkeypatch.setattr(program_store, "_write", lambda path, data: read_only(path))
+    for _ in range(2):  # never used, though it stays
+        _, note, loaded = get(build)
+        assert not loaded and "; cannot be removed (Operation not permitted); not stored (" in note, note
+    assert build.built == 3 and path.read_bytes() == b"not json\n"
+
+
 def test_the_folder_keeps_the_most_recently_used_within_its_bounds(store, monkeypatch):
     build = Tiny()
     monkeypatch.setattr(program_store, "MAX_ENTRIES", 2)
@@ -131,6 +150,18 @@ def test_the_folder_keeps_the_most_recently_used_within_its_bounds(store, monkey
     monkeypatch.setattr(program_store, "MAX_BYTES", one + 1)
     get(build, shapes="d")
     assert [p.name for p in store.glob("*.program")] == [f"{program_store.key_of(_parts('d'))}.program"]
+
+
+def test_a_write_that_never_finished_is_dropped_when_stale(store):
+    """A process killed while writing leaves its temporary file (``atomic.write_bytes``): outside
+    the bound, so dropped by the next write once it is an hour old; a write in progress is kept."""
+    store.mkdir()
+    old, new = store / f".{'1' * 40}.program.123.tmp", store / f".{'2' * 40}.program.456.tmp"
+    for path in (old, new):
+        path.write_bytes(bytes(1000))
+    os.utime(old, (time.time() - 2 * 3600,) * 2)
+    get(Tiny())
+    assert not old.exists() and new.exists()
 
 
 def _parts(shapes):
@@ -167,6 +198,40 @@ def test_a_remembered_check_runs_once_per_environment_and_code(store, monkeypatc
     program_store.configure(None)
     program_store.remembered("cannot_bind", "cartpole", check)
     assert len(calls) == 4
+
+
+def test_a_stored_call_promotes_a_python_number_as_jit_does(store):
+    """A Python number is weakly typed under jit (``bfloat16 * 2.5`` stays bfloat16); the stored
+    program is compiled, and loaded, for the same types."""
+    f = jax.jit(lambda x, y: x * y)
+    x = jnp.full(3, 1.3, jnp.bfloat16)
+    want = np.asarray(x, np.float32) * np.float32(np.asarray(2.7, jnp.bfloat16))  # bfloat16 arithmetic, then
+    want = np.asarray(want.astype(jnp.bfloat16))  # rounded to bfloat16: 3.5 where float32 gives 3.502
+    for _ in range(2):
+        stored = program_store.Stored(f, "sweep cartpole", {"policy_hidden": (3,)})
+        out = stored(x, 2.7)
+        assert out.dtype == jnp.bfloat16 and out.dtype == f(x, 2.7).dtype
+        np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(want, np.float32))
+        assert stored(x, jnp.float32(2.7)).dtype == jnp.float32  # a typed scalar: another program
+    assert stored.loaded and len(list(store.glob("*.program"))) == 2
+
+
+def test_a_stored_call_of_a_function_with_static_arguments_is_refused(store):
+    f = lambda x, n: x * n  # noqa: E731
+    for jitted in (jax.jit(f, static_argnums=1), jax.jit(f, static_argnames="n")):
+        with pytest.raises(ValueError, match=r"^Stored: jitted has static arguments \(.*\); .*close over"):
+            program_store.Stored(jitted, "sweep cartpole", {"policy_hidden": (3,)})
+    closed = program_store.Stored(jax.jit(functools.partial(f, n=3)), "sweep cartpole", {"policy_hidden": (3,)})
+    np.testing.assert_array_equal(closed(jnp.ones(2)), [3.0, 3.0])
+
+
+@pytest.mark.parametrize("edit", [{"value": 5}, {"value": ["not the check's"], "sha256": "0" * 64}, None])
+def test_a_remembered_value_that_was_edited_or_damaged_is_computed_again(store, edit):
+    assert program_store.remembered("cannot_bind", "cartpole", lambda: ["a warning"]) == ["a warning"]
+    (path,) = store.glob("*.json")
+    path.write_text(json.dumps(edit) if edit else path.read_text()[:-5])
+    assert program_store.remembered("cannot_bind", "cartpole", lambda: ["again"]) == ["again"]
+    assert program_store.remembered("cannot_bind", "cartpole", lambda: ["a third"]) == ["again"]  # kept again
 
 
 def test_a_stored_call_loads_its_program_per_shape_and_gives_the_same_numbers(store):
@@ -260,3 +325,90 @@ def test_a_folder_that_cannot_be_written_compiles_and_says_it_stored_nothing(tmp
         program_store.configure(None)
     assert not loaded and build.built == 1 and float(program(jnp.eye(3))) == float(build()(jnp.eye(3)))
     assert note.startswith("no stored program: none stored for it yet; not stored (") and "Error" in note, note
+
+
+@pytest.mark.parametrize("where", ["the key", "another entry", "a remembered value"])
+def test_a_fifo_in_the_folder_is_never_read(store, where):
+    """A FIFO where a file should be blocks a plain ``open`` until something writes it: the store
+    reads only regular files (a watchdog writes the FIFO after 20 s, so that a hang fails)."""
+    import threading
+
+    build = Tiny()
+    get(build, shapes="stored")
+    name = {"the key": f"{program_store.key_of(_parts('a'))}.program", "another entry": f"{'0' * 40}.program",
+            "a remembered value": f"{program_store.key_of({'what': 'w', 'name': 'n', **program_store.context()})}.json"}  # fmt: skip
+    os.mkfifo(store / name[where])
+    fired = []
+
+    def unblock():
+        fired.append(1)
+        with open(store / name[where], "wb") as f:  # blocks until a reader opens it
+            f.write(b"x\n")
+
+    watchdog = threading.Timer(20, unblock)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        if where == "a remembered value":
+            assert program_store.remembered("w", "n", lambda: [1]) == [1]
+        else:
+            _, note, loaded = get(build, shapes="a")
+            assert not loaded and note.startswith("no stored program: "), note
+    finally:
+        watchdog.cancel()
+    assert not fired, "the store blocked on a FIFO"
+
+
+def test_a_damaged_header_of_another_entry_is_passed_over_when_saying_why(store):
+    build = Tiny()
+    get(build, shapes="a")
+    (path,) = store.glob("*.program")
+    payload = path.read_bytes().split(b"\n", 1)[1]
+    for i, head in enumerate(([3], {"parts": 3}, {"parts": {"slot": "vmap cartpole ppo", "structure": 3}})):
+        (store / f"{i}{path.name[1:]}").write_bytes(json.dumps(head).encode() + b"\n" + payload)
+    path.unlink()
+    _, note, loaded = get(build, shapes="a")
+    assert not loaded and build.built == 2 and note == "no stored program: none stored for it yet"
+
+
+def test_a_damaged_stored_call_is_said(store, capsys):
+    f = jax.jit(lambda x: x * 2)
+    program_store.Stored(f, "sweep cartpole", {"policy_hidden": (3,)})(jnp.ones(3))
+    (path,) = store.glob("*.program")
+    path.write_bytes(path.read_bytes()[:-10])
+    again = program_store.Stored(f, "sweep cartpole", {"policy_hidden": (3,)})
+    np.testing.assert_array_equal(again(jnp.ones(3)), np.full(3, 2.0))
+    err = capsys.readouterr().err
+    assert f"rcmdp_jax: note: sweep cartpole: the stored program {path.name} is damaged" in err, err
+    assert not again.loaded and "checksum" in again.note
+
+
+def test_another_prng_implementation_falls_back_to_compiling(store):
+    """rbg and unsafe_rbg keys have the same shape but draw other numbers: a program traced under
+    one is never run under the other."""
+    build = Tiny()
+    jax.config.update("jax_default_prng_impl", "rbg")
+    try:
+        get(build)
+        jax.config.update("jax_default_prng_impl", "unsafe_rbg")
+        _, note, loaded = get(build)
+    finally:
+        jax.config.update("jax_default_prng_impl", "threefry2x32")
+    assert not loaded and build.built == 2 and note == "no stored program: other JAX settings"
+
+
+def test_a_cpu_with_other_instruction_sets_falls_back_to_compiling(store, monkeypatch, tmp_path):
+    """XLA compiles for the host's instruction sets: a folder shared by two machines (a home on a
+    network disk) never gives one the other's program."""
+    build = Tiny()
+    cpuinfo = "processor\t: 0\nmodel name\t: A CPU\nflags\t\t: fpu sse2 {}\n\nprocessor\t: 1\n"
+    monkeypatch.setattr(program_store, "CPUINFO", tmp_path / "cpuinfo")
+    try:
+        for flags, loads in (("avx2 avx512f", False), ("avx2 avx512f", True), ("avx2", False)):
+            (tmp_path / "cpuinfo").write_text(cpuinfo.format(flags))
+            program_store.cpu.cache_clear()
+            _, note, loaded = get(build)
+            assert loaded == loads, note
+        assert note == "no stored program: another CPU" and " A CPU flags " in program_store.cpu()
+    finally:
+        program_store.cpu.cache_clear()  # read again from the real file after the test

@@ -68,6 +68,13 @@ def capturing():
         _local.seen = None
 
 
+def static_arguments(jitted) -> tuple:
+    """The static arguments (``static_argnums``, then ``static_argnames``) ``jax.jit`` gave
+    ``jitted``; none where JAX keeps them elsewhere."""
+    info = getattr(jitted, "_jit_info", None)
+    return (*getattr(info, "static_argnums", ()), *getattr(info, "static_argnames", ()))
+
+
 def _classes():
     from jax._src.lib import xla_client as xc
 
