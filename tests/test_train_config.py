@@ -1,6 +1,7 @@
 """Presets and configuration checks: the presets follow the spec table; a bad
 configuration or bad hyperparameters are a clear error before anything is traced."""
 
+import jax
 import pytest
 from tiny_configs import tiny
 from train_helpers import SEEDS
@@ -71,3 +72,12 @@ def test_bad_hparams_are_rejected_before_tracing():
         validate_hparams(HParams(gamma=1.5))
     with pytest.raises(ValueError, match="hparams must be an rcmdp_jax.HParams"):
         train(SEEDS[0], {"lr": 1.0})
+
+
+def test_jax_enable_x64_is_refused_before_tracing():
+    """The programs carry float32 state: with x64 on, tracing failed deep in a while_loop (JAX's
+    carry-type error); now the config refuses, naming the setting, before anything is traced."""
+    with jax.enable_x64(True):
+        with pytest.raises(ValueError, match="jax_enable_x64 is on"):
+            preset("cartpole", "PPO-Lag")
+    assert preset("cartpole", "PPO-Lag").learner == "ppo"  # off again: accepted

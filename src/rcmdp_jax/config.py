@@ -235,6 +235,11 @@ class Config:
 
     def validate(self) -> Config:
         """Raise ``ValueError`` naming the field and what is allowed; return self."""
+        import jax
+
+        if jax.config.jax_enable_x64:  # the programs carry float32 state: x64 fails deep in tracing
+            raise ValueError("jax_enable_x64 is on (JAX_ENABLE_X64=1, or jax.config.update('jax_enable_x64', True)): "
+                             "rcmdp_jax trains in float32; turn it off (unset JAX_ENABLE_X64) to train")  # fmt: skip
         _check_env(self.env)
         for field, allowed in CHOICES.items():
             check_choice(field, getattr(self, field), REGISTERED[field]() if field in REGISTERED else allowed)
