@@ -176,6 +176,15 @@ def test_compile_cache_off_keeps_nothing(store):
     assert not store.exists()
 
 
+@pytest.mark.parametrize("spelled", ["off", "OFF", "Off"])
+def test_compile_cache_off_in_any_case_is_off(spelled):
+    """``--compile-cache OFF`` made a cache folder named ``OFF`` in the working directory."""
+    from rcmdp_jax.study import cli
+
+    assert cli.parser().parse_args(["--compile-cache", spelled]).compile_cache == "off"
+    assert cli.parser().parse_args(["--compile-cache", "Offline"]).compile_cache == "Offline"  # a folder's name
+
+
 def test_code_from_outside_the_package_is_not_stored(store):
     class MyRule:  # a plug-in defined here, not in rcmdp_jax: its code is not in the key
         pass
