@@ -143,6 +143,26 @@ def test_sigterm_is_handled_like_ctrl_c_and_frees_the_lock(tmp_path):
     assert not (out / ".lock").exists()
 
 
+SECOND_SIGNAL = """
+import os, signal, threading, time
+from rcmdp_jax.study.commands import signals_exit
+threading.Thread(target=time.sleep, args=(30,), daemon=True).start()  # a thread that may take a signal, as JAX's
+with signals_exit("prog", "said") as state:
+    state.undo.append(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(0.5)))  # a second one, undoing
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+"""
+
+
+@pytest.mark.slow  # starts another Python process (pyproject.toml's markers)
+def test_a_second_signal_while_undoing_is_not_run_again():
+    """A second SIGTERM that another thread takes while the first is being handled: said once,
+    the undoing run once (the handler ran again inside itself, said it again, undid again)."""
+    proc = subprocess.run([sys.executable, "-c", SECOND_SIGNAL], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert proc.stderr.count("prog: interrupted: said") == 1, proc.stderr
+
+
 @pytest.mark.slow  # starts another Python process (pyproject.toml's markers)
 def test_a_truncated_checkpoint_is_set_aside_without_event_loop_noise(trained, tmp_path):
     """A checkpoint whose files are not those listed when it was saved is refused before

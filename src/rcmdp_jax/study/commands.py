@@ -39,7 +39,7 @@ def signals_exit(prog: str, said: str):
     def interrupted(signum, frame):
         if state.held is not None:  # a list while renames must all happen: the signal kept for their end
             return state.held.append(signum)
-        signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # a second Ctrl-C does not cut the undoing short
+        state.held = []  # a second Ctrl-C (any thread may take it) is kept, not run: the undoing is not cut short
         print(f"\n{prog}: interrupted: {state.said}", file=sys.stderr, flush=True)
         for undo in state.undo:
             with contextlib.suppress(Exception):  # the exit comes whatever is left to undo
