@@ -73,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
     add("--coordinator", metavar="HOST:PORT", help="--distributed: process 0's address")
     add("--num-processes", type=int, help="--distributed: how many processes")
     add("--process-id", type=int, help="--distributed: this process's index, 0 .. N-1")
-    add("--compile-cache", metavar="DIR|off", type=lambda v: "off" if v.lower() == "off" else v, help="the caches, or off")
+    add("--compile-cache", metavar="DIR|off", type=lambda v: "off" if v.lower() == "off" else v, help="caches' folder")
     add("--plots", default="on", choices=("on", "off"), help="the report's figures (default on)")
     add("--tensorboard", default="auto", choices=("auto", "on", "off"), help="TensorBoard event files (default auto)")
     return p
