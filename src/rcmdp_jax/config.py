@@ -15,6 +15,8 @@ import math
 import types
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+import jax
+
 from rcmdp_jax import adversary, constraints, learners, options, schedules
 from rcmdp_jax.adversary import ADVERSARY_NAMES, NONE
 from rcmdp_jax.constraints import CONSTRAINT_NAMES
@@ -235,8 +237,6 @@ class Config:
 
     def validate(self) -> Config:
         """Raise ``ValueError`` naming the field and what is allowed; return self."""
-        import jax
-
         if jax.config.jax_enable_x64:  # the programs carry float32 state: x64 fails deep in tracing
             raise ValueError("jax_enable_x64 is on (JAX_ENABLE_X64=1, or jax.config.update('jax_enable_x64', True)): "
                              "rcmdp_jax trains in float32; turn it off (unset JAX_ENABLE_X64) to train")  # fmt: skip
