@@ -122,15 +122,35 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
                          "FIELD:LIMIT; "
                          f"{allowed_fields(state_fields, 'no FIELD:LIMIT cost can bound it')}")  # fmt: skip
 
-    def cost(state, action, next_state, params):
-        # a vector field (Reacher-misc's angle_vels) is one constraint on its largest entry
-        return jnp.max(jnp.abs(jnp.asarray(getattr(next_state, field)))).reshape((1,)) - limit
-
     if unsafe_steps:
         from rcmdp_jax.envs.unsafe_steps import indicator
 
-        return indicator(lambda s, a, n, p: cost(s, a, n, p) > 0, budget, gamma_c)
-    return cost
+        return indicator(FieldLimit(field, limit, unsafe=True), budget, gamma_c)
+    return FieldLimit(field, limit)
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldLimit:
+    """The cost ``|s'.FIELD| - LIMIT`` of ``FIELD:LIMIT`` (``unsafe``: the flag ``|s'.FIELD| > LIMIT``
+    of ``'FIELD>LIMIT'``, an indicator's). ``robustify`` calls ``excess`` with the limit its
+    parameters hold (``EnvParams.cost_limits``), so that the limit is an argument of the program."""
+
+    field: str
+    limit: float
+    unsafe: bool = False
+
+    def excess(self, next_state, limit):
+        """``(1,)``: how far ``|s'.FIELD|`` is past ``limit`` (a vector field, Reacher-misc's
+        angle_vels, is one constraint on its largest entry)."""
+        return jnp.max(jnp.abs(jnp.asarray(getattr(next_state, self.field)))).reshape((1,)) - limit
+
+    def at(self, next_state, limit):
+        """The cost (or the unsafe flag) at ``limit``."""
+        excess = self.excess(next_state, limit)
+        return excess > 0 if self.unsafe else excess
+
+    def __call__(self, state, action, next_state, params):
+        return self.at(next_state, self.limit)
 
 
 def zero_cost(state, action, next_state, params):

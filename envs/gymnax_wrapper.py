@@ -34,7 +34,7 @@ from flax import struct
 from gymnax.environments import environment, spaces
 from jax.extend import core as jcore
 from rcmdp_jax.envs.base import RobustEnvironment, RobustState
-from rcmdp_jax.envs.gymnax_any import allowed_fields, float_fields
+from rcmdp_jax.envs.gymnax_any import FieldLimit, allowed_fields, float_fields
 from rcmdp_jax.envs.gymnax_inputs import check_cost_fns, check_cost_shapes, cost_functions, half_width, noise_vector
 from rcmdp_jax.envs.unsafe_steps import cost_terms, finalise
 
@@ -51,6 +51,11 @@ class WrappedParams(environment.EnvParams):
     xi_c: jax.Array = None
     kappa: jax.Array = None
     noise: jax.Array = None
+    # per constraint entry, the numbers of its cost that the step reads here, so that a program takes
+    # them as arguments: a FIELD:LIMIT cost's limit (``gymnax_any.FieldLimit``) and an indicator's
+    # budget share B/H (``envs.indicator``); None where no cost has either
+    cost_limits: jax.Array = None
+    cost_shares: jax.Array = None
     inner: Any = None
     max_steps_in_episode: int = 1
 
@@ -136,10 +141,11 @@ class RobustGymnax(RobustEnvironment):
         m = jax.eval_shape(lambda s, p: self._costs(s, self._sample_action(), s, p), shape, params)
         self.num_constraints = int(m.shape[0])
         self.cost_gammas, self.cost_offsets = self._cost_terms(shape, params)
+        limits, shares = self._cost_numbers()
         self._name = name or f"Robust{env.name}"
         self._default = WrappedParams(
             xi=jnp.asarray(nominal), xi_c=jnp.asarray(nominal), kappa=jnp.asarray(kappa), noise=jnp.asarray(noise),
-            inner=params, max_steps_in_episode=self.episode_length,
+            cost_limits=limits, cost_shares=shares, inner=params, max_steps_in_episode=self.episode_length,
         )  # fmt: skip
 
     # ------------------------------------------------------------ plumbing
@@ -182,19 +188,48 @@ class RobustGymnax(RobustEnvironment):
         """Per constraint, each cost function's ``(gamma_c, b)`` (``unsafe_steps.cost_terms``)
         repeated over its entries: ``(cost_gammas, cost_offsets)``, or ``(None, None)`` where
         every cost is discounted by gamma and shifts nothing (the presets' own costs)."""
-        gammas, offsets = [], []
+        gammas, offsets, self.cost_sizes = [], [], []
         for fn in self.cost_fns:
             gamma_c, b = cost_terms(fn)
             k = jax.eval_shape(lambda s, p, fn=fn: fn(*self._cost_args(s, self._sample_action(), s, p)), shape, params)
             gammas += [np.nan if gamma_c is None else gamma_c] * int(k.shape[0])
             offsets += [b] * int(k.shape[0])
+            self.cost_sizes.append(int(k.shape[0]))
         if all(np.isnan(gammas)) and not any(offsets):
             return None, None
         return tuple(float(g) for g in gammas), tuple(float(b) for b in offsets)
 
-    def _costs(self, state, action, next_state, inner):
+    def _cost_numbers(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(cost_limits, cost_shares)`` of the default parameters, per constraint entry (float32):
+        each FIELD:LIMIT cost's limit and each indicator's B/H (0 where a cost has none), or
+        ``(None, None)`` where no cost has either (costs of one's own: their numbers are theirs)."""
+        limits, shares = [], []
+        for fn, k in zip(self.cost_fns, self.cost_sizes):
+            limit = field_limit(fn)
+            limits += [0.0 if limit is None else limit.limit] * k
+            shares += [float(getattr(fn, "offset", 0.0)) if hasattr(fn, "unsafe") else 0.0] * k
+        if not any(field_limit(fn) is not None or hasattr(fn, "unsafe") for fn in self.cost_fns):
+            return None, None
+        return np.asarray(limits, np.float32), np.asarray(shares, np.float32)
+
+    def _costs(self, state, action, next_state, inner, params=None):
+        """The ``m`` constraint-costs; a FIELD:LIMIT cost's limit and an indicator's B/H read from
+        ``params`` (``WrappedParams``) where given, else each function's own."""
         args = self._cost_args(state, action, next_state, inner)
-        return jnp.concatenate([jnp.reshape(c(*args), (-1,)) for c in self.cost_fns])
+        if params is None or params.cost_limits is None:
+            return jnp.concatenate([jnp.reshape(c(*args), (-1,)) for c in self.cost_fns])
+        out, i = [], 0
+        for fn, k in zip(self.cost_fns, self.cost_sizes):
+            limit = field_limit(fn)
+            if hasattr(fn, "unsafe"):  # an indicator: 1 per unsafe step less B/H
+                flag = fn.unsafe(*args) if limit is None else limit.at(next_state, params.cost_limits[i])
+                out.append(jnp.atleast_1d(jnp.asarray(flag).astype(jnp.float32)) - params.cost_shares[i : i + k])
+            elif limit is not None:
+                out.append(limit.at(next_state, params.cost_limits[i]))
+            else:
+                out.append(jnp.reshape(fn(*args), (-1,)))
+            i += k
+        return jnp.concatenate(out)
 
     # ------------------------------------------------------------ the model
     def gymnax_step(self, state, action, inner):
@@ -239,7 +274,7 @@ class RobustGymnax(RobustEnvironment):
         s_next, reward = jnp.where(bad, jnp.nan, s_next), jnp.where(bad, jnp.nan, reward)
         new_state = RobustState(s=s_next, time=state.time + 1)
         before, after = self.unflatten(state.s, state.time), self.unflatten(s_next, new_state.time)
-        costs = jnp.where(bad, jnp.nan, self._costs(before, action, after, inner))
+        costs = jnp.where(bad, jnp.nan, self._costs(before, action, after, inner, params))
         terminated = jnp.asarray(self.inner.is_terminated(after, inner)).reshape(()) | bad
         info = {"costs": costs, "saturated": jnp.zeros((), bool)}
         return self._obs(after, inner), new_state, reward, terminated, info
@@ -266,6 +301,14 @@ class RobustGymnax(RobustEnvironment):
 
     def observation_space(self, params):
         return spaces.Box(-jnp.inf, jnp.inf, (self.obs_dim,), jnp.float32)
+
+
+def field_limit(fn) -> FieldLimit | None:
+    """The ``FieldLimit`` of a cost function (FIELD:LIMIT, or an indicator of 'FIELD>LIMIT'), or None."""
+    for part in (fn, getattr(fn, "unsafe", None)):
+        if isinstance(part, FieldLimit):
+            return part
+    return None
 
 
 def robustify(env: environment.Environment, uncertain: Mapping[str, Any], costs: Mapping[str, CostFn] | Sequence,

@@ -74,6 +74,7 @@ class Indicator:
 
         cost.__name__ = self.__name__
         cost.gamma_c, cost.offset = self.gamma_c, b  # read by robustify: the discount, EpCost's shift
+        cost.unsafe = self.unsafe  # robustify subtracts b itself, from its parameters (``EnvParams.cost_shares``)
         return cost
 
     def __call__(self, state, action, next_state, params):  # outside robustify: no budget shift known

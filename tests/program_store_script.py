@@ -4,7 +4,7 @@ program store ``STORE`` (or none: ``off``). Writes its metrics and final paramet
 (npz) and prints ``RESULT <json>``: whether its programs were loaded, what it said, how often
 the family was built (``make_family``: traced) and the store's counts.
 
-    python program_store_script.py STORE|off OUT LR_SCALE"""
+    python program_store_script.py STORE|off OUT LR_SCALE [ENV]"""
 
 import json
 import os
@@ -21,13 +21,14 @@ from rcmdp_jax import program_store  # noqa: E402
 from rcmdp_jax.chunked import Prepared, train_prepared  # noqa: E402
 
 store, out, lr_scale = sys.argv[1], sys.argv[2], float(sys.argv[3])
+env = sys.argv[4] if len(sys.argv) > 4 else "cartpole"
 program_store.configure(None if store == "off" else store)
 built = []
 make_family = family.make_family
 family.make_family = lambda cfgs: built.append(1) or make_family(cfgs)  # counts the family's traces
 cfgs = []
 for algo in ("PPO-Lag", "PPO-Robust-Lag"):
-    cfg = preset("cartpole", algo, total_timesteps=64 * 3, n_steps=16, minibatch_size=16, epochs=2,
+    cfg = preset(env, algo, total_timesteps=64 * 3, n_steps=16, minibatch_size=16, epochs=2,
                  eval_episodes=2, n_dual_episodes=2, dual_batch=32)  # fmt: skip
     cfgs.append(cfg.replace(lr=cfg.hparams.lr * lr_scale))
 keys = np.asarray(jax.random.split(jax.random.PRNGKey(3), 3))

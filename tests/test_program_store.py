@@ -24,9 +24,9 @@ from rcmdp_jax.study import runtime
 SCRIPT = Path(__file__).resolve().parent / "program_store_script.py"
 
 
-def run_script(store, out: Path, lr_scale: float):
+def run_script(store, out: Path, lr_scale: float, *env_name: str):
     env = {k: v for k, v in os.environ.items() if k != "RCMDP_JAX_PROGRAM_STORE"}
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(store), str(out), str(lr_scale)], capture_output=True,
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(store), str(out), str(lr_scale), *env_name], capture_output=True,
                           text=True, env=env, timeout=1200)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     result = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1]
@@ -49,6 +49,25 @@ def test_a_new_process_with_another_learning_rate_loads_the_program_and_trains_a
     for name in a.files:
         np.testing.assert_array_equal(a[name], f[name], err_msg=name)
     assert any(not np.array_equal(a[n], o[n]) for n in a.files)  # the learning rate reached the program
+
+
+@pytest.mark.slow
+def test_a_new_process_with_another_box_width_and_cost_limit_loads_the_program_and_trains_as_a_fresh_compile(tmp_path):
+    """A ``gymnax:`` name's box widths (its ``kappa``) and its costs' limits and budgets are
+    arguments of the program: other ones load the program stored for the first and train the
+    numbers a fresh compile trains."""
+    store, name = tmp_path / "programs", "gymnax:CartPole-v1@uncertain=gravity:{},length:0.2@costs=x>{},x_dot:{}"
+    first, _ = run_script(store, tmp_path / "first.npz", 1.0, name.format(0.1, "0.3:5", 1.5))
+    assert not first["loaded"] and first["counts"]["stored"] == 1
+    again, log = run_script(store, tmp_path / "again.npz", 1.0, name.format("abs:3.5", "0.1:20", 0.5))
+    assert again["loaded"] and again["built"] == 0, log
+    fresh, _ = run_script("off", tmp_path / "fresh.npz", 1.0, name.format("abs:3.5", "0.1:20", 0.5))
+    assert not fresh["loaded"] and fresh["built"] == 1
+    a, f, o = (np.load(tmp_path / f"{n}.npz") for n in ("again", "fresh", "first"))
+    for key in a.files:
+        np.testing.assert_array_equal(a[key], f[key], err_msg=key)
+    assert not np.array_equal(a["1/xi"], o["1/xi"])  # the robust member's kernels: in the wider box
+    assert not np.array_equal(a["0/episode_ep_cost"], o["0/episode_ep_cost"])  # other limits: other costs
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from rcmdp_jax.envs.numbers import program_key, program_numbers
+
 # iteration slots per chunk, whatever the budget: the program takes the run's iterations as an
 # argument (the last chunk's slots past the end do nothing), so every budget runs one program.
 # An episodic learner's slot is one episode (MCPMD), a batch learner's one batch.
@@ -89,17 +91,20 @@ class Prepared:
         batch_keys = np.tile(keys, (len(cfgs), 1))
         self.batches = [(batch_keys, members)]
         tables = family_tables(cfgs)  # the members' hyperparameters and Variants: the programs' argument
+        numbers = env_numbers(cfgs[0].env)  # the environment's numbers: the initial state's argument
 
         def build():
             split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}  # every leaf split
             family = self.make_family(cfgs)
-            init_fn = jax.vmap(lambda k, m, t: family.using(*t).init(k, m), in_axes=(0, 0, None))
+            start = lambda k, m, t, e: family.using(*t).init(k, m, family.step.default_env_params.replace(**e))
+            init_fn = jax.vmap(start, in_axes=(0, 0, None, None))
             run = lambda s, m, start, t, total: family.using(*t).run(s, m, start, chunk, total)
             step = jax.vmap(run, in_axes=(0, 0, None, None, None))
             # the initial state is computed unsharded, then split across the mesh: a sharded init
             # program (orthogonal init = LAPACK QR) deadlocks XLA CPU on several devices
             t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), tables)
-            lowered = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False), t_spec)
+            e_spec = jax.tree.map(lambda x: spec(x, False, padded=False), numbers)
+            lowered = jax.jit(init_fn).lower(spec(batch_keys, False), spec(members, False), t_spec, e_spec)
             state = lowered.out_info  # the state's shapes: init traced once
             if mesh is not None:
                 sharded = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=split["out_shardings"])
@@ -111,7 +116,7 @@ class Prepared:
             return init.result(), train
 
         init, step = self._compiled("vmap", build)
-        self.init = lambda k, m: init(k, m, tables)
+        self.init = lambda k, m: init(k, m, tables, numbers)
         self.step = lambda state, m, start: step(state, m, start, tables, self.total)
 
     def _compile_loop(self) -> None:
@@ -123,20 +128,23 @@ class Prepared:
         keys, spec = self.keys, self._spec
         self.batches = [(keys[i], m) for m in range(len(self.cfgs)) for i in range(keys.shape[0])]
         tables = [family_tables([c]) for c in self.cfgs]  # each algorithm a family of one
+        numbers = env_numbers(self.cfgs[0].env)
 
         def build():
             scalar, inits, steps = jax.ShapeDtypeStruct((), np.int32), [], []
+            e_spec = jax.tree.map(lambda x: spec(x, False, padded=False), numbers)
             with ThreadPoolExecutor(1) as beside:  # XLA compiles each initial state while its chunk is traced
                 for f, t in zip([self.make_family([c]) for c in self.cfgs], tables):
                     t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), t)
-                    lowered = jax.jit(lambda k, t, f=f: f.using(*t).init(k, 0)).lower(spec(keys[0], False), t_spec)
+                    start = lambda k, t, e, f=f: f.using(*t).init(k, 0, f.step.default_env_params.replace(**e))
+                    lowered = jax.jit(start).lower(spec(keys[0], False), t_spec, e_spec)
                     inits.append(beside.submit(lowered.compile))
                     run = lambda s, start, t, total, f=f: f.using(*t).run(s, 0, start, self.chunk, total)
                     steps.append(jax.jit(run).lower(lowered.out_info, scalar, t_spec, scalar).compile())
             return [i.result() for i in inits], steps
 
         inits, steps = self._compiled("loop", build)
-        self.init = lambda k, m: inits[m](k, tables[m])
+        self.init = lambda k, m: inits[m](k, tables[m], numbers)
         self.step = lambda state, m, start: steps[m](state, start, tables[m], self.total)
 
     def _compiled(self, layout: str, build):
@@ -147,14 +155,14 @@ class Prepared:
         from rcmdp_jax import program_store
         from rcmdp_jax.family import plugins, structure
 
-        envs_ = tuple(env_identity(c.env) for c in self.cfgs)
+        envs_ = tuple(env_identity(c.env, program=True) for c in self.cfgs)
         shape = structure(self.cfgs) if layout == "vmap" else tuple(structure([c]) for c in self.cfgs)
         used = plugins(self.cfgs)  # the plug-ins its lanes run, not every registered one
         key = ("family", layout, shape, envs_, used, self.keys.shape, str(self.keys.dtype), self.mesh, self.chunk)
 
         def stored():
             mesh = None if self.mesh is None else (self.mesh.axis_names, [d.id for d in self.mesh.devices.flat])
-            slot = f"{layout} {' '.join(dict.fromkeys(c.env for c in self.cfgs))} {self.cfgs[0].learner}"
+            slot = f"{layout} {' '.join(dict.fromkeys(program_key(c.env) for c in self.cfgs))} {self.cfgs[0].learner}"
             shapes = f"keys {self.keys.shape} {self.keys.dtype}, chunk {self.chunk}, mesh {mesh}"
             objects = [obj for kind in used for _, obj in kind]
             registered = [e[0] for e in envs_ if isinstance(e, tuple)]
@@ -307,16 +315,24 @@ counts = {"built": 0, "reused": 0}  # for tests and curious users
 _specs: dict[int, Any] = {}  # registered specs that keys name by id, kept alive so no id is reused
 
 
-def env_identity(name: str) -> Any:
+def env_identity(name: str, program: bool = False) -> Any:
     """What an environment name stands for now: the registered spec itself (by identity) for
-    ``envs.register``'s names, the name for the others (built from it alone)."""
+    ``envs.register``'s names, the name for the others (built from it alone); ``program``: for a
+    training program, whose environment numbers are arguments (``envs.numbers.program_key``)."""
     from rcmdp_jax import envs
 
     registered = envs.registered_spec(name)
     if registered is None:
-        return name
+        return program_key(name) if program else name
     _specs[id(registered)] = registered
     return name, id(registered)
+
+
+def env_numbers(name: str) -> dict:
+    """Environment ``name``'s numbers a training program takes as arguments (``envs.numbers``)."""
+    from rcmdp_jax import envs
+
+    return program_numbers(name, envs.make(name)[1])
 
 
 def policy_key(env: str, cfg) -> tuple:

@@ -29,6 +29,7 @@ import numpy as np
 
 from rcmdp_jax import adversary, constraints, learners, options, schedules
 from rcmdp_jax.config import MEMBER_FIELDS, Config, fields_of
+from rcmdp_jax.envs.numbers import program_key
 from rcmdp_jax.hparams import HParams, built_for
 from rcmdp_jax.plugin import options_of
 from rcmdp_jax.step import Step, Variant
@@ -47,14 +48,15 @@ def family_key(cfg: Config) -> Config:
 
 def structure(configs) -> tuple:
     """What the program of a family of ``configs`` is built from, and so the key of its compiled
-    program: the shared config without its budget (``total_timesteps``) and without the options no
-    plug-in of it reads, the robust methods and constraint rules it switches over, and its number of
+    program: the shared config without its budget (``total_timesteps``), its environment's numbers
+    (``envs.numbers.program_key``) and the options no plug-in of it reads, the robust methods and constraint rules it switches over, and its number of
     members. The members' hyperparameters,
     ``Variant``s and budget (``tables``, the run's iterations) are arguments of the program: a
-    run whose only change is a learning rate or a budget runs the compiled program again."""
+    run whose only change is a learning rate, a budget or a limit runs the compiled program again."""
     configs = tuple(configs)
     read = {o for c in configs for cls in options.used(c) for o in options_of(cls)}  # the options its plug-ins read
     shared = dataclasses.replace(family_key(configs[0]), **{f: getattr(_DEFAULT, f) for f in fields_of("budget")})
+    shared = dataclasses.replace(shared, env=program_key(shared.env))  # its numbers: arguments (``envs.numbers``)
     shared = dataclasses.replace(shared, options=tuple(p for p in shared.options if p[0] in read))
     return shared, adversary.family_methods(configs), rules_of(configs), len(configs)
 

@@ -77,12 +77,16 @@ def value_discounts(env, gamma):
     return jnp.concatenate([jnp.reshape(jnp.asarray(gamma, jnp.float32), (1,)), cost_discounts(env, gamma)])
 
 
-def episode_cost(env, costs: jax.Array) -> jax.Array:
+def episode_cost(env, costs: jax.Array, params) -> jax.Array:
     """A step's share of the episode cost EpCost, ``[..., m]``: the per-step cost with the
-    share an indicator subtracts added back (``env.cost_offsets``, ``B/H``: 1 per unsafe step),
-    else the cost itself; EpCost is its undiscounted sum over the episode."""
+    share an indicator subtracts added back (``B/H``: 1 per unsafe step; the step's parameters'
+    ``cost_shares`` where they hold them, else ``env.cost_offsets``), else the cost itself; EpCost
+    is its undiscounted sum over the episode."""
     offsets = getattr(env, "cost_offsets", None)
-    return costs if offsets is None else costs + np.asarray(offsets, np.float32)
+    if offsets is None:
+        return costs
+    shares = getattr(params, "cost_shares", None)
+    return costs + (np.asarray(offsets, np.float32) if shares is None else shares)
 
 
 @struct.dataclass
@@ -251,7 +255,7 @@ def collect_rollout(key, env, env_params, actor, actor_params, env_state, obs, a
             g = np.asarray(own, np.float32)
             cost_discount = jnp.where(np.isnan(g), cost_discount, np.nan_to_num(g) ** acc.steps[:, None])
         disc_costs = discounted_fold((cost_discount, acc.disc_costs), info["costs"], 1.0, 1.0)[1]
-        ep_costs = acc.ep_costs + episode_cost(env, info["costs"])
+        ep_costs = acc.ep_costs + episode_cost(env, info["costs"], params)
         finished = done.astype(jnp.float32)
         stats = dict(
             episodes=finished,
@@ -324,7 +328,7 @@ def episode_values(key, env, env_params, policy: Callable, gamma, horizon: int, 
         sums, n, hit, epc = acc
         sums = fold_values(sums, st, gamma)
         hit = jnp.maximum(hit, st.alive * st.saturated.astype(jnp.float32))
-        return sums, n + st.alive, hit, epc + st.alive * episode_cost(env, st.costs)
+        return sums, n + st.alive, hit, epc + st.alive * episode_cost(env, st.costs, env_params)
 
     zero = jnp.float32(0.0)
     init = (init_values(env.num_constraints, gamma), zero, zero, jnp.zeros((env.num_constraints,), jnp.float32))

@@ -76,7 +76,7 @@ class MCPMD(Learner):
             episode_return=jnp.sum(ep.reward * ep.alive),
             episode_disc_return=disc_return,
             episode_costs=disc_costs,
-            episode_ep_cost=jnp.sum(episode_cost(env, ep.costs) * ep.alive[:, None], axis=0),
+            episode_ep_cost=jnp.sum(episode_cost(env, ep.costs, params) * ep.alive[:, None], axis=0),
             episodes_completed=jnp.float32(1.0),
         )
         return ep, state, stats
