@@ -1,7 +1,8 @@
 """What a user waits for on a first run and on a rerun that changes only a number (a benchmark,
 not a test): the quick start (``rcmdp --env gymnax:CartPole-v1 --algos PPO-Lag,PPO-Robust-Lag
 --seeds 3``) run twice in new processes on one fresh ``--compile-cache``, the second with only
-``--set lr=...`` changed::
+``--set lr=...`` changed (``--change limit``: both runs with the safe-RL quick start's costs,
+``--costs 'x>0.3:5'``, the second with another limit and budget, ``'x>0.2:10'``)::
 
     python experiments/bench_rerun.py --json FILE [--python /other/venv/bin/python --label before]
 
@@ -111,6 +112,8 @@ def main() -> int:
     p.add_argument("--before", default=None, help="another checkout, run interleaved with this one (label 'before')")
     p.add_argument("--job", choices=("quick", "main"), default="quick")
     p.add_argument("--lr", default="0.0006", help="the rerun's --set lr=")
+    p.add_argument("--change", choices=("lr", "limit"), default="lr",
+                   help="what the rerun changes: the learning rate, or (the quick start) its cost's limit and budget")
     p.add_argument("--steps", default=None, help="a shorter budget (default: the preset's)")
     p.add_argument("--reverse", action="store_true", help="with --before: this checkout's run first in each pair")
     p.add_argument("--json", default=None, help="append the figures to this file")
@@ -121,8 +124,12 @@ def main() -> int:
         codes = {"before": package_path(args.before, work / "before"), args.label: None}
         codes = dict(reversed(codes.items())) if args.reverse else codes
     job = QUICK if args.job == "quick" else MAIN
+    if args.change == "limit" and args.job != "quick":
+        p.error("--change limit is the quick start's (its --costs)")
     runs = {}
-    for name, extra in (("first", []), ("rerun_lr", ["--set", f"lr={args.lr}"])):
+    reruns = {"lr": [("first", []), ("rerun_lr", ["--set", f"lr={args.lr}"])],
+              "limit": [("first", ["--costs", "x>0.3:5"]), ("rerun_limit", ["--costs", "x>0.2:10"])]}
+    for name, extra in reruns[args.change]:
         for label, path in codes.items():
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH")) if p))
             cmd = [args.python, __file__, "--command", str(work / f"{label}-{name}.json"), *job]
@@ -133,7 +140,8 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from launch import describe, machine
 
-    record = {"job": args.job, "machine": describe(machine()), "command": job, "before": args.before, "runs": runs,
+    record = {"job": args.job, "change": args.change, "machine": describe(machine()), "command": job,
+              "before": args.before, "runs": runs,
               "order": list(codes),
               "load_average": os.getloadavg()}  # fmt: skip
     if args.json:
