@@ -16,6 +16,11 @@ two devices):
 * ``--knockout``: the training chunk compiled with one phase of the iteration replaced by zeros
   of its shapes (``PHASES``; the state passed through), each in a fresh process: what that
   phase costs XLA's compile.
+* ``--random-bits``: the family built with each lowering of JAX's random bits (``threefry2x32``;
+  ``LOWERINGS``), each in a fresh process, interleaved: ``straight`` (the runner's), ``rolled``
+  (JAX's CPU default), ``barrier`` (the runner's, its outputs behind an optimisation barrier: no
+  copy fused into each consumer) and ``stub`` (a few integer ops instead: wrong numbers, only what
+  the random bits cost the compile).
 
     python experiments/bench_compile.py --job quick --options default,O0 --repeats 2 --json FILE
     python experiments/bench_compile.py --job quick --knockout --json FILE
@@ -47,6 +52,7 @@ OPTIONS = {
     "fast_compile": {"xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_COMPILE"},
 }
 PHASES = ("collect", "update", "adversary", "dual", "curve")
+LOWERINGS = ("straight", "rolled", "barrier", "stub")
 MORE_PHASES = ("search", "starts")  # parts of the search method's phase (``--phases``)
 
 
@@ -135,6 +141,33 @@ def stub_phase(family, phase: str) -> None:
         GradientSearch.starts = starts
     else:
         raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
+
+
+def lower_random_bits(how: str) -> None:
+    """Lower JAX's ``threefry2x32`` on the CPU as ``how`` (``LOWERINGS``) in this process."""
+    import jax.numpy as jnp
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir.dialects import hlo
+    from jax._src.random import threefry2x32 as t
+
+    from rcmdp_jax import cpu_prng
+
+    def barrier(ctx, *args, **kw):  # the straight-line bits, then an optimisation barrier
+        return list(hlo.OptimizationBarrierOp(list(t._threefry2x32_lowering_rule(ctx, *args, **kw))).results)
+
+    def stub(k1, k2, x1, x2):  # integer mixing of the same shapes: not random bits
+        shape = jnp.broadcast_shapes(k1.shape, k2.shape, x1.shape, x2.shape)
+        a = (x1 * jnp.uint32(2654435761)) ^ k1 ^ (x2 >> 3)
+        b = (x2 * jnp.uint32(2246822519)) ^ k2 ^ (x1 << 5)
+        return [jnp.broadcast_to(a, shape), jnp.broadcast_to(b, shape)]
+
+    if how not in LOWERINGS:
+        raise ValueError(f"random bits' lowering must be one of {', '.join(LOWERINGS)}, got {how!r}")
+    if how == "rolled":
+        cpu_prng.use_rolled_threefry()
+    elif how != "straight":
+        rule = barrier if how == "barrier" else mlir.lower_fun(stub, multiple_results=True)
+        mlir.register_lowering(t.threefry2x32_p, rule, platform="cpu")
 
 
 def build(cfgs, keys, mesh, phase: str | None = None):
@@ -240,6 +273,8 @@ def one_process(args) -> list[dict]:
     from rcmdp_jax import cpu_prng
 
     cpu_prng.apply_default()  # the random bits' lowering the runner compiles with
+    if args.lowering:
+        lower_random_bits(args.lowering)
     jax.config.update("jax_enable_compilation_cache", False)
     from rcmdp_jax.sharding import local_mesh
 
@@ -255,6 +290,7 @@ def one_process(args) -> list[dict]:
         # the initial state's program compiles beside the chunk's tracing: the smaller of the two
         init, step = sorted(lowered, key=lambda r: len(r["lowered"].as_text()))[-2:]
         rec = dict(job=args.job, label=args.label, family=name, members=len(cfgs), seeds=seeds, phase_removed=args.phase,
+                   random_bits=args.lowering or "straight",
                    build_s=round(total, 2), **seconds, step_xla_wall_s=round(step["wall_s"], 2),
                    step_xla_cpu_s=round(step["cpu_s"], 2), init_xla_wall_s=round(init["wall_s"], 2),
                    init_xla_cpu_s=round(init["cpu_s"], 2),
@@ -306,6 +342,8 @@ def main(argv=None) -> int:
     p.add_argument("--label", default=None, help=argparse.SUPPRESS)
     p.add_argument("--phases", default=None, help=f"with --knockout, these phases: {', '.join(PHASES + MORE_PHASES)}")
     p.add_argument("--phase", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--random-bits", action="store_true", help=f"one process per lowering: {', '.join(LOWERINGS)}")
+    p.add_argument("--lowering", default=None, choices=LOWERINGS, help=argparse.SUPPRESS)
     p.add_argument("--json", default=None, help="append each record as a JSON line")
     args = p.parse_args(argv)
     os.environ["RCMDP_JAX_PROGRAM_STORE"] = "off"
@@ -332,6 +370,14 @@ def main(argv=None) -> int:
         for _ in range(args.repeats):
             for phase in (None, *(args.phases.split(",") if args.phases else PHASES)):
                 subprocess.run(base + (["--phase", phase] if phase else []), check=True)
+        return 0
+    if args.random_bits:
+        base = [sys.executable, __file__, "--job", args.job, "--chunks", "0"]
+        base += ["--family", args.family] if args.family else []
+        base += ["--json", args.json] if args.json else []
+        for _ in range(args.repeats):
+            for how in LOWERINGS:
+                subprocess.run(base + ["--lowering", how], check=True)
         return 0
     records = one_process(args)
     if args.json:

@@ -52,16 +52,19 @@ def test_a_new_process_with_another_learning_rate_loads_the_program_and_trains_a
 
 
 @pytest.mark.slow
-def test_a_new_process_with_another_box_width_and_cost_limit_loads_the_program_and_trains_as_a_fresh_compile(tmp_path):
-    """A ``gymnax:`` name's box widths (its ``kappa``) and its costs' limits and budgets are
-    arguments of the program: other ones load the program stored for the first and train the
+def test_a_new_process_with_another_box_width_cost_limit_and_noise_loads_the_program_and_trains_as_a_fresh_compile(
+    tmp_path,
+):
+    """A ``gymnax:`` name's box widths (its ``kappa``), its costs' limits and budgets and its noise
+    are arguments of the program: other ones load the program stored for the first and train the
     numbers a fresh compile trains."""
-    store, name = tmp_path / "programs", "gymnax:CartPole-v1@uncertain=gravity:{},length:0.2@costs=x>{},x_dot:{}"
-    first, _ = run_script(store, tmp_path / "first.npz", 1.0, name.format(0.1, "0.3:5", 1.5))
+    store = tmp_path / "programs"
+    name = "gymnax:CartPole-v1@uncertain=gravity:{},length:0.2@costs=x>{},x_dot:{}@noise={}"
+    first, _ = run_script(store, tmp_path / "first.npz", 1.0, name.format(0.1, "0.3:5", 1.5, 1e-3))
     assert not first["loaded"] and first["counts"]["stored"] == 1
-    again, log = run_script(store, tmp_path / "again.npz", 1.0, name.format("abs:3.5", "0.1:20", 0.5))
+    again, log = run_script(store, tmp_path / "again.npz", 1.0, name.format("abs:3.5", "0.1:20", 0.5, 0.02))
     assert again["loaded"] and again["built"] == 0, log
-    fresh, _ = run_script("off", tmp_path / "fresh.npz", 1.0, name.format("abs:3.5", "0.1:20", 0.5))
+    fresh, _ = run_script("off", tmp_path / "fresh.npz", 1.0, name.format("abs:3.5", "0.1:20", 0.5, 0.02))
     assert not fresh["loaded"] and fresh["built"] == 1
     a, f, o = (np.load(tmp_path / f"{n}.npz") for n in ("again", "fresh", "first"))
     for key in a.files:
