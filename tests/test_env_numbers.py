@@ -105,3 +105,13 @@ def test_a_cost_limit_and_budget_are_read_from_the_parameters_the_step_is_given(
     assert costs[0] in (np.float32(1 - 20 / b.episode_length), np.float32(-20 / b.episode_length)) and costs[1] != 0
     unmoved = a.step(step, out_b[1], 0, params_a)[-1]["costs"]
     assert not np.array_equal(unmoved, b.step(step, out_b[1], 0, params_b)[-1]["costs"])
+
+
+def test_the_loop_layout_shares_its_programs_across_limits_and_starts_at_the_new_one():
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(5), 1))
+    Prepared(limited(0.3), keys, False)
+    built = chunked.counts["built"]
+    prep = Prepared(limited(0.05), keys, False)
+    assert chunked.counts["built"] == built, "another limit built another program"
+    state, _ = prep.start(keys[0], 0)
+    np.testing.assert_array_equal(state.env_params.velocity_limit, np.float32(0.05))
