@@ -345,6 +345,40 @@ def test_the_runner_loads_its_training_test_and_search_programs_and_writes_what_
             np.testing.assert_array_equal(a[key], f[key], err_msg=f"{name} {key}")
 
 
+@pytest.mark.slow
+def test_the_runner_at_another_limit_loads_its_training_and_test_programs_and_writes_what_a_fresh_compile_writes(
+    tmp_path,
+):
+    """A study domain's limit is an argument of the training program and of the robustness test's
+    (its kernels): a second run at another limit stores nothing new and writes what a fresh compile writes."""
+    env = {k: v for k, v in os.environ.items() if k != "RCMDP_JAX_PROGRAM_STORE"}
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
+    command = [sys.executable, "-m", "rcmdp_jax", "--algos", "PPO-Lag", "--seeds", "2", "--steps", "128", "--set",
+               "n_steps=16", "--set", "minibatch_size=16", "--n-test", "2", "--plots", "off", "--devices", "2"]  # fmt: skip
+
+    def run(name, limit, *more):
+        proc = subprocess.run([*command, "--env", f"cartpole@velocity_limit={limit}", "--out", str(tmp_path / name),
+                               *more], capture_output=True, text=True, env=env, timeout=1200)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        return proc.stdout
+
+    cache = ["--compile-cache", str(tmp_path / "cache")]
+    run("first", 0.3, *cache)
+    stored = lambda: sorted(p.name for p in (tmp_path / "cache" / program_store.SUBFOLDER).glob("*.program"))  # noqa: E731
+    before = stored()
+    assert len(before) == 2, before  # training, test
+    log = run("again", 0.05, *cache)
+    assert re.search(r"PPO-Lag: loaded compiled program \(\d+\.\d s\)", log), log
+    assert stored() == before  # the test's program loaded too: nothing new stored
+    run("fresh", 0.05, "--compile-cache", "off")
+    folder = lambda run_: tmp_path / run_ / "cartpole@velocity_limit=0.05" / "PPO-Lag"  # noqa: E731
+    for name in ("train_metrics.npz", "test_results.npz"):
+        a, f = np.load(folder("again") / name), np.load(folder("fresh") / name)
+        assert sorted(a.files) == sorted(f.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], f[key], err_msg=f"{name} {key}")
+
+
 def test_a_folder_that_cannot_be_written_compiles_and_says_it_stored_nothing(tmp_path, monkeypatch):
     monkeypatch.delenv("RCMDP_JAX_PROGRAM_STORE", raising=False)
     (tmp_path / "a_file").write_text("")

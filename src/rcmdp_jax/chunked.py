@@ -335,10 +335,11 @@ def env_numbers(name: str) -> dict:
     return program_numbers(name, envs.make(name)[1])
 
 
-def policy_key(env: str, cfg) -> tuple:
+def policy_key(env: str, cfg, program: bool = False) -> tuple:
     """What a program that runs ``cfg``'s trained policy is built from (the sweep, the search): the
-    environment and the actor's shape, not the training (the discount: an argument)."""
-    return env_identity(env), cfg.policy_hidden, cfg.dropout_rng, cfg.init
+    environment and the actor's shape, not the training (the discount: an argument); ``program``:
+    the environment's numbers are arguments too (the sweep's kernels)."""
+    return env_identity(env, program), cfg.policy_hidden, cfg.dropout_rng, cfg.init
 
 
 def cached(key: tuple, build: Callable[[], Any]) -> Any:

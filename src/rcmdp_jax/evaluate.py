@@ -59,6 +59,11 @@ class Sweep:
     n_test: int
     gamma: float
 
+    def on(self, kernels) -> Sweep:
+        """This sweep over ``kernels`` (the test kernels' parameters, leading axes ``[L, D]``: traced,
+        an argument of the program, so one compiled sweep serves every limit, width and noise)."""
+        return dataclasses.replace(self, kernels=kernels)
+
     def per_seed(self, actor_params, key, gamma=None):
         """One seed's sweep (unbatched): ``{"V": [L, D, E], "C", "EpCost": [L, D, E, m], "bound": [L, D, E]}``."""
         policy = Policy(self.actor, actor_params, deterministic=True)

@@ -108,18 +108,29 @@ def split_cpu(n: int) -> bool:
     return True
 
 
-def sharded_blocks(fn: Callable, mesh: Mesh, wrap: Callable = lambda jitted: jitted) -> Callable:
+def sharded_blocks(fn: Callable, mesh: Mesh, wrap: Callable = lambda jitted: jitted, whole: int = 0) -> Callable:
     """``fn`` maps a block of items (leading axis) to a block of results; run it on
     every device's share of the items (``jax.shard_map``, no collectives), padding
     and trimming the leading axis. Unlike ``sharded_vmap`` the per-device work is
     whatever ``fn`` does with its block (e.g. a cache-friendly ``lax.map``). ``wrap``: what
-    calls the jitted program instead of itself (the runner's ``program_store.Stored``)."""
+    calls the jitted program instead of itself (the runner's ``program_store.Stored``);
+    ``whole``: how many of the last arguments every device gets whole (the test kernels)."""
     spec = PartitionSpec(AXIS)
-    mapped = wrap(jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)))
+    if not whole:
+        mapped = wrap(jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)))
+    programs = {}
 
     def call(*args):
-        n = leading_size(args)
-        return unshard(mapped(*[shard_batch(a, mesh) for a in args]), n)
+        split = len(args) - whole
+        n = leading_size(args[:split])
+        if not whole:
+            return unshard(mapped(*[shard_batch(a, mesh) for a in args]), n)
+        if split not in programs:
+            specs = (spec,) * split + (PartitionSpec(),) * whole
+            programs[split] = wrap(
+                jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=spec, check_vma=False))
+            )
+        return unshard(programs[split](*[shard_batch(a, mesh) for a in args[:split]], *args[split:]), n)
 
     return call
 

@@ -13,6 +13,7 @@ import numpy as np
 from rcmdp_jax import checkpoint, envs, family, make_train, snapshots
 from rcmdp_jax.chunked import Prepared, cached, env_identity, fmt, policy_key, train_prepared
 from rcmdp_jax.divergence import diverged_seeds, nonfinite_episodes
+from rcmdp_jax.envs.numbers import program_key
 from rcmdp_jax.evaluate import make_eval
 from rcmdp_jax.program_store import policy_program
 from rcmdp_jax.rollout import cost_discounts
@@ -119,21 +120,24 @@ class Study:
         """The robustness test: ``(V, C, diverged seeds, levels, test kernels' xi)``; None if all diverged."""
         label, plan, cfg = self._label(env, [algo]), self.plan, self.cfgs[env][algo]
 
-        def build():  # the sweep of the config's policy shape, shared by algorithms
-            sweep = make_eval(cfg, plan.n_test)
-            stored = policy_program("sweep", env, policy_key(env, cfg), n_test=plan.n_test, mesh=self.mesh)
-            if self.mesh is not None:
-                return sharded_blocks(sweep.from_keys, self.mesh, stored), sweep
-            return stored(jax.jit(sweep.from_keys)), sweep
+        sweep = make_eval(cfg, plan.n_test)  # this environment's kernels: an argument of the program
 
-        sweep_fn, sweep = cached(("sweep", *policy_key(env, cfg), plan.n_test, self.mesh), build)
+        def build():  # the sweep of the config's policy shape, shared by algorithms and the env's numbers
+            kept = policy_key(env, cfg, program=True)
+            stored = policy_program("sweep", program_key(env), kept, n_test=plan.n_test, mesh=self.mesh)
+            run = lambda actor, keys, gammas, kernels: sweep.on(kernels).from_keys(actor, keys, gammas)  # noqa: E731
+            if self.mesh is not None:
+                return sharded_blocks(run, self.mesh, stored, whole=1)
+            return stored(jax.jit(run))
+
+        sweep_fn = cached(("sweep", *policy_key(env, cfg, program=True), plan.n_test, self.mesh), build)
         gamma = cfg.hparams.gamma  # an argument of the sweep
         t0 = time.perf_counter()
         seed_keys = jax.random.split(jax.random.PRNGKey(plan.seed + 1), plan.seeds)[self.block]
         local = jax.tree.map(lambda x: x[self.block], result)
         with ticking(label, "the robustness test (compiled on its first call)"):
             gammas = np.full(len(seed_keys), gamma, np.float32)
-            res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys, gammas), plan.seeds)
+            res = gather_blocks(sweep_fn(local.state.params["actor"], seed_keys, gammas, sweep.kernels), plan.seeds)
         V, C, bound = np.asarray(res["V"]), np.asarray(res["C"]), np.asarray(res["bound"])
         bad = diverged_seeds(result, cfg) | nonfinite_episodes(V, C)
         test_xi = np.asarray(sweep.kernels.xi)
