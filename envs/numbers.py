@@ -43,7 +43,7 @@ def program_key(name: str) -> str:
         if key == "uncertain":  # FIELD:WIDTH, FIELD:abs:WIDTH: the box's half-widths, params.kappa
             items = [f"{item.partition(':')[0]}:{BLANK}" for item in items]
         elif key == "noise":  # the kernel's std per entry, params.noise; a zero entry is not drawn
-            items = ["0" if _zero(item) else BLANK for item in items]
+            items = ["0" if _zero(item, np.float32) else BLANK for item in items]  # as robustify stores it
         elif key == "costs":  # FIELD:LIMIT and 'FIELD>LIMIT:BUDGET:GAMMA_C': params.cost_limits, cost_shares
             items = [_cost_item(item) for item in items]
         out.append(f"{key}={','.join(items)}")
@@ -62,9 +62,11 @@ def _cost_item(item: str) -> str:
     return f"{field}:{BLANK}" if colon else item
 
 
-def _zero(item: str) -> bool:
+def _zero(item: str, dtype=float) -> bool:
+    """Whether ``item`` is the number zero in ``dtype`` (a noise of 1e-50 is zero in float32)."""
     try:
-        return float(item) == 0.0
+        with np.errstate(over="ignore", under="ignore"):
+            return dtype(float(item)) == 0.0
     except ValueError:  # refused where the name is checked
         return False
 

@@ -24,6 +24,7 @@ CARTPOLE = "gymnax:CartPole-v1"
         ("cartpole", "cartpole"),
         (f"{CARTPOLE}@uncertain=gravity:0.3,length:abs:0.1", f"{CARTPOLE}@uncertain=gravity:#,length:#"),
         (f"{CARTPOLE}@noise=0.01,0,2e-3,0.0", f"{CARTPOLE}@noise=#,0,#,0"),
+        (f"{CARTPOLE}@noise=1e-50,1e-3,-0,1e-46", f"{CARTPOLE}@noise=0,#,0,0"),  # zero in float32: not drawn
         (
             f"{CARTPOLE}@costs=x>0.3:5,theta:0.2,x_dot>1,x>2:0:gamma,position",
             f"{CARTPOLE}@costs=x>#:#,theta:#,x_dot>#:0,x>#:0:gamma,position",
@@ -46,6 +47,8 @@ def test_a_family_at_another_limit_or_width_has_the_same_structure_and_one_with_
     assert shape(f"{CARTPOLE}@costs=x>0.3:5,theta:0.1") == shape(f"{CARTPOLE}@costs=x>0.1:25,theta:0.3")
     assert shape(f"{CARTPOLE}@uncertain=gravity:0.1") != shape(f"{CARTPOLE}@uncertain=length:0.1")
     assert shape(f"{CARTPOLE}@noise=0.1") != shape(f"{CARTPOLE}@noise=0.1,0.1,0.1,0")  # one entry not drawn
+    assert shape(f"{CARTPOLE}@noise=1e-50") == shape(f"{CARTPOLE}@noise=0") != shape(f"{CARTPOLE}@noise=1e-3")
+    assert envs.make(f"{CARTPOLE}@noise=1e-50")[0].noisy == ()  # robustify's float32: none drawn, as at 0
     assert shape("inventory") != shape("inventory@cost_threshold=0")  # the study's settings are its own
 
 
