@@ -118,3 +118,21 @@ def test_the_loop_layout_shares_its_programs_across_limits_and_starts_at_the_new
     assert chunked.counts["built"] == built, "another limit built another program"
     state, _ = prep.start(keys[0], 0)
     np.testing.assert_array_equal(state.env_params.velocity_limit, np.float32(0.05))
+
+
+def test_a_checkpoint_written_before_the_cost_numbers_were_parameters_restores_them_from_the_environment(tmp_path):
+    """A run trained before ``cost_limits`` and ``cost_shares`` were ``EnvParams`` fields (its
+    numbers constants of its program) has no such leaves: they restore as the name's own."""
+    from rcmdp_jax import checkpoint
+
+    _, params = envs.make(f"{CARTPOLE}@costs=x>0.3:5,x_dot:1.5")
+    xi = np.arange(8, dtype=np.float32).reshape(2, 4)
+    lam = np.ones((2, 3), np.float32)
+    checkpoint.save(tmp_path / "old", {"metrics": {"lam": lam}, "state": {"env_params": {"xi": xi}}})
+    abstract = {"metrics": {"lam": lam},
+                "state": {"env_params": {name: jax.ShapeDtypeStruct((2, 2), np.float32)
+                                         for name in ("cost_limits", "cost_shares")} | {"xi": xi}}}  # fmt: skip
+    restored = checkpoint.restore(tmp_path / "old", abstract, params)
+    np.testing.assert_array_equal(restored["state"]["env_params"]["xi"], xi)
+    np.testing.assert_array_equal(restored["state"]["env_params"]["cost_limits"], np.float32([[0.3, 1.5]] * 2))
+    np.testing.assert_array_equal(restored["state"]["env_params"]["cost_shares"], [[np.float32(5 / 200), 0.0]] * 2)
