@@ -36,10 +36,10 @@ def program_key(name: str) -> str:
     if not name.startswith(GYMNAX_PREFIX):
         return name
     base, *options = name.split("@")
-    out = [base]
+    out = []
     for opt in options:
         key, _, value = opt.partition("=")
-        items = value.split(",")
+        items = [item.strip() for item in value.split(",")]  # as the name's parser reads them
         if key == "uncertain":  # FIELD:WIDTH, FIELD:abs:WIDTH: the box's half-widths, params.kappa
             items = [f"{item.partition(':')[0]}:{BLANK}" for item in items]
         elif key == "noise":  # the kernel's std per entry, params.noise; a zero entry is not drawn
@@ -47,7 +47,7 @@ def program_key(name: str) -> str:
         elif key == "costs":  # FIELD:LIMIT and 'FIELD>LIMIT:BUDGET:GAMMA_C': params.cost_limits, cost_shares
             items = [_cost_item(item) for item in items]
         out.append(f"{key}={','.join(items)}")
-    return "@".join(out)
+    return "@".join([base, *sorted(out)])  # each option once, read in any order
 
 
 def _cost_item(item: str) -> str:
@@ -56,10 +56,19 @@ def _cost_item(item: str) -> str:
     if ">" in item:
         field, _, rest = item.partition(">")
         _, _, rest = rest.partition(":")
-        budget, colon, gamma_c = rest.partition(":")
-        return f"{field}>{BLANK}:{'0' if not budget or _zero(budget) else BLANK}{colon}{gamma_c}"
+        budget, _, gamma_c = rest.partition(":")
+        gamma_c = _discount(gamma_c)
+        return f"{field}>{BLANK}:{'0' if not budget or _zero(budget) else BLANK}{':' if gamma_c else ''}{gamma_c}"
     field, colon, _ = item.partition(":")
     return f"{field}:{BLANK}" if colon else item
+
+
+def _discount(gamma_c: str) -> str:
+    """A cost discount as its number reads (``''``: the default, 1; ``gamma`` as it is)."""
+    try:
+        return "" if not gamma_c or float(gamma_c) == 1.0 else repr(float(gamma_c))
+    except ValueError:  # 'gamma', or refused where the name is checked
+        return gamma_c
 
 
 def _zero(item: str, dtype=float) -> bool:

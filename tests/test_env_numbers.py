@@ -30,6 +30,9 @@ CARTPOLE = "gymnax:CartPole-v1"
             f"{CARTPOLE}@costs=x>#:#,theta:#,x_dot>#:0,x>#:0:gamma,position",
         ),
         ("brax:hopper", "brax:hopper"),
+        (f"{CARTPOLE}@noise=0.1@uncertain=gravity:0.2", f"{CARTPOLE}@noise=#@uncertain=gravity:#"),
+        (f"{CARTPOLE}@uncertain=gravity:0.2@noise=0.1", f"{CARTPOLE}@noise=#@uncertain=gravity:#"),  # either order
+        (f"{CARTPOLE}@costs=x>0.3:5:1, x_dot>1:0:0.990", f"{CARTPOLE}@costs=x>#:#,x_dot>#:0:0.99"),  # 1: the default
     ],
 )
 def test_the_program_key_blanks_the_numbers_the_program_takes(name, key):
