@@ -58,7 +58,7 @@ def _cost_item(item: str) -> str:
         _, _, rest = rest.partition(":")
         budget, _, gamma_c = rest.partition(":")
         gamma_c = _discount(gamma_c)
-        return f"{field}>{BLANK}:{'0' if not budget or _zero(budget) else BLANK}{':' if gamma_c else ''}{gamma_c}"
+        return f"{field}>{BLANK}:{'0' if not budget or _zero(budget, np.float32) else BLANK}{':' if gamma_c else ''}{gamma_c}"
     field, colon, _ = item.partition(":")
     return f"{field}:{BLANK}" if colon else item
 

@@ -52,6 +52,9 @@ def test_a_family_at_another_limit_or_width_has_the_same_structure_and_one_with_
     assert shape(f"{CARTPOLE}@noise=0.1") != shape(f"{CARTPOLE}@noise=0.1,0.1,0.1,0")  # one entry not drawn
     assert shape(f"{CARTPOLE}@noise=1e-50") == shape(f"{CARTPOLE}@noise=0") != shape(f"{CARTPOLE}@noise=1e-3")
     assert envs.make(f"{CARTPOLE}@noise=1e-50")[0].noisy == ()  # robustify's float32: none drawn, as at 0
+    tiny, none = f"{CARTPOLE}@costs=x>0.3:1e-322:gamma", f"{CARTPOLE}@costs=x>0.3:0:gamma"  # B/H is 0 in float64
+    assert shape(tiny) == shape(none) != shape(f"{CARTPOLE}@costs=x>0.3:5:gamma")
+    assert envs.make(tiny)[0].cost_offsets is None  # as at a budget of 0: EpCost adds no share back
     assert shape("inventory") != shape("inventory@cost_threshold=0")  # the study's settings are its own
 
 
