@@ -8,9 +8,10 @@ given, so one compiled program serves every value: ``program_key`` is the name w
 blanked (what a program is built from and kept under), ``program_numbers`` the parameters' fields
 the program takes as arguments. A change of only those numbers runs the program built before.
 
-What stays in the key: the fields a box names, whether a noise entry is zero (only the noisy
-entries are drawn), whether a budget is zero and a cost's discount, the numbers of a preset's own
-costs (``@costs=speed``), every number of a brax name or a registered environment.
+What stays in the key: the fields a box names, whether a noise entry is zero in float32 (only the
+noisy entries are drawn), whether a budget is zero and a cost's discount (as its number: 1 is the
+default), the numbers of a preset's own costs (``@costs=speed``), every number of a brax name or a
+registered environment. A name's options may come in any order.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def _cost_item(item: str) -> str:
         field, _, rest = item.partition(">")
         _, _, rest = rest.partition(":")
         budget, _, gamma_c = rest.partition(":")
+        budget = "0" if not budget or _zero(budget, np.float32) else BLANK
         gamma_c = _discount(gamma_c)
-        return f"{field}>{BLANK}:{'0' if not budget or _zero(budget, np.float32) else BLANK}{':' if gamma_c else ''}{gamma_c}"
+        return f"{field}>{BLANK}:{budget}{':' if gamma_c else ''}{gamma_c}"
     field, colon, _ = item.partition(":")
     return f"{field}:{BLANK}" if colon else item
 

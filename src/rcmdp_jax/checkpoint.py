@@ -127,7 +127,8 @@ def restore(path: str | os.PathLike, abstract_tree: Any, env_params: Any = None)
     out = []
     for p, leaf in leaves:
         if key_of(p) in missing and key_of(p)[-2:-1] == ("env_params",) and env_params is not None:
-            out.append(np.broadcast_to(np.asarray(getattr(env_params, key_of(p)[-1]), leaf.dtype), leaf.shape))
+            own = np.asarray(getattr(env_params, key_of(p)[-1]), leaf.dtype)  # the same for every seed
+            out.append(np.array(np.broadcast_to(own, leaf.shape)))
         elif key_of(p) in missing:  # a metric unknown to the old run: NaN; a running sum: 0
             out.append(np.full(leaf.shape, np.nan if key_of(p)[0] == "metrics" else 0, leaf.dtype))
         else:
