@@ -107,6 +107,7 @@ def parse_limit(item: str) -> tuple[str, bool, float, float, float | None]:
     if not (finite_f32(budget, np) and budget >= 0):
         raise ValueError(f"costs: {item!r} — the budget (unsafe steps per episode) must be a finite number >= 0 in "
                          f"float32 (at most 3.4e38), got {raw_budget}; {how}")  # fmt: skip
+    budget = 0.0 if np.float32(budget) == 0 else budget  # 0 in float32 (below ~1e-45): none, as training reads it
     if gamma_c is not None and not 0.0 < np.float32(gamma_c) <= 1.0:  # as the discount is used: float32
         raise ValueError(f"costs: {item!r} — the cost discount (FIELD>LIMIT:B:GAMMA_C) must be in (0, 1] or "
                          "'gamma' (the training discount)")  # fmt: skip

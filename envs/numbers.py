@@ -8,9 +8,10 @@ given, so one compiled program serves every value: ``program_key`` is the name w
 blanked (what a program is built from and kept under), ``program_numbers`` the parameters' fields
 the program takes as arguments. A change of only those numbers runs the program built before.
 
-What stays in the key: the fields a box names, whether a noise entry is zero (only the noisy
-entries are drawn), whether a budget is zero and a cost's discount, the numbers of a preset's own
-costs (``@costs=speed``), every number of a brax name or a registered environment.
+What stays in the key: the fields a box names, whether a noise entry is zero in float32 (only the
+noisy entries are drawn), whether a budget is zero and a cost's discount (as its number: 1 is the
+default), the numbers of a preset's own costs (``@costs=speed``), every number of a brax name or a
+registered environment. A name's options may come in any order.
 """
 
 from __future__ import annotations
@@ -36,18 +37,18 @@ def program_key(name: str) -> str:
     if not name.startswith(GYMNAX_PREFIX):
         return name
     base, *options = name.split("@")
-    out = [base]
+    out = []
     for opt in options:
         key, _, value = opt.partition("=")
-        items = value.split(",")
+        items = [item.strip() for item in value.split(",")]  # as the name's parser reads them
         if key == "uncertain":  # FIELD:WIDTH, FIELD:abs:WIDTH: the box's half-widths, params.kappa
             items = [f"{item.partition(':')[0]}:{BLANK}" for item in items]
         elif key == "noise":  # the kernel's std per entry, params.noise; a zero entry is not drawn
-            items = ["0" if _zero(item) else BLANK for item in items]
+            items = ["0" if _zero(item, np.float32) else BLANK for item in items]  # as robustify stores it
         elif key == "costs":  # FIELD:LIMIT and 'FIELD>LIMIT:BUDGET:GAMMA_C': params.cost_limits, cost_shares
             items = [_cost_item(item) for item in items]
         out.append(f"{key}={','.join(items)}")
-    return "@".join(out)
+    return "@".join([base, *sorted(out)])  # each option once, read in any order
 
 
 def _cost_item(item: str) -> str:
@@ -56,15 +57,27 @@ def _cost_item(item: str) -> str:
     if ">" in item:
         field, _, rest = item.partition(">")
         _, _, rest = rest.partition(":")
-        budget, colon, gamma_c = rest.partition(":")
-        return f"{field}>{BLANK}:{'0' if not budget or _zero(budget) else BLANK}{colon}{gamma_c}"
+        budget, _, gamma_c = rest.partition(":")
+        budget = "0" if not budget or _zero(budget, np.float32) else BLANK
+        gamma_c = _discount(gamma_c)
+        return f"{field}>{BLANK}:{budget}{':' if gamma_c else ''}{gamma_c}"
     field, colon, _ = item.partition(":")
     return f"{field}:{BLANK}" if colon else item
 
 
-def _zero(item: str) -> bool:
+def _discount(gamma_c: str) -> str:
+    """A cost discount as its number reads (``''``: the default, 1; ``gamma`` as it is)."""
     try:
-        return float(item) == 0.0
+        return "" if not gamma_c or float(gamma_c) == 1.0 else repr(float(gamma_c))
+    except ValueError:  # 'gamma', or refused where the name is checked
+        return gamma_c
+
+
+def _zero(item: str, dtype=float) -> bool:
+    """Whether ``item`` is the number zero in ``dtype`` (a noise of 1e-50 is zero in float32)."""
+    try:
+        with np.errstate(over="ignore", under="ignore"):
+            return dtype(float(item)) == 0.0
     except ValueError:  # refused where the name is checked
         return False
 

@@ -24,11 +24,15 @@ CARTPOLE = "gymnax:CartPole-v1"
         ("cartpole", "cartpole"),
         (f"{CARTPOLE}@uncertain=gravity:0.3,length:abs:0.1", f"{CARTPOLE}@uncertain=gravity:#,length:#"),
         (f"{CARTPOLE}@noise=0.01,0,2e-3,0.0", f"{CARTPOLE}@noise=#,0,#,0"),
+        (f"{CARTPOLE}@noise=1e-50,1e-3,-0,1e-46", f"{CARTPOLE}@noise=0,#,0,0"),  # zero in float32: not drawn
         (
             f"{CARTPOLE}@costs=x>0.3:5,theta:0.2,x_dot>1,x>2:0:gamma,position",
             f"{CARTPOLE}@costs=x>#:#,theta:#,x_dot>#:0,x>#:0:gamma,position",
         ),
         ("brax:hopper", "brax:hopper"),
+        (f"{CARTPOLE}@noise=0.1@uncertain=gravity:0.2", f"{CARTPOLE}@noise=#@uncertain=gravity:#"),
+        (f"{CARTPOLE}@uncertain=gravity:0.2@noise=0.1", f"{CARTPOLE}@noise=#@uncertain=gravity:#"),  # either order
+        (f"{CARTPOLE}@costs=x>0.3:5:1, x_dot>1:0:0.990", f"{CARTPOLE}@costs=x>#:#,x_dot>#:0:0.99"),  # 1: the default
     ],
 )
 def test_the_program_key_blanks_the_numbers_the_program_takes(name, key):
@@ -46,6 +50,11 @@ def test_a_family_at_another_limit_or_width_has_the_same_structure_and_one_with_
     assert shape(f"{CARTPOLE}@costs=x>0.3:5,theta:0.1") == shape(f"{CARTPOLE}@costs=x>0.1:25,theta:0.3")
     assert shape(f"{CARTPOLE}@uncertain=gravity:0.1") != shape(f"{CARTPOLE}@uncertain=length:0.1")
     assert shape(f"{CARTPOLE}@noise=0.1") != shape(f"{CARTPOLE}@noise=0.1,0.1,0.1,0")  # one entry not drawn
+    assert shape(f"{CARTPOLE}@noise=1e-50") == shape(f"{CARTPOLE}@noise=0") != shape(f"{CARTPOLE}@noise=1e-3")
+    assert envs.make(f"{CARTPOLE}@noise=1e-50")[0].noisy == ()  # robustify's float32: none drawn, as at 0
+    tiny, none = f"{CARTPOLE}@costs=x>0.3:1e-322:gamma", f"{CARTPOLE}@costs=x>0.3:0:gamma"  # B/H is 0 in float64
+    assert shape(tiny) == shape(none) != shape(f"{CARTPOLE}@costs=x>0.3:5:gamma")
+    assert envs.make(tiny)[0].cost_offsets is None  # as at a budget of 0: EpCost adds no share back
     assert shape("inventory") != shape("inventory@cost_threshold=0")  # the study's settings are its own
 
 
@@ -115,3 +124,21 @@ def test_the_loop_layout_shares_its_programs_across_limits_and_starts_at_the_new
     assert chunked.counts["built"] == built, "another limit built another program"
     state, _ = prep.start(keys[0], 0)
     np.testing.assert_array_equal(state.env_params.velocity_limit, np.float32(0.05))
+
+
+def test_a_checkpoint_written_before_the_cost_numbers_were_parameters_restores_them_from_the_environment(tmp_path):
+    """A run trained before ``cost_limits`` and ``cost_shares`` were ``EnvParams`` fields (its
+    numbers constants of its program) has no such leaves: they restore as the name's own."""
+    from rcmdp_jax import checkpoint
+
+    _, params = envs.make(f"{CARTPOLE}@costs=x>0.3:5,x_dot:1.5")
+    xi = np.arange(8, dtype=np.float32).reshape(2, 4)
+    lam = np.ones((2, 3), np.float32)
+    checkpoint.save(tmp_path / "old", {"metrics": {"lam": lam}, "state": {"env_params": {"xi": xi}}})
+    abstract = {"metrics": {"lam": lam},
+                "state": {"env_params": {name: jax.ShapeDtypeStruct((2, 2), np.float32)
+                                         for name in ("cost_limits", "cost_shares")} | {"xi": xi}}}  # fmt: skip
+    restored = checkpoint.restore(tmp_path / "old", abstract, params)
+    np.testing.assert_array_equal(restored["state"]["env_params"]["xi"], xi)
+    np.testing.assert_array_equal(restored["state"]["env_params"]["cost_limits"], np.float32([[0.3, 1.5]] * 2))
+    np.testing.assert_array_equal(restored["state"]["env_params"]["cost_shares"], [[np.float32(5 / 200), 0.0]] * 2)

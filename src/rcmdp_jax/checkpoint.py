@@ -30,9 +30,11 @@ from rcmdp_jax import atomic
 
 # leaves added to the trained result after checkpoints without them were written (the episode
 # cost: the training metrics' ``episode_ep_cost`` and ``eval_ep_cost``, the rollout's running
-# ``ep_costs`` and ``steps``; the dual's margin and its episodes' spread, ``margin`` and ``spread``):
-# an older checkpoint restores with them filled
-ADDED_LEAVES = frozenset({"episode_ep_cost", "eval_ep_cost", "ep_costs", "steps", "margin", "spread"})
+# ``ep_costs`` and ``steps``; the dual's margin and its episodes' spread, ``margin`` and
+# ``spread``; the environment's ``cost_limits`` and ``cost_shares``, constants of an older run's program: restored
+# as its environment's own): an older checkpoint restores with them filled
+ADDED_LEAVES = frozenset({"episode_ep_cost", "eval_ep_cost", "ep_costs", "steps", "margin", "spread", "cost_limits",
+                          "cost_shares"})  # fmt: skip
 
 
 class Damaged(ValueError):
@@ -93,9 +95,10 @@ def remove_partial(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
+def restore(path: str | os.PathLike, abstract_tree: Any, env_params: Any = None) -> Any:
     """Read the checkpoint at ``path`` into the structure of ``abstract_tree``; ``Damaged`` in one line
-    for one that cannot be read into it (cut short, foreign)."""
+    for one that cannot be read into it (cut short, foreign). ``env_params``: the environment's default
+    parameters, whose fields fill an ``env_params`` leaf the checkpoint lacks."""
     path = Path(path).absolute()
     if not exists(path):
         raise FileNotFoundError(f"no complete checkpoint at {path}")
@@ -123,7 +126,10 @@ def restore(path: str | os.PathLike, abstract_tree: Any) -> Any:
         raise Damaged(f"{type(err).__name__}: {first}" if first else type(err).__name__) from None
     out = []
     for p, leaf in leaves:
-        if key_of(p) in missing:  # a metric unknown to the old run: NaN; a running sum: 0
+        if key_of(p) in missing and key_of(p)[-2:-1] == ("env_params",) and env_params is not None:
+            own = np.asarray(getattr(env_params, key_of(p)[-1]), leaf.dtype)  # the same for every seed
+            out.append(np.array(np.broadcast_to(own, leaf.shape)))
+        elif key_of(p) in missing:  # a metric unknown to the old run: NaN; a running sum: 0
             out.append(np.full(leaf.shape, np.nan if key_of(p)[0] == "metrics" else 0, leaf.dtype))
         else:
             out.append(restored[key_of(p)])

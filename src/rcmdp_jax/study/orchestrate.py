@@ -103,7 +103,7 @@ class Study:
         abstract = cached(("layout", cfg, env_identity(env), self.all_keys.shape),
                           lambda: checkpoint.abstract_result(make_train(cfg), self.all_keys))  # fmt: skip
         try:
-            result = checkpoint.restore(ckpt, abstract)
+            result = checkpoint.restore(ckpt, abstract, envs.make(env)[1])
         except checkpoint.Damaged as why:
             print(f"{label} damaged checkpoint ({why}); moved to {checkpoint.set_aside(ckpt)}; "
                   f"run again with --resume to retrain {algo}", flush=True)  # fmt: skip

@@ -174,7 +174,7 @@ def load_policy(run, algorithm: str, seed: int, env: str | None = None) -> Loade
     folder.check_checkpoints(plan, all_keys, {env: [[algorithm]]}, "load_policy: ")
     ckpt = folder.ckpt_dir(env, algorithm)
     try:
-        result = checkpoint.restore(ckpt, checkpoint.abstract_result(make_train(cfg), all_keys))
+        result = checkpoint.restore(ckpt, checkpoint.abstract_result(make_train(cfg), all_keys), envs.make(env)[1])
     except checkpoint.Damaged as why:
         raise RunFolderError(f"load_policy: the checkpoint {ckpt} cannot be read ({why}); it is damaged: rcmdp --resume "
                              f"--out {folder.root} sets it aside and trains it again") from None  # fmt: skip
