@@ -371,7 +371,7 @@ def test_the_runner_at_another_limit_loads_its_training_and_test_programs_and_wr
     assert re.search(r"PPO-Lag: loaded compiled program \(\d+\.\d s\)", log), log
     assert stored() == before  # the test's program loaded too: nothing new stored
     run("fresh", 0.05, "--compile-cache", "off")
-    folder = lambda run_: tmp_path / run_ / "cartpole@velocity_limit=0.05" / "PPO-Lag"  # noqa: E731
+    folder = lambda run_: next((tmp_path / run_).glob("cartpole*/PPO-Lag"))  # noqa: E731
     for name in ("train_metrics.npz", "test_results.npz"):
         a, f = np.load(folder("again") / name), np.load(folder("fresh") / name)
         assert sorted(a.files) == sorted(f.files)
