@@ -126,29 +126,25 @@ def limit_cost(item: str, state_fields: tuple[str, ...], env_id: str) -> Callabl
     if unsafe_steps:
         from rcmdp_jax.envs.unsafe_steps import indicator
 
-        return indicator(FieldLimit(field, limit, unsafe=True), budget, gamma_c)
+        return indicator(FieldLimit(field, limit, flag=True), budget, gamma_c)
     return FieldLimit(field, limit)
 
 
 @dataclasses.dataclass(frozen=True)
 class FieldLimit:
-    """The cost ``|s'.FIELD| - LIMIT`` of ``FIELD:LIMIT`` (``unsafe``: the flag ``|s'.FIELD| > LIMIT``
-    of ``'FIELD>LIMIT'``, an indicator's). ``robustify`` calls ``excess`` with the limit its
+    """The cost ``|s'.FIELD| - LIMIT`` of ``FIELD:LIMIT`` (``flag``: the flag ``|s'.FIELD| > LIMIT``
+    of ``'FIELD>LIMIT'``, an indicator's). ``robustify`` calls ``at`` with the limit its
     parameters hold (``EnvParams.cost_limits``), so that the limit is an argument of the program."""
 
     field: str
     limit: float
-    unsafe: bool = False
-
-    def excess(self, next_state, limit):
-        """``(1,)``: how far ``|s'.FIELD|`` is past ``limit`` (a vector field, Reacher-misc's
-        angle_vels, is one constraint on its largest entry)."""
-        return jnp.max(jnp.abs(jnp.asarray(getattr(next_state, self.field)))).reshape((1,)) - limit
+    flag: bool = False
 
     def at(self, next_state, limit):
-        """The cost (or the unsafe flag) at ``limit``."""
-        excess = self.excess(next_state, limit)
-        return excess > 0 if self.unsafe else excess
+        """``(1,)``: how far ``|s'.FIELD|`` is past ``limit`` (``flag``: whether it is past it); a
+        vector field (Reacher-misc's angle_vels) is one constraint on its largest entry."""
+        excess = jnp.max(jnp.abs(jnp.asarray(getattr(next_state, self.field)))).reshape((1,)) - limit
+        return excess > 0 if self.flag else excess
 
     def __call__(self, state, action, next_state, params):
         return self.at(next_state, self.limit)

@@ -203,14 +203,13 @@ class RobustGymnax(RobustEnvironment):
         """``(cost_limits, cost_shares)`` of the default parameters, per constraint entry (float32):
         each FIELD:LIMIT cost's limit and each indicator's B/H (0 where a cost has none), or
         ``(None, None)`` where no cost has either (costs of one's own: their numbers are theirs)."""
-        limits, shares = [], []
+        limits, shares, numbered = [], [], False
         for fn, k in zip(self.cost_fns, self.cost_sizes):
-            limit = field_limit(fn)
+            limit, indicator = field_limit(fn), hasattr(fn, "unsafe")
             limits += [0.0 if limit is None else limit.limit] * k
-            shares += [float(getattr(fn, "offset", 0.0)) if hasattr(fn, "unsafe") else 0.0] * k
-        if not any(field_limit(fn) is not None or hasattr(fn, "unsafe") for fn in self.cost_fns):
-            return None, None
-        return np.asarray(limits, np.float32), np.asarray(shares, np.float32)
+            shares += [float(fn.offset) if indicator else 0.0] * k
+            numbered |= indicator or limit is not None
+        return (np.asarray(limits, np.float32), np.asarray(shares, np.float32)) if numbered else (None, None)
 
     def _costs(self, state, action, next_state, inner, params=None):
         """The ``m`` constraint-costs; a FIELD:LIMIT cost's limit and an indicator's B/H read from

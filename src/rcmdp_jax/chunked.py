@@ -49,6 +49,7 @@ class Prepared:
         self.chunk = chunk or CHUNK_SLOTS["episodic" if cfgs[0].episodic else "batch"]
         self.total = np.int32(self.n_iter)  # the program's argument: slots from here on do nothing
         self.loaded, self.store_note = False, ""  # from the program store, and what it said
+        self.numbers = env_numbers(cfgs[0].env)  # the environment's numbers: the initial state's argument
         (self._compile_vmapped if use_vmap else self._compile_loop)()
         self.compile_s = time.perf_counter() - t0
 
@@ -91,13 +92,12 @@ class Prepared:
         batch_keys = np.tile(keys, (len(cfgs), 1))
         self.batches = [(batch_keys, members)]
         tables = family_tables(cfgs)  # the members' hyperparameters and Variants: the programs' argument
-        numbers = env_numbers(cfgs[0].env)  # the environment's numbers: the initial state's argument
+        numbers = self.numbers
 
         def build():
             split = {} if mesh is None else {"out_shardings": batch_sharding(mesh)}  # every leaf split
             family = self.make_family(cfgs)
-            start = lambda k, m, t, e: family.using(*t).init(k, m, family.step.default_env_params.replace(**e))
-            init_fn = jax.vmap(start, in_axes=(0, 0, None, None))
+            init_fn = jax.vmap(lambda k, m, t, e: family.using(*t).init_at(k, m, e), in_axes=(0, 0, None, None))
             run = lambda s, m, start, t, total: family.using(*t).run(s, m, start, chunk, total)
             step = jax.vmap(run, in_axes=(0, 0, None, None, None))
             # the initial state is computed unsharded, then split across the mesh: a sharded init
@@ -128,7 +128,7 @@ class Prepared:
         keys, spec = self.keys, self._spec
         self.batches = [(keys[i], m) for m in range(len(self.cfgs)) for i in range(keys.shape[0])]
         tables = [family_tables([c]) for c in self.cfgs]  # each algorithm a family of one
-        numbers = env_numbers(self.cfgs[0].env)
+        numbers = self.numbers
 
         def build():
             scalar, inits, steps = jax.ShapeDtypeStruct((), np.int32), [], []
@@ -136,7 +136,7 @@ class Prepared:
             with ThreadPoolExecutor(1) as beside:  # XLA compiles each initial state while its chunk is traced
                 for f, t in zip([self.make_family([c]) for c in self.cfgs], tables):
                     t_spec = jax.tree.map(lambda x: spec(x, False, padded=False), t)
-                    start = lambda k, t, e, f=f: f.using(*t).init(k, 0, f.step.default_env_params.replace(**e))
+                    start = lambda k, t, e, f=f: f.using(*t).init_at(k, 0, e)
                     lowered = jax.jit(start).lower(spec(keys[0], False), t_spec, e_spec)
                     inits.append(beside.submit(lowered.compile))
                     run = lambda s, start, t, total, f=f: f.using(*t).run(s, 0, start, self.chunk, total)

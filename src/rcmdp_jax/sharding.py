@@ -115,21 +115,16 @@ def sharded_blocks(fn: Callable, mesh: Mesh, wrap: Callable = lambda jitted: jit
     whatever ``fn`` does with its block (e.g. a cache-friendly ``lax.map``). ``wrap``: what
     calls the jitted program instead of itself (the runner's ``program_store.Stored``);
     ``whole``: how many of the last arguments every device gets whole (the test kernels)."""
-    spec = PartitionSpec(AXIS)
-    if not whole:
-        mapped = wrap(jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)))
-    programs = {}
+    spec, programs = PartitionSpec(AXIS), {}
 
     def call(*args):
         split = len(args) - whole
-        n = leading_size(args[:split])
-        if not whole:
-            return unshard(mapped(*[shard_batch(a, mesh) for a in args]), n)
-        if split not in programs:
+        if split not in programs:  # one program per number of arguments
             specs = (spec,) * split + (PartitionSpec(),) * whole
             programs[split] = wrap(
                 jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=spec, check_vma=False))
             )
+        n = leading_size(args[:split])
         return unshard(programs[split](*[shard_batch(a, mesh) for a in args[:split]], *args[split:]), n)
 
     return call

@@ -71,6 +71,11 @@ class Program:
         hp, variant = self.inputs(lane)
         return self.step.init(rng, hp, self.start_kernel(env_params), variant)
 
+    def init_at(self, rng: jax.Array, lane, numbers: dict) -> TrainState:
+        """``init`` from the nominal kernel with the environment's ``numbers`` (``{field: value}`` of
+        its parameters, ``envs.numbers.program_numbers``: traced, arguments of a compiled program)."""
+        return self.init(rng, lane, self.step.default_env_params.replace(**numbers))
+
     def run(self, state: TrainState, lane=None, start=0, n: int | None = None, total=None):
         """Iterations ``start .. start + n - 1`` (``n`` static, default all): ``(state, metrics)``;
         ``run(init(rng), lane, start, n)`` over consecutive chunks gives the numbers of one call.

@@ -121,16 +121,16 @@ class Study:
         label, plan, cfg = self._label(env, [algo]), self.plan, self.cfgs[env][algo]
 
         sweep = make_eval(cfg, plan.n_test)  # this environment's kernels: an argument of the program
+        kept = policy_key(env, cfg, program=True)
 
         def build():  # the sweep of the config's policy shape, shared by algorithms and the env's numbers
-            kept = policy_key(env, cfg, program=True)
             stored = policy_program("sweep", program_key(env), kept, n_test=plan.n_test, mesh=self.mesh)
             run = lambda actor, keys, gammas, kernels: sweep.on(kernels).from_keys(actor, keys, gammas)  # noqa: E731
             if self.mesh is not None:
                 return sharded_blocks(run, self.mesh, stored, whole=1)
             return stored(jax.jit(run))
 
-        sweep_fn = cached(("sweep", *policy_key(env, cfg, program=True), plan.n_test, self.mesh), build)
+        sweep_fn = cached(("sweep", *kept, plan.n_test, self.mesh), build)
         gamma = cfg.hparams.gamma  # an argument of the sweep
         t0 = time.perf_counter()
         seed_keys = jax.random.split(jax.random.PRNGKey(plan.seed + 1), plan.seeds)[self.block]
