@@ -8,7 +8,9 @@ worst_cost reading and the alpha schedules, every metric and the final parameter
 
 The ``runner/`` runs train a family through the study's runner (``rcmdp_jax.chunked``: a compiled
 program run chunk by chunk, its numbers and budget as arguments) on the study's three domains and
-a gymnax preset, 7 iterations (the last chunk runs past the end).
+a gymnax preset, 7 iterations (the last chunk runs past the end). The ``worst_case/`` runs search the
+box as the robustness test's ``--worst-case`` does (``worst_case.WorstCase``), each estimator, for
+an untrained policy of two seeds.
 
 Each run goes in its own ``.npz`` (a run already saved is skipped, so an interrupted save
 resumes); ``ONLY=family`` saves only the runs whose tag holds ``family``. ``compare`` prints
@@ -49,9 +51,13 @@ def jobs() -> list[tuple[str, str, list]]:
     for env, algos in (("cartpole", ("MDPO", "MDPO-Lag", "MDPO-Robust-Lag")), ("inventory", ("PPO-Lag", "PPO-Robust-Lag")),
                        ("inventory3d", ("MDPO-Lag", "MDPO-Robust-Augmented-Lag")), ("cartpole", ("MCPMD-Lag", "RMCPMD-Lag")),
                        ("gymnax:CartPole-v1", ("MDPO-Lag", "MDPO-Robust-Lag")),
-                       ("gymnax:CartPole-v1", ("PPO-Lag", "PPO-Robust-Lag"))):  # fmt: skip (the last: the search)
+                       ("gymnax:CartPole-v1", ("PPO-Lag", "PPO-Robust-Lag")),  # the search (one constraint)
+                       ("inventory3d", ("MDPO-Lag+search",))):  # fmt: skip (the search, three constraints)
         sizes = {} if "MCPMD" in algos[0] else {"total_timesteps": 7 * 64}
         out.append((f"runner/{env}/{algos[0]}", "runner", [(env, a, sizes) for a in algos]))
+    for env in ("inventory", "inventory3d", "cartpole"):  # the robustness test's worst-case search, each estimator
+        out += [(f"worst_case/{env}/{est}", "worst_case", [(env, "MDPO-Lag", {"estimator": est})])
+                for est in ("score", "pathwise")]  # fmt: skip
     return out
 
 
@@ -84,6 +90,20 @@ def save(folder: str) -> None:
     for tag, kind, specs in jobs():
         path = os.path.join(folder, tag.replace("/", "__") + ".npz")
         if os.path.exists(path) or os.environ.get("ONLY", "") not in tag:
+            continue
+        if kind == "worst_case":  # an untrained policy of 2 seeds, from the centre and the corners
+            from rcmdp_jax.worst_case import SearchConfig, corner_starts, make_worst_case
+
+            ((env, algo, kw),) = specs
+            cfg = tiny(env, algo)
+            sc = SearchConfig(steps=3, episodes=4, eval_episodes=8, estimator=kw["estimator"])
+            finder = make_worst_case(cfg, sc)
+            actor = jax.vmap(lambda k: finder.actor.init(k, jnp.zeros((finder.env.obs_dim,))))(jax.random.split(key, 2))
+            starts = corner_starts(finder.env, finder.env_params, np.zeros((2, 2**finder.env_params.xi.size)))
+            out = {}
+            flat(tag, jax.jit(finder)(actor, starts, key), out)
+            np.savez(path, **out)
+            print("saved", tag, flush=True)
             continue
         cfgs, out = [tiny(e, a, **kw) for e, a, kw in specs], {}
         if kind == "runner":

@@ -135,29 +135,43 @@ def test_the_search_method_trains_each_objective_on_the_point_the_search_returns
     assert np.all(np.abs(np.asarray(env_xi) - np.asarray(params.xi_c)) <= np.asarray(params.kappa) + 1e-6)
 
 
-def test_the_search_method_holds_one_search_for_all_objectives():
-    """The return's search and the constraint's are one search in the program (a ``lax.map`` over
-    the objectives, the objective a traced index), not a copy each: the search's projected-gradient
-    scan (``search_steps`` = 3 long, a length nothing else in the step has) appears once in the
-    step's jaxpr, where Pendulum's two objectives gave two."""
+def _scans(step_of_search, length: int) -> int:
+    """The scans ``length`` long in the jaxpr of ``step_of_search(key)``, nested ones counted."""
     from jax.extend.core import ClosedJaxpr, Jaxpr
-
-    env, params, actor, actor_params, ctx, hp, start = _search_case(restarts=0, seed=0, steps=3)
-    jaxpr = jax.make_jaxpr(lambda k: get("search").step(ctx, k, params, start, actor_params, jnp.ones(1), hp))(
-        jax.random.PRNGKey(7)
-    )
 
     def scans(j) -> int:
         n = 0
         for eqn in j.eqns:
-            n += eqn.primitive.name == "scan" and eqn.params["length"] == 3
+            n += eqn.primitive.name == "scan" and eqn.params["length"] == length
             for v in eqn.params.values():
                 for sub in v if isinstance(v, (tuple, list)) else (v,):
                     if isinstance(sub, (ClosedJaxpr, Jaxpr)):
                         n += scans(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)
         return n
 
-    assert env.num_constraints == 1 and scans(jaxpr.jaxpr) == 1
+    return scans(jax.make_jaxpr(step_of_search)(jax.random.PRNGKey(7)).jaxpr)
+
+
+def test_the_search_method_holds_one_search_for_all_objectives():
+    """The return's search and the constraint's are one search in the program (a ``lax.map`` over
+    the objectives, the objective a traced index), not a copy each: the search's projected-gradient
+    scan (``search_steps`` = 3 steps and the last point judged: 4 long, a length nothing else in the
+    step has) appears once in the step's jaxpr, where Pendulum's two objectives gave two."""
+    env, params, actor, actor_params, ctx, hp, start = _search_case(restarts=0, seed=0, steps=3)
+    step = lambda k: get("search").step(ctx, k, params, start, actor_params, jnp.ones(1), hp)
+    assert env.num_constraints == 1 and _scans(step, 3 + 1) == 1
+
+
+@pytest.mark.parametrize("restarts", [0, 4])
+def test_the_search_method_runs_one_rollout_per_kind_of_episode(restarts):
+    """What XLA compiles of the search method, in episodes (Pendulum: one constraint, 200 steps an
+    episode): the restarts' candidates (with restarts), the search's episodes at each point it
+    judges (its last point too, in the same scan) and the returns-to-go of the score gradient
+    on them; no fresh episodes to choose between the constraints' points, one constraint having
+    one (the code before also held the last point's episodes and the fresh ones: 2 more)."""
+    env, params, actor, actor_params, ctx, hp, start = _search_case(restarts=restarts, seed=0, steps=3)
+    step = lambda k: get("search").step(ctx, k, params, start, actor_params, jnp.ones(1), hp)
+    assert env.num_constraints == 1 and _scans(step, env.episode_length) == 2 + (restarts > 0)
 
 
 def test_the_search_restarts_each_objective_from_the_worst_corner_for_it():

@@ -53,6 +53,35 @@ def test_search_finds_the_brute_force_worst_kernel_of_a_fixed_policy(inventory):
         assert found < means[len(means) // 2] - 10 * se  # far below the centre's value
 
 
+def test_the_search_judges_its_last_point_on_its_own_episodes(inventory):
+    """One projected step of "always order 6"'s return from the centre (``steps=1``): the search
+    keeps the better by the return on its common-random-number episodes of the centre and the
+    point the step reaches, re-derived here (the step in NumPy, each point valued on the
+    search's own episode keys). From the centre the step lowers the return, so the point kept is
+    the last one, which only the last point's judging can pick."""
+    env, p = inventory
+    cfg = SearchConfig(steps=1, episodes=16, eval_episodes=8, eta0=0.5)
+    key = jax.random.PRNGKey(11)
+    xi, episodes, history = jax.jit(
+        lambda k: search(k, p.xi_c, env, p, always_order_6, "return", cfg, env.gamma, env.lambda_max)
+    )(key)
+    keys = jax.random.split(jax.random.split(key)[0], cfg.episodes)  # the search's common episodes
+
+    def value(x):
+        params = p.replace(xi=jnp.asarray(x, jnp.float32))
+        one = lambda k: episode_quantities(k, env, params, always_order_6, env.gamma, 80)[0][0]
+        return float(jax.vmap(one)(keys).mean())
+
+    values, jac = value_and_jacobian(p.xi_c, env, p, always_order_6, keys, env.gamma, 80, "score")
+    kappa, centre = np.asarray(p.kappa, np.float64), np.asarray(p.xi_c, np.float64)
+    g = np.asarray(jac[0], np.float64) * kappa
+    last = np.clip(centre - 0.5 * kappa * g / np.abs(g).max(), centre - kappa, centre + kappa)
+    assert np.asarray(history).shape == (1,) and np.isclose(float(history[0]), value(centre), rtol=1e-5)
+    assert value(last) < value(centre) - 1.0  # the step lowered the return on the search's episodes
+    np.testing.assert_allclose(np.asarray(xi), last, rtol=1e-5, atol=1e-5)
+    assert np.asarray(episodes).shape == (cfg.eval_episodes, 1 + env.num_constraints)
+
+
 def test_score_and_pathwise_gradients_agree_with_the_closed_form_of_one_step(inventory):
     """One step from ``s = 0`` ordering 6: ``s' ~ N(eta . zeta, 1)`` (far from the state
     bound), so ``E[r] = 6 - eta . zeta`` and ``dE[r]/d eta = -zeta``, ``zeta`` written out

@@ -124,12 +124,16 @@ def objective(values: jax.Array, jac: jax.Array, name: str, lambda_max: float):
     return -values[1 + j], -jac[1 + j]  # maximise C_j
 
 
-def search(key, xi0, env, env_params, policy, name: str, cfg: SearchConfig, gamma, lambda_max):
+def search(
+    key, xi0, env, env_params, policy, name: str, cfg: SearchConfig, gamma, lambda_max, fresh_episodes: bool = True
+):
     """One search from ``xi0`` for ``policy(obs, key) -> action`` (e.g. a deterministic
     ``rollout.Policy``): ``(xi found, [V, C] there on fresh episodes [1 + m], the
     objective along the way [steps])``; the objective is minimised (``-C_j`` for ``cost<j>``).
     The fresh episodes' ``[V, C]`` come per episode (``[eval_episodes, 1 + m]``), so the
-    caller can score them as the robustness test does (e.g. ``R_pen`` per episode)."""
+    caller can score them as the robustness test does (e.g. ``R_pen`` per episode);
+    ``fresh_episodes=False``: none are run (None in their place), for a caller that reads only
+    the point (its program then holds no rollout for them)."""
     horizon = env.episode_length
     k_search, k_eval = jax.random.split(key)
     keys = jax.random.split(k_search, cfg.episodes)  # common random numbers: the same at every step
@@ -149,12 +153,12 @@ def search(key, xi0, env, env_params, policy, name: str, cfg: SearchConfig, gamm
         return (box.project(xi - move, xi_c, kappa), best_xi, best), value
 
     xi0 = box.project(xi0, xi_c, kappa)
-    (xi, best_xi, best), history = jax.lax.scan(step, (xi0, xi0, jnp.float32(jnp.inf)), etas)
-    # the last point is judged too (its value only: no gradient needed)
-    last = env_params.replace(xi=xi)
-    values = jax.vmap(lambda k: episode_quantities(k, env, last, policy, gamma, horizon)[0])(keys).mean(0)
-    value, _ = objective(values, jnp.zeros(values.shape + xi.shape), name, lambda_max)
-    best_xi = jnp.where(value < best, xi, best_xi)
+    # one step more than ``steps``: the last point is judged too (by the same episodes; its
+    # gradient and move are not used), one rollout in the program for every point judged
+    (_, best_xi, _), history = jax.lax.scan(step, (xi0, xi0, jnp.float32(jnp.inf)), jnp.append(etas, 0.0))
+    history = history[: cfg.steps]
+    if not fresh_episodes:
+        return best_xi, None, history
     fresh = jax.random.split(k_eval, cfg.eval_episodes)
     params = env_params.replace(xi=best_xi)
     totals = jax.vmap(lambda k: episode_quantities(k, env, params, policy, gamma, horizon)[0])(fresh)

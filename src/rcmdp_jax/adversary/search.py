@@ -121,13 +121,15 @@ class GradientSearch(Adversary):
 
         def one(args):  # objective j's search (0: the return, 1 + i: cost i), one copy in the program for all
             j, k, x0 = args
-            xi, totals, _ = search(k, x0, env, params, policy, j, sc, hp.gamma, env.lambda_max)
-            return xi, totals.mean(0)
+            # the fresh episodes' values choose between the constraints' points: with one, none are run
+            xi, totals, _ = search(k, x0, env, params, policy, j, sc, hp.gamma, env.lambda_max, m > 1)
+            return xi, (totals.mean(0) if m > 1 else ())
 
         found, values = jax.lax.map(one, (jnp.arange(1 + m), jax.random.split(key, 1 + m), start))  # [1 + m, ...]
         objective = jnp.arange(env_xi.shape[0]) % (1 + m)
-        worst_c = jnp.argmax(jnp.diagonal(values[1:, 1:])) if m else 0
+        worst_c = jnp.argmax(jnp.diagonal(values[1:, 1:])) if m > 1 else 0
         dual_xi = found[1 + worst_c] if m else found[0]
-        # at most: per objective (steps + 1) batches of whole episodes and the fresh ones that value the point
-        steps = jnp.float32((1 + m) * (sc.steps + 2) * episodes * env.episode_length) + start_steps
+        # at most: per objective (steps + 1) batches of whole episodes (each step's point and the last),
+        # and with several constraints the fresh ones that value each point found
+        steps = jnp.float32((1 + m) * (sc.steps + 1 + (m > 1)) * episodes * env.episode_length) + start_steps
         return params.replace(xi=found[0]), found[objective], steps, dual_xi
