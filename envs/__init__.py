@@ -159,6 +159,10 @@ def register(name: str, env, *, learner: dict | None = None, n_test: int = 20) -
 
     if not isinstance(name, str) or not name or name in _BUILTIN or name.startswith((GYMNAX_PREFIX, BRAX_PREFIX)):
         raise ValueError(f"register: {name!r} must be a new non-empty name (not a built-in domain, gymnax:... or brax:...)")
+    if name.partition("@")[0] in _BUILTIN:  # NAME@FIELD=NUMBER is a built-in domain at another limit
+        raise ValueError(f"register: {name!r} is how a built-in domain is named at another limit (NAME@FIELD=NUMBER, "
+                         f"e.g. {name.partition('@')[0]}@{LIMITS[name.partition('@')[0]]}=0.2): choose a name "
+                         "without '@' after a built-in domain's")  # fmt: skip
     try:
         if isinstance(env, DomainSpec):
             if learner is not None or n_test != 20:

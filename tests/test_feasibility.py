@@ -138,6 +138,30 @@ def test_each_line_says_which_notion_it_speaks_of():
     assert "c (C <= -1 (margin 1) wanted):" in text
 
 
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("cartpole@velocity_limit=0.2", "cartpole@velocity_limit=1.5"),
+        ("gymnax:CartPole-v1@costs=x>0.3:5", "gymnax:CartPole-v1@costs=x>0.05:10"),
+    ],
+)
+def test_the_cannot_bind_check_at_another_limit_is_the_same_program(a, b):
+    """The check's episodes take the environment's parameters as an argument: at another limit
+    (a study domain's ``@FIELD=X``, a ``--costs`` limit and budget) it lowers to the same program,
+    which JAX's compilation cache then holds once (a rerun that changes the limit compiles no check),
+    and the limit still reaches it: the costs differ."""
+    from rcmdp_jax import cost_check
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    (env_a, p_a), (env_b, p_b) = envs.make(a), envs.make(b)
+    lowered = [
+        jax.jit(cost_check.episodes_program(e)).lower(keys, p).as_text() for e, p in ((env_a, p_a), (env_b, p_b))
+    ]
+    assert lowered[0] == lowered[1]
+    costs_a, costs_b = cost_check.step_costs(a, episodes=2), cost_check.step_costs(b, episodes=2)
+    assert costs_a.shape == costs_b.shape and not np.array_equal(costs_a, costs_b)
+
+
 def test_a_cost_that_never_moves_is_warned_of_and_a_moving_one_is_not():
     from feasibility_toy import Fixed
 

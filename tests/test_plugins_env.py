@@ -175,3 +175,14 @@ def test_a_spec_is_registered_whole():
         envs.register("toy-whole", spec, n_test=5)
     with pytest.raises(ValueError, match=re.escape("learner['budgets'] must be")):
         learner_spec({"budgets": {"short": 10}})
+
+
+@pytest.mark.parametrize("name", ["inventory@mine", "cartpole@velocity_limit=0.3", "cartpole@"])
+def test_a_name_that_spells_a_built_in_domains_limit_is_refused_at_registration(name):
+    """``NAME@...`` of a built-in domain is its limit's spelling (``cartpole@velocity_limit=X``):
+    registering such a name is refused there, naming the form, where it was accepted and every
+    later use of the name failed (``spec`` read it as a limit: "write inventory@cost_threshold=...")."""
+    spec = DomainSpec(**_toy_fields())
+    with pytest.raises(ValueError, match=re.escape(f"register: {name!r}")) as err:
+        envs.register(name, spec)
+    assert "NAME@FIELD=NUMBER" in str(err.value) and name not in envs.registered()

@@ -26,9 +26,18 @@ def step_costs(name: str, episodes: int = EPISODES, seed: int = 0) -> np.ndarray
     from rcmdp_jax import envs
 
     env, params = envs.make(name)
-    space = env.action_space(params)
+    keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
+    return np.asarray(jax.jit(episodes_program(env))(keys, params), np.float64)
 
-    def episode(key):
+
+def episodes_program(env):
+    """``(keys [E], params) -> costs [E, T, m]``: a random policy's episodes on ``env`` (one
+    episode length each), the parameters an argument, so that the environment at another limit,
+    width or noise is the same program (JAX's compilation cache holds it once)."""
+    import jax
+
+    def episode(key, params):
+        space = env.action_space(params)
         k_reset, k_run = jax.random.split(key)
         _, state = env.reset(k_reset, params)
 
@@ -39,8 +48,7 @@ def step_costs(name: str, episodes: int = EPISODES, seed: int = 0) -> np.ndarray
 
         return jax.lax.scan(step, state, jax.random.split(k_run, int(env.episode_length)))[1]
 
-    keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
-    return np.asarray(jax.jit(jax.vmap(episode))(keys), np.float64)
+    return jax.vmap(episode, in_axes=(0, None))
 
 
 def constant(costs: np.ndarray) -> list[tuple[int, float]]:
