@@ -477,3 +477,24 @@ def test_a_cpu_with_other_instruction_sets_falls_back_to_compiling(store, monkey
         assert note == "no stored program: another CPU" and " A CPU flags " in program_store.cpu()
     finally:
         program_store.cpu.cache_clear()  # read again from the real file after the test
+
+
+def test_the_cannot_bind_check_at_another_limit_loads_its_program(store, monkeypatch):
+    """The check's episodes are stored under the environment's name with its numbers blanked: at
+    another limit (a rerun that changes only the limit) the program is loaded, not compiled, and
+    gives what a fresh compile gives there; another environment is a program of its own."""
+    from rcmdp_jax import cost_check
+
+    built = []
+    original = jax.stages.Lowered.compile
+    monkeypatch.setattr(jax.stages.Lowered, "compile", lambda self, *a, **k: built.append(1) or original(self, *a, **k))
+    cost_check.step_costs("cartpole@velocity_limit=0.2", episodes=2)
+    programs = sorted(store.glob(f"*{program_store.SUFFIX}"))
+    stored = cost_check.step_costs("cartpole@velocity_limit=1.5", episodes=2)
+    assert len(built) == 1 and sorted(store.glob(f"*{program_store.SUFFIX}")) == programs and len(programs) == 1
+    program_store.configure(None)  # a fresh compile, nothing stored or loaded
+    fresh = cost_check.step_costs("cartpole@velocity_limit=1.5", episodes=2)
+    np.testing.assert_array_equal(stored, fresh)
+    program_store.configure(store)
+    cost_check.step_costs("inventory", episodes=2)
+    assert len(built) == 2 and len(list(store.glob(f"*{program_store.SUFFIX}"))) == 2  # (jit's own path above)
