@@ -140,8 +140,15 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from launch import describe, machine
 
+    def commit(checkout) -> str | None:  # the code each label ran, so the figures name it
+        cmd = ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]
+        got = subprocess.run(cmd, capture_output=True, text=True)
+        return got.stdout.strip() or None
+
     record = {"job": args.job, "change": args.change, "machine": describe(machine()), "command": job,
               "before": args.before, "runs": runs,
+              "commits": {"after": commit(Path(__file__).resolve().parent.parent),
+                          **({"before": commit(args.before)} if args.before else {})},
               "order": list(codes),
               "load_average": os.getloadavg()}  # fmt: skip
     if args.json:
