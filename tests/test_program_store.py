@@ -498,3 +498,39 @@ def test_the_cannot_bind_check_at_another_limit_loads_its_program(store, monkeyp
     program_store.configure(store)
     cost_check.step_costs("inventory", episodes=2)
     assert len(built) == 2 and len(list(store.glob(f"*{program_store.SUFFIX}"))) == 2  # (jit's own path above)
+
+
+def test_jaxs_xla_cache_beside_the_store_is_bounded_least_recently_used_first(tmp_path, monkeypatch):
+    """JAX's XLA cache (its ``*-cache`` files) over the bound loses its least recently used entries
+    (read or written last) down to three quarters of the bound; under it, nothing; the program
+    store's subfolder and other files are never touched; the runner's start (``speed_up``) bounds
+    the folder it uses (unless JAX bounds it itself: ``jax_compilation_cache_max_size``)."""
+
+    def entry(name, when, size=100):
+        path = tmp_path / f"{name}-cache"
+        path.write_bytes(b"x" * size)
+        os.utime(path, (when, when))
+        return path
+
+    old = [entry(f"k{i}", 1_000_000 + 1000 * i) for i in range(6)]
+    (tmp_path / "k0-atime").write_bytes(b"t")  # JAX's own LRU's companion file
+    (tmp_path / program_store.SUBFOLDER).mkdir()
+    kept = [tmp_path / program_store.SUBFOLDER / f"a{program_store.SUFFIX}", tmp_path / "notes.txt"]
+    for path in kept:
+        path.write_bytes(b"y" * 1000)
+    assert program_store.evict_xla(tmp_path, max_bytes=600) == []  # 600 bytes of entries: at the bound
+    entry("k6", 1_000_000 + 6000)
+    os.utime(old[1], (1_000_000 + 9000, old[1].stat().st_mtime))  # k1 read since: recently used
+    dropped = program_store.evict_xla(tmp_path, max_bytes=600)  # 700 > 600: down to 450 at most
+    assert dropped == [old[0], old[2], old[3]]
+    assert sorted(p.name for p in tmp_path.glob("*-cache")) == ["k1-cache", "k4-cache", "k5-cache", "k6-cache"]
+    assert not (tmp_path / "k0-atime").exists() and all(p.exists() for p in kept)
+
+    calls = []
+    monkeypatch.setattr(program_store, "evict_xla", lambda cache, max_bytes=None: calls.append(Path(cache)))
+    try:
+        runtime.speed_up("off")  # no cache: nothing bounded
+        runtime.speed_up(None)  # the tests' cache folder (JAX_COMPILATION_CACHE_DIR), bounded
+        assert calls == [Path(jax.config.jax_compilation_cache_dir)]
+    finally:
+        program_store.configure(None)

@@ -112,7 +112,8 @@ def event_files(choice: str) -> tuple[bool, str]:
 
 
 def speed_up(cache: str | None) -> None:
-    """Faster CPU random bits; the XLA cache (``cache``: a folder, ``off``, None) with the ``program_store`` in it."""
+    """Faster CPU random bits; the XLA cache (``cache``: a folder, ``off``, None), bounded
+    (``program_store.evict_xla``), with the ``program_store`` in it."""
     cpu_prng.apply_default()
     if cache == "off":
         program_store.configure(None)
@@ -120,6 +121,8 @@ def speed_up(cache: str | None) -> None:
     if cache is not None or not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", cache or str(Path.home() / ".cache" / "rcmdp_jax" / "xla"))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    if jax.config.jax_compilation_cache_max_size == -1:  # JAX's cache unbounded (its own bound: not set)
+        program_store.evict_xla(Path(jax.config.jax_compilation_cache_dir))
     program_store.configure(Path(jax.config.jax_compilation_cache_dir) / program_store.SUBFOLDER)
 
 
