@@ -186,3 +186,9 @@ def test_a_name_that_spells_a_built_in_domains_limit_is_refused_at_registration(
     with pytest.raises(ValueError, match=re.escape(f"register: {name!r}")) as err:
         envs.register(name, spec)
     assert "NAME@FIELD=NUMBER" in str(err.value) and name not in envs.registered()
+
+
+@pytest.mark.parametrize("name", ["", " ", "\n\t"])
+def test_a_name_of_whitespace_alone_is_refused_at_registration(name):
+    with pytest.raises(ValueError, match="must be a name with a character other than whitespace"):
+        envs.register(name, DomainSpec(**_toy_fields()))

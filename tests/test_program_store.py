@@ -424,6 +424,21 @@ def test_a_fifo_in_the_folder_is_never_read(store, where):
     assert not fired, "the store blocked on a FIFO"
 
 
+def test_a_folder_where_a_program_should_be_is_a_miss(store):
+    """A folder under a program's name is not a damaged program: a miss, said as one (it was
+    counted damaged, with the error of opening a folder and a file descriptor's number), and
+    the program compiled as for any miss."""
+    build = Tiny()
+    get(build, shapes="stored")
+    (store / f"{program_store.key_of(_parts('a'))}.program").mkdir()
+    before = dict(program_store.counts)
+    _, note, loaded = get(build, shapes="a")
+    assert not loaded and note.startswith("no stored program: ") and "damaged" not in note, note
+    assert (
+        program_store.counts["damaged"] == before["damaged"] and program_store.counts["missed"] == before["missed"] + 1
+    )
+
+
 def test_a_damaged_header_of_another_entry_is_passed_over_when_saying_why(store):
     build = Tiny()
     get(build, shapes="a")

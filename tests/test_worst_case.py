@@ -82,6 +82,22 @@ def test_the_search_judges_its_last_point_on_its_own_episodes(inventory):
     assert np.asarray(episodes).shape == (cfg.eval_episodes, 1 + env.num_constraints)
 
 
+def test_a_start_with_a_nan_entry_searches_from_the_centre_there(inventory):
+    """A NaN entry of the start reads as the centre's (it came back as a NaN point outside the box);
+    an infinite one is projected onto the box's edge as any point outside it."""
+    env, p = inventory
+    cfg = SearchConfig(steps=1, episodes=2, eval_episodes=2)
+    run = jax.jit(lambda x0: search(jax.random.PRNGKey(0), x0, env, p, always_order_6, "return", cfg, env.gamma,
+                                    env.lambda_max))  # fmt: skip
+    nan_start = jnp.asarray(p.xi_c).at[0].set(jnp.nan)
+    xi, episodes, _ = run(nan_start)
+    np.testing.assert_array_equal(np.asarray(xi), np.asarray(run(jnp.asarray(p.xi_c))[0]))
+    inf_start = jnp.asarray(p.xi_c).at[0].set(jnp.inf)
+    xi_inf = np.asarray(run(inf_start)[0])
+    assert np.all(np.isfinite(xi_inf)) and np.all(np.abs(xi_inf - np.asarray(p.xi_c)) <= np.asarray(p.kappa) + 1e-6)
+    assert np.all(np.isfinite(np.asarray(episodes)))
+
+
 def test_score_and_pathwise_gradients_agree_with_the_closed_form_of_one_step(inventory):
     """One step from ``s = 0`` ordering 6: ``s' ~ N(eta . zeta, 1)`` (far from the state
     bound), so ``E[r] = 6 - eta . zeta`` and ``dE[r]/d eta = -zeta``, ``zeta`` written out

@@ -157,9 +157,10 @@ def _opened(path: Path):
     """``path`` open for reading if it is a regular file (``NotAFile`` else): opened without
     blocking, as a FIFO in the folder would block a plain ``open`` until something writes it."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # (no FIFOs, nor the flag, on Windows)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # checked before fdopen, which refuses a folder on its own
+        os.close(fd)
+        raise NotAFile(f"{path.name} is not a regular file")
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotAFile(f"{path.name} is not a regular file")
         yield f
 
 

@@ -152,7 +152,7 @@ def search(
         move = jnp.where(scale > 0, eta * kappa * g / jnp.where(scale > 0, scale, 1.0), 0.0)
         return (box.project(xi - move, xi_c, kappa), best_xi, best), value
 
-    xi0 = box.project(xi0, xi_c, kappa)
+    xi0 = box.project(jnp.where(jnp.isnan(xi0), xi_c, xi0), xi_c, kappa)  # a NaN entry: the centre's
     # one step more than ``steps``: the last point is judged too (by the same episodes; its
     # gradient and move are not used), one rollout in the program for every point judged
     (_, best_xi, _), history = jax.lax.scan(step, (xi0, xi0, jnp.float32(jnp.inf)), jnp.append(etas, 0.0))
