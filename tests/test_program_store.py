@@ -337,7 +337,7 @@ def test_the_runner_loads_its_training_test_and_search_programs_and_writes_what_
     assert re.search(r"PPO-Lag: loaded compiled program \(\d+\.\d s\)", log), log
     run("fresh", "--compile-cache", "off", "--set", "lr=0.001")
     stored = sorted(p.name for p in (tmp_path / "cache" / program_store.SUBFOLDER).iterdir())
-    assert len([p for p in stored if p.endswith(".program")]) == 3, stored  # training, test, search
+    assert len([p for p in stored if p.endswith(".program")]) == 4, stored  # training, test, search, cost check
     for name in ("train_metrics.npz", "test_results.npz", "worst_case.npz"):
         a, f = (np.load(tmp_path / run_ / "cartpole" / "PPO-Lag" / name) for run_ in ("again", "fresh"))
         assert sorted(a.files) == sorted(f.files)
@@ -349,8 +349,9 @@ def test_the_runner_loads_its_training_test_and_search_programs_and_writes_what_
 def test_the_runner_at_another_limit_loads_its_training_and_test_programs_and_writes_what_a_fresh_compile_writes(
     tmp_path,
 ):
-    """A study domain's limit is an argument of the training program and of the robustness test's
-    (its kernels): a second run at another limit stores nothing new and writes what a fresh compile writes."""
+    """A study domain's limit is an argument of the training program, of the robustness test's (its
+    kernels) and of the cannot-bind check's: a second run at another limit stores nothing new and writes
+    what a fresh compile writes."""
     env = {k: v for k, v in os.environ.items() if k != "RCMDP_JAX_PROGRAM_STORE"}
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
     command = [sys.executable, "-m", "rcmdp_jax", "--algos", "PPO-Lag", "--seeds", "2", "--steps", "128", "--set",
@@ -366,10 +367,10 @@ def test_the_runner_at_another_limit_loads_its_training_and_test_programs_and_wr
     run("first", 0.3, *cache)
     stored = lambda: sorted(p.name for p in (tmp_path / "cache" / program_store.SUBFOLDER).glob("*.program"))  # noqa: E731
     before = stored()
-    assert len(before) == 2, before  # training, test
+    assert len(before) == 3, before  # training, test, the cannot-bind check's episodes
     log = run("again", 0.05, *cache)
     assert re.search(r"PPO-Lag: loaded compiled program \(\d+\.\d s\)", log), log
-    assert stored() == before  # the test's program loaded too: nothing new stored
+    assert stored() == before  # the test's program and the check's loaded too: nothing new stored
     run("fresh", 0.05, "--compile-cache", "off")
     folder = lambda run_: next((tmp_path / run_).glob("cartpole*/PPO-Lag"))  # noqa: E731
     for name in ("train_metrics.npz", "test_results.npz"):
