@@ -8,8 +8,8 @@ given, so one compiled program serves every value: ``program_key`` is the name w
 blanked (what a program is built from and kept under), ``program_numbers`` the parameters' fields
 the program takes as arguments. A change of only those numbers runs the program built before.
 
-What stays in the key: the fields a box names, whether a noise entry is zero in float32 (only the
-noisy entries are drawn), whether a budget is zero and a cost's discount (as its number: 1 is the
+What stays in the key: the fields a box names, which noise entries are zero in float32 (only the
+noisy entries are drawn; one number, one per entry or the preset's own noise, alike), whether a budget is zero and a cost's discount (as its number: 1 is the
 default), the numbers of a preset's own costs (``@costs=speed``), every number of a brax name or a
 registered environment. A name's options may come in any order.
 """
@@ -37,18 +37,28 @@ def program_key(name: str) -> str:
     if not name.startswith(GYMNAX_PREFIX):
         return name
     base, *options = name.split("@")
-    out = []
+    out = [f"noise={_noise_item(name)}"]
     for opt in options:
         key, _, value = opt.partition("=")
         items = [item.strip() for item in value.split(",")]  # as the name's parser reads them
         if key == "uncertain":  # FIELD:WIDTH, FIELD:abs:WIDTH: the box's half-widths, params.kappa
             items = [f"{item.partition(':')[0]}:{BLANK}" for item in items]
-        elif key == "noise":  # the kernel's std per entry, params.noise; a zero entry is not drawn
-            items = ["0" if _zero(item, np.float32) else BLANK for item in items]  # as robustify stores it
+        elif key == "noise":  # said once, per entry, whether given or not (above)
+            continue
         elif key == "costs":  # FIELD:LIMIT and 'FIELD>LIMIT:BUDGET:GAMMA_C': params.cost_limits, cost_shares
             items = [_cost_item(item) for item in items]
         out.append(f"{key}={','.join(items)}")
     return "@".join([base, *sorted(out)])  # each option once, read in any order
+
+
+def _noise_item(name: str) -> str:
+    """The kernel's noise of a ``gymnax:`` name as its program is built: per state entry, ``0`` where
+    the entry is not drawn (zero in float32, as robustify stores it), else blanked; the same for one
+    number, one per entry and the preset's own (no ``@noise``), as they build the same program."""
+    from rcmdp_jax.envs import make
+
+    env = make(name)[0]
+    return ",".join(BLANK if i in env.noisy else "0" for i in range(env.state_dim))
 
 
 def _cost_item(item: str) -> str:

@@ -22,17 +22,23 @@ CARTPOLE = "gymnax:CartPole-v1"
         ("inventory@cost_threshold=0.13", "inventory@cost_threshold=#"),
         ("cartpole@velocity_limit=2", "cartpole@velocity_limit=#"),
         ("cartpole", "cartpole"),
-        (f"{CARTPOLE}@uncertain=gravity:0.3,length:abs:0.1", f"{CARTPOLE}@uncertain=gravity:#,length:#"),
+        (f"{CARTPOLE}@uncertain=gravity:0.3,length:abs:0.1", f"{CARTPOLE}@noise=#,#,#,#@uncertain=gravity:#,length:#"),
         (f"{CARTPOLE}@noise=0.01,0,2e-3,0.0", f"{CARTPOLE}@noise=#,0,#,0"),
         (f"{CARTPOLE}@noise=1e-50,1e-3,-0,1e-46", f"{CARTPOLE}@noise=0,#,0,0"),  # zero in float32: not drawn
         (
             f"{CARTPOLE}@costs=x>0.3:5,theta:0.2,x_dot>1,x>2:0:gamma,position",
-            f"{CARTPOLE}@costs=x>#:#,theta:#,x_dot>#:0,x>#:0:gamma,position",
+            f"{CARTPOLE}@costs=x>#:#,theta:#,x_dot>#:0,x>#:0:gamma,position@noise=#,#,#,#",
         ),
         ("brax:hopper", "brax:hopper"),
-        (f"{CARTPOLE}@noise=0.1@uncertain=gravity:0.2", f"{CARTPOLE}@noise=#@uncertain=gravity:#"),
-        (f"{CARTPOLE}@uncertain=gravity:0.2@noise=0.1", f"{CARTPOLE}@noise=#@uncertain=gravity:#"),  # either order
-        (f"{CARTPOLE}@costs=x>0.3:5:1, x_dot>1:0:0.990", f"{CARTPOLE}@costs=x>#:#,x_dot>#:0:0.99"),  # 1: the default
+        (f"{CARTPOLE}@noise=0.1@uncertain=gravity:0.2", f"{CARTPOLE}@noise=#,#,#,#@uncertain=gravity:#"),
+        (f"{CARTPOLE}@uncertain=gravity:0.2@noise=0.1", f"{CARTPOLE}@noise=#,#,#,#@uncertain=gravity:#"),  # any order
+        (f"{CARTPOLE}@costs=x>0.3:5:1, x_dot>1:0:0.990", f"{CARTPOLE}@costs=x>#:#,x_dot>#:0:0.99@noise=#,#,#,#"),
+        # the noise per entry, whether one number, one per entry or the preset's own (no @noise)
+        (CARTPOLE, f"{CARTPOLE}@noise=#,#,#,#"),
+        (f"{CARTPOLE}@noise=0.02", f"{CARTPOLE}@noise=#,#,#,#"),
+        (f"{CARTPOLE}@noise=0", f"{CARTPOLE}@noise=0,0,0,0"),
+        ("gymnax:Pendulum-v1", "gymnax:Pendulum-v1@noise=#,#,0"),  # its preset: no noise on the applied torque
+        ("gymnax:Pendulum-v1@noise=0.1", "gymnax:Pendulum-v1@noise=#,#,#"),
     ],
 )
 def test_the_program_key_blanks_the_numbers_the_program_takes(name, key):
@@ -50,6 +56,7 @@ def test_a_family_at_another_limit_or_width_has_the_same_structure_and_one_with_
     assert shape(f"{CARTPOLE}@costs=x>0.3:5,theta:0.1") == shape(f"{CARTPOLE}@costs=x>0.1:25,theta:0.3")
     assert shape(f"{CARTPOLE}@uncertain=gravity:0.1") != shape(f"{CARTPOLE}@uncertain=length:0.1")
     assert shape(f"{CARTPOLE}@noise=0.1") != shape(f"{CARTPOLE}@noise=0.1,0.1,0.1,0")  # one entry not drawn
+    assert shape(CARTPOLE) == shape(f"{CARTPOLE}@noise=0.02") == shape(f"{CARTPOLE}@noise=0.1,0.2,0.3,0.4")
     assert shape(f"{CARTPOLE}@noise=1e-50") == shape(f"{CARTPOLE}@noise=0") != shape(f"{CARTPOLE}@noise=1e-3")
     assert envs.make(f"{CARTPOLE}@noise=1e-50")[0].noisy == ()  # robustify's float32: none drawn, as at 0
     tiny, none = f"{CARTPOLE}@costs=x>0.3:1e-322:gamma", f"{CARTPOLE}@costs=x>0.3:0:gamma"  # B/H is 0 in float64
@@ -88,6 +95,27 @@ def test_another_limit_compiles_nothing_and_trains_what_a_program_built_for_it_t
     with pytest.raises(AssertionError):  # the limit did enter: other costs, another multiplier
         assert_same(trained, first)
     assert_same(trained, reference(limited(0.05), keys))
+
+
+def test_the_noise_given_per_entry_runs_the_program_of_the_presets_own_and_trains_what_its_own_would():
+    """A ``gymnax:`` name without ``@noise`` (the preset's 1e-3 on every entry) and the same name with
+    a noise per entry build one program: the second compiles nothing and trains what a program built
+    for it alone trains (its noise an argument: it enters, the results differ from the first's)."""
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(5), 2))
+    sizes = dict(total_timesteps=64 * 3, n_steps=16, minibatch_size=16, epochs=2, eval_episodes=2,
+                 n_dual_episodes=2, dual_batch=32)  # fmt: skip
+    noisy = lambda name: [preset(name, "MDPO-Lag", **sizes)]  # noqa: E731
+    chunked.clear()
+    first = train_prepared(Prepared(noisy(CARTPOLE), keys, True))[0]
+    built = chunked.counts["built"]
+    with Compiles() as compiles:
+        prep = Prepared(noisy(f"{CARTPOLE}@noise=0.05,0.02,0.05,0.02"), keys, True)
+    assert chunked.counts["built"] == built and compiles.count == 0, "another noise built another program"
+    trained = train_prepared(prep)[0]
+    np.testing.assert_array_equal(trained[0].state.env_params.noise[-1], np.float32([0.05, 0.02, 0.05, 0.02]))
+    with pytest.raises(AssertionError):
+        assert_same(trained, first)
+    assert_same(trained, reference(noisy(f"{CARTPOLE}@noise=0.05,0.02,0.05,0.02"), keys))
 
 
 def test_a_cost_limit_and_budget_are_read_from_the_parameters_the_step_is_given():
