@@ -67,7 +67,9 @@ def noise_vector(noise, state_dim: int, state_fields) -> np.ndarray:
     arr = np.broadcast_to(arr, (state_dim,)).copy()
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(f"noise must be a finite number >= 0 (a std per state entry), got {arr.tolist()}")
-    return arr
+    # below float32's smallest normal number a std is zero where XLA's CPU code computes with it
+    # (subnormals flushed: a log-density of NaN): such an entry is not drawn, as at 0
+    return np.where(arr < np.finfo(np.float32).tiny, np.float32(0.0), arr)
 
 
 def cost_functions(costs) -> Mapping:

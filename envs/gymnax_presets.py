@@ -238,6 +238,24 @@ def check(name: str) -> None:
     jax.eval_shape(lambda: _build(name).default_params.xi)
 
 
+@functools.cache
+def noisy_entries(name: str) -> tuple[int, tuple[int, ...]]:
+    """``(the state's entries, those the kernel draws noise on)`` of a ``gymnax:`` name, as its
+    environment holds them, built abstractly as ``check`` builds it (no backend starts: a script may
+    still split the CPU into devices after)."""
+    import jax
+
+    got = []
+
+    def build():
+        env = _build(name)
+        got.append((env.state_dim, env.noisy))
+        return env.default_params.xi
+
+    jax.eval_shape(build)
+    return got[0]
+
+
 def gymnax_name(env_id: str, uncertain: str | None = None, costs: str | None = None, noise: str | None = None) -> str:
     """The canonical name of preset ``env_id`` with the CLI's ``--uncertain FIELD=WIDTH,...``,
     ``--costs NAME,...`` and ``--noise STD,...`` (validated; ``ValueError`` names what is wrong)."""

@@ -55,10 +55,10 @@ def _noise_item(name: str) -> str:
     """The kernel's noise of a ``gymnax:`` name as its program is built: per state entry, ``0`` where
     the entry is not drawn (zero in float32, as robustify stores it), else blanked; the same for one
     number, one per entry and the preset's own (no ``@noise``), as they build the same program."""
-    from rcmdp_jax.envs import make
+    from rcmdp_jax.envs.gymnax_presets import noisy_entries
 
-    env = make(name)[0]
-    return ",".join(BLANK if i in env.noisy else "0" for i in range(env.state_dim))
+    dim, noisy = noisy_entries(name)
+    return ",".join(BLANK if i in noisy else "0" for i in range(dim))
 
 
 def _cost_item(item: str) -> str:

@@ -39,6 +39,7 @@ CARTPOLE = "gymnax:CartPole-v1"
         (f"{CARTPOLE}@noise=0", f"{CARTPOLE}@noise=0,0,0,0"),
         ("gymnax:Pendulum-v1", "gymnax:Pendulum-v1@noise=#,#,0"),  # its preset: no noise on the applied torque
         ("gymnax:Pendulum-v1@noise=0.1", "gymnax:Pendulum-v1@noise=#,#,#"),
+        ("gymnax:Pendulum-v1@noise=0.01,1e-45,-0", "gymnax:Pendulum-v1@noise=#,0,0"),  # subnormal: zero on the CPU
     ],
 )
 def test_the_program_key_blanks_the_numbers_the_program_takes(name, key):
@@ -59,6 +60,9 @@ def test_a_family_at_another_limit_or_width_has_the_same_structure_and_one_with_
     assert shape(CARTPOLE) == shape(f"{CARTPOLE}@noise=0.02") == shape(f"{CARTPOLE}@noise=0.1,0.2,0.3,0.4")
     assert shape(f"{CARTPOLE}@noise=1e-50") == shape(f"{CARTPOLE}@noise=0") != shape(f"{CARTPOLE}@noise=1e-3")
     assert envs.make(f"{CARTPOLE}@noise=1e-50")[0].noisy == ()  # robustify's float32: none drawn, as at 0
+    # a std below float32's smallest normal number is zero in XLA's CPU code (its log-density was NaN): not drawn
+    env, params = envs.make("gymnax:Pendulum-v1@noise=0.01,1e-45,0")
+    assert env.noisy == (0,) and np.asarray(params.noise).tolist() == [np.float32(0.01), 0.0, 0.0]
     tiny, none = f"{CARTPOLE}@costs=x>0.3:1e-322:gamma", f"{CARTPOLE}@costs=x>0.3:0:gamma"  # B/H is 0 in float64
     assert shape(tiny) == shape(none) != shape(f"{CARTPOLE}@costs=x>0.3:5:gamma")
     assert envs.make(tiny)[0].cost_offsets is None  # as at a budget of 0: EpCost adds no share back
@@ -170,3 +174,17 @@ def test_a_checkpoint_written_before_the_cost_numbers_were_parameters_restores_t
     np.testing.assert_array_equal(restored["state"]["env_params"]["xi"], xi)
     np.testing.assert_array_equal(restored["state"]["env_params"]["cost_limits"], np.float32([[0.3, 1.5]] * 2))
     np.testing.assert_array_equal(restored["state"]["env_params"]["cost_shares"], [[np.float32(5 / 200), 0.0]] * 2)
+
+
+@pytest.mark.slow
+def test_the_program_key_starts_no_backend_so_a_script_may_split_the_cpu_after():
+    """The key of a ``gymnax:`` name reads its noise from the environment built abstractly: a script
+    that asks for it, then splits the CPU into two devices, gets them (a built environment would
+    have started JAX's backend with one)."""
+    import subprocess
+    import sys
+
+    code = ("from rcmdp_jax.envs.numbers import program_key; from rcmdp_jax import sharding; import jax; "
+            f"k = program_key('{CARTPOLE}@noise=0.02'); ok = sharding.split_cpu(2); print(k, ok, jax.local_device_count())")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == [f"{CARTPOLE}@noise=#,#,#,#", "True", "2"], out.stdout + out.stderr[-2000:]
