@@ -160,10 +160,9 @@ def register(name: str, env, *, learner: dict | None = None, n_test: int = 20) -
     if not isinstance(name, str) or not name.strip() or name in _BUILTIN or name.startswith((GYMNAX_PREFIX, BRAX_PREFIX)):
         raise ValueError(f"register: {name!r} must be a name with a character other than whitespace, not a built-in "
                          "domain's, gymnax:... or brax:... (a name registered before is replaced)")  # fmt: skip
-    if name.partition("@")[0] in _BUILTIN:  # NAME@FIELD=NUMBER is a built-in domain at another limit
+    if (base := name.partition("@")[0]) in _BUILTIN:  # NAME@FIELD=NUMBER: a built-in domain at another limit
         raise ValueError(f"register: {name!r} is how a built-in domain is named at another limit (NAME@FIELD=NUMBER, "
-                         f"e.g. {name.partition('@')[0]}@{LIMITS[name.partition('@')[0]]}=0.2): choose a name "
-                         "without '@' after a built-in domain's")  # fmt: skip
+                         f"e.g. {base}@{LIMITS[base]}=0.2): choose a name without '@' after a built-in domain's")  # fmt: skip
     try:
         if isinstance(env, DomainSpec):
             if learner is not None or n_test != 20:

@@ -231,18 +231,16 @@ def domain_spec(name: str) -> DomainSpec:
 
 
 def check(name: str) -> None:
-    """Build the environment of a ``gymnax:`` name abstractly (``jax.eval_shape``: no
-    backend starts, nothing is cached), so a bad field, width or cost raises ``ValueError``."""
-    import jax
-
-    jax.eval_shape(lambda: _build(name).default_params.xi)
+    """Build the environment of a ``gymnax:`` name abstractly (``noisy_entries``), so a bad field,
+    width or cost raises ``ValueError``."""
+    noisy_entries(name)
 
 
 @functools.cache
 def noisy_entries(name: str) -> tuple[int, tuple[int, ...]]:
     """``(the state's entries, those the kernel draws noise on)`` of a ``gymnax:`` name, as its
-    environment holds them, built abstractly as ``check`` builds it (no backend starts: a script may
-    still split the CPU into devices after)."""
+    environment holds them, the environment built abstractly (``jax.eval_shape``: no backend starts,
+    so a script may still split the CPU into devices after; no environment is kept)."""
     import jax
 
     got = []

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rcmdp_jax import preset, program_store
+from rcmdp_jax import preset, program_store, xla_cache
 from rcmdp_jax.family import structure
 from rcmdp_jax.study import runtime
 
@@ -534,16 +534,16 @@ def test_jaxs_xla_cache_beside_the_store_is_bounded_least_recently_used_first(tm
     kept = [tmp_path / program_store.SUBFOLDER / f"a{program_store.SUFFIX}", tmp_path / "notes.txt"]
     for path in kept:
         path.write_bytes(b"y" * 1000)
-    assert program_store.evict_xla(tmp_path, max_bytes=600) == []  # 600 bytes of entries: at the bound
+    assert xla_cache.evict(tmp_path, max_bytes=600) == []  # 600 bytes of entries: at the bound
     entry("k6", 1_000_000 + 6000)
     os.utime(old[1], (1_000_000 + 9000, old[1].stat().st_mtime))  # k1 read since: recently used
-    dropped = program_store.evict_xla(tmp_path, max_bytes=600)  # 700 > 600: down to 450 at most
+    dropped = xla_cache.evict(tmp_path, max_bytes=600)  # 700 > 600: down to 450 at most
     assert dropped == [old[0], old[2], old[3]]
     assert sorted(p.name for p in tmp_path.glob("*-cache")) == ["k1-cache", "k4-cache", "k5-cache", "k6-cache"]
     assert not (tmp_path / "k0-atime").exists() and all(p.exists() for p in kept)
 
     calls = []
-    monkeypatch.setattr(program_store, "evict_xla", lambda cache, max_bytes=None: calls.append(Path(cache)))
+    monkeypatch.setattr(xla_cache, "evict", lambda cache, max_bytes=None: calls.append(Path(cache)))
     try:
         runtime.speed_up("off")  # no cache: nothing bounded
         runtime.speed_up(None)  # the tests' cache folder (JAX_COMPILATION_CACHE_DIR), bounded

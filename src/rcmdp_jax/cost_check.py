@@ -38,7 +38,7 @@ def step_costs(name: str, episodes: int = EPISODES, seed: int = 0) -> np.ndarray
 def episodes_program(env):
     """``(keys [E], params) -> costs [E, T, m]``: a random policy's episodes on ``env`` (one
     episode length each), the parameters an argument, so that the environment at another limit,
-    width or noise is the same program (JAX's compilation cache holds it once)."""
+    width or noise is the same program (``step_costs`` keeps it in the program store once)."""
     import jax
 
     def episode(key, params):

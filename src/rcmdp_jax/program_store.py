@@ -49,7 +49,6 @@ SUBFOLDER = "rcmdp_programs"  # inside the XLA cache folder (JAX's own files end
 MAX_ENTRIES = 48
 MAX_BYTES = 1 << 30
 STALE_SECONDS = 3600  # a temporary file (atomic.write_bytes') this old was left by a writer that died
-XLA_MAX_BYTES = 2 << 30  # JAX's XLA cache beside the store (``evict_xla``), unless JAX bounds it itself
 # libraries whose code a program is traced from (their versions are part of the key)
 LIBRARIES = ("jax", "jaxlib", "flax", "optax", "chex", "numpy", "gymnax", "brax", "mujoco", "mujoco-mjx")
 # JAX settings that change what a traced program computes (beside jax_enable_x64)
@@ -294,36 +293,6 @@ def evict(keep: Path | None = None) -> list[Path]:
         total -= sizes[path]
         dropped.append(path)
     return stale + dropped
-
-
-def evict_xla(cache: Path, max_bytes: int | None = None) -> list[Path]:
-    """Where JAX's XLA cache in folder ``cache`` (its ``*-cache`` files) holds more than ``max_bytes``,
-    drop its least recently used entries (by the later of a file's access and modification times:
-    JAX writes an entry once and only reads it after) until it holds at most three quarters of
-    ``max_bytes``; the dropped. JAX bounds its cache only where ``jax_compilation_cache_max_size`` is
-    set, which needs the ``filelock`` package; the program store's subfolder is not touched. A
-    process that reads an entry as it goes compiles that program again (JAX warns). ``max_bytes``:
-    ``XLA_MAX_BYTES`` where None."""
-    max_bytes = XLA_MAX_BYTES if max_bytes is None else max_bytes
-    entries = []
-    for path in Path(cache).glob("*-cache"):
-        with contextlib.suppress(OSError):
-            st = path.stat()
-            if stat.S_ISREG(st.st_mode):
-                entries.append((max(st.st_atime, st.st_mtime), st.st_size, path))
-    total = sum(size for _, size, _ in entries)
-    if total <= max_bytes:
-        return []
-    dropped = []
-    for _, size, path in sorted(entries):
-        if total <= max_bytes * 3 // 4:
-            break
-        with contextlib.suppress(OSError):  # another process's eviction, a read-only folder
-            path.unlink(missing_ok=True)
-            path.with_name(path.name.removesuffix("-cache") + "-atime").unlink(missing_ok=True)  # JAX's own LRU's
-            total -= size
-            dropped.append(path)
-    return dropped
 
 
 def storable(objects, registered=()) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jax
 
-from rcmdp_jax import cpu_prng, program_store, sharding
+from rcmdp_jax import cpu_prng, program_store, sharding, xla_cache
 from rcmdp_jax.chunked import fmt
 from rcmdp_jax.study.run_plan import PlanError
 
@@ -113,7 +113,7 @@ def event_files(choice: str) -> tuple[bool, str]:
 
 def speed_up(cache: str | None) -> None:
     """Faster CPU random bits; the XLA cache (``cache``: a folder, ``off``, None), bounded
-    (``program_store.evict_xla``), with the ``program_store`` in it."""
+    (``xla_cache.evict``), with the ``program_store`` in it."""
     cpu_prng.apply_default()
     if cache == "off":
         program_store.configure(None)
@@ -122,7 +122,7 @@ def speed_up(cache: str | None) -> None:
         jax.config.update("jax_compilation_cache_dir", cache or str(Path.home() / ".cache" / "rcmdp_jax" / "xla"))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     if jax.config.jax_compilation_cache_max_size == -1:  # JAX's cache unbounded (its own bound: not set)
-        program_store.evict_xla(Path(jax.config.jax_compilation_cache_dir))
+        xla_cache.evict(Path(jax.config.jax_compilation_cache_dir))
     program_store.configure(Path(jax.config.jax_compilation_cache_dir) / program_store.SUBFOLDER)
 
 
