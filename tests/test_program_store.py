@@ -192,10 +192,17 @@ def _parts(shapes):
 
 
 def test_compile_cache_off_keeps_nothing(store):
-    runtime.speed_up("off")
-    build = Tiny()
-    assert get(build)[1:] == ("", False) and get(build)[1:] == ("", False) and build.built == 2
-    assert not store.exists()
+    """``--compile-cache off``: no program store, and JAX's XLA cache off too, also where
+    ``JAX_COMPILATION_CACHE_DIR`` names a folder (as the tests' environment does)."""
+    assert jax.config.jax_compilation_cache_dir and jax.config.jax_enable_compilation_cache
+    try:
+        runtime.speed_up("off")
+        assert not jax.config.jax_enable_compilation_cache
+        build = Tiny()
+        assert get(build)[1:] == ("", False) and get(build)[1:] == ("", False) and build.built == 2
+        assert not store.exists()
+    finally:
+        jax.config.update("jax_enable_compilation_cache", True)  # the rest of the session's tests use it
 
 
 @pytest.mark.parametrize("spelled", ["off", "OFF", "Off"])

@@ -115,7 +115,8 @@ def speed_up(cache: str | None) -> None:
     """Faster CPU random bits; the XLA cache (``cache``: a folder, ``off``, None), bounded
     (``xla_cache.evict``), with the ``program_store`` in it."""
     cpu_prng.apply_default()
-    if cache == "off":
+    if cache == "off":  # neither cache, also where JAX_COMPILATION_CACHE_DIR names a folder
+        jax.config.update("jax_enable_compilation_cache", False)
         program_store.configure(None)
         return
     if cache is not None or not jax.config.jax_compilation_cache_dir:
